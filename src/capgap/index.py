@@ -1,0 +1,104 @@
+"""The frozen document index: every document embedded once, stored beside its fingerprint.
+
+Layout of an index folder (``results/{dataset}/{encoder}/index/``):
+- ``embeddings.npy``: ``(n_docs, dim) float32``, row i = document ``doc_ids[i]``;
+- ``doc_ids.json``: the document ids in row order;
+- ``fingerprint.json``: model id, weights sha256, pooling, normalisation, max length,
+  dimension, corpus hash, n_docs. Written last: an index without it is incomplete.
+
+Encoding runs in chunks saved under ``parts/`` (each atomically, with the fingerprint they
+belong to), so a killed build resumes where it stopped. Loading an index whose fingerprint
+differs from the expected one raises ``FingerprintMismatch`` (DESIGN.md, "Frozen index").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .data import Corpus, corpus_hash
+from .errors import DataFormatError, FingerprintMismatch
+from .io import save_npy, write_json
+
+log = logging.getLogger(__name__)
+INDEX_VERSION = 1
+
+
+@dataclass(frozen=True)
+class FrozenIndex:
+    """``embeddings``: ``(n_docs, dim) float32`` (memory-mapped, read-only); ``doc_ids``: tuple."""
+
+    embeddings: np.ndarray
+    doc_ids: tuple[str, ...]
+    fingerprint: dict
+
+
+def index_fingerprint(encoder_fp: dict, corpus: Corpus) -> dict:
+    """The full fingerprint of an index: encoder fields + corpus hash + n_docs + version."""
+    return {**encoder_fp, "corpus_sha256": corpus_hash(corpus), "n_docs": len(corpus), "index_version": INDEX_VERSION}
+
+
+def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int = 2048, progress: bool = True) -> FrozenIndex:
+    """Embed ``corpus`` with ``encoder`` (a ``capgap.encoders.Encoder``) into ``out_dir``.
+
+    Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was
+    killed. Returns the loaded index. Raises ``ValueError`` on NaN/inf embeddings.
+    """
+    out = Path(out_dir)
+    fp = index_fingerprint(encoder.fingerprint(), corpus)
+    parts = out / "parts"
+    marker = parts / "fingerprint.json"
+    if parts.is_dir() and (not marker.is_file() or json.loads(marker.read_text()) != fp):
+        shutil.rmtree(parts)  # parts of another build: never trust them
+    parts.mkdir(parents=True, exist_ok=True)
+    write_json(marker, fp)
+    texts = corpus.passages()
+    chunks = []
+    for i, start in enumerate(range(0, len(texts), chunk_size)):
+        f = parts / f"part_{i:06d}.npy"
+        if f.is_file():
+            emb = np.load(f)
+            log.info("resuming: reused %s (%d docs)", f.name, len(emb))
+        else:
+            emb = encoder.encode_documents(texts[start : start + chunk_size], progress=progress)
+            save_npy(f, emb)
+        chunks.append(emb)
+    emb = np.concatenate(chunks).astype(np.float32, copy=False)
+    if emb.shape != (len(corpus), fp["dim"]):
+        raise ValueError(f"index: embeddings have shape {emb.shape}, expected {(len(corpus), fp['dim'])}")
+    if not np.isfinite(emb).all():
+        raise ValueError("index: NaN/inf in document embeddings")
+    save_npy(out / "embeddings.npy", emb)
+    write_json(out / "doc_ids.json", list(corpus.ids))
+    write_json(out / "fingerprint.json", fp)
+    shutil.rmtree(parts)
+    return load_index(out, fp)
+
+
+def load_index(folder: str | Path, expected: dict | None = None) -> FrozenIndex:
+    """Load an index folder; check shape, finiteness and (if given) the expected fingerprint.
+
+    Raises ``FingerprintMismatch`` when ``expected`` differs from the stored fingerprint,
+    ``DataFormatError`` when a file is missing or inconsistent.
+    """
+    folder = Path(folder)
+    fpf = folder / "fingerprint.json"
+    if not fpf.is_file():
+        raise DataFormatError(fpf, None, None, "missing: the index is incomplete (rebuild it)")
+    fp = json.loads(fpf.read_text())
+    if expected is not None and expected != fp:
+        raise FingerprintMismatch(folder, expected, fp)
+    emb = np.load(folder / "embeddings.npy", mmap_mode="r")
+    ids = tuple(json.loads((folder / "doc_ids.json").read_text()))
+    if emb.dtype != np.float32 or emb.ndim != 2:
+        raise DataFormatError(folder / "embeddings.npy", None, None, f"expected 2-d float32, got {emb.dtype} {emb.shape}")
+    if emb.shape != (fp["n_docs"], fp["dim"]) or len(ids) != fp["n_docs"]:
+        raise DataFormatError(folder / "embeddings.npy", None, "dim", f"shape {emb.shape} / {len(ids)} ids do not match fingerprint ({fp['n_docs']}, {fp['dim']})")
+    if not np.isfinite(emb).all():
+        raise DataFormatError(folder / "embeddings.npy", None, None, "NaN or inf in embeddings")
+    return FrozenIndex(emb, ids, fp)

@@ -1,0 +1,152 @@
+"""Aggregate per-job result rows into ``reports/results.csv``, ``report.md``, a figure, and a
+JSON summary for ``dvc metrics``.
+
+``results.csv`` (tidy: ``dataset, encoder, method, split, metric, k, value``) is the single
+source; the Markdown tables, the figure and ``summary.json`` are all rendered from it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from .evaluate import COLUMNS
+from .io import atomic_open, write_json, write_text
+
+METHOD_ORDER = ("probe", "pretrained", "finetuned", "bm25", "colbert")
+SPLIT_ORDER = ("train", "heldout", "all")
+
+
+def collect(csv_paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Concatenate per-job CSVs into one sorted tidy frame (raises ``ValueError`` on bad columns)."""
+    frames = []
+    for p in csv_paths:
+        df = pd.read_csv(p, dtype={"encoder": str, "k": "Int64"}, keep_default_na=False, na_values={"k": [""]})
+        if tuple(df.columns) != COLUMNS:
+            raise ValueError(f"{p}: columns {tuple(df.columns)} != {COLUMNS}")
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=list(COLUMNS))
+    df = pd.concat(frames, ignore_index=True)
+    df["_m"] = df["method"].map({m: i for i, m in enumerate(METHOD_ORDER)}).fillna(99)
+    df["_s"] = df["split"].map({s: i for i, s in enumerate(SPLIT_ORDER)}).fillna(99)
+    df = df.sort_values(["dataset", "_m", "encoder", "_s", "metric", "k"], kind="stable").drop(columns=["_m", "_s"])
+    return df.reset_index(drop=True)
+
+
+def _md_table(header: list[str], rows: list[list]) -> str:
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.3f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _label(method: str, encoder: str) -> str:
+    return f"{method} ({encoder})" if encoder else method
+
+
+def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, ks: Sequence[int], ndcg_k: int = 10) -> str:
+    """The report's Markdown text (tables per dataset, unavailable datasets, figure link)."""
+    out = ["# capgap report", ""]
+    out.append(
+        "Recall@k = |top-k ∩ gold| / |gold| averaged over queries (LIMIT/MTEB); "
+        f"nDCG@{ndcg_k} with linear gain (trec_eval). Splits: train, held-out, all queries. "
+        "Generated from `reports/results.csv`."
+    )
+    out.append("")
+    avail = [s for s in statuses if s.get("available")]
+    missing = [s for s in statuses if not s.get("available")]
+    out.append("## Datasets")
+    out.append("")
+    out.append(_md_table(
+        ["dataset", "documents", "queries", "train", "held-out", "dropped (no gold)", "source", "split rule"],
+        [[s["dataset"], s["n_docs"], s["n_queries"], s["n_train"], s["n_heldout"], s["dropped_queries_without_gold"], s["source"].get("kind", ""), s["split_rule"]] for s in avail],
+    ))
+    out.append("")
+    if missing:
+        out.append("## Datasets that could not be obtained")
+        out.append("")
+        for s in missing:
+            out.append(f"- **{s['dataset']}**: {s['reason']}. {s['hint']}")
+        out.append("")
+    for ds in sorted(df["dataset"].unique()):
+        sub = df[df["dataset"] == ds]
+        out.append(f"## {ds}")
+        out.append("")
+        for split in SPLIT_ORDER:
+            part = sub[sub["split"] == split]
+            if part.empty:
+                continue
+            header = ["method", "queries"] + [f"R@{k}" for k in ks] + [f"nDCG@{ndcg_k}"]
+            rows = []
+            for (method, enc), g in part.groupby(["method", "encoder"], sort=False):
+                def val(metric, k):
+                    v = g[(g["metric"] == metric) & (g["k"] == k)]["value"]
+                    return float(v.iloc[0]) if len(v) else "–"
+
+                n = g[g["metric"] == "n_queries"]["value"]
+                rows.append([_label(method, enc), int(n.iloc[0]) if len(n) else "–"] + [val("recall", k) for k in ks] + [val("ndcg", ndcg_k)])
+            out.append(f"**{split}**")
+            out.append("")
+            out.append(_md_table(header, rows))
+            out.append("")
+    if figure:
+        out.append("## Recall@k")
+        out.append("")
+        out.append(f"![recall@k per method, all queries]({figure})")
+        out.append("")
+    return "\n".join(out)
+
+
+def plot_recall_curves(df: pd.DataFrame, path: str | Path) -> None:
+    """Seaborn figure: recall@k against k, one panel per dataset, all queries (atomic PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    d = df[(df["metric"] == "recall") & (df["split"] == "all")].copy()
+    if d.empty:  # still write the declared figure, saying why it is empty
+        fig = plt.figure(figsize=(4, 1.5))
+        fig.text(0.5, 0.5, "no recall results (no dataset available)", ha="center", va="center")
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=110)
+        plt.close(fig)
+        return
+    d["method"] = [_label(m, e) for m, e in zip(d["method"], d["encoder"])]
+    d["k"] = d["k"].astype(int)
+    g = sns.relplot(data=d, x="k", y="value", hue="method", col="dataset", kind="line", marker="o", col_wrap=min(3, d["dataset"].nunique()), height=3.2, facet_kws={"sharex": False})
+    g.set(xscale="log", ylim=(0, 1.02), ylabel="recall@k")
+    with atomic_open(path, "wb") as fh:
+        g.figure.savefig(fh, format="png", dpi=110, bbox_inches="tight")
+    plt.close(g.figure)
+
+
+def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
+    """Nested dict for ``dvc metrics``: dataset -> method[/encoder] -> split -> metric@k -> value."""
+    out: dict = {}
+    for r in df[df["metric"] != "n_queries"].itertuples(index=False):
+        key = f"{r.method}/{r.encoder}" if r.encoder else r.method
+        out.setdefault(r.dataset, {}).setdefault(key, {}).setdefault(r.split, {})[f"{r.metric}@{r.k}"] = round(float(r.value), 6)
+    return out
+
+
+def build_report(csv_paths, status_paths, out_csv, out_md, out_png, out_summary, ks: Sequence[int], ndcg_k: int = 10) -> pd.DataFrame:
+    """Write ``results.csv``, the figure, ``report.md`` and ``summary.json``; return the frame."""
+    df = collect(csv_paths)
+    statuses = [json.loads(Path(p).read_text()) for p in status_paths]
+    with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
+        df.to_csv(fh, index=False, lineterminator="\n")
+    plot_recall_curves(df, out_png)
+    rel = Path(out_png).relative_to(Path(out_md).parent)
+    write_text(out_md, render_markdown(df, statuses, str(rel), ks, ndcg_k))
+    write_json(out_summary, summary(df, ks, ndcg_k))
+    return df

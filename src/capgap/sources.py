@@ -1,0 +1,198 @@
+"""Where a dataset comes from: explicit path, offline data mirror, generator, or download.
+
+Public API
+----------
+- ``obtain(name, spec, mirror=None, cache_dir=None)`` -> ``RetrievalSet``; raises
+  ``DatasetUnavailable`` (with a hint for the user) when no source works.
+- ``download_beir(name, dest, url=None, md5=None, timeout=30)``: the official BEIR zip,
+  md5-verified, extracted atomically.
+- ``download_limit(name, dest, base_url=None, commit=LIMIT_COMMIT, timeout=30)``: LIMIT's
+  JSONL files from the google-deepmind/limit GitHub repository at a pinned commit,
+  sha256-verified where the hash is pinned.
+- ``is_offline()``: true when ``HF_HUB_OFFLINE``/``CAPGAP_OFFLINE`` is set; no network is
+  tried then.
+
+Resolution order for a dataset spec (config ``datasets.<name>``): ``path`` (a local BEIR-layout
+folder) -> ``$CAPGAP_DATA_MIRROR/<mirror_name>`` -> ``generated`` (no files needed) ->
+download (``source: beir`` or ``source: limit``) unless offline -> ``DatasetUnavailable``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Mapping
+
+from .data import RetrievalSet, assemble, load_beir_dir
+from .errors import DataFormatError, DatasetUnavailable
+from .io import sha256_file
+
+log = logging.getLogger(__name__)
+
+MIRROR_ENV = "CAPGAP_DATA_MIRROR"
+BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
+# md5 of the official archives as the BEIR README publishes them.
+BEIR_MD5 = {"scifact": "5f7d1de60b170fc8027bb7898e2efca1"}
+
+LIMIT_COMMIT = "90c5dd3a7c3c0d68bc6cc7a0c5b0f4ca124dfdcb"
+LIMIT_RAW = "https://raw.githubusercontent.com/google-deepmind/limit/{commit}/data/{name}/{file}"
+LIMIT_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.jsonl")
+# sha256 of the files at LIMIT_COMMIT (checked against ../shared/data, a byte-for-byte copy).
+LIMIT_SHA256 = {
+    ("limit-small", "corpus.jsonl"): "ebc38fa10c96fa02e4501e41968edf586efffc6241b6cd10f1c8757c1854dc53",
+    ("limit-small", "queries.jsonl"): "0afedee8bb9aec36053568673bc7b5eb3e5fc416b49d44f187026de930084db8",
+    ("limit-small", "qrels.jsonl"): "f6a0cbf1ac3c405e1cffc96c87bd19a5f77a671d123f547cf946bf17874a27f8",
+}
+
+HINT = (
+    "Provide it with a data mirror (export {env}=/path/to/folder holding '{mirror}/' in BEIR "
+    "layout, e.g. ../shared/data), a 'path:' in the config, or run online without "
+    "HF_HUB_OFFLINE/CAPGAP_OFFLINE so it can be downloaded."
+)
+
+
+def is_offline() -> bool:
+    """True when the user asked for no network (``HF_HUB_OFFLINE`` or ``CAPGAP_OFFLINE`` truthy)."""
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "CAPGAP_OFFLINE"))
+
+
+def default_cache_dir() -> Path:
+    """``$CAPGAP_CACHE`` or ``~/.cache/capgap``: where downloads are kept."""
+    return Path(os.environ.get("CAPGAP_CACHE") or Path.home() / ".cache" / "capgap")
+
+
+def _fetch(url: str, dest: Path, timeout: float) -> None:
+    """Download ``url`` to ``dest`` atomically (temp file, then rename)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+            shutil.copyfileobj(resp, out, 1 << 20)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _md5(path: Path) -> str:
+    h = hashlib.md5()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def download_beir(name: str, dest: str | Path, url: str | None = None, md5: str | None = None, timeout: float = 30) -> Path:
+    """Download and extract a BEIR dataset; return the folder holding ``corpus.jsonl``.
+
+    ``url`` defaults to the official archive; ``md5`` to the published checksum (BEIR_MD5),
+    and a mismatch raises ``DataFormatError``. The archive holds ``<name>/corpus.jsonl``,
+    ``<name>/queries.jsonl`` and ``<name>/qrels/*.tsv``; it is extracted into a temporary
+    folder and renamed to ``dest/<name>`` only when complete. An existing complete folder is
+    reused. Network errors propagate as ``urllib.error.URLError``/``OSError``.
+    """
+    dest = Path(dest)
+    final = dest / name
+    if (final / "corpus.jsonl").is_file():
+        return final
+    url = url or BEIR_URL.format(name=name)
+    md5 = md5 if md5 is not None else BEIR_MD5.get(name)
+    archive = dest / f"{name}.zip"
+    if not archive.is_file():
+        _fetch(url, archive, timeout)
+    if md5 and _md5(archive) != md5:
+        bad = _md5(archive)
+        archive.unlink()
+        raise DataFormatError(archive, None, None, f"md5 {bad} does not match the published {md5}")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest))
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            for member in zf.namelist():
+                target = (tmp / member).resolve()
+                if not str(target).startswith(str(tmp.resolve())):
+                    raise DataFormatError(archive, None, member, "archive member escapes the target folder")
+            zf.extractall(tmp)
+        inner = tmp / name if (tmp / name / "corpus.jsonl").is_file() else tmp
+        if not (inner / "corpus.jsonl").is_file():
+            raise DataFormatError(archive, None, None, "archive has no corpus.jsonl")
+        os.replace(inner, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def download_limit(name: str, dest: str | Path, base_url: str | None = None, commit: str = LIMIT_COMMIT, timeout: float = 30) -> Path:
+    """Download LIMIT's JSONL files (``corpus``, ``queries``, ``qrels``) for ``name``.
+
+    ``base_url`` is a format string with ``{commit}``, ``{name}``, ``{file}`` (default: the
+    GitHub raw URL of google-deepmind/limit). Files with a pinned sha256 (LIMIT_SHA256, at
+    LIMIT_COMMIT) are verified; a mismatch raises ``DataFormatError``.
+    """
+    final = Path(dest) / name
+    base_url = base_url or LIMIT_RAW
+    for f in LIMIT_FILES:
+        target = final / f
+        if target.is_file():
+            continue
+        _fetch(base_url.format(commit=commit, name=name, file=f), target, timeout)
+        want = LIMIT_SHA256.get((name, f)) if commit == LIMIT_COMMIT else None
+        if want and sha256_file(target) != want:
+            target.unlink()
+            raise DataFormatError(target, None, None, f"sha256 does not match the pinned {want[:12]}…")
+    return final
+
+
+def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> RetrievalSet:
+    """Load dataset ``name`` per its config ``spec`` (see module docstring for the order).
+
+    ``mirror`` defaults to ``$CAPGAP_DATA_MIRROR``. The returned set's ``source`` dict records
+    where it came from (kind, folder, file sha256s). Raises ``DatasetUnavailable`` when no
+    source works, ``DataFormatError`` when a source exists but holds bad data.
+    """
+    split_cfg = spec.get("split", {})
+    source = spec.get("source", "beir")
+    mirror_name = spec.get("mirror_name", name)
+    if mirror is None:
+        mirror = os.environ.get(MIRROR_ENV) or None
+
+    def from_folder(folder: Path, kind: str) -> RetrievalSet:
+        rs = load_beir_dir(folder, name, split_cfg)
+        files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".tsv"))
+        src = {"kind": kind, "folder": str(folder.resolve()), "sha256": {str(p.relative_to(folder)): sha256_file(p) for p in files}}
+        return RetrievalSet(rs.name, rs.corpus, rs.queries, rs.qrels, rs.split, rs.dropped_queries, src)
+
+    if spec.get("path"):
+        folder = Path(spec["path"])
+        if not folder.is_dir():
+            raise DatasetUnavailable(name, f"configured path {folder} does not exist", "Fix 'path:' in the config.")
+        return from_folder(folder, "path")
+    if source == "generated":
+        from .generate import generate_limit_style
+
+        gen = dict(spec.get("generator", {}))
+        corpus, queries, qrels = generate_limit_style(**gen)
+        return assemble(name, corpus, queries, {"all": qrels}, split_cfg, {"kind": "generated", "generator": gen})
+    if mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
+        return from_folder(Path(mirror) / mirror_name, "mirror")
+    hint = HINT.format(env=MIRROR_ENV, mirror=mirror_name)
+    where = f"not in the data mirror ({mirror})" if mirror else f"no data mirror (${MIRROR_ENV} unset)"
+    if source not in ("beir", "limit"):
+        raise DatasetUnavailable(name, f"{where}; source '{source}' cannot be downloaded", hint)
+    if is_offline():
+        raise DatasetUnavailable(name, f"{where}, and offline mode is on (HF_HUB_OFFLINE/CAPGAP_OFFLINE)", hint)
+    cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
+    try:
+        if source == "beir":
+            folder = download_beir(spec.get("beir_name", mirror_name), cache, spec.get("url"), spec.get("md5"))
+        else:
+            folder = download_limit(mirror_name, cache)
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        raise DatasetUnavailable(name, f"{where}, and the download failed ({e})", hint) from e
+    return from_folder(folder, f"download:{source}")

@@ -1,0 +1,156 @@
+"""Loaders on the real LIMIT-small and SciFact files, and on every kind of bad input."""
+
+import json
+
+import pytest
+
+from capgap.data import (
+    Qrels,
+    load_beir_dir,
+    load_canonical,
+    load_corpus,
+    load_qrels,
+    load_queries,
+    split_queries,
+    write_canonical,
+)
+from capgap.errors import DataFormatError
+
+from .conftest import write_jsonl
+
+
+# ---------------------------------------------------------------- real data
+def test_limit_small_real(mirror):
+    rs = load_beir_dir(mirror / "limit-small", split_cfg={"heldout_fraction": 0.5, "seed": 0})
+    # counts from ../shared/data/README.md
+    assert len(rs.corpus) == 46 and len(rs.queries) == 1000
+    assert rs.qrels.n_judgements() == 2000
+    assert all(len(rs.qrels.relevant(q)) == 2 for q in rs.queries.ids)
+    assert "Geneva Durben" in rs.corpus.ids  # ids are names with spaces
+    assert len(rs.split.train) == 500 and len(rs.split.heldout) == 500
+    assert rs.dropped_queries == 0
+
+
+def test_scifact_real_uses_dataset_split(mirror):
+    rs = load_beir_dir(mirror / "scifact")
+    # README: 5,183 abstracts, 1,109 claims = 809 train + 300 test; 919 train and 339 test rows
+    assert len(rs.corpus) == 5183
+    assert len(rs.queries) == 1109
+    assert len(rs.split.train) == 809 and len(rs.split.heldout) == 300
+    assert sum(len(rs.qrels.judgements[q]) for q in rs.split.heldout) == 339
+    assert sum(len(rs.qrels.judgements[q]) for q in rs.split.train) == 919
+    assert rs.split.rule.startswith("dataset qrels files")
+
+
+def test_canonical_roundtrip(mirror, tmp_path):
+    rs = load_beir_dir(mirror / "limit-small")
+    write_canonical(rs, tmp_path)
+    back = load_canonical(tmp_path, "limit-small")
+    assert back.corpus == rs.corpus and back.queries == rs.queries
+    assert back.split.train == rs.split.train and back.split.heldout == rs.split.heldout
+    assert {q: dict(v) for q, v in back.qrels.judgements.items()} == {q: dict(v) for q, v in rs.qrels.judgements.items()}
+
+
+# ---------------------------------------------------------------- split rule
+def test_split_is_seeded_stable_and_exact():
+    ids = [f"q{i}" for i in range(101)]
+    a = split_queries(ids, 0.3, seed=7)
+    b = split_queries(list(reversed(ids)), 0.3, seed=7)
+    assert len(a.heldout) == 30 and len(a.train) == 71  # round(0.3 * 101)
+    assert set(a.heldout) == set(b.heldout)  # file order does not matter
+    assert set(split_queries(ids, 0.3, seed=8).heldout) != set(a.heldout)
+    with pytest.raises(ValueError):
+        split_queries(ids, 1.5)
+
+
+# ---------------------------------------------------------------- bad input
+def _dataset(tmp_path, corpus=None, queries=None, qrels=None):
+    d = tmp_path / "ds"
+    write_jsonl(d / "corpus.jsonl", corpus or ['{"_id": "d1", "title": "", "text": "apple"}', '{"_id": "d2", "title": "T", "text": "pear"}'])
+    write_jsonl(d / "queries.jsonl", queries or ['{"_id": "q1", "text": "apple?"}', '{"_id": "q2", "text": "pear?"}'])
+    (d / "qrels").mkdir(exist_ok=True)
+    (d / "qrels" / "test.tsv").write_text(qrels or "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return d
+
+
+def test_malformed_json_names_file_and_line(tmp_path):
+    d = _dataset(tmp_path, corpus=['{"_id": "d1", "text": "a"}', '{"_id": "d2", "text": '])
+    with pytest.raises(DataFormatError) as e:
+        load_beir_dir(d)
+    assert e.value.line == 2 and e.value.path.endswith("corpus.jsonl")
+    assert "corpus.jsonl:2" in str(e.value) and "malformed JSON" in str(e.value)
+
+
+def test_missing_id(tmp_path):
+    d = _dataset(tmp_path, queries=['{"_id": "q1", "text": "a"}', '{"text": "b"}'])
+    with pytest.raises(DataFormatError) as e:
+        load_beir_dir(d)
+    assert (e.value.line, e.value.field) == (2, "_id")
+
+
+def test_duplicate_ids(tmp_path):
+    d = _dataset(tmp_path, corpus=['{"_id": "d1", "text": "a"}', '{"_id": "d2", "text": "b"}', '{"_id": "d1", "text": "c"}'])
+    with pytest.raises(DataFormatError) as e:
+        load_beir_dir(d)
+    assert (e.value.line, e.value.field) == (3, "_id") and "first on line 1" in str(e.value)
+
+
+def test_qrels_unknown_ids(tmp_path):
+    d = _dataset(tmp_path, qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\tnope\t1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_beir_dir(d)
+    assert (e.value.line, e.value.field) == (3, "corpus-id")
+    d2 = _dataset(tmp_path / "b", qrels="q1\td1\t1\nqX\td2\t1\n")  # no header
+    with pytest.raises(DataFormatError) as e:
+        load_beir_dir(d2)
+    assert (e.value.line, e.value.field) == (2, "query-id")
+
+
+def test_query_without_gold_is_dropped_and_counted(tmp_path):
+    # q2's only judgement has score 0: not relevant, so q2 has no gold and is dropped
+    d = _dataset(tmp_path, qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t0\n")
+    rs = load_beir_dir(d)
+    assert rs.queries.ids == ("q1",) and rs.dropped_queries == 1
+
+
+def test_score_zero_not_relevant():
+    q = Qrels({"q": {"a": 1, "b": 0, "c": -1, "d": 2}})
+    assert q.relevant("q") == {"a": 1, "d": 2}
+
+
+def test_empty_text(tmp_path):
+    d = _dataset(tmp_path, corpus=['{"_id": "d1", "text": "a"}', '{"_id": "d2", "title": "", "text": "  "}'])
+    with pytest.raises(DataFormatError) as e:
+        load_beir_dir(d)
+    assert (e.value.line, e.value.field) == (2, "text")
+    d = _dataset(tmp_path / "q", queries=['{"_id": "q1", "text": ""}'])
+    with pytest.raises(DataFormatError) as e:
+        load_queries(d / "queries.jsonl")
+    assert (e.value.line, e.value.field) == (1, "text")
+
+
+def test_bad_score_and_columns(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("q1\td1\thigh\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(p)
+    assert e.value.field == "score"
+    p.write_text("q1\td1\n")
+    with pytest.raises(DataFormatError, match="columns"):
+        load_qrels(p)
+
+
+def test_trec_qrels_and_jsonl_qrels(tmp_path):
+    p = tmp_path / "trec.txt"
+    p.write_text("q1 0 d1 1\nq1 0 d2 0\n")
+    assert dict(load_qrels(p).judgements["q1"]) == {"d1": 1, "d2": 0}
+    j = tmp_path / "qrels.jsonl"
+    j.write_text(json.dumps({"query-id": "q1", "corpus-id": "d1", "score": 1}) + "\n" + json.dumps({"query-id": "q1", "corpus-id": "d2"}) + "\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(j)
+    assert (e.value.line, e.value.field) == (2, "score")
+
+
+def test_numeric_ids_are_strings(tmp_path):
+    write_jsonl(tmp_path / "c.jsonl", ['{"_id": 12, "title": "t", "text": "x"}'])
+    assert load_corpus(tmp_path / "c.jsonl").ids == ("12",)

@@ -1,0 +1,122 @@
+"""The DAG end to end on a tiny config: produced rows, incremental reruns, lint, DVC stages."""
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import ROOT
+
+BIN = Path(sys.executable).parent
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+
+
+def _env(mirror):
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CAPGAP_DATA_MIRROR=str(mirror))
+    return env
+
+
+def _smk(workdir, configfile, mirror, *args):
+    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile", str(configfile), "--cores", "2", *args]
+    return subprocess.run(cmd, env=_env(mirror), capture_output=True, text=True, timeout=900)
+
+
+def _jobs(dry_run_output: str) -> dict[str, int]:
+    """Job counts per rule from the 'Job stats' table of a dry run."""
+    m = re.search(r"job\s+count\n[-\s]+\n(.*?)\n[-\s]*\n", dry_run_output + "\n", re.S)
+    if not m:
+        return {}
+    out = {}
+    for line in m.group(1).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] != "total":
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, mirror):
+    work = tmp_path_factory.mktemp("dag")
+    r = _smk(work, TINY, mirror)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return work
+
+
+def _rows(work):
+    with open(work / "reports" / "results.csv") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_rows(tiny_run):
+    rows = _rows(tiny_run)
+    assert list(rows[0]) == ["dataset", "encoder", "method", "split", "metric", "k", "value"]
+    got = {(r["dataset"], r["encoder"], r["method"]) for r in rows}
+    assert got == {
+        ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"),
+        ("limit-small", "minilm", "pretrained"), ("limit-small", "", "bm25"),
+    }
+    v = {(r["dataset"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in rows}
+    # sizes follow from the config: 40 generated queries, held-out fraction 0.5
+    assert v[("limit-gen", "bm25", "train", "n_queries", "")] == 20
+    assert v[("limit-gen", "bm25", "heldout", "n_queries", "")] == 20
+    assert v[("limit-small", "pretrained", "all", "n_queries", "")] == 1000
+    # by construction only the two gold documents contain a query's attribute word, so BM25
+    # ranks exactly them first
+    assert v[("limit-gen", "bm25", "all", "recall", "2")] == 1.0
+    assert v[("limit-small", "bm25", "all", "recall", "10")] >= 0.95
+    for ds in ("limit-gen", "limit-small"):
+        for m in ("pretrained", "bm25"):
+            rec = [v[(ds, m, "all", "recall", k)] for k in ("2", "10", "20")]
+            assert all(0 <= x <= 1 for x in rec) and rec == sorted(rec)
+
+
+def test_report_lists_unavailable_dataset(tiny_run):
+    md = (tiny_run / "reports" / "report.md").read_text()
+    assert "## Datasets that could not be obtained" in md and "**not-there**" in md
+    assert "CAPGAP_DATA_MIRROR" in md
+    assert (tiny_run / "reports" / "figures" / "recall_at_k.png").stat().st_size > 1000
+    assert "limit-gen" in (tiny_run / "reports" / "summary.json").read_text()
+
+
+def test_incremental_rerun(tiny_run, mirror, tmp_path):
+    r = _smk(tiny_run, TINY, mirror, "-n")
+    assert r.returncode == 0 and "Nothing to be done" in r.stdout + r.stderr
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["bm25"]["k1"] = 1.2
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    r = _smk(tiny_run, changed, mirror, "-n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _jobs(r.stdout + r.stderr) == {"bm25": 2, "report": 1, "all": 1}
+    # a second encoder on one dataset adds its index and evaluation, nothing else reruns
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["encoders"]["minilm128"] = {**cfg["encoders"]["minilm"], "max_length": 128}
+    cfg["datasets"]["limit-gen"]["encoders"].append("minilm128")
+    changed.write_text(yaml.safe_dump(cfg))
+    r = _smk(tiny_run, changed, mirror, "-n")
+    assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "report": 1, "all": 1}
+
+
+def test_lint(mirror):
+    r = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=_env(mirror), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_dvc_stages_parse():
+    r = subprocess.run([str(BIN / "dvc"), "stage", "list"], cwd=ROOT, env=dict(os.environ, DVC_NO_ANALYTICS="1"), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert {l.split()[0] for l in r.stdout.splitlines() if l.strip()} == {"experiments", "report"}
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for st in stages.values():
+        for p in st.get("params", []):
+            for key in p["config/config.yaml"]:
+                assert key in cfg  # every DVC param names a real config key
+        for out in st.get("outs", []):
+            assert next(iter(out.values()))["persist"] is True

@@ -1,0 +1,24 @@
+# Lexical baseline: BM25 (bm25s by default, rank-bm25 selectable).
+
+
+rule bm25:
+    input:
+        data="results/{dataset}/data",
+    output:
+        metrics="results/{dataset}/bm25/metrics.csv",
+        run="results/{dataset}/bm25/run.trec",
+    params:
+        bm25=canonical({k: v for k, v in config["bm25"].items() if k != "enabled"}),
+        ks=config["eval"]["ks"],
+        ndcg_k=config["eval"]["ndcg_k"],
+    log:
+        "logs/bm25/{dataset}.log",
+    benchmark:
+        "benchmarks/rules/bm25/{dataset}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    conda:
+        "../../envs/capgap.yaml"
+    script:
+        "../scripts/bm25.py"

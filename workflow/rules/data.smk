@@ -1,0 +1,20 @@
+# Obtain each dataset (mirror, generator or download) and write its canonical copy.
+# A checkpoint: whether a dataset is available decides which jobs exist downstream.
+
+
+checkpoint data:
+    output:
+        directory("results/{dataset}/data"),
+    params:
+        spec=lambda wc: dataset_spec(wc.dataset),
+    log:
+        "logs/data/{dataset}.log",
+    benchmark:
+        "benchmarks/rules/data/{dataset}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    conda:
+        "../../envs/capgap.yaml"
+    script:
+        "../scripts/data.py"

@@ -1,0 +1,26 @@
+# Recall@k / nDCG of the pre-trained encoder's own query embeddings on the frozen index.
+
+
+rule pretrained:
+    input:
+        data="results/{dataset}/data",
+        fingerprint="results/{dataset}/{encoder}/index/fingerprint.json",
+        embeddings="results/{dataset}/{encoder}/index/embeddings.npy",
+    output:
+        metrics="results/{dataset}/{encoder}/pretrained/metrics.csv",
+        run="results/{dataset}/{encoder}/pretrained/run.trec",
+    params:
+        encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
+        ks=config["eval"]["ks"],
+        ndcg_k=config["eval"]["ndcg_k"],
+    log:
+        "logs/pretrained/{dataset}/{encoder}.log",
+    benchmark:
+        "benchmarks/rules/pretrained/{dataset}/{encoder}.tsv"
+    threads: 8
+    resources:
+        mem_mb=8000,
+    conda:
+        "../../envs/capgap.yaml"
+    script:
+        "../scripts/pretrained.py"

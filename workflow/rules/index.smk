@@ -1,0 +1,23 @@
+# Embed every document once into the frozen index of (dataset, encoder).
+
+
+rule index:
+    input:
+        data="results/{dataset}/data",
+    output:
+        embeddings="results/{dataset}/{encoder}/index/embeddings.npy",
+        doc_ids="results/{dataset}/{encoder}/index/doc_ids.json",
+        fingerprint="results/{dataset}/{encoder}/index/fingerprint.json",
+    params:
+        encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
+    log:
+        "logs/index/{dataset}/{encoder}.log",
+    benchmark:
+        "benchmarks/rules/index/{dataset}/{encoder}.tsv"
+    threads: 8
+    resources:
+        mem_mb=8000,
+    conda:
+        "../../envs/capgap.yaml"
+    script:
+        "../scripts/index.py"
