@@ -18,6 +18,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/index.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/probe.smk"
 include: "workflow/rules/baselines.smk"
 include: "workflow/rules/report.smk"
 

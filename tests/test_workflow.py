@@ -58,8 +58,8 @@ def test_rows(tiny_run):
     assert list(rows[0]) == ["dataset", "encoder", "method", "split", "metric", "k", "value"]
     got = {(r["dataset"], r["encoder"], r["method"]) for r in rows}
     assert got == {
-        ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"),
-        ("limit-small", "minilm", "pretrained"), ("limit-small", "", "bm25"),
+        ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"), ("limit-gen", "minilm", "probe"),
+        ("limit-small", "minilm", "pretrained"), ("limit-small", "", "bm25"), ("limit-small", "minilm", "probe"),
     }
     v = {(r["dataset"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in rows}
     # sizes follow from the config: 40 generated queries, held-out fraction 0.5
@@ -70,8 +70,13 @@ def test_rows(tiny_run):
     # ranks exactly them first
     assert v[("limit-gen", "bm25", "all", "recall", "2")] == 1.0
     assert v[("limit-small", "bm25", "all", "recall", "10")] >= 0.95
+    # 60 and 46 documents in 384 dimensions are in general position: every gold set is linearly
+    # separable, so the probe must certify every query and reach recall 1 at k = |gold| = 2
     for ds in ("limit-gen", "limit-small"):
-        for m in ("pretrained", "bm25"):
+        assert v[(ds, "probe", "all", "certified", "")] == 1.0
+        assert v[(ds, "probe", "all", "recall", "2")] == 1.0
+    for ds in ("limit-gen", "limit-small"):
+        for m in ("pretrained", "bm25", "probe"):
             rec = [v[(ds, m, "all", "recall", k)] for k in ("2", "10", "20")]
             assert all(0 <= x <= 1 for x in rec) and rec == sorted(rec)
 
@@ -80,6 +85,7 @@ def test_report_lists_unavailable_dataset(tiny_run):
     md = (tiny_run / "reports" / "report.md").read_text()
     assert "## Datasets that could not be obtained" in md and "**not-there**" in md
     assert "CAPGAP_DATA_MIRROR" in md
+    assert "## Capacity probe vs the pre-trained encoder" in md
     assert (tiny_run / "reports" / "figures" / "recall_at_k.png").stat().st_size > 1000
     assert "limit-gen" in (tiny_run / "reports" / "summary.json").read_text()
 
@@ -100,7 +106,7 @@ def test_incremental_rerun(tiny_run, mirror, tmp_path):
     cfg["datasets"]["limit-gen"]["encoders"].append("minilm128")
     changed.write_text(yaml.safe_dump(cfg))
     r = _smk(tiny_run, changed, mirror, "-n")
-    assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "report": 1, "all": 1}
+    assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "probe": 1, "report": 1, "all": 1}
 
 
 def test_lint(mirror):

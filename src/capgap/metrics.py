@@ -41,3 +41,25 @@ def ndcg_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]]
         idcg = float((ideal * disc[: len(ideal)]).sum())
         out[i] = dcg / idcg if idcg > 0 else 0.0
     return out
+
+
+def recall_from_ranks(gold_ranks: Sequence[np.ndarray], k: int) -> np.ndarray:
+    """Per-query recall@k from the 1-based ranks of each query's gold documents."""
+    return np.array([float(np.mean(np.asarray(r) <= k)) for r in gold_ranks], dtype=np.float64)
+
+
+def ndcg_from_ranks(gold_ranks: Sequence[np.ndarray], grades: Sequence[np.ndarray], k: int = 10) -> np.ndarray:
+    """Per-query nDCG@k from gold ranks and their grades (same gains/discounts as ``ndcg_at_k``).
+
+    Only gold documents carry gain, so DCG needs nothing but their ranks.
+    """
+    out = np.empty(len(gold_ranks), dtype=np.float64)
+    for q, (r, g) in enumerate(zip(gold_ranks, grades)):
+        r = np.asarray(r)
+        g = np.asarray(g, dtype=np.float64)
+        keep = r <= k
+        dcg = float((g[keep] / np.log2(r[keep] + 1)).sum())
+        ideal = np.sort(g[g > 0])[::-1][:k]
+        idcg = float((ideal / np.log2(np.arange(2, len(ideal) + 2))).sum())
+        out[q] = dcg / idcg if idcg > 0 else 0.0
+    return out

@@ -76,6 +76,31 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
         for s in missing:
             out.append(f"- **{s['dataset']}**: {s['reason']}. {s['hint']}")
         out.append("")
+    probe = df[df["method"] == "probe"]
+    if not probe.empty:
+        out.append("## Capacity probe vs the pre-trained encoder (held-out queries)")
+        out.append("")
+        out.append(
+            "Probe = a per-query ranking SVM on the frozen index (Joachims' 1-slack cutting plane): "
+            "its recall is a lower bound on what any query encoder could reach on that index; "
+            "certified = every gold document ranked above every non-gold one."
+        )
+        out.append("")
+
+        def one(d, e, m, split, metric, k=None):
+            sel = df[(df["dataset"] == d) & (df["encoder"] == e) & (df["method"] == m) & (df["split"] == split) & (df["metric"] == metric)]
+            if k is not None:
+                sel = sel[sel["k"] == k]
+            return float(sel["value"].iloc[0]) if len(sel) else "–"
+
+        rows = []
+        for (d, e), _ in probe.groupby(["dataset", "encoder"], sort=False):
+            rows.append([d, e] + [one(d, e, m, "heldout", "recall", k) for k in (2, 10) for m in ("probe", "pretrained")]
+                        + [one(d, e, "probe", "heldout", "certified"), one(d, e, "probe", "heldout", "slack_median"),
+                           one(d, e, "probe", "heldout", "iterations_median"), one(d, e, "probe", "heldout", "not_converged")])
+        out.append(_md_table(["dataset", "encoder", "probe R@2", "pre-trained R@2", "probe R@10", "pre-trained R@10",
+                              "certified", "median slack", "median iterations", "not converged"], rows))
+        out.append("")
     for ds in sorted(df["dataset"].unique()):
         sub = df[df["dataset"] == ds]
         out.append(f"## {ds}")

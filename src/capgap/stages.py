@@ -112,6 +112,81 @@ def evaluate_bm25(data_dir: str | Path, dataset: str, bm25_cfg: Mapping, ks: Seq
     return rows
 
 
+def run_probe(
+    data_dir: str | Path,
+    index_dir: str | Path,
+    dataset: str,
+    encoder_name: str,
+    probe_cfg: Mapping,
+    ks: Sequence[int],
+    ndcg_k: int,
+    out_csv: str | Path,
+    out_jsonl: str | Path,
+    threads: int = 1,
+) -> list[dict]:
+    """The capacity probe on every query of the frozen index (``capgap.probe``).
+
+    Writes one JSON line per query (recall@k, slack, iterations, gap, margin, certificate,
+    gold ranks) and the summary rows (method ``probe``): recall@k and nDCG per split, plus
+    ``certified`` (fraction), ``slack_median``, ``iterations_median``, ``not_converged``
+    (fraction). The index must have been built from this corpus (else ``FingerprintMismatch``).
+    """
+    import numpy as np
+
+    from .data import SPLITS, corpus_hash
+    from .errors import FingerprintMismatch
+    from .index import load_index
+    from .io import write_jsonl
+    from .metrics import ndcg_from_ranks, recall_from_ranks
+    from .probe import probe
+
+    rs = load_canonical(data_dir)
+    index = load_index(index_dir)
+    want = {"corpus_sha256": corpus_hash(rs.corpus), "n_docs": len(rs.corpus)}
+    got = {k: index.fingerprint.get(k) for k in want}
+    if got != want or tuple(index.doc_ids) != tuple(rs.corpus.ids):
+        raise FingerprintMismatch(index_dir, want, got)
+    pos = {d: i for i, d in enumerate(index.doc_ids)}
+    qids = list(rs.queries.ids)
+    gold_ids = [sorted(rs.qrels.relevant(q), key=pos.__getitem__) for q in qids]
+    t = time.perf_counter()
+    results = probe(index.embeddings, [[pos[d] for d in g] for g in gold_ids], threads=threads, progress=True, **dict(probe_cfg))
+    log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
+    split_of = {q: s for s in SPLITS for q in rs.split.ids(s)}
+    lines = []
+    for q, g, r in zip(qids, gold_ids, results):
+        lines.append({
+            "query_id": q, "split": split_of.get(q, ""), "n_gold": len(g),
+            **{f"recall@{k}": r.recall_at(k) for k in ks},
+            "certified": r.certified, "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
+            "slack": r.slack, "margin": r.margin, "objective": r.objective, "gap": r.gap,
+            "iterations": r.iterations, "converged": r.converged, "w_norm": float(np.linalg.norm(r.w)),
+            "C_final": r.extra.get("C_final"), "escalations": r.extra.get("escalations"),
+            "gold_ranks": {d: int(x) for d, x in zip(g, r.gold_ranks)},
+        })
+    write_jsonl(out_jsonl, lines)
+    by_q = dict(zip(qids, zip(gold_ids, results)))
+    rows = []
+    for split in ("train", "heldout", "all"):
+        ids = qids if split == "all" else list(rs.split.ids(split))
+        base = {"dataset": dataset, "encoder": encoder_name, "method": "probe", "split": split}
+        rows.append({**base, "metric": "n_queries", "k": "", "value": len(ids)})
+        if not ids:
+            continue
+        ranks = [by_q[q][1].gold_ranks for q in ids]
+        grades = [[rs.qrels.judgements[q][d] for d in by_q[q][0]] for q in ids]
+        for k in ks:
+            rows.append({**base, "metric": "recall", "k": int(k), "value": float(recall_from_ranks(ranks, k).mean())})
+        rows.append({**base, "metric": "ndcg", "k": int(ndcg_k), "value": float(ndcg_from_ranks(ranks, grades, ndcg_k).mean())})
+        res = [by_q[q][1] for q in ids]
+        rows.append({**base, "metric": "certified", "k": "", "value": float(np.mean([r.certified for r in res]))})
+        rows.append({**base, "metric": "slack_median", "k": "", "value": float(np.median([r.slack for r in res]))})
+        rows.append({**base, "metric": "iterations_median", "k": "", "value": float(np.median([r.iterations for r in res]))})
+        rows.append({**base, "metric": "not_converged", "k": "", "value": float(np.mean([not r.converged for r in res]))})
+    write_rows(out_csv, rows)
+    return rows
+
+
 def read_status(path: str | Path) -> dict:
     return json.loads(Path(path).read_text())
 

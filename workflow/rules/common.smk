@@ -64,6 +64,8 @@ def result_tables(wildcards=None):
         if not dataset_status(ds)["available"]:
             continue
         files += [f"results/{ds}/{enc}/pretrained/metrics.csv" for enc in encoders_for(ds)]
+        if is_enabled("probe"):
+            files += [f"results/{ds}/{enc}/probe/metrics.csv" for enc in encoders_for(ds)]
         if is_enabled("bm25"):
             files.append(f"results/{ds}/bm25/metrics.csv")
     return files

@@ -1,0 +1,168 @@
+"""The capacity probe: against dlib's ranking SVM, the exact LP, and hand-built cases."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from capgap.metrics import ndcg_at_k, ndcg_from_ranks, recall_at_k, recall_from_ranks
+from capgap.probe import lp_feasible, probe
+
+
+def unit(rng, n, d):
+    D = rng.standard_normal((n, d)).astype(np.float32)
+    return D / np.linalg.norm(D, axis=1, keepdims=True)
+
+
+def objective(D, gold, w, C):
+    """1/2 |w|^2 + C * mean pairwise hinge: the objective dlib's svm_rank_trainer minimises."""
+    mask = np.ones(len(D), dtype=bool)
+    mask[gold] = False
+    s = D.astype(np.float64) @ w
+    return 0.5 * w @ w + C * np.maximum(0.0, 1.0 - (s[gold][:, None] - s[mask][None, :])).mean()
+
+
+def gold_ranks(D, gold, w):
+    s = D.astype(np.float64) @ w
+    return sorted(int((s > s[i]).sum()) + 1 for i in gold)
+
+
+@pytest.mark.parametrize("n,d,G,C", [(200, 16, 2, 1.0), (500, 32, 5, 10.0), (300, 8, 3, 100.0), (1000, 64, 2, 1000.0), (2000, 24, 20, 30.0)])
+def test_matches_dlib(n, d, G, C):
+    dlib = pytest.importorskip("dlib")  # dlib-bin is a test dependency: installed by make test
+    rng = np.random.default_rng(n + d)
+    D = unit(rng, n, d)
+    gold = rng.choice(n, G, replace=False)
+    ours = probe(D, [gold], C=C, eps=1e-7, max_iter=5000)[0]
+    rp = dlib.ranking_pair()
+    mask = np.ones(n, dtype=bool)
+    mask[gold] = False
+    for i in gold:
+        rp.relevant.append(dlib.vector(D[i].astype(float).tolist()))
+    for j in np.where(mask)[0]:
+        rp.nonrelevant.append(dlib.vector(D[j].astype(float).tolist()))
+    trainer = dlib.svm_rank_trainer()
+    trainer.c = C  # dlib multiplies C by 1/(number of pairs): the same scaling as ours
+    trainer.epsilon = 1e-6
+    w_dlib = np.array(trainer.train(rp).weights)
+    f_ours, f_dlib = objective(D, gold, ours.w, C), objective(D, gold, w_dlib, C)
+    assert abs(f_ours - f_dlib) <= 1e-3 * f_dlib
+    assert np.isclose(ours.objective, f_ours, rtol=1e-6)  # the probe reports its true objective
+    assert ours.dual <= f_dlib * (1 + 1e-6)  # the dual is a lower bound on the optimum
+    # the gold documents land at the same ranks (near-ties in the non-separable case may move
+    # one document by a place or two: both solutions are optimal to 1e-3)
+    diff = np.abs(np.array(gold_ranks(D, gold, ours.w)) - np.array(gold_ranks(D, gold, w_dlib)))
+    assert diff.max() <= 2 and diff.mean() <= 0.5
+
+
+def test_separable_toy_is_certified():
+    # gold documents point along +x, the others along -x: w = x separates with margin 2
+    D = np.array([[1, 0], [0.9, 0.1], [-1, 0], [-0.8, 0.6], [-0.8, -0.6]], dtype=np.float32)
+    r = probe(D, [[0, 1]], C=1000.0)[0]
+    assert r.certified and r.recall_at(2) == 1.0 and sorted(r.gold_ranks) == [1, 2]
+    assert r.slack <= 1e-3 and r.margin > 0
+    assert lp_feasible(D, [0, 1]) is True
+
+
+def test_gold_inside_convex_hull_not_separable():
+    rng = np.random.default_rng(0)
+    ng = unit(rng, 6, 3)
+    gold = ng.mean(axis=0, keepdims=True)  # a convex combination: never above all of them
+    D = np.vstack([gold, ng]).astype(np.float32)
+    r = probe(D, [[0]], C=10.0, C_max=1e6)[0]
+    assert not r.certified and r.slack > 0 and r.margin <= 0
+    assert r.converged
+    assert lp_feasible(D, [0]) is False
+
+
+def test_duplicate_across_gold_and_nongold():
+    rng = np.random.default_rng(1)
+    D = unit(rng, 30, 5)
+    D[7] = D[3]  # document 3 (gold) has an identical non-gold copy
+    r = probe(D, [[3, 11]], C=100.0, C_max=1e4, max_iter=300)[0]
+    assert r.duplicate_conflict and r.lp_feasible is False and not r.certified
+    assert r.converged  # terminated by the tolerance, not by the cap
+    assert r.gold_ranks[0] >= 2  # pessimistic tie: the non-gold copy ranks first
+
+
+def test_all_but_one_and_single_document():
+    rng = np.random.default_rng(2)
+    D = unit(rng, 12, 20)
+    r = probe(D, [list(range(11))], C=1000.0)[0]
+    assert r.certified and r.recall_at(11) == 1.0  # 12 points in 20-d: always separable
+    single = probe(D[:1], [[0]])[0]
+    assert single.certified and single.iterations == 0 and single.recall_at(1) == 1.0
+
+
+def test_agrees_with_exact_lp():
+    """Certified by the cutting plane (C escalated towards the hard margin) iff the LP is feasible."""
+    rng = np.random.default_rng(5)
+    agree, feasible = 0, 0
+    for _ in range(40):
+        n, d, G = int(rng.integers(20, 200)), int(rng.integers(3, 40)), int(rng.integers(1, 6))
+        D = unit(rng, n, d)
+        gold = rng.choice(n, G, replace=False)
+        r = probe(D, [gold], C=1e3, eps=1e-4, max_iter=5000, C_max=1e8)[0]
+        lp = lp_feasible(D, gold)
+        feasible += lp
+        agree += r.certified == lp
+    assert agree == 40
+    assert 5 <= feasible <= 35  # the sample holds both kinds
+
+
+def test_lp_fallback_certifies():
+    rng = np.random.default_rng(5)
+    D = unit(rng, 127, 11)
+    gold = [3, 50, 99]
+    plain = probe(D, [gold], C=10.0)[0]  # soft margin, no escalation
+    with_lp = probe(D, [gold], C=10.0, lp_check_max_docs=1000)[0]
+    assert with_lp.lp_feasible is lp_feasible(D, gold)
+    assert with_lp.certified == (plain.certified or with_lp.lp_feasible)
+
+
+def test_iteration_cap_warns(caplog):
+    rng = np.random.default_rng(3)
+    D = unit(rng, 400, 16)
+    with caplog.at_level(logging.WARNING):
+        r = probe(D, [[1, 2, 3]], C=1e4, eps=1e-9, max_iter=3)[0]
+    assert not r.converged and r.iterations == 3
+    assert "hit the iteration cap" in caplog.text
+
+
+def test_bad_input():
+    D = np.ones((4, 2), dtype=np.float32)
+    D[1, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        probe(D, [[0]])
+    with pytest.raises(ValueError, match="empty gold"):
+        probe(np.eye(3, dtype=np.float32), [[]])
+    with pytest.raises(ValueError, match="out of range"):
+        probe(np.eye(3, dtype=np.float32), [[5]])
+
+
+def test_batching_does_not_change_results():
+    rng = np.random.default_rng(4)
+    D = unit(rng, 3000, 32)
+    golds = [rng.choice(3000, 2, replace=False) for _ in range(25)]
+    a = probe(D, golds, batch_size=1)
+    b = probe(D, golds, batch_size=16)
+    for x, y in zip(a, b):
+        assert x.iterations == y.iterations and np.allclose(x.w, y.w, atol=1e-6)
+
+
+def test_rank_metrics_equal_list_metrics():
+    rng = np.random.default_rng(6)
+    ranks, grades, ranked, gold = [], [], [], []
+    for _ in range(20):
+        r = np.sort(rng.choice(np.arange(1, 40), size=rng.integers(1, 5), replace=False))
+        g = rng.integers(1, 3, size=len(r))
+        lst = [f"x{i}" for i in range(1, 41)]
+        for pos, grade_i in zip(r, range(len(r))):
+            lst[pos - 1] = f"g{grade_i}"
+        ranks.append(r)
+        grades.append(g)
+        ranked.append(lst)
+        gold.append({f"g{i}": int(v) for i, v in enumerate(g)})
+    for k in (2, 10, 20):
+        assert np.allclose(recall_from_ranks(ranks, k), recall_at_k(ranked, gold, k))
+    assert np.allclose(ndcg_from_ranks(ranks, grades, 10), ndcg_at_k(ranked, gold, 10))
