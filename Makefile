@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml $(BIN)/python
 install: $(VENV)/.installed
 
 run: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --rerun-incomplete
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete
 
 test: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q $(PYTEST_ARGS)

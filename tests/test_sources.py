@@ -79,3 +79,32 @@ def test_download_failure_is_unavailable(tmp_path, monkeypatch):
     spec = {"source": "beir", "url": (tmp_path / "missing.zip").as_uri()}
     with pytest.raises(DatasetUnavailable, match="download failed"):
         obtain("nothing", spec, mirror=tmp_path, cache_dir=tmp_path / "c")
+
+
+def test_availability_classes(mirror, tmp_path, monkeypatch):
+    from capgap.sources import availability
+
+    monkeypatch.delenv("CAPGAP_DATA_MIRROR", raising=False)
+    assert availability("limit-small", {"source": "limit"}, mirror=mirror) == "local"
+    assert availability("g", {"source": "generated"}) == "local"
+    assert availability("limit-small", {"source": "limit"}, mirror=tmp_path, cache_dir=tmp_path) == "remote:offline"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert availability("limit-small", {"source": "limit"}, mirror=tmp_path, cache_dir=tmp_path) == "remote:online"
+
+
+def test_earlier_download_is_used_offline(mirror, tmp_path, monkeypatch):
+    monkeypatch.delenv("CAPGAP_DATA_MIRROR", raising=False)
+    download_limit("limit-small", tmp_path, base_url=mirror.as_uri() + "/{name}/{file}")
+    rs = obtain("limit-small", {"source": "limit"}, mirror=None, cache_dir=tmp_path)  # offline (conftest)
+    assert rs.source["kind"] == "download:limit" and len(rs.queries) == 1000
+
+
+def test_outputs_have_usual_permissions(tmp_path):
+    import os
+
+    from capgap.io import write_text
+
+    write_text(tmp_path / "x.txt", "hi")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "x.txt").stat().st_mode & 0o777 == 0o666 & ~mask

@@ -109,6 +109,19 @@ def test_incremental_rerun(tiny_run, mirror, tmp_path):
     assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "probe": 1, "report": 1, "all": 1}
 
 
+def test_missing_dataset_is_fetched_once_available(tiny_run, mirror, tmp_path):
+    """'not-there' was unavailable; a mirror that holds it makes only its data job rerun."""
+    m = tmp_path / "mirror"
+    m.mkdir()
+    (m / "limit-small").symlink_to(mirror / "limit-small")
+    shutil.copytree(mirror / "limit-small", m / "not-there")
+    r = _smk(tiny_run, TINY, m, "-n")
+    assert r.returncode == 0, r.stderr[-2000:]
+    jobs = _jobs(r.stdout + r.stderr)
+    assert jobs.get("data") == 1 and "dataset=not-there" in r.stdout + r.stderr
+    assert "index" not in jobs  # nothing already built reruns
+
+
 def test_lint(mirror):
     r = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=_env(mirror), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -16,6 +16,12 @@ from typing import IO, Iterator
 import numpy as np
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", **kwargs) -> Iterator[IO]:
     """Open a temporary sibling of ``path`` for writing; rename it onto ``path`` on success.
@@ -26,6 +32,7 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs) -> Iterator[IO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
             fh.flush()

@@ -32,7 +32,7 @@ from typing import Mapping
 
 from .data import RetrievalSet, assemble, load_beir_dir
 from .errors import DataFormatError, DatasetUnavailable
-from .io import sha256_file
+from .io import _umask, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,10 @@ LIMIT_SHA256 = {
 
 HINT = (
     "Provide it with a data mirror (export {env}=/path/to/folder holding '{mirror}/' in BEIR "
-    "layout, e.g. ../shared/data), a 'path:' in the config, or run online without "
-    "HF_HUB_OFFLINE/CAPGAP_OFFLINE so it can be downloaded."
+    "layout, e.g. ../shared/data) or a 'path:' in the config{online}; then run again (the data "
+    "rule reruns by itself once the dataset becomes available)."
 )
+ONLINE_HINT = ", or let capgap download it: unset HF_HUB_OFFLINE and CAPGAP_OFFLINE (with make: make run OFFLINE=0)"
 
 
 def is_offline() -> bool:
@@ -73,6 +74,7 @@ def _fetch(url: str, dest: Path, timeout: float) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             shutil.copyfileobj(resp, out, 1 << 20)
         os.replace(tmp, dest)
@@ -149,6 +151,29 @@ def download_limit(name: str, dest: str | Path, base_url: str | None = None, com
     return final
 
 
+def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> str:
+    """Cheap, network-free class of how ``name`` can be obtained right now.
+
+    ``"local"`` when a configured path, the mirror, the generator or an earlier download can
+    provide it; else ``"remote:offline"`` or ``"remote:online"``. The data rule takes this as a
+    parameter, so a dataset that was unavailable is fetched as soon as it becomes available,
+    while one that stays local never reruns because a mirror path changed.
+    """
+    if mirror is None:
+        mirror = os.environ.get(MIRROR_ENV) or None
+    mirror_name = spec.get("mirror_name", name)
+    if spec.get("path") and Path(spec["path"]).is_dir():
+        return "local"
+    if spec.get("source", "beir") == "generated":
+        return "local"
+    if mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
+        return "local"
+    cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
+    if (cache / spec.get("beir_name", mirror_name) / "corpus.jsonl").is_file():
+        return "local"
+    return "remote:offline" if is_offline() else "remote:online"
+
+
 def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> RetrievalSet:
     """Load dataset ``name`` per its config ``spec`` (see module docstring for the order).
 
@@ -181,13 +206,18 @@ def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
         return assemble(name, corpus, queries, {"all": qrels}, split_cfg, {"kind": "generated", "generator": gen})
     if mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
         return from_folder(Path(mirror) / mirror_name, "mirror")
-    hint = HINT.format(env=MIRROR_ENV, mirror=mirror_name)
+    downloadable = source in ("beir", "limit")
+    hint = HINT.format(env=MIRROR_ENV, mirror=mirror_name, online=ONLINE_HINT if downloadable and is_offline() else "")
     where = f"not in the data mirror ({mirror})" if mirror else f"no data mirror (${MIRROR_ENV} unset)"
-    if source not in ("beir", "limit"):
+    if not downloadable:
         raise DatasetUnavailable(name, f"{where}; source '{source}' cannot be downloaded", hint)
+    cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
+    cached = cache / (spec.get("beir_name", mirror_name) if source == "beir" else mirror_name)
+    files = ("corpus.jsonl",) if source == "beir" else LIMIT_FILES
+    if all((cached / f).is_file() for f in files):  # an earlier download: usable offline too
+        return from_folder(cached, f"download:{source}")
     if is_offline():
         raise DatasetUnavailable(name, f"{where}, and offline mode is on (HF_HUB_OFFLINE/CAPGAP_OFFLINE)", hint)
-    cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
     try:
         if source == "beir":
             folder = download_beir(spec.get("beir_name", mirror_name), cache, spec.get("url"), spec.get("md5"))

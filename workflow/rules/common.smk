@@ -32,6 +32,13 @@ def dataset_spec(dataset):
     return canonical({k: v for k, v in config["datasets"][dataset].items() if k != "encoders"})
 
 
+def dataset_availability(dataset):
+    """How the dataset can be obtained now (no network): see capgap.sources.availability."""
+    from capgap.sources import availability
+
+    return availability(dataset, config["datasets"][dataset])
+
+
 def is_enabled(name):
     """Whether an optional method (bm25, ...) is switched on in the config."""
     return bool(config.get(name, {}).get("enabled", True))

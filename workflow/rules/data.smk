@@ -7,6 +7,8 @@ checkpoint data:
         directory("results/{dataset}/data"),
     params:
         spec=lambda wc: dataset_spec(wc.dataset),
+        # "local" or "remote:offline/online": reruns the rule when a missing dataset appears
+        availability=lambda wc: dataset_availability(wc.dataset),
     log:
         "logs/data/{dataset}.log",
     benchmark:
