@@ -2,6 +2,7 @@
 
 import logging
 
+import dlib  # dlib-bin, a test dependency: the reference ranking SVM
 import numpy as np
 import pytest
 
@@ -29,7 +30,6 @@ def gold_ranks(D, gold, w):
 
 @pytest.mark.parametrize("n,d,G,C", [(200, 16, 2, 1.0), (500, 32, 5, 10.0), (300, 8, 3, 100.0), (1000, 64, 2, 1000.0), (2000, 24, 20, 30.0)])
 def test_matches_dlib(n, d, G, C):
-    dlib = pytest.importorskip("dlib")  # dlib-bin is a test dependency: installed by make test
     rng = np.random.default_rng(n + d)
     D = unit(rng, n, d)
     gold = rng.choice(n, G, replace=False)

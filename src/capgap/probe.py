@@ -254,6 +254,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
         golds.append(g)
     Df = np.ascontiguousarray(D, dtype=np.float32)
     dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + BLOCK]).max()) for b0 in range(0, n, BLOCK)])
+    rmax = max([0.0] + [float(np.sqrt((Df[b0 : b0 + BLOCK].astype(np.float64) ** 2).sum(1).max())) for b0 in range(0, n, BLOCK)])
     dups = _row_keys(Df)
     dup_of = {i: set(v) for v in dups.values() for i in v}
     B = batch_size or max(16, dim // 4)
@@ -301,6 +302,8 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                     st["done"] = True
                     if st["it"] >= max_iter and H > st["xiW"] + eps:
                         st["capped"] = True
+                        capped += 1
+                    results[q] = _finish(Df, S[row], golds[q], st, dmax, rmax, dup_of, lp_check_max_docs)
                     continue
                 add.append(q)
                 st["b_new"] = b_new
@@ -334,34 +337,36 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                 st["it"] += 1
             active = still
         del S
-        # final scores in float64: one product per 16 queries, block-wise casts of the index
-        for c0 in range(0, len(qs), 16):
-            sub = qs[c0 : c0 + 16]
-            W64 = np.stack([state[q]["w"] for q in sub], axis=1)
-            S64 = np.empty((n, len(sub)), dtype=np.float64)
-            for b0 in range(0, n, BLOCK):
-                S64[b0 : b0 + BLOCK] = Df[b0 : b0 + BLOCK].astype(np.float64) @ W64
-            for col, q in enumerate(sub):
-                st = state[q]
-                capped += bool(st.get("capped"))
-                results[q] = _finish(Df, S64[:, col], golds[q], st, C, dmax, dup_of, lp_check_max_docs)
+        for q in qs:
+            if results[q] is None:  # no pairs (every document is gold): nothing to optimise
+                results[q] = _finish(Df, np.zeros(n, dtype=np.float32), golds[q], state[q], dmax, rmax, dup_of, lp_check_max_docs)
     if capped:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
     return results  # type: ignore[return-value]
 
 
-def _finish(Df, s, gold, st, C, dmax, dup_of, lp_check_max_docs) -> ProbeResult:
-    """From float64 scores ``s`` at the final w: slack, margin, certificate, ranks; LP if asked."""
+def _finish(Df, s32, gold, st, dmax, rmax, dup_of, lp_check_max_docs) -> ProbeResult:
+    """One query's result from its float32 scores ``s32`` at the final w.
+
+    Slack and ranks use ``s32``; the certificate is decided in float64: the gold scores and
+    every non-gold score within the float32 error bound of the best non-gold one are recomputed
+    exactly, so the margin's sign is exact. Runs the LP when asked.
+    """
     w = st["w"]
     n = Df.shape[0]
     mask = np.ones(n, dtype=bool)
     mask[gold] = False
+    wn = float(np.linalg.norm(w))
+    g64 = Df[gold].astype(np.float64) @ w
     if mask.any():
-        slack = max(0.0, _most_violated(s, gold, st["pairs"])[2])
-        margin = float(s[gold].min() - s[mask].max())
+        slack = max(0.0, _most_violated(s32, gold, st["pairs"])[2])
+        ng = np.where(mask, s32, -np.inf)
+        # |s32 - s64| <= dim * 2^-24 * |w| * max|d| (float32 dot + rounding of w), doubled for safety
+        delta = 2.0 * Df.shape[1] * 2.0**-24 * max(wn, 1e-30) * max(rmax, 1e-30)
+        cand = np.flatnonzero(ng >= ng.max() - delta)
+        margin = float(g64.min() - (Df[cand].astype(np.float64) @ w).max())
     else:
         slack, margin = 0.0, float("inf")
-    wn = float(np.linalg.norm(w))
     tol = 1e-9 * max(1.0, wn) * dmax
     certified = margin > tol
     C = st["C"]
@@ -374,10 +379,13 @@ def _finish(Df, s, gold, st, C, dmax, dup_of, lp_check_max_docs) -> ProbeResult:
         lp = False  # identical vectors on both sides: no w separates them
     elif not certified and lp_check_max_docs and n <= lp_check_max_docs:
         lp = lp_feasible(Df, gold)
-    ranks = _pessimistic_ranks(s, gold)
-    if lp is True and not certified:
-        # the LP's own solution is a witness: every gold document above every non-gold one
-        ranks = np.arange(1, len(gold) + 1)
+    if certified or lp is True:
+        # every gold document above every non-gold one (by w, or by the LP's witness): gold
+        # ranks are 1..|G|, ordered by the exact gold scores, ties by index
+        ranks = np.empty(len(gold), dtype=np.int64)
+        ranks[np.lexsort((np.arange(len(gold)), -g64))] = np.arange(1, len(gold) + 1)
         certified = True
+    else:
+        ranks = _pessimistic_ranks(s32, gold)
     return ProbeResult(w, objective, dual, slack, st["it"], not st.get("capped", False), margin, certified, ranks, lp, conflict,
                        {"C_final": C, "escalations": st["escalations"]})

@@ -48,6 +48,11 @@ def _md_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def _count(v):
+    """A count for display: 11.0 -> "11" (medians of integers may end in .5)."""
+    return v if isinstance(v, str) else (str(int(v)) if float(v).is_integer() else f"{v:.1f}")
+
+
 def _label(method: str, encoder: str) -> str:
     return f"{method} ({encoder})" if encoder else method
 
@@ -97,7 +102,7 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
         for (d, e), _ in probe.groupby(["dataset", "encoder"], sort=False):
             rows.append([d, e] + [one(d, e, m, "heldout", "recall", k) for k in (2, 10) for m in ("probe", "pretrained")]
                         + [one(d, e, "probe", "heldout", "certified"), one(d, e, "probe", "heldout", "slack_median"),
-                           one(d, e, "probe", "heldout", "iterations_median"), one(d, e, "probe", "heldout", "not_converged")])
+                           _count(one(d, e, "probe", "heldout", "iterations_median")), one(d, e, "probe", "heldout", "not_converged")])
         out.append(_md_table(["dataset", "encoder", "probe R@2", "pre-trained R@2", "probe R@10", "pre-trained R@10",
                               "certified", "median slack", "median iterations", "not converged"], rows))
         out.append("")
