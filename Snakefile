@@ -19,6 +19,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/index.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/probe.smk"
+include: "workflow/rules/finetune.smk"
 include: "workflow/rules/baselines.smk"
 include: "workflow/rules/report.smk"
 

@@ -60,6 +60,7 @@ def test_rows(tiny_run):
     assert got == {
         ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"), ("limit-gen", "minilm", "probe"),
         ("limit-small", "minilm", "pretrained"), ("limit-small", "", "bm25"), ("limit-small", "minilm", "probe"),
+        ("limit-gen", "minilm", "finetuned"), ("limit-small", "minilm", "finetuned"),
     }
     v = {(r["dataset"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in rows}
     # sizes follow from the config: 40 generated queries, held-out fraction 0.5
@@ -76,7 +77,7 @@ def test_rows(tiny_run):
         assert v[(ds, "probe", "all", "certified", "")] == 1.0
         assert v[(ds, "probe", "all", "recall", "2")] == 1.0
     for ds in ("limit-gen", "limit-small"):
-        for m in ("pretrained", "bm25", "probe"):
+        for m in ("pretrained", "bm25", "probe", "finetuned"):
             rec = [v[(ds, m, "all", "recall", k)] for k in ("2", "10", "20")]
             assert all(0 <= x <= 1 for x in rec) and rec == sorted(rec)
 
@@ -88,6 +89,14 @@ def test_report_lists_unavailable_dataset(tiny_run):
     assert "## Capacity probe vs the pre-trained encoder" in md
     assert (tiny_run / "reports" / "figures" / "recall_at_k.png").stat().st_size > 1000
     assert "limit-gen" in (tiny_run / "reports" / "summary.json").read_text()
+    assert "## Fine-tuning curves" in md
+    assert (tiny_run / "reports" / "figures" / "finetune_curves.png").stat().st_size > 1000
+    # the curve has a point every eval_every = 3 steps of the 6, train and held-out recall@2
+    curve = (tiny_run / "results" / "limit-small" / "minilm" / "finetune" / "curve.csv").read_text().splitlines()
+    assert curve[0].split(",")[:2] == ["step", "loss"] and "heldout_recall@2" in curve[0]
+    assert [line.split(",")[0] for line in curve[1:]] == ["3", "6"]
+    assert (tiny_run / "results" / "limit-small" / "minilm" / "finetune" / "adapter" / "adapter_config.json").is_file()
+    assert not (tiny_run / "results" / "limit-small" / "minilm" / "finetune_checkpoint.pt").exists()
 
 
 def test_incremental_rerun(tiny_run, mirror, tmp_path):
@@ -106,7 +115,7 @@ def test_incremental_rerun(tiny_run, mirror, tmp_path):
     cfg["datasets"]["limit-gen"]["encoders"].append("minilm128")
     changed.write_text(yaml.safe_dump(cfg))
     r = _smk(tiny_run, changed, mirror, "-n")
-    assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "probe": 1, "report": 1, "all": 1}
+    assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "probe": 1, "finetune": 1, "report": 1, "all": 1}
 
 
 def test_missing_dataset_is_fetched_once_available(tiny_run, mirror, tmp_path):

@@ -57,7 +57,7 @@ def _label(method: str, encoder: str) -> str:
     return f"{method} ({encoder})" if encoder else method
 
 
-def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, ks: Sequence[int], ndcg_k: int = 10) -> str:
+def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, ks: Sequence[int], ndcg_k: int = 10, curves_figure: str | None = None) -> str:
     """The report's Markdown text (tables per dataset, unavailable datasets, figure link)."""
     out = ["# capgap report", ""]
     out.append(
@@ -100,11 +100,15 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
 
         rows = []
         for (d, e), _ in probe.groupby(["dataset", "encoder"], sort=False):
-            rows.append([d, e] + [one(d, e, m, "heldout", "recall", k) for k in (2, 10) for m in ("probe", "pretrained")]
-                        + [one(d, e, "probe", "heldout", "certified"), one(d, e, "probe", "heldout", "slack_median"),
+            rows.append([d, e] + [one(d, e, m, "heldout", "recall", k) for k in (2, 10) for m in ("probe", "pretrained", "finetuned")]
+                        + [one(d, e, "finetuned", "train", "recall", 2),
+                           one(d, e, "probe", "heldout", "certified"), one(d, e, "probe", "heldout", "slack_median"),
                            _count(one(d, e, "probe", "heldout", "iterations_median")), one(d, e, "probe", "heldout", "not_converged")])
-        out.append(_md_table(["dataset", "encoder", "probe R@2", "pre-trained R@2", "probe R@10", "pre-trained R@10",
-                              "certified", "median slack", "median iterations", "not converged"], rows))
+        out.append(_md_table(["dataset", "encoder", "probe R@2", "pre-trained R@2", "fine-tuned R@2", "probe R@10", "pre-trained R@10",
+                              "fine-tuned R@10", "fine-tuned train R@2", "certified", "median slack", "median iterations", "not converged"], rows))
+        out.append("")
+        out.append("Fine-tuned = LoRA on the query side, InfoNCE against the frozen index, trained on train queries only; "
+                   "the columns are held-out recall unless marked train.")
         out.append("")
     for ds in sorted(df["dataset"].unique()):
         sub = df[df["dataset"] == ds]
@@ -131,6 +135,13 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
         out.append("## Recall@k")
         out.append("")
         out.append(f"![recall@k per method, all queries]({figure})")
+        out.append("")
+    if curves_figure:
+        out.append("## Fine-tuning curves")
+        out.append("")
+        out.append("Recall@2 of the query encoder on train and held-out queries during LoRA fine-tuning.")
+        out.append("")
+        out.append(f"![fine-tuning curves]({curves_figure})")
         out.append("")
     return "\n".join(out)
 
@@ -160,6 +171,49 @@ def plot_recall_curves(df: pd.DataFrame, path: str | Path) -> None:
     plt.close(g.figure)
 
 
+def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
+    """Seaborn figure of fine-tuning curves (train vs held-out recall@2 per step).
+
+    Always writes ``path`` (a placeholder saying why when there is nothing to plot); returns
+    whether real curves were drawn.
+
+    ``curve_paths``: ``results/{dataset}/{encoder}/finetune/curve.csv`` files.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    def placeholder(text):
+        fig = plt.figure(figsize=(4, 1.5))
+        fig.text(0.5, 0.5, text, ha="center", va="center")
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=110)
+        plt.close(fig)
+        return False
+
+    frames = []
+    for p in curve_paths:
+        c = pd.read_csv(p)
+        parts = Path(p).parts
+        c["run"] = f"{parts[-4]} / {parts[-3]}"
+        frames.append(c)
+    if not frames:
+        return placeholder("no fine-tuning runs (finetune disabled or no dataset)")
+    c = pd.concat(frames, ignore_index=True)
+    cols = [x for x in ("train_recall@2", "heldout_recall@2") if x in c.columns]
+    if not cols:
+        return placeholder("fine-tuning curves have no recall@2 points")
+    long = c.melt(id_vars=["run", "step"], value_vars=cols, var_name="split", value_name="recall@2")
+    g = sns.relplot(data=long, x="step", y="recall@2", hue="split", col="run", kind="line", marker="o", col_wrap=min(3, long["run"].nunique()), height=3.0)
+    g.set(ylim=(0, 1.02))
+    with atomic_open(path, "wb") as fh:
+        g.figure.savefig(fh, format="png", dpi=110, bbox_inches="tight")
+    plt.close(g.figure)
+    return True
+
+
 def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
     """Nested dict for ``dvc metrics``: dataset -> method[/encoder] -> split -> metric@k -> value."""
     out: dict = {}
@@ -169,14 +223,18 @@ def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
     return out
 
 
-def build_report(csv_paths, status_paths, out_csv, out_md, out_png, out_summary, ks: Sequence[int], ndcg_k: int = 10) -> pd.DataFrame:
-    """Write ``results.csv``, the figure, ``report.md`` and ``summary.json``; return the frame."""
+def build_report(csv_paths, status_paths, out_csv, out_md, out_png, out_summary, ks: Sequence[int], ndcg_k: int = 10,
+                 curve_paths: Sequence[str | Path] = (), out_curves_png: str | Path | None = None) -> pd.DataFrame:
+    """Write ``results.csv``, the figures, ``report.md`` and ``summary.json``; return the frame."""
     df = collect(csv_paths)
     statuses = [json.loads(Path(p).read_text()) for p in status_paths]
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
         df.to_csv(fh, index=False, lineterminator="\n")
     plot_recall_curves(df, out_png)
     rel = Path(out_png).relative_to(Path(out_md).parent)
-    write_text(out_md, render_markdown(df, statuses, str(rel), ks, ndcg_k))
+    curves = None
+    if out_curves_png and plot_curves(curve_paths, out_curves_png):
+        curves = str(Path(out_curves_png).relative_to(Path(out_md).parent))
+    write_text(out_md, render_markdown(df, statuses, str(rel), ks, ndcg_k, curves))
     write_json(out_summary, summary(df, ks, ndcg_k))
     return df

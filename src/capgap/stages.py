@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -84,16 +85,22 @@ def evaluate_pretrained(
     """
     from .encoders import EncoderSpec, load_encoder
     from .index import index_fingerprint, load_index
-    from .retrieval import exact_topk
 
     rs = load_canonical(data_dir)
     enc = load_encoder(EncoderSpec.from_config(encoder_name, dict(encoder_cfg)), threads=threads)
     index = load_index(index_dir, index_fingerprint(enc.fingerprint(), rs.corpus))
+    return _evaluate_encoder(rs, enc, index, dataset, encoder_name, "pretrained", ks, ndcg_k, out_csv, out_run, threads)
+
+
+def _evaluate_encoder(rs, enc, index, dataset, encoder_name, method, ks, ndcg_k, out_csv, out_run, threads) -> list[dict]:
+    """Encode every query, exact top-k on the frozen index, evaluate; write rows and run."""
+    from .retrieval import exact_topk
+
     q = enc.encode_queries(list(rs.queries.texts), progress=True)
     idx, sc = exact_topk(q, index.embeddings, max(ks), threads=threads)
     ranked = dict(zip(rs.queries.ids, rankings_to_ids(idx, index.doc_ids)))
-    rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, encoder_name, "pretrained")
-    write_run(out_run, rs.queries.ids, idx, sc, index.doc_ids, f"{encoder_name}-pretrained")
+    rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, encoder_name, method)
+    write_run(out_run, rs.queries.ids, idx, sc, index.doc_ids, f"{encoder_name}-{method}")
     write_rows(out_csv, rows)
     return rows
 
@@ -184,6 +191,84 @@ def run_probe(
         rows.append({**base, "metric": "iterations_median", "k": "", "value": float(np.median([r.iterations for r in res]))})
         rows.append({**base, "metric": "not_converged", "k": "", "value": float(np.mean([not r.converged for r in res]))})
     write_rows(out_csv, rows)
+    return rows
+
+
+def run_finetune(
+    data_dir: str | Path,
+    index_dir: str | Path,
+    dataset: str,
+    encoder_name: str,
+    encoder_cfg: Mapping,
+    finetune_cfg: Mapping,
+    ks: Sequence[int],
+    ndcg_k: int,
+    out_csv: str | Path,
+    out_curve: str | Path,
+    out_run: str | Path,
+    out_adapter: str | Path,
+    ckpt_path: str | Path,
+    threads: int = 1,
+) -> list[dict]:
+    """LoRA fine-tuning of the query side against the frozen index (``capgap.finetune``).
+
+    Trains on train-split queries only, then evaluates train and held-out exactly as the
+    pre-trained encoder (same code: encode queries, exact top-k, ``evaluate_rankings``).
+    Writes the metrics rows (method ``finetuned``), the training curve (CSV), the TREC run and
+    the adapter (peft ``save_pretrained``). Resumes from ``ckpt_path`` after a kill.
+    """
+    import csv
+
+
+    from .encoders import EncoderSpec, load_encoder
+    from .finetune import FinetuneConfig, train_query_encoder
+    from .index import index_fingerprint, load_index
+    from .io import atomic_open
+    from .metrics import recall_at_k
+    from .retrieval import exact_topk
+
+    rs = load_canonical(data_dir)
+    enc = load_encoder(EncoderSpec.from_config(encoder_name, dict(encoder_cfg)), threads=threads)
+    index = load_index(index_dir, index_fingerprint(enc.fingerprint(), rs.corpus))
+    cfg = FinetuneConfig.from_config(dict(finetune_cfg))
+    pos = {d: i for i, d in enumerate(index.doc_ids)}
+    text = dict(zip(rs.queries.ids, rs.queries.texts))
+    train_ids = list(rs.split.train)
+    curve_ks = [k for k in ks if k <= 10] or [min(ks)]
+    sample = {s: list(rs.split.ids(s))[: cfg.eval_max_queries] for s in ("train", "heldout")}
+
+    def evaluate(step):
+        out = {}
+        for split, ids in sample.items():
+            if not ids:
+                continue
+            idx, _ = exact_topk(enc.encode_queries([text[q] for q in ids]), index.embeddings, max(curve_ks), threads=threads)
+            ranked = [[index.doc_ids[j] for j in row] for row in idx]
+            gold = [rs.qrels.judgements[q] for q in ids]
+            for k in curve_ks:
+                out[f"{split}_recall@{k}"] = float(recall_at_k(ranked, gold, k).mean())
+        return out
+
+    res = train_query_encoder(
+        enc, index.embeddings, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.relevant(q)] for q in train_ids],
+        cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=True,
+    )
+    log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
+             cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
+    cols = sorted({k for row in res.curve for k in row}, key=lambda c: (c != "step", c != "loss", c))
+    with atomic_open(out_curve, "w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        w.writerows(res.curve)
+    tmp = Path(str(out_adapter) + ".tmp")
+    enc.model[0].auto_model.save_pretrained(tmp)
+    if Path(out_adapter).exists():
+        import shutil
+
+        shutil.rmtree(out_adapter)
+    os.replace(tmp, out_adapter)
+    rows = _evaluate_encoder(rs, enc, index, dataset, encoder_name, "finetuned", ks, ndcg_k, out_csv, out_run, threads)
+    Path(ckpt_path).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
 
 

@@ -33,10 +33,34 @@ def dataset_spec(dataset):
 
 
 def dataset_availability(dataset):
-    """How the dataset can be obtained now (no network): see capgap.sources.availability."""
+    """How the dataset can be obtained now (no network): see capgap.sources.availability.
+
+    A dataset already obtained stays "local": a run without the mirror must not replace a
+    good copy by an 'unavailable' one.
+    """
     from capgap.sources import availability
 
+    status = Path(f"results/{dataset}/data/status.json")
+    if status.is_file() and json.loads(status.read_text()).get("available"):
+        return "local"
     return availability(dataset, config["datasets"][dataset])
+
+
+def report_unavailable():
+    """Print the datasets that could not be obtained (also listed in reports/report.md)."""
+    for ds in datasets():
+        status = Path(f"results/{ds}/data/status.json")
+        if status.is_file():
+            st = json.loads(status.read_text())
+            if not st.get("available"):
+                print(f"capgap: dataset '{ds}' was not obtained: {st['reason']}. {st['hint']}")
+
+
+def finetune_params(encoder):
+    """The finetune section for one encoder: steps_by_encoder[encoder] overrides steps."""
+    ft = {k: v for k, v in config["finetune"].items() if k not in ("enabled", "steps_by_encoder")}
+    ft["steps"] = config["finetune"].get("steps_by_encoder", {}).get(encoder, ft["steps"])
+    return canonical(ft)
 
 
 def is_enabled(name):
@@ -71,11 +95,25 @@ def result_tables(wildcards=None):
         if not dataset_status(ds)["available"]:
             continue
         files += [f"results/{ds}/{enc}/pretrained/metrics.csv" for enc in encoders_for(ds)]
+        if is_enabled("finetune"):
+            files += [f"results/{ds}/{enc}/finetune/metrics.csv" for enc in encoders_for(ds)]
         if is_enabled("probe"):
             files += [f"results/{ds}/{enc}/probe/metrics.csv" for enc in encoders_for(ds)]
         if is_enabled("bm25"):
             files.append(f"results/{ds}/bm25/metrics.csv")
     return files
+
+
+def curve_files(wildcards=None):
+    """Fine-tuning curves of the available datasets (empty when fine-tuning is off)."""
+    if not is_enabled("finetune"):
+        return []
+    return [
+        f"results/{ds}/{enc}/finetune/curve.csv"
+        for ds in datasets()
+        if dataset_status(ds)["available"]
+        for enc in encoders_for(ds)
+    ]
 
 
 def status_files(wildcards=None):
@@ -88,4 +126,5 @@ def all_outputs():
         "reports/report.md",
         "reports/summary.json",
         "reports/figures/recall_at_k.png",
+        "reports/figures/finetune_curves.png",
     ]

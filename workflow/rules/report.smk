@@ -1,6 +1,10 @@
 # Aggregate every result table into reports/: results.csv, report.md, figure, summary.json.
 
 
+onsuccess:
+    report_unavailable()
+
+
 rule all_results:
     # Every experiment, no report: the target of the DVC 'experiments' stage.
     input:
@@ -11,6 +15,7 @@ rule report:
     input:
         tables=result_tables,
         data=status_files,
+        curves=curve_files,
     output:
         csv="reports/results.csv",
         md="reports/report.md",
@@ -19,6 +24,11 @@ rule report:
             "reports/figures/recall_at_k.png",
             caption="../report/recall_at_k.rst",
             category="Retrieval",
+        ),
+        curves=report(
+            "reports/figures/finetune_curves.png",
+            caption="../report/finetune_curves.rst",
+            category="Fine-tuning",
         ),
     params:
         ks=config["eval"]["ks"],

@@ -15,4 +15,6 @@ build_report(
     snakemake.output.summary,
     snakemake.params.ks,
     snakemake.params.ndcg_k,
+    curve_paths=snakemake.input.curves,
+    out_curves_png=snakemake.output.curves,
 )

@@ -1,0 +1,303 @@
+"""Query-encoder fine-tuning against a frozen index: LoRA on the query side, InfoNCE.
+
+The paper's second measurement (arXiv 2610.02749): how close does a *learned* query encoder get
+to the capacity ceiling? Documents stay in the frozen index (``(n_docs, dim) float32``, never
+re-encoded, no gradient); only LoRA adapters on the encoder's attention projections learn, and
+only queries pass through the encoder.
+
+Public API
+----------
+- ``FinetuneConfig``: steps, batch size, learning rate, temperature, LoRA rank/alpha/dropout,
+  target modules per architecture, loss form, candidates, checkpointing, seed.
+- ``infonce_loss(scores, gold_mask, temperature, form)``: the loss (see below).
+- ``train_query_encoder(encoder, index, rs, cfg, ckpt_path, ...)`` -> ``TrainResult``: trains
+  in place, resumable from ``ckpt_path``.
+
+Loss (InfoNCE = multiclass cross-entropy over candidate documents, temperature tau; seed
+../shared/seeds/003, Sec. 4). With logits l_j = s_j / tau, gold set P of the query, and N the
+candidates that are not gold (other gold documents of the query are never negatives):
+
+- ``avg`` (default): L_avg = -(1/|P|) sum_{p in P} log( e^{l_p} / (e^{l_p} + sum_{j in N} e^{l_j}) )
+  — every gold document must win against all non-gold candidates (what recall@k asks);
+- ``set``: L_set = -log( sum_{p in P} e^{l_p} / (sum_{p in P} e^{l_p} + sum_{j in N} e^{l_j}) )
+  = -log sum_{p in P} p_j — finding one gold document suffices.
+
+Candidates: the full frozen index (default; a (batch x n_docs) score matrix), or ``sampled``:
+the batch's gold documents plus ``n_negatives`` random documents shared by the batch.
+
+Determinism: a fixed seed gives the same adapter on CPU (torch, numpy and Python RNGs seeded;
+batches from a seeded permutation per epoch). Checkpoints (adapter weights, optimiser, RNG
+states, sampler position, curve) are written atomically every ``checkpoint_every`` steps; a
+killed run resumes from the last one and ends with the same weights as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TARGETS = {"bert": ["query", "key", "value"], "mpnet": ["q", "k", "v"], "distilbert": ["q_lin", "k_lin", "v_lin"]}
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Training settings (config ``finetune``). ``steps``: optimiser steps (the paper: 3,000,
+    final checkpoint); ``lr``: AdamW learning rate; ``temperature``: InfoNCE tau; ``lora_*``:
+    LoRA rank, alpha, dropout; ``target_modules``: attention projections to adapt, per
+    ``model_type`` (BERT: query/key/value; a bare ``dense`` would also wrap BERT's pooler);
+    ``loss``: ``avg`` or ``set``; ``candidates``: ``full`` or ``sampled`` (``n_negatives``);
+    ``checkpoint_every``, ``eval_every`` (training-curve points), ``eval_max_queries`` (per split
+    for curve points; the final evaluation uses all queries); ``seed``."""
+
+    steps: int = 3000
+    batch_size: int = 32
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    temperature: float = 0.05
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.1
+    target_modules: dict = field(default_factory=lambda: dict(DEFAULT_TARGETS))
+    loss: str = "avg"
+    candidates: str = "full"
+    n_negatives: int = 1024
+    checkpoint_every: int = 100
+    eval_every: int = 100
+    eval_max_queries: int = 500
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.loss not in ("avg", "set"):
+            raise ValueError(f"finetune.loss must be 'avg' or 'set', got {self.loss!r}")
+        if self.candidates not in ("full", "sampled"):
+            raise ValueError(f"finetune.candidates must be 'full' or 'sampled', got {self.candidates!r}")
+        if self.steps < 1 or self.batch_size < 1 or self.temperature <= 0:
+            raise ValueError("finetune: steps and batch_size must be >= 1 and temperature > 0")
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "FinetuneConfig":
+        known = set(cls.__dataclass_fields__)
+        unknown = set(cfg) - known
+        if unknown:
+            raise ValueError(f"finetune: unknown keys {sorted(unknown)}")
+        return cls(**cfg)
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def infonce_loss(scores, gold_mask, temperature: float, form: str = "avg"):
+    """InfoNCE over candidates (module docstring for the two multi-positive forms).
+
+    ``scores``: ``(batch, n_candidates) float`` inner products; ``gold_mask``: ``(batch,
+    n_candidates) bool``, at least one True per row. Returns the mean loss over the batch (a
+    0-d tensor). Computed with log-sum-exp, stable for large scores.
+    """
+    import torch
+
+    logits = scores / temperature
+    neg_inf = torch.finfo(logits.dtype).min
+    lse_neg = torch.logsumexp(logits.masked_fill(gold_mask, neg_inf), dim=1)  # (batch,)
+    # -log(e^a / (e^a + e^b)) = softplus(b - a): computed from the difference, so large scores
+    # cannot cancel (seed 003: "subtract the maximum and compute the loss directly")
+    softplus = torch.nn.functional.softplus
+    if form == "avg":
+        per = softplus(lse_neg[:, None] - logits)
+        per_q = (per * gold_mask).sum(1) / gold_mask.sum(1)
+    elif form == "set":
+        lse_pos = torch.logsumexp(logits.masked_fill(~gold_mask, neg_inf), dim=1)
+        per_q = softplus(lse_neg - lse_pos)
+    else:
+        raise ValueError(f"unknown loss form {form!r}")
+    return per_q.mean()
+
+
+def add_lora(encoder, cfg: FinetuneConfig) -> list[str]:
+    """Wrap the encoder's transformer with LoRA adapters (peft); freeze everything else.
+
+    Returns the adapted module names. Raises ``ValueError`` when the architecture has no
+    ``target_modules`` entry or a name matches nothing.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    st = encoder.model
+    auto = st[0].auto_model
+    mtype = auto.config.model_type
+    if mtype not in cfg.target_modules:
+        raise ValueError(f"finetune.target_modules has no entry for model_type {mtype!r}; add its attention projections")
+    targets = list(cfg.target_modules[mtype])
+    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets, bias="none")
+    st[0].auto_model = get_peft_model(auto, lcfg)
+    for name, p in st.named_parameters():
+        p.requires_grad = "lora_" in name
+    wrapped = sorted({n.rsplit(".lora_", 1)[0] for n, _ in st.named_parameters() if "lora_" in n})
+    if not wrapped:
+        raise ValueError(f"LoRA target modules {targets} matched nothing in {mtype}")
+    return wrapped
+
+
+@dataclass
+class TrainResult:
+    """``curve``: list of dicts (step, loss, train/held-out recall@k); ``steps_per_s``;
+    ``resumed_from``: the step a checkpoint restored (0 if none); ``trainable``: parameter count."""
+
+    curve: list
+    steps_per_s: float
+    resumed_from: int
+    trainable: int
+    adapted_modules: list
+
+
+def _rng_state(sampler_rng: np.random.Generator) -> dict:
+    import torch
+
+    return {"torch": torch.get_rng_state(), "numpy": sampler_rng.bit_generator.state, "python": random.getstate()}
+
+
+def _set_rng_state(state: dict, sampler_rng: np.random.Generator) -> None:
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    sampler_rng.bit_generator.state = state["numpy"]
+    random.setstate(state["python"])
+
+
+def _save_checkpoint(path: Path, payload: dict) -> None:
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def train_query_encoder(
+    encoder,
+    doc_embeddings: np.ndarray,
+    train_queries: list[str],
+    train_gold: list[list[int]],
+    cfg: FinetuneConfig,
+    ckpt_path: str | Path | None = None,
+    evaluate: Callable[[int], dict] | None = None,
+    threads: int | None = None,
+    stop_after: int | None = None,
+    progress: bool = False,
+) -> TrainResult:
+    """Fine-tune ``encoder`` (a ``capgap.encoders.Encoder``) in place with LoRA + InfoNCE.
+
+    ``doc_embeddings``: the frozen index ``(n_docs, dim) float32`` (read only, no gradient);
+    ``train_queries[i]`` / ``train_gold[i]``: train-split query texts and their gold row indices.
+    ``evaluate(step)`` -> dict of curve metrics, called every ``cfg.eval_every`` steps and at
+    the end (the model is in eval mode meanwhile). ``ckpt_path``: checkpoint file; resumed when
+    its config digest matches. ``stop_after``: raise ``KeyboardInterrupt`` after that many steps
+    of this call (tests simulate a kill with it). Returns a ``TrainResult``.
+    """
+    import torch
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    sampler = np.random.default_rng(cfg.seed)
+    adapted = add_lora(encoder, cfg)
+    model = encoder.model
+    device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # a private copy (the index may be a read-only memory map); never given requires_grad
+    D = torch.from_numpy(np.array(doc_embeddings, dtype=np.float32, copy=True)).to(device)
+    n_docs = D.shape[0]
+    n_train = len(train_queries)
+    if n_train == 0:
+        raise ValueError("finetune: no train queries")
+    perm, pos, step, curve, resumed = sampler.permutation(n_train), 0, 0, [], 0
+    losses: list[float] = []
+    ckpt = Path(ckpt_path) if ckpt_path else None
+    if ckpt and ckpt.is_file():
+        state = torch.load(ckpt, map_location=device, weights_only=False)
+        if state.get("digest") == cfg.digest() and state.get("n_train") == n_train:
+            model.load_state_dict(state["lora"], strict=False)
+            opt.load_state_dict(state["optim"])
+            _set_rng_state(state["rng"], sampler)
+            perm, pos, step, curve, losses = state["perm"], state["pos"], state["step"], state["curve"], state["losses"]
+            resumed = step
+            log.info("resumed from %s at step %d", ckpt, step)
+        else:
+            log.warning("ignoring checkpoint %s: it belongs to another configuration", ckpt)
+
+    def run_eval(at: int):
+        if evaluate is None:
+            return
+        model.eval()
+        with torch.no_grad():
+            point = {"step": at, "loss": float(np.mean(losses)) if losses else float("nan"), **evaluate(at)}
+        model.train()
+        curve.append(point)
+        losses.clear()
+
+    model.train()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.steps, initial=step, desc="finetune", unit="step")
+    t0, done_here = time.perf_counter(), 0
+    while step < cfg.steps:
+        if pos + cfg.batch_size > n_train and pos > 0:
+            perm, pos = sampler.permutation(n_train), 0
+        batch = perm[pos : pos + cfg.batch_size]
+        pos += len(batch)
+        if cfg.candidates == "full":
+            cand = None
+            mask = torch.zeros((len(batch), n_docs), dtype=torch.bool)
+            for r, qi in enumerate(batch):
+                mask[r, train_gold[qi]] = True
+        else:
+            gold_rows = np.unique(np.concatenate([train_gold[qi] for qi in batch]))
+            extra = sampler.choice(n_docs, size=min(cfg.n_negatives, n_docs), replace=False)
+            cand = np.unique(np.concatenate([gold_rows, extra]))
+            where = {d: i for i, d in enumerate(cand)}
+            mask = torch.zeros((len(batch), len(cand)), dtype=torch.bool)
+            for r, qi in enumerate(batch):
+                mask[r, [where[d] for d in train_gold[qi]]] = True
+        feats = model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch])
+        feats = {k: v.to(device) for k, v in feats.items()}
+        q = model(feats)["sentence_embedding"]
+        if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
+            q = torch.nn.functional.normalize(q, dim=-1)
+        docs = D if cand is None else D[torch.from_numpy(cand)]
+        loss = infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        step += 1
+        done_here += 1
+        losses.append(float(loss.detach()))
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}", steps_per_s=f"{done_here / (time.perf_counter() - t0):.2f}")
+        if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+            run_eval(step)
+        if ckpt and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
+            lora = {k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k}
+            _save_checkpoint(ckpt, {"digest": cfg.digest(), "n_train": n_train, "step": step, "lora": lora, "optim": opt.state_dict(),
+                                    "rng": _rng_state(sampler), "perm": perm, "pos": pos, "curve": curve, "losses": losses})
+        if stop_after is not None and done_here >= stop_after and step < cfg.steps:
+            raise KeyboardInterrupt(f"stopped after {done_here} steps (test hook)")
+    elapsed = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+    run_eval(step)
+    model.eval()
+    return TrainResult(curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, sum(p.numel() for p in params), adapted)

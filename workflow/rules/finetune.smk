@@ -1,0 +1,31 @@
+# LoRA fine-tuning of the query side against the frozen index (InfoNCE), then train/held-out recall.
+
+
+rule finetune:
+    input:
+        data="results/{dataset}/data",
+        fingerprint="results/{dataset}/{encoder}/index/fingerprint.json",
+        embeddings="results/{dataset}/{encoder}/index/embeddings.npy",
+    output:
+        metrics="results/{dataset}/{encoder}/finetune/metrics.csv",
+        curve="results/{dataset}/{encoder}/finetune/curve.csv",
+        run="results/{dataset}/{encoder}/finetune/run.trec",
+        adapter=directory("results/{dataset}/{encoder}/finetune/adapter"),
+    params:
+        encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
+        finetune=lambda wc: finetune_params(wc.encoder),
+        ks=config["eval"]["ks"],
+        ndcg_k=config["eval"]["ndcg_k"],
+        # not an output: Snakemake must not delete it when a killed job is rerun
+        checkpoint=lambda wc: f"results/{wc.dataset}/{wc.encoder}/finetune_checkpoint.pt",
+    log:
+        "logs/finetune/{dataset}/{encoder}.log",
+    benchmark:
+        "benchmarks/rules/finetune/{dataset}/{encoder}.tsv"
+    threads: 8
+    resources:
+        mem_mb=8000,
+    conda:
+        "../../envs/capgap.yaml"
+    script:
+        "../scripts/finetune.py"
