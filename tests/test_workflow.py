@@ -86,7 +86,7 @@ def test_report_lists_unavailable_dataset(tiny_run):
     md = (tiny_run / "reports" / "report.md").read_text()
     assert "## Datasets that could not be obtained" in md and "**not-there**" in md
     assert "CAPGAP_DATA_MIRROR" in md
-    assert "## Capacity probe vs the pre-trained encoder" in md
+    assert "## Capacity probe vs the query encoders" in md
     assert (tiny_run / "reports" / "figures" / "recall_at_k.png").stat().st_size > 1000
     assert "limit-gen" in (tiny_run / "reports" / "summary.json").read_text()
     assert "## Fine-tuning curves" in md

@@ -83,7 +83,7 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
         out.append("")
     probe = df[df["method"] == "probe"]
     if not probe.empty:
-        out.append("## Capacity probe vs the pre-trained encoder (held-out queries)")
+        out.append("## Capacity probe vs the query encoders (held-out queries)")
         out.append("")
         out.append(
             "Probe = a per-query ranking SVM on the frozen index (Joachims' 1-slack cutting plane): "
