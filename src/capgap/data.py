@@ -60,10 +60,6 @@ class Corpus:
         """Text to embed per document: ``title + " " + text`` (BEIR convention), stripped."""
         return [f"{t} {x}".strip() for t, x in zip(self.titles, self.texts)]
 
-    def index_of(self) -> dict[str, int]:
-        """Map document id -> row in the index (0-based)."""
-        return {d: i for i, d in enumerate(self.ids)}
-
 
 @dataclass(frozen=True)
 class Queries:
@@ -413,8 +409,6 @@ def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mappin
 
 
 # --------------------------------------------------------------------------- canonical copy
-CANONICAL_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "split.tsv")
-
 
 def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
     """Write the normalised dataset the later pipeline stages read (each file atomically)."""

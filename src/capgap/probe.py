@@ -142,6 +142,13 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     return np.maximum(alpha, 0.0)
 
 
+def _set_alpha(st: dict, alpha: np.ndarray) -> None:
+    """Adopt dual variables: w = A alpha and the working set's slack xi_W at that w."""
+    st["alpha"] = alpha
+    st["w"] = st["A"] @ alpha
+    st["xiW"] = max(0.0, float(np.max(st["b"] - st["A"].T @ st["w"])))
+
+
 def _row_keys(D: np.ndarray) -> dict[int, list[int]]:
     """Groups of rows that are exactly equal (by hash, then confirmed element-wise)."""
     buckets: dict[int, list[int]] = {}
@@ -271,7 +278,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
         for q in qs:
             g = golds[q]
             n_pairs = len(g) * (n - len(g))
-            state[q] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0), "xiW": 0.0, "it": 0, "done": n_pairs == 0, "pairs": n_pairs, "H": 0.0, "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64)}
+            state[q] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0), "xiW": 0.0, "it": 0, "done": n_pairs == 0, "pairs": n_pairs, "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64)}
         active = [q for q in qs if not state[q]["done"]]
         S = None
         while active:
@@ -283,7 +290,6 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             for row, q in enumerate(active):
                 st = state[q]
                 b_new, H = _most_violated(S[row], golds[q], st["pairs"], out=Cm[len(add)])[1:]
-                st["H"] = H
                 if st["it"] > 0 and H <= st["xiW"] + eps and st["C"] < C_max and H > 0:
                     # converged for this C but some pair violated: if no strict separation yet,
                     # continue towards the hard margin with a 10x larger C (the working set stays
@@ -292,9 +298,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                     srow[golds[q]] = -np.inf
                     if S[row][golds[q]].min() <= srow.max():
                         st["C"] = min(st["C"] * 10.0, C_max)
-                        st["alpha"] = _solve_dual(st["K"], st["b"], st["C"])
-                        st["w"] = st["A"] @ st["alpha"]
-                        st["xiW"] = max(0.0, float(np.max(st["b"] - st["A"].T @ st["w"])))
+                        _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
                         st["escalations"] += 1
                         still.append(q)
                         continue
@@ -331,9 +335,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                 if not keep.all():
                     st["A"], st["b"], st["K"] = st["A"][:, keep], st["b"][keep], K[np.ix_(keep, keep)]
                     alpha, st["age"] = alpha[keep], st["age"][keep]
-                st["alpha"] = alpha
-                st["w"] = st["A"] @ alpha
-                st["xiW"] = max(0.0, float(np.max(st["b"] - st["A"].T @ st["w"])))
+                _set_alpha(st, alpha)
                 st["it"] += 1
             active = still
         del S

@@ -5,7 +5,6 @@ Each stage reads its inputs, calls the library, and writes its outputs atomicall
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -83,13 +82,18 @@ def evaluate_pretrained(
 
     The index fingerprint must match this encoder and corpus (else ``FingerprintMismatch``).
     """
+    rs, enc, index = _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads)
+    return _evaluate_encoder(rs, enc, index, dataset, encoder_name, "pretrained", ks, ndcg_k, out_csv, out_run, threads)
+
+
+def _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads):
+    """The canonical dataset, the loaded encoder, and its frozen index (fingerprint-checked)."""
     from .encoders import EncoderSpec, load_encoder
     from .index import index_fingerprint, load_index
 
     rs = load_canonical(data_dir)
     enc = load_encoder(EncoderSpec.from_config(encoder_name, dict(encoder_cfg)), threads=threads)
-    index = load_index(index_dir, index_fingerprint(enc.fingerprint(), rs.corpus))
-    return _evaluate_encoder(rs, enc, index, dataset, encoder_name, "pretrained", ks, ndcg_k, out_csv, out_run, threads)
+    return rs, enc, load_index(index_dir, index_fingerprint(enc.fingerprint(), rs.corpus))
 
 
 def _evaluate_encoder(rs, enc, index, dataset, encoder_name, method, ks, ndcg_k, out_csv, out_run, threads) -> list[dict]:
@@ -220,16 +224,12 @@ def run_finetune(
     import csv
 
 
-    from .encoders import EncoderSpec, load_encoder
     from .finetune import FinetuneConfig, train_query_encoder
-    from .index import index_fingerprint, load_index
     from .io import atomic_open
     from .metrics import recall_at_k
     from .retrieval import exact_topk
 
-    rs = load_canonical(data_dir)
-    enc = load_encoder(EncoderSpec.from_config(encoder_name, dict(encoder_cfg)), threads=threads)
-    index = load_index(index_dir, index_fingerprint(enc.fingerprint(), rs.corpus))
+    rs, enc, index = _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads)
     cfg = FinetuneConfig.from_config(dict(finetune_cfg))
     pos = {d: i for i, d in enumerate(index.doc_ids)}
     text = dict(zip(rs.queries.ids, rs.queries.texts))
@@ -271,9 +271,6 @@ def run_finetune(
     Path(ckpt_path).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
 
-
-def read_status(path: str | Path) -> dict:
-    return json.loads(Path(path).read_text())
 
 
 def log_to(path: str | Path) -> None:
