@@ -108,3 +108,26 @@ def test_outputs_have_usual_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert (tmp_path / "x.txt").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_limit_expanded_from_mirror(mirror):
+    """limit-50k's recipe at a small size: LIMIT-small's real queries/qrels/split, grown corpus."""
+    from capgap.sources import obtain
+
+    base = obtain("limit-small", {"source": "limit"}, mirror=mirror)
+    rs = obtain("limit-x", {"source": "limit", "mirror_name": "limit-small", "expand": {"n_docs": 300, "seed": 1}}, mirror=mirror)
+    assert len(rs.corpus) == 300 and set(base.corpus.ids) <= set(rs.corpus.ids)
+    assert rs.queries == base.queries and rs.qrels.judgements == base.qrels.judgements
+    assert rs.split.train == base.split.train
+    assert rs.source["kind"] == "mirror" and rs.source["expanded"]["n_real"] == len(base.corpus) == 46
+    # no distractor likes any query's attribute ("Who likes X?" -> X), not even as part of a
+    # longer attribute: checked on whole words of the parsed attribute lists
+    from capgap.generate import parse_likes
+
+    asked = {t.removeprefix("Who likes ").removesuffix("?").lower() for t in base.queries.texts}
+    new = [t for d, t in zip(rs.corpus.ids, rs.corpus.texts) if d not in set(base.corpus.ids)]
+    assert len(new) == 254
+    for t in new:
+        for a in parse_likes(t)[1]:
+            w = a.lower().split()
+            assert not any(" ".join(w[i:j]) in asked for i in range(len(w)) for j in range(i + 1, len(w) + 1)), a

@@ -101,3 +101,96 @@ def generate_limit_style(
     queries = Queries(qids, tuple(f"Who likes {a}?" for a in query_attrs))
     qrels = Qrels({q: {names[a]: 1, names[b]: 1} for q, (a, b) in zip(qids, gold_pairs)})
     return corpus, queries, qrels
+
+
+def parse_likes(text: str) -> tuple[str, list[str]] | None:
+    """Split a LIMIT document ``"<name> likes A, B, ... and Z."`` into ``(name, [A, ..., Z])``.
+
+    Accepts the Oxford comma (``", and Z"``) of ``generate_limit_style`` too. Returns ``None``
+    when the text does not follow the template.
+    """
+    name, sep, body = text.partition(" likes ")
+    if not sep or not name:
+        return None
+    body = body.strip().rstrip(".")
+    items = [s.strip() for s in body.split(", ")]
+    last = items.pop()
+    head, sep, tail = last.rpartition(" and ")
+    items += [head, tail] if sep and head else [last.removeprefix("and ").strip()]
+    items = [s.removeprefix("and ").strip() for s in items]
+    return (name, [s for s in items if s]) if all(items) else None
+
+
+def expand_limit(
+    corpus: Corpus,
+    queries: Queries,
+    n_docs: int,
+    seed: int = 0,
+    attributes_per_doc: int | None = None,
+) -> tuple[Corpus, dict]:
+    """Grow a LIMIT corpus to ``n_docs`` documents with seeded LIMIT-style distractors.
+
+    The distractors mirror LIMIT's construction (Weller et al. 2025, Section 4: 50k people
+    who like attributes, of whom only the 46 gold people like a query's attribute) but are not
+    the official 50k LIMIT corpus: each is a new Faker name (distinct from every existing id
+    and name) who likes ``attributes_per_doc`` attributes (default: the median count of the
+    real documents) drawn from the attribute vocabulary of ``corpus`` itself, minus every
+    attribute that occurs in any query text and every attribute that contains such an asked
+    attribute as whole words ("Mangrove Forests" when "Forests" is asked), so no distractor is
+    relevant to any query, even loosely, and the qrels stay complete. The documents are shuffled together (seeded), so no position in the
+    corpus marks a real document.
+
+    Returns ``(corpus, info)``; ``info`` records the vocabulary size, excluded attributes and
+    the seed. Same arguments, same output. Raises ``ValueError`` when a real document does not
+    follow the ``"<name> likes A, B and C."`` template, when ``n_docs`` is smaller than the
+    corpus, or when fewer than ``attributes_per_doc`` attributes remain after the exclusion.
+    """
+    import statistics
+
+    n_real = len(corpus)
+    if n_docs < n_real:
+        raise ValueError(f"expand_limit: n_docs={n_docs} is smaller than the corpus ({n_real} documents)")
+    parsed = []
+    for doc_id, text in zip(corpus.ids, corpus.texts):
+        p = parse_likes(text)
+        if p is None:
+            raise ValueError(f"expand_limit: document {doc_id!r} does not follow the LIMIT template '<name> likes A, B and C.'")
+        parsed.append(p)
+    vocab = sorted({a for _, attrs in parsed for a in attrs})
+    qtexts = [q.lower() for q in queries.texts]
+    asked = [a for a in vocab if any(a.lower() in q for q in qtexts)]
+    asked_words = {tuple(a.lower().split()) for a in asked}
+
+    def contains_asked(attr: str) -> bool:  # "Mangrove Forests" contains the asked "Forests"
+        w = attr.lower().split()
+        return any(tuple(w[i:j]) in asked_words for i in range(len(w)) for j in range(i + 1, len(w) + 1))
+
+    allowed = [a for a in vocab if not any(a.lower() in q for q in qtexts) and not contains_asked(a)]
+    per_doc = attributes_per_doc or int(statistics.median(len(a) for _, a in parsed))
+    if len(allowed) < per_doc:
+        raise ValueError(f"expand_limit: only {len(allowed)} attributes are liked by no query; need {per_doc} per distractor")
+    rng = random.Random(seed)
+    from faker import Faker
+
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    taken = set(corpus.ids) | {n for n, _ in parsed}
+    names: list[str] = []
+    while len(names) < n_docs - n_real:
+        name = f"{fake.first_name()} {fake.last_name()}"
+        if name not in taken:
+            taken.add(name)
+            names.append(name)
+    texts = []
+    for name in names:
+        attrs = rng.sample(allowed, per_doc)
+        texts.append(f"{name} likes {', '.join(attrs[:-1])} and {attrs[-1]}.")
+    ids = list(corpus.ids) + names
+    titles = list(corpus.titles) + [""] * len(names)
+    alltexts = list(corpus.texts) + texts
+    order = list(range(len(ids)))
+    rng.shuffle(order)
+    out = Corpus(tuple(ids[i] for i in order), tuple(titles[i] for i in order), tuple(alltexts[i] for i in order))
+    info = {"n_docs": n_docs, "n_real": n_real, "seed": seed, "attributes_per_doc": per_doc,
+            "vocabulary": len(vocab), "allowed_attributes": len(allowed)}
+    return out, info

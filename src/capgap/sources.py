@@ -178,9 +178,21 @@ def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
     """Load dataset ``name`` per its config ``spec`` (see module docstring for the order).
 
     ``mirror`` defaults to ``$CAPGAP_DATA_MIRROR``. The returned set's ``source`` dict records
-    where it came from (kind, folder, file sha256s). Raises ``DatasetUnavailable`` when no
-    source works, ``DataFormatError`` when a source exists but holds bad data.
+    where it came from (kind, folder, file sha256s). With ``spec["expand"]`` the corpus is
+    grown with LIMIT-style distractors (``capgap.generate.expand_limit``; queries, qrels and
+    split unchanged). Raises ``DatasetUnavailable`` when no source works, ``DataFormatError``
+    when a source exists but holds bad data.
     """
+    rs = _obtain(name, spec, mirror, cache_dir)
+    if not spec.get("expand"):
+        return rs
+    from .generate import expand_limit
+
+    corpus, info = expand_limit(rs.corpus, rs.queries, **dict(spec["expand"]))
+    return RetrievalSet(rs.name, corpus, rs.queries, rs.qrels, rs.split, rs.dropped_queries, {**rs.source, "expanded": info})
+
+
+def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str | Path | None) -> RetrievalSet:
     split_cfg = spec.get("split", {})
     source = spec.get("source", "beir")
     mirror_name = spec.get("mirror_name", name)
