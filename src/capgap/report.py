@@ -57,6 +57,51 @@ def _label(method: str, encoder: str) -> str:
     return f"{method} ({encoder})" if encoder else method
 
 
+PAPER_LIMIT = (
+    "Paper (arXiv 2610.02749, LIMIT, 50k documents): fine-tuned single-vector Qwen3-Embedding-4B "
+    "1.000 train / 0.068 held-out recall; fine-tuned GTE-ModernColBERT 1.000 / 0.998. LIMIT paper "
+    "(Weller et al. 2025): BM25 on LIMIT-small recall@2/10/20 = 0.978 / 1.0 / 1.0."
+)
+
+
+def _side_by_side(df: pd.DataFrame) -> list[str]:
+    """The paper's LIMIT comparison: capacity, single-vector fine-tuned, ColBERT fine-tuned and
+    BM25 per dataset (train and held-out recall@2 and @10); only datasets with a ColBERT run."""
+    cb = df[df["method"] == "colbert"]
+    if cb.empty:
+        return []
+
+    def one(d, e, m, split, metric, k=None):
+        sel = df[(df["dataset"] == d) & (df["encoder"] == e) & (df["method"] == m) & (df["split"] == split) & (df["metric"] == metric)]
+        if k is not None:
+            sel = sel[sel["k"] == k]
+        return float(sel["value"].iloc[0]) if len(sel) else "–"
+
+    rows = []
+    for d in cb["dataset"].unique():
+        encs = [e for e in df[(df["dataset"] == d) & (df["method"] == "finetuned")]["encoder"].unique()] or [""]
+        for e in encs:
+            for k in (2, 10):
+                rows.append([d, e or "–", k, one(d, e, "probe", "heldout", "recall", k),
+                             one(d, e, "finetuned", "train", "recall", k), one(d, e, "finetuned", "heldout", "recall", k),
+                             one(d, "", "colbert", "train", "recall", k), one(d, "", "colbert", "heldout", "recall", k),
+                             one(d, "", "bm25", "heldout", "recall", k), one(d, "", "colbert", "all", "ann_recall", k)])
+    return [
+        "## Single vector vs late interaction vs BM25 (the paper's LIMIT comparison)",
+        "",
+        "Recall@k of the capacity probe (held-out queries), the LoRA fine-tuned single-vector encoder, "
+        "the fine-tuned ColBERT (PyLate, both towers trained, MaxSim) and BM25. ColBERT ANN recall: the "
+        "PLAID index's top-k against exact MaxSim top-k on a query sample (only where an index was "
+        "used; it is not relevant-document recall).",
+        "",
+        _md_table(["dataset", "single-vector encoder", "k", "probe held-out", "fine-tuned train", "fine-tuned held-out",
+                   "ColBERT train", "ColBERT held-out", "BM25 held-out", "ColBERT ANN recall"], rows),
+        "",
+        PAPER_LIMIT,
+        "",
+    ]
+
+
 def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, ks: Sequence[int], ndcg_k: int = 10, curves_figure: str | None = None) -> str:
     """The report's Markdown text (tables per dataset, unavailable datasets, figure link)."""
     out = ["# capgap report", ""]
@@ -110,6 +155,7 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
         out.append("Fine-tuned = LoRA on the query side, InfoNCE against the frozen index, trained on train queries only; "
                    "the columns are held-out recall unless marked train.")
         out.append("")
+    out += _side_by_side(df)
     for ds in sorted(df["dataset"].unique()):
         sub = df[df["dataset"] == ds]
         out.append(f"## {ds}")
@@ -177,7 +223,9 @@ def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
     Always writes ``path`` (a placeholder saying why when there is nothing to plot); returns
     whether real curves were drawn.
 
-    ``curve_paths``: ``results/{dataset}/{encoder}/finetune/curve.csv`` files.
+    ``curve_paths``: ``results/{dataset}/{encoder}/finetune/curve.csv`` and
+    ``results/{dataset}/colbert/curve.csv`` files (a curve without recall points, e.g. ColBERT on
+    a corpus above ``curve_max_docs``, is left out of the figure).
     """
     import matplotlib
 
@@ -197,7 +245,7 @@ def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
     for p in curve_paths:
         c = pd.read_csv(p)
         parts = Path(p).parts
-        c["run"] = f"{parts[-4]} / {parts[-3]}"
+        c["run"] = f"{parts[-3]} / ColBERT" if parts[-2] == "colbert" else f"{parts[-4]} / {parts[-3]}"
         frames.append(c)
     if not frames:
         return placeholder("no fine-tuning runs (finetune disabled or no dataset)")
@@ -205,7 +253,9 @@ def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
     cols = [x for x in ("train_recall@2", "heldout_recall@2") if x in c.columns]
     if not cols:
         return placeholder("fine-tuning curves have no recall@2 points")
-    long = c.melt(id_vars=["run", "step"], value_vars=cols, var_name="split", value_name="recall@2")
+    long = c.melt(id_vars=["run", "step"], value_vars=cols, var_name="split", value_name="recall@2").dropna()
+    if long.empty:
+        return placeholder("fine-tuning curves have no recall@2 points")
     g = sns.relplot(data=long, x="step", y="recall@2", hue="split", col="run", kind="line", marker="o", col_wrap=min(3, long["run"].nunique()), height=3.0)
     g.set(ylim=(0, 1.02))
     with atomic_open(path, "wb") as fh:

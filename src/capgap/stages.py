@@ -5,6 +5,7 @@ Each stage reads its inputs, calls the library, and writes its outputs atomicall
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -280,3 +281,135 @@ def log_to(path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stderr = open(path, "w", buffering=1)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+
+
+def run_colbert(
+    data_dir: str | Path,
+    dataset: str,
+    colbert_cfg: Mapping,
+    ks: Sequence[int],
+    ndcg_k: int,
+    out_csv: str | Path,
+    out_curve: str | Path,
+    out_run: str | Path,
+    work_dir: str | Path,
+    extensions_dir: str | Path,
+    threads: int = 1,
+) -> list[dict]:
+    """Late interaction (``capgap.colbert``): fine-tune a PyLate ColBERT on the train queries,
+    encode the corpus, retrieve by MaxSim (exact, or PLAID candidates re-scored exactly), and
+    evaluate train/held-out with the same metrics code as every method (method ``colbert``).
+
+    ``work_dir`` (not a Snakemake output, so a killed job keeps it) holds, per training digest,
+    the checkpoint, the fine-tuned model, the encoded document parts and the PLAID index; a
+    rerun resumes from whatever is there. With PLAID, rows ``ann_recall@k`` (split ``all``)
+    give the index's recall against exact MaxSim top-k on ``ann_sample`` queries.
+    """
+    import csv
+    import hashlib
+    import shutil
+
+    import numpy as np
+    import torch
+
+    from . import colbert as cb
+    from .data import corpus_hash
+    from .io import atomic_open, write_json
+    from .metrics import recall_at_k
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    rs = load_canonical(data_dir)
+    cfg = cb.ColbertConfig.from_config(dict(colbert_cfg))
+    train_ids = list(rs.split.train)
+    key = hashlib.sha256(json_dumps([cfg.training_digest(), corpus_hash(rs.corpus), train_ids]).encode()).hexdigest()[:16]
+    root = Path(work_dir)
+    work = root / key
+    if root.is_dir():
+        for old in root.iterdir():
+            if old.name != key:
+                shutil.rmtree(old, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    pos = {d: i for i, d in enumerate(rs.corpus.ids)}
+    doc_texts = rs.corpus.passages()
+    text = dict(zip(rs.queries.ids, rs.queries.texts))
+    model_dir = work / "model"
+    curve_file = work / "curve.json"
+    if (model_dir / "capgap_done").is_file():
+        model = cb.load_colbert(cfg, path=str(model_dir))
+        curve = json.loads(curve_file.read_text())
+        log.info("colbert: using the fine-tuned model in %s", model_dir)
+    else:
+        model = cb.load_colbert(cfg)
+        sample = {s: list(rs.split.ids(s))[: cfg.eval_max_queries] for s in ("train", "heldout")}
+        curve_ks = [k for k in ks if k <= 10] or [min(ks)]
+
+        def evaluate(step):
+            if len(doc_texts) > cfg.curve_max_docs:
+                return {}
+            toks, offs = cb.pack_documents(model.encode(doc_texts, is_query=False, batch_size=cfg.encode_batch_size,
+                                                        show_progress_bar=False))
+            out = {}
+            for split, ids in sample.items():
+                if ids:
+                    idx, _ = cb.maxsim_topk(cb.encode_queries(model, [text[q] for q in ids]), toks, offs, max(curve_ks))
+                    ranked = [[rs.corpus.ids[j] for j in row] for row in idx]
+                    for k in curve_ks:
+                        out[f"{split}_recall@{k}"] = float(recall_at_k(ranked, [rs.qrels.judgements[q] for q in ids], k).mean())
+            return out
+
+        res = cb.train_colbert(model, cfg, doc_texts, [text[q] for q in train_ids],
+                               [[pos[d] for d in rs.qrels.relevant(q)] for q in train_ids],
+                               ckpt_path=work / "checkpoint.pt", evaluate=evaluate, progress=True)
+        curve = res["curve"]
+        log.info("colbert: %d steps at %.2f steps/s (resumed from %d)", cfg.steps, res["steps_per_s"], res["resumed_from"])
+        tmp = work / "model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save(str(tmp))
+        write_json(tmp / "capgap_done", {"digest": key})
+        shutil.rmtree(model_dir, ignore_errors=True)
+        os.replace(tmp, model_dir)
+        write_json(curve_file, curve)
+        (work / "checkpoint.pt").unlink(missing_ok=True)
+    t = time.perf_counter()
+    tokens, offsets = cb.encode_documents(model, doc_texts, work / "parts", batch_size=cfg.encode_batch_size, progress=True)
+    log.info("colbert: %d documents -> %d token embeddings in %.1f s", len(doc_texts), len(tokens), time.perf_counter() - t)
+    qids = list(rs.queries.ids)
+    Q = cb.encode_queries(model, [text[q] for q in qids])
+    k_max = max(ks)
+    backend = cfg.backend if cfg.backend != "auto" else ("exact" if len(doc_texts) <= cfg.exact_max_docs else "plaid")
+    extra_rows = []
+    t = time.perf_counter()
+    if backend == "exact":
+        idx, sc = cb.maxsim_topk(Q, tokens, offsets, k_max)
+    else:
+        plaid = cb.PlaidIndex(work / "plaid", extensions_dir, nbits=cfg.plaid_nbits, candidates=cfg.candidates,
+                              ncells=cfg.plaid_ncells, ndocs=cfg.plaid_ndocs,
+                              centroid_score_threshold=cfg.plaid_centroid_score_threshold)
+        plaid.build(tokens, offsets)
+        cand = plaid.search(Q, max(cfg.candidates, k_max))
+        idx, sc = cb.rescore(Q, tokens, offsets, cand, k_max)
+        rng = np.random.default_rng(cfg.seed)
+        sample = np.sort(rng.choice(len(qids), size=min(cfg.ann_sample, len(qids)), replace=False))
+        exact_idx, _ = cb.maxsim_topk(Q[sample], tokens, offsets, k_max)
+        base = {"dataset": dataset, "encoder": "", "method": "colbert", "split": "all"}
+        extra_rows.append({**base, "metric": "ann_sample", "k": "", "value": len(sample)})
+        for k in ks:
+            extra_rows.append({**base, "metric": "ann_recall", "k": int(k), "value": cb.ann_recall(idx[sample], exact_idx, k)})
+    log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(qids), time.perf_counter() - t)
+    ranked = dict(zip(qids, rankings_to_ids(idx, rs.corpus.ids)))
+    rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, "", "colbert") + extra_rows
+    write_run(out_run, qids, idx, sc, rs.corpus.ids, "colbert")
+    cols = sorted({k for row in curve for k in row}, key=lambda c: (c != "step", c != "loss", c)) or ["step", "loss"]
+    with atomic_open(out_curve, "w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        w.writerows(curve)
+    write_rows(out_csv, rows)
+    return rows
+
+
+def json_dumps(obj) -> str:
+    import json
+
+    return json.dumps(obj, sort_keys=True)

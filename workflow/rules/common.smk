@@ -3,7 +3,7 @@ import json
 import re
 from pathlib import Path
 
-RESERVED = {"data", "bm25", "colbert"}  # path segments under results/{dataset}/
+RESERVED = {"data", "bm25", "colbert", "colbert_work"}  # path segments under results/{dataset}/
 
 
 def canonical(obj):
@@ -71,6 +71,9 @@ def is_enabled(name):
 for _e in config["encoders"]:
     if _e in RESERVED:
         raise ValueError(f"encoder name {_e!r} is reserved (used as a results/ folder name)")
+for _d in config.get("colbert", {}).get("datasets") or []:
+    if _d not in config["datasets"]:
+        raise ValueError(f"colbert.datasets names unknown dataset {_d!r}; known: {datasets()}")
 for _d in datasets():
     for _e in encoders_for(_d):
         if _e not in config["encoders"]:
@@ -88,11 +91,28 @@ def dataset_status(dataset):
     return json.loads((Path(folder) / "status.json").read_text())
 
 
+def dataset_available(dataset):
+    """Whether a dataset's experiments are part of the DAG.
+
+    Decided at parse time wherever possible: "local" (obtained before, a config path, the
+    mirror, the generator, the download cache) is available and "remote:offline" is not. Only
+    a download that may fail ("remote:online") waits for the data checkpoint. Snakemake does
+    not run a missing checkpoint job when the files downstream of it exist, so a dataset added
+    to an existing results tree must reach the DAG as a plain input, not through a checkpoint.
+    """
+    av = dataset_availability(dataset)
+    if av == "local":
+        return True
+    if av == "remote:offline":
+        return False
+    return dataset_status(dataset)["available"]
+
+
 def result_tables(wildcards=None):
     """Every per-job metrics.csv for the datasets that could be obtained."""
     files = []
     for ds in datasets():
-        if not dataset_status(ds)["available"]:
+        if not dataset_available(ds):
             continue
         files += [f"results/{ds}/{enc}/pretrained/metrics.csv" for enc in encoders_for(ds)]
         if is_enabled("finetune"):
@@ -101,19 +121,31 @@ def result_tables(wildcards=None):
             files += [f"results/{ds}/{enc}/probe/metrics.csv" for enc in encoders_for(ds)]
         if is_enabled("bm25"):
             files.append(f"results/{ds}/bm25/metrics.csv")
+        if colbert_on(ds):
+            files.append(f"results/{ds}/colbert/metrics.csv")
     return files
 
 
+def colbert_on(dataset):
+    """Whether ColBERT runs on a dataset, i.e. colbert.enabled and (colbert.datasets unset
+    or naming it)."""
+    cb = config.get("colbert", {})
+    if not cb.get("enabled", False):
+        return False
+    return cb.get("datasets") is None or dataset in cb["datasets"]
+
+
 def curve_files(wildcards=None):
-    """Fine-tuning curves of the available datasets (empty when fine-tuning is off)."""
-    if not is_enabled("finetune"):
-        return []
-    return [
-        f"results/{ds}/{enc}/finetune/curve.csv"
-        for ds in datasets()
-        if dataset_status(ds)["available"]
-        for enc in encoders_for(ds)
-    ]
+    """Fine-tuning curves (single-vector and ColBERT) of the available datasets."""
+    files = []
+    for ds in datasets():
+        if not dataset_available(ds):
+            continue
+        if is_enabled("finetune"):
+            files += [f"results/{ds}/{enc}/finetune/curve.csv" for enc in encoders_for(ds)]
+        if colbert_on(ds):
+            files.append(f"results/{ds}/colbert/curve.csv")
+    return files
 
 
 def status_files(wildcards=None):
