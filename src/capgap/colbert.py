@@ -178,11 +178,16 @@ def maxsim_scores(queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, 
     docs = np.arange(len(offsets) - 1) if docs is None else np.asarray(docs, dtype=np.int64)
     qf = q.reshape(nq * lq, dim)
     out = np.empty((nq, len(docs)), dtype=np.float32)
+    if not len(docs):
+        return out
+    # bound the (query tokens x block tokens) score matrix to ~2**26 floats (256 MB)
+    max_len = int((offsets[docs + 1] - offsets[docs]).max())
+    block_docs = max(1, min(block_docs, (1 << 26) // max(1, nq * lq * max_len)))
     for a in range(0, len(docs), block_docs):
         blk = docs[a : a + block_docs]
         D, mask = _padded_block(tokens, offsets, blk)
         s = (qf @ D.reshape(-1, dim).T).reshape(nq * lq, len(blk), -1)
-        s = s.masked_fill(~mask.unsqueeze(0), float("-inf")).amax(dim=2)
+        s = s.masked_fill_(~mask.unsqueeze(0), float("-inf")).amax(dim=2)
         out[:, a : a + len(blk)] = s.reshape(nq, lq, len(blk)).sum(dim=1).numpy()
     return out
 

@@ -53,6 +53,15 @@ def _count(v):
     return v if isinstance(v, str) else (str(int(v)) if float(v).is_integer() else f"{v:.1f}")
 
 
+def _source(src: dict) -> str:
+    """Where a dataset came from; an expanded corpus says how many distractors were generated."""
+    kind = src.get("kind", "")
+    ex = src.get("expanded")
+    if ex:
+        kind += f" + {ex['n_docs'] - ex['n_real']:,} generated LIMIT-style distractors (not the official LIMIT corpus)"
+    return kind
+
+
 def _label(method: str, encoder: str) -> str:
     return f"{method} ({encoder})" if encoder else method
 
@@ -117,7 +126,7 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
     out.append("")
     out.append(_md_table(
         ["dataset", "documents", "queries", "train", "held-out", "dropped (no gold)", "source", "split rule"],
-        [[s["dataset"], s["n_docs"], s["n_queries"], s["n_train"], s["n_heldout"], s["dropped_queries_without_gold"], s["source"].get("kind", ""), s["split_rule"]] for s in avail],
+        [[s["dataset"], s["n_docs"], s["n_queries"], s["n_train"], s["n_heldout"], s["dropped_queries_without_gold"], _source(s["source"]), s["split_rule"]] for s in avail],
     ))
     out.append("")
     if missing:
