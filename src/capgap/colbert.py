@@ -14,11 +14,15 @@ capgap runs the same comparison with PyLate:
   for the query is masked out of its softmax (a false negative), never pushed away.
 - **Scoring**: MaxSim, s(q, d) = sum_i max_j <q_i, d_j> over L2-normalised token embeddings
   (Khattab & Zaharia 2020, Eq. 3). ``maxsim_topk`` is exact (blocked torch, float32). For
-  corpora above ``exact_max_docs`` documents a PyLate PLAID index (``use_fast=False``: the
-  Stanford backend, whose C++ extensions are compiled once into ``TORCH_EXTENSIONS_DIR``)
-  proposes ``candidates`` documents per query, which are re-scored exactly. The index's own
-  recall against exact MaxSim top-k (ANN recall) is measured on a query sample and reported
-  apart from relevant-document recall (seed 003).
+  corpora above ``exact_max_docs`` documents an index proposes candidate documents, which are
+  re-scored exactly: ``faiss`` (default; ColBERT v1's end-to-end retrieval, Khattab & Zaharia
+  2020, Sec. 3.6: a faiss IVF index over every document token, each query token's nearest
+  tokens nominate their documents) or ``plaid`` (PyLate's PLAID, ``use_fast=False``: the
+  Stanford backend, whose C++ extensions are compiled once into ``TORCH_EXTENSIONS_DIR``; its
+  k-means over 32,768 centroids is estimated at most of an hour for LIMIT's 6M token
+  embeddings on 2 CPU cores, so it suits a GPU or a smaller corpus). The index's own recall
+  against exact MaxSim top-k (ANN recall) is measured on a query sample and reported apart
+  from relevant-document recall (seed 003).
 
 Documents are stored once per run as one ``(n_tokens, dim) float16`` token matrix plus
 ``(n_docs + 1,) int64`` offsets (document i owns rows ``offsets[i]:offsets[i+1]``).
@@ -41,7 +45,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("auto", "exact", "plaid")
+BACKENDS = ("auto", "exact", "faiss", "plaid")
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,9 @@ class ColbertConfig:
     exact_max_docs: int = 20000
     candidates: int = 200
     ann_sample: int = 100
+    faiss_nlist: int | None = None
+    faiss_nprobe: int = 32
+    faiss_k_tokens: int = 64
     plaid_nbits: int = 4
     plaid_ncells: int = 8
     plaid_ndocs: int = 8192
@@ -243,6 +250,54 @@ def ann_recall(approx: np.ndarray, exact: np.ndarray, k: int) -> float:
     not relevant-document recall). ``approx``/``exact``: ``(n_queries, >=k) int64``."""
     k = min(k, exact.shape[1])
     return float(np.mean([len(set(a[:k]) & set(e[:k])) / k for a, e in zip(approx, exact)]))
+
+
+class FaissTokenIndex:
+    """Candidate generation as in ColBERT v1 (Khattab & Zaharia 2020, Sec. 3.6), with faiss.
+
+    A ``faiss.IndexIVFFlat`` (inner product) over every document token embedding; each query
+    token retrieves its ``k_tokens`` nearest document tokens probing ``nprobe`` of ``nlist``
+    cells, and the documents owning them are the query's candidates (their union, typically
+    hundreds), which the caller re-scores exactly. IVF-Flat stores the vectors uncompressed, so
+    within the probed cells the token scores are exact. ``nlist`` defaults to the power of two
+    nearest 4·sqrt(n_tokens); k-means is seeded and trained on ``64 * nlist`` sampled tokens.
+    """
+
+    def __init__(self, nlist: int | None = None, nprobe: int = 32, k_tokens: int = 64, seed: int = 0):
+        self.nlist, self.nprobe, self.k_tokens, self.seed = nlist, nprobe, k_tokens, seed
+        self._index = None
+        self._doc_of_token = None
+
+    def build(self, tokens: np.ndarray, offsets: np.ndarray) -> None:
+        """Index the packed documents (``pack_documents`` layout)."""
+        import faiss
+
+        n, dim = tokens.shape
+        nlist = self.nlist or int(2 ** round(np.log2(max(1.0, 4 * np.sqrt(n)))))
+        nlist = max(1, min(nlist, n // 39 or 1))  # faiss wants >= 39 training points per cell
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        index.cp.seed = int(self.seed)
+        index.cp.niter = 10
+        rng = np.random.default_rng(self.seed)
+        sample = np.sort(rng.choice(n, size=min(n, 64 * nlist), replace=False))
+        index.train(np.ascontiguousarray(tokens[sample], dtype=np.float32))
+        for a in range(0, n, 1 << 19):
+            index.add(np.ascontiguousarray(tokens[a : a + (1 << 19)], dtype=np.float32))
+        self._index = index
+        self._doc_of_token = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets)).astype(np.int64)
+        self.nlist = nlist
+
+    def search(self, queries: np.ndarray, k: int | None = None) -> list[np.ndarray]:
+        """Candidate document indices per query ``(n_queries, query_tokens, dim)``: the union of
+        the documents owning each query token's ``k_tokens`` nearest document tokens (``k`` is
+        unused: the union is what ColBERT v1 re-ranks)."""
+        q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
+        nq, lq, dim = q.shape
+        self._index.nprobe = self.nprobe
+        _, ids = self._index.search(q.reshape(nq * lq, dim), self.k_tokens)
+        ids = ids.reshape(nq, lq * self.k_tokens)
+        return [np.unique(self._doc_of_token[row[row >= 0]]) for row in ids]
 
 
 class PlaidIndex:

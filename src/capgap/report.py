@@ -100,7 +100,7 @@ def _side_by_side(df: pd.DataFrame) -> list[str]:
         "",
         "Recall@k of the capacity probe (held-out queries), the LoRA fine-tuned single-vector encoder, "
         "the fine-tuned ColBERT (PyLate, both towers trained, MaxSim) and BM25. ColBERT ANN recall: the "
-        "PLAID index's top-k against exact MaxSim top-k on a query sample (only where an index was "
+        "index's top-k (faiss or PLAID candidates re-scored) against exact MaxSim top-k on a query sample (only where an index was "
         "used; it is not relevant-document recall).",
         "",
         _md_table(["dataset", "single-vector encoder", "k", "probe held-out", "fine-tuned train", "fine-tuned held-out",

@@ -299,10 +299,12 @@ def run_colbert(
     """Late interaction (``capgap.colbert``): fine-tune a PyLate ColBERT on the train queries,
     encode the corpus, retrieve by MaxSim (exact, or PLAID candidates re-scored exactly), and
     evaluate train/held-out with the same metrics code as every method (method ``colbert``).
+    Index backends (``faiss`` or ``plaid``, see ``capgap.colbert``) only propose candidates;
+    every reported score is exact MaxSim.
 
     ``work_dir`` (not a Snakemake output, so a killed job keeps it) holds, per training digest,
     the checkpoint, the fine-tuned model, the encoded document parts and the PLAID index; a
-    rerun resumes from whatever is there. With PLAID, rows ``ann_recall@k`` (split ``all``)
+    rerun resumes from whatever is there. With an index, rows ``ann_recall@k`` (split ``all``)
     give the index's recall against exact MaxSim top-k on ``ann_sample`` queries.
     """
     import csv
@@ -377,17 +379,22 @@ def run_colbert(
     qids = list(rs.queries.ids)
     Q = cb.encode_queries(model, [text[q] for q in qids])
     k_max = max(ks)
-    backend = cfg.backend if cfg.backend != "auto" else ("exact" if len(doc_texts) <= cfg.exact_max_docs else "plaid")
+    backend = cfg.backend if cfg.backend != "auto" else ("exact" if len(doc_texts) <= cfg.exact_max_docs else "faiss")
     extra_rows = []
     t = time.perf_counter()
     if backend == "exact":
         idx, sc = cb.maxsim_topk(Q, tokens, offsets, k_max)
     else:
-        plaid = cb.PlaidIndex(work / "plaid", extensions_dir, nbits=cfg.plaid_nbits, candidates=cfg.candidates,
-                              ncells=cfg.plaid_ncells, ndocs=cfg.plaid_ndocs,
-                              centroid_score_threshold=cfg.plaid_centroid_score_threshold)
-        plaid.build(tokens, offsets)
-        cand = plaid.search(Q, max(cfg.candidates, k_max))
+        if backend == "plaid":
+            ann = cb.PlaidIndex(work / "plaid", extensions_dir, nbits=cfg.plaid_nbits, candidates=cfg.candidates,
+                                ncells=cfg.plaid_ncells, ndocs=cfg.plaid_ndocs,
+                                centroid_score_threshold=cfg.plaid_centroid_score_threshold)
+        else:
+            ann = cb.FaissTokenIndex(cfg.faiss_nlist, cfg.faiss_nprobe, cfg.faiss_k_tokens, cfg.seed)
+        ann.build(tokens, offsets)
+        log.info("colbert: %s index over %d token embeddings built in %.1f s", backend, len(tokens), time.perf_counter() - t)
+        cand = ann.search(Q, max(cfg.candidates, k_max))
+        log.info("colbert: %.0f candidates per query on average (min %d)", np.mean([len(c) for c in cand]), min(len(c) for c in cand))
         idx, sc = cb.rescore(Q, tokens, offsets, cand, k_max)
         rng = np.random.default_rng(cfg.seed)
         sample = np.sort(rng.choice(len(qids), size=min(cfg.ann_sample, len(qids)), replace=False))
