@@ -14,6 +14,13 @@ def _unit(x):
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
+def _clustered_corpus():
+    """400 documents of 12 tokens (32-d) drawn around 20 shared centres: near-ties for ANN."""
+    rng = np.random.default_rng(0)
+    centers = _unit(rng.standard_normal((20, 32)))
+    return rng, [_unit(centers[rng.integers(20, size=12)] + 0.3 * rng.standard_normal((12, 32))).astype(np.float32) for _ in range(400)]
+
+
 def test_maxsim_hand_example():
     # query tokens (1,0) and (0,1); doc A tokens (1,0),(0.6,0.8); doc B token (0,1)
     q = np.array([[[1.0, 0.0], [0.0, 1.0]]], dtype=np.float32)
@@ -91,9 +98,7 @@ def test_plaid_candidates_rescored_agree_with_exact(tmp_path):
     exact MaxSim top-10 on a small clustered corpus when it probes generously (32 cells, no
     centroid pruning: measured 0.996; PLAID's defaults give 0.85 here, which is why capgap reports
     the ANN recall of every PLAID run)."""
-    rng = np.random.default_rng(0)
-    centers = _unit(rng.standard_normal((20, 32)))
-    docs = [_unit(centers[rng.integers(20, size=12)] + 0.3 * rng.standard_normal((12, 32))).astype(np.float32) for _ in range(400)]
+    rng, docs = _clustered_corpus()
     tokens, offsets = cb.pack_documents(docs, dtype=np.float32)
     q = np.stack([_unit(d[:6] + 0.1 * rng.standard_normal((6, 32))) for d in docs[:25]]).astype(np.float32)
     exact, _ = cb.maxsim_topk(q, tokens, offsets, k=10)
@@ -144,9 +149,7 @@ def test_faiss_token_index_candidates_rescored_agree_with_exact():
     """ColBERT v1 candidate generation (faiss IVF over document tokens) + exact re-scoring
     recovers the exact MaxSim top-10; probing every cell makes the token search exact, so each
     query's exact top-1 (its source document) must then be found."""
-    rng = np.random.default_rng(0)
-    centers = _unit(rng.standard_normal((20, 32)))
-    docs = [_unit(centers[rng.integers(20, size=12)] + 0.3 * rng.standard_normal((12, 32))).astype(np.float32) for _ in range(400)]
+    rng, docs = _clustered_corpus()
     tokens, offsets = cb.pack_documents(docs, dtype=np.float16)
     q = np.stack([_unit(d[:6] + 0.1 * rng.standard_normal((6, 32))) for d in docs[:25]]).astype(np.float32)
     exact, _ = cb.maxsim_topk(q, tokens, offsets, k=10)

@@ -73,6 +73,14 @@ PAPER_LIMIT = (
 )
 
 
+def _value(df: pd.DataFrame, dataset, encoder, method, split, metric, k=None):
+    """The one value of results.csv at these keys (k=None: any k), or "–" when absent."""
+    sel = df[(df["dataset"] == dataset) & (df["encoder"] == encoder) & (df["method"] == method) & (df["split"] == split) & (df["metric"] == metric)]
+    if k is not None:
+        sel = sel[sel["k"] == k]
+    return float(sel["value"].iloc[0]) if len(sel) else "–"
+
+
 def _side_by_side(df: pd.DataFrame) -> list[str]:
     """The paper's LIMIT comparison: capacity, single-vector fine-tuned, ColBERT fine-tuned and
     BM25 per dataset (train and held-out recall@2 and @10); only datasets with a ColBERT run."""
@@ -81,10 +89,7 @@ def _side_by_side(df: pd.DataFrame) -> list[str]:
         return []
 
     def one(d, e, m, split, metric, k=None):
-        sel = df[(df["dataset"] == d) & (df["encoder"] == e) & (df["method"] == m) & (df["split"] == split) & (df["metric"] == metric)]
-        if k is not None:
-            sel = sel[sel["k"] == k]
-        return float(sel["value"].iloc[0]) if len(sel) else "–"
+        return _value(df, d, e, m, split, metric, k)
 
     rows = []
     for d in cb["dataset"].unique():
@@ -147,10 +152,7 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
         out.append("")
 
         def one(d, e, m, split, metric, k=None):
-            sel = df[(df["dataset"] == d) & (df["encoder"] == e) & (df["method"] == m) & (df["split"] == split) & (df["metric"] == metric)]
-            if k is not None:
-                sel = sel[sel["k"] == k]
-            return float(sel["value"].iloc[0]) if len(sel) else "–"
+            return _value(df, d, e, m, split, metric, k)
 
         rows = []
         for (d, e), _ in probe.groupby(["dataset", "encoder"], sort=False):

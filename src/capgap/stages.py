@@ -324,7 +324,7 @@ def run_colbert(
     rs = load_canonical(data_dir)
     cfg = cb.ColbertConfig.from_config(dict(colbert_cfg))
     train_ids = list(rs.split.train)
-    key = hashlib.sha256(json_dumps([cfg.training_digest(), corpus_hash(rs.corpus), train_ids]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(_json_dumps([cfg.training_digest(), corpus_hash(rs.corpus), train_ids]).encode()).hexdigest()[:16]
     root = Path(work_dir)
     work = root / key
     if root.is_dir():
@@ -416,7 +416,6 @@ def run_colbert(
     return rows
 
 
-def json_dumps(obj) -> str:
-    import json
-
+def _json_dumps(obj) -> str:
+    """Canonical JSON (sorted keys): the input of work-directory digests."""
     return json.dumps(obj, sort_keys=True)
