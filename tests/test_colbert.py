@@ -113,8 +113,6 @@ def test_plaid_candidates_rescored_agree_with_exact(tmp_path):
 
 
 def _tiny_model(tmp_path):
-    from capgap.encoders import EncoderSpec, resolve_model
-
     cfg = cb.ColbertConfig(steps=2, batch_size=2, lr=1e-4, n_negatives=1, query_length=8, document_length=24,
                            checkpoint_every=1, eval_every=1, seed=3)
     return cfg, cb.load_colbert(cfg)

@@ -222,11 +222,7 @@ def run_finetune(
     Writes the metrics rows (method ``finetuned``), the training curve (CSV), the TREC run and
     the adapter (peft ``save_pretrained``). Resumes from ``ckpt_path`` after a kill.
     """
-    import csv
-
-
     from .finetune import FinetuneConfig, train_query_encoder
-    from .io import atomic_open
     from .metrics import recall_at_k
     from .retrieval import exact_topk
 
@@ -256,11 +252,7 @@ def run_finetune(
     )
     log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
              cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
-    cols = sorted({k for row in res.curve for k in row}, key=lambda c: (c != "step", c != "loss", c))
-    with atomic_open(out_curve, "w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        w.writerows(res.curve)
+    write_curve(out_curve, res.curve)
     tmp = Path(str(out_adapter) + ".tmp")
     enc.model[0].auto_model.save_pretrained(tmp)
     if Path(out_adapter).exists():
@@ -307,7 +299,6 @@ def run_colbert(
     rerun resumes from whatever is there. With an index, rows ``ann_recall@k`` (split ``all``)
     give the index's recall against exact MaxSim top-k on ``ann_sample`` queries.
     """
-    import csv
     import hashlib
     import shutil
 
@@ -316,7 +307,7 @@ def run_colbert(
 
     from . import colbert as cb
     from .data import corpus_hash
-    from .io import atomic_open, write_json
+    from .io import write_json
     from .metrics import recall_at_k
 
     if threads:
@@ -407,13 +398,22 @@ def run_colbert(
     ranked = dict(zip(qids, rankings_to_ids(idx, rs.corpus.ids)))
     rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, "", "colbert") + extra_rows
     write_run(out_run, qids, idx, sc, rs.corpus.ids, "colbert")
+    write_curve(out_curve, curve)
+    write_rows(out_csv, rows)
+    return rows
+
+
+def write_curve(path: str | Path, curve: list[dict]) -> None:
+    """Atomically write a training curve as CSV: columns step, loss, then the rest sorted."""
+    import csv
+
+    from .io import atomic_open
+
     cols = sorted({k for row in curve for k in row}, key=lambda c: (c != "step", c != "loss", c)) or ["step", "loss"]
-    with atomic_open(out_curve, "w", encoding="utf-8", newline="") as fh:
+    with atomic_open(path, "w", encoding="utf-8", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n")
         w.writeheader()
         w.writerows(curve)
-    write_rows(out_csv, rows)
-    return rows
 
 
 def _json_dumps(obj) -> str:
