@@ -276,11 +276,13 @@ def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
 
 
 def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
-    """Nested dict for ``dvc metrics``: dataset -> method[/encoder] -> split -> metric@k -> value."""
+    """Nested dict for ``dvc metrics``: dataset -> method[/encoder] -> split -> metric@k -> value
+    (just ``metric`` for metrics without a cut-off: certified, slack_median, ...)."""
     out: dict = {}
     for r in df[df["metric"] != "n_queries"].itertuples(index=False):
         key = f"{r.method}/{r.encoder}" if r.encoder else r.method
-        out.setdefault(r.dataset, {}).setdefault(key, {}).setdefault(r.split, {})[f"{r.metric}@{r.k}"] = round(float(r.value), 6)
+        name = r.metric if pd.isna(r.k) or r.k == "" else f"{r.metric}@{r.k}"  # certified, slack_median: no k
+        out.setdefault(r.dataset, {}).setdefault(key, {}).setdefault(r.split, {})[name] = round(float(r.value), 6)
     return out
 
 
