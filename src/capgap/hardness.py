@@ -1,0 +1,166 @@
+"""The paper's parity retrieval task: geometrically easy, yet hard to learn (arXiv 2610.02749,
+the hardness construction; seeds 000/001). This module holds the construction and its exact
+pieces; the learning experiments build on it.
+
+- Queries: keyword indicators q in {0,1}^P, each keyword present independently with
+  probability 1/2 (uniform over the cube; ``sample_queries``).
+- Corpus: the n = 2^d vertices of {-1,+1}^d (``hypercube``), d = Theta(log P) by the config's
+  rule ``d = a * ceil(log2 P) + b`` (``dimension``).
+- Hidden intent: a random A in GF(2)^{d x P}; the query's center is c = A q mod 2 and its gold
+  set the Hamming ball of radius rho around c, so k = sum_{r <= rho} C(d, r).
+- Perfect encoder: e(q) = 2c - 1 in {-1,+1}^d scores document x by <e, x> = d - 2 H(c, x) (H:
+  Hamming distance between c and x's bits), so inner-product top-k is exactly the Hamming ball:
+  every document in the ball scores >= d - 2 rho, every other <= d - 2 (rho + 1). Each center
+  bit is a parity of s_j = sum_i A_ji q_i in {0..m_j}, m_j = |supp A_j|, and parity is the
+  triangle wave f(s) = ReLU(s) + sum_{t=1}^{m_j - 1} (-1)^t 2 ReLU(s - t) on the integers, so one
+  hidden ReLU layer with m_j units per bit computes e exactly (``perfect_encoder``).
+- Chance agreement: for two intents A, A', Pr_q[A q = A' q] = 2^{-rank(A - A')} over GF(2)
+  (``gf2_rank``, ``chance_agreement``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def dimension(P: int, a: int = 1, b: int = 1) -> int:
+    """Code length d = a * ceil(log2 P) + b (>= 1) for P keywords: d = Theta(log P)."""
+    if P < 1 or a < 0:
+        raise ValueError("dimension: need P >= 1 and a >= 0")
+    return max(1, a * math.ceil(math.log2(P)) + b)
+
+
+def hypercube(d: int) -> np.ndarray:
+    """The corpus: all 2^d vertices of {-1,+1}^d as ``(2^d, d) float32``; row i is the binary
+    expansion of i (most significant bit first), bit 1 -> +1, bit 0 -> -1."""
+    if not 1 <= d <= 24:
+        raise ValueError(f"hypercube: d={d} outside 1..24 (2^d documents)")
+    bits = (np.arange(2**d)[:, None] >> np.arange(d - 1, -1, -1)[None, :]) & 1
+    return (2 * bits - 1).astype(np.float32)
+
+
+def ball_size(d: int, rho: int) -> int:
+    """k = |Hamming ball of radius rho in {0,1}^d| = sum_{r <= rho} C(d, r)."""
+    return sum(math.comb(d, r) for r in range(min(rho, d) + 1))
+
+
+@dataclass(frozen=True)
+class ParityTask:
+    """One intent: ``A`` ``(d, P) uint8`` over GF(2) and the gold-ball radius ``rho``."""
+
+    A: np.ndarray
+    rho: int
+
+    @property
+    def d(self) -> int:
+        return self.A.shape[0]
+
+    @property
+    def P(self) -> int:
+        return self.A.shape[1]
+
+    @property
+    def k(self) -> int:
+        return ball_size(self.d, self.rho)
+
+    def centers(self, q: np.ndarray) -> np.ndarray:
+        """c = A q mod 2 for queries ``(n, P)`` in {0,1}: ``(n, d) uint8``."""
+        return (np.asarray(q, dtype=np.int64) @ self.A.T.astype(np.int64) % 2).astype(np.uint8)
+
+    def gold(self, q: np.ndarray) -> list[np.ndarray]:
+        """Gold document indices per query (rows of ``hypercube(d)``): the Hamming ball of radius
+        rho around the query's center, each sorted ascending."""
+        docs = (hypercube(self.d) > 0).astype(np.uint8)
+        dist = (self.centers(q)[:, None, :] != docs[None, :, :]).sum(axis=2)
+        return [np.flatnonzero(row <= self.rho) for row in dist]
+
+
+def make_task(P: int, d: int, rho: int, seed: int = 0) -> ParityTask:
+    """A uniformly random intent A in GF(2)^{d x P} (seeded)."""
+    if rho < 0 or rho > d:
+        raise ValueError(f"make_task: rho={rho} outside 0..d={d}")
+    rng = np.random.default_rng(seed)
+    return ParityTask(rng.integers(0, 2, size=(d, P), dtype=np.uint8), int(rho))
+
+
+def sample_queries(P: int, m: int, seed: int = 0) -> np.ndarray:
+    """m queries uniform over {0,1}^P (each keyword present with probability 1/2), seeded:
+    ``(m, P) uint8``."""
+    return np.random.default_rng(seed).integers(0, 2, size=(m, P), dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class ReluEncoder:
+    """e(q) = W2 ReLU(W1 q + b1) + b2: ``W1 (H, P)``, ``b1 (H,)``, ``W2 (d, H)``, ``b2 (d,)``
+    float64. ``hidden`` = H, ``parameters`` = H*P + H + d*H + d."""
+
+    W1: np.ndarray
+    b1: np.ndarray
+    W2: np.ndarray
+    b2: np.ndarray
+
+    @property
+    def hidden(self) -> int:
+        return self.W1.shape[0]
+
+    @property
+    def parameters(self) -> int:
+        return self.W1.size + self.b1.size + self.W2.size + self.b2.size
+
+    def __call__(self, q: np.ndarray) -> np.ndarray:
+        """Query codes ``(n, d) float64`` for queries ``(n, P)``."""
+        h = np.maximum(np.asarray(q, dtype=np.float64) @ self.W1.T + self.b1, 0.0)
+        return h @ self.W2.T + self.b2
+
+
+def perfect_encoder(task: ParityTask) -> ReluEncoder:
+    """The explicit one-hidden-layer ReLU network mapping q to 2 (A q mod 2) - 1 exactly.
+
+    Output bit j uses max(1, m_j) hidden units ReLU(s_j - t), t = 0..m_j - 1, with
+    s_j = <A_j, q>; output weights 1, -2, +2, -2, ... give the triangle wave (parity of s_j),
+    then e_j = 2 f(s_j) - 1. A zero row (m_j = 0) gets one dead unit and e_j = -1. Hidden units:
+    sum_j max(1, m_j) <= d P.
+    """
+    rows_w1, rows_b1, blocks = [], [], []
+    for j in range(task.d):
+        m = int(task.A[j].sum())
+        units = max(1, m)
+        for t in range(units):
+            rows_w1.append(task.A[j].astype(np.float64))
+            rows_b1.append(-float(t))
+        coef = [1.0] + [2.0 * (-1) ** t for t in range(1, m)] if m else [0.0]
+        blocks.append(coef)
+    H = len(rows_w1)
+    W2 = np.zeros((task.d, H))
+    col = 0
+    for j, coef in enumerate(blocks):
+        W2[j, col : col + len(coef)] = 2.0 * np.asarray(coef)  # e_j = 2 f - 1
+        col += len(coef)
+    return ReluEncoder(np.stack(rows_w1), np.asarray(rows_b1), W2, -np.ones(task.d))
+
+
+def gf2_rank(M: np.ndarray) -> int:
+    """Rank of a 0/1 matrix over GF(2) (Gaussian elimination)."""
+    M = (np.asarray(M, dtype=np.uint8) % 2).copy()
+    rank, rows, cols = 0, M.shape[0], M.shape[1]
+    for c in range(cols):
+        pivot = next((r for r in range(rank, rows) if M[r, c]), None)
+        if pivot is None:
+            continue
+        M[[rank, pivot]] = M[[pivot, rank]]
+        for r in range(rows):
+            if r != rank and M[r, c]:
+                M[r] ^= M[rank]
+        rank += 1
+        if rank == rows:
+            break
+    return rank
+
+
+def chance_agreement(A: np.ndarray, B: np.ndarray, queries: np.ndarray) -> tuple[float, float]:
+    """(measured fraction of ``queries`` with A q = B q mod 2, theoretical 2^{-rank(A - B)})."""
+    same = ((queries.astype(np.int64) @ ((A.astype(np.int64) - B.astype(np.int64)) % 2).T) % 2 == 0).all(axis=1)
+    return float(same.mean()), 2.0 ** (-gf2_rank((A.astype(np.int64) - B.astype(np.int64)) % 2))
