@@ -69,3 +69,27 @@ def test_bad_sizes():
         h.make_task(8, 3, 4)
     with pytest.raises(ValueError):
         h.hypercube(30)
+
+
+def test_recall_at_k_by_hand():
+    # d = 2, documents (-1,-1), (-1,1), (1,-1), (1,1); code (1, 0.5) ranks 3, 2, 1, 0
+    gold = [np.array([3, 1]), np.array([0, 2])]
+    r = h.recall_at_k(np.array([[1.0, 0.5], [1.0, 0.5]]), gold, 2)
+    assert r.tolist() == [0.5, 0.5]  # top-2 = {3, 2}
+
+
+def test_train_encoder_from_the_perfect_weights_keeps_recall_one_and_is_seeded():
+    task = h.make_task(8, 4, 1, seed=5)
+    q = _all_queries(8)
+    tr, ho = q[::2], q[1::2]
+    perfect = h.perfect_encoder(task)
+    # regression loss is exactly 0 at the perfect weights: zero gradient, recall stays 1
+    out = h.train_encoder(task, tr, ho, arch="perfect", loss="regression", steps=5, init=perfect)
+    assert out["final_loss"] == 0.0 and out["train_recall"] == 1.0 and out["heldout_recall"] == 1.0
+    assert out["random_baseline"] == 5 / 16 and out["hidden"] == perfect.hidden
+    a = h.train_encoder(task, tr, ho, arch="mlp", loss="infonce", steps=30, seed=1)
+    b = h.train_encoder(task, tr, ho, arch="mlp", loss="infonce", steps=30, seed=1)
+    assert a == b and a["hidden"] == 2 * perfect.hidden
+    assert 0.0 <= a["heldout_recall"] <= 1.0
+    with pytest.raises(ValueError, match="arch"):
+        h.train_encoder(task, tr, ho, arch="cnn")

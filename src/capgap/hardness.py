@@ -164,3 +164,72 @@ def chance_agreement(A: np.ndarray, B: np.ndarray, queries: np.ndarray) -> tuple
     """(measured fraction of ``queries`` with A q = B q mod 2, theoretical 2^{-rank(A - B)})."""
     same = ((queries.astype(np.int64) @ ((A.astype(np.int64) - B.astype(np.int64)) % 2).T) % 2 == 0).all(axis=1)
     return float(same.mean()), 2.0 ** (-gf2_rank((A.astype(np.int64) - B.astype(np.int64)) % 2))
+
+
+def recall_at_k(codes: np.ndarray, gold: list[np.ndarray], d: int) -> np.ndarray:
+    """Per-query recall@k, k = |gold|, of inner-product retrieval on ``hypercube(d)`` with query
+    codes ``(n, d)``: |top-k ∩ gold| / k, ties broken by lower document index
+    (``capgap.retrieval.topk_from_scores``). Returns ``(n,) float64``."""
+    from .retrieval import topk_from_scores
+
+    scores = np.asarray(codes, dtype=np.float64) @ hypercube(d).astype(np.float64).T
+    k = len(gold[0])
+    top, _ = topk_from_scores(scores, k)
+    return np.array([len(set(t.tolist()) & set(g.tolist())) / len(g) for t, g in zip(top, gold)])
+
+
+def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, arch: str = "mlp",
+                  loss: str = "infonce", steps: int = 500, lr: float = 1e-2, temperature: float = 0.1,
+                  width_factor: int = 2, seed: int = 0, init: ReluEncoder | None = None) -> dict:
+    """Train a query encoder q -> R^d by full-batch Adam on ``q_train`` and measure recall@k.
+
+    ``arch``: ``perfect`` (one hidden ReLU layer with exactly ``perfect_encoder(task).hidden``
+    units, randomly initialised unless ``init`` is given) or ``mlp`` (one hidden layer,
+    ``width_factor`` times as wide). ``loss``: ``infonce`` (capgap.finetune.infonce_loss, form
+    ``avg``, over all 2^d documents with the Hamming ball as gold set, temperature
+    ``temperature``) or ``regression`` (mean squared error to the code 2c - 1). Returns a dict
+    with train/held-out recall@k (mean), the random baseline k/n, the hidden units and
+    parameters of the trained network, and the final loss. Seeded: same arguments, same numbers
+    (CPU).
+    """
+    import torch
+
+    from .finetune import infonce_loss
+
+    if arch not in ("perfect", "mlp") or loss not in ("infonce", "regression"):
+        raise ValueError(f"train_encoder: arch must be perfect|mlp and loss infonce|regression, got {arch!r}, {loss!r}")
+    torch.manual_seed(seed)
+    H = perfect_encoder(task).hidden * (1 if arch == "perfect" else width_factor)
+    net = torch.nn.Sequential(torch.nn.Linear(task.P, H), torch.nn.ReLU(), torch.nn.Linear(H, task.d)).double()
+    if init is not None:
+        with torch.no_grad():
+            net[0].weight.copy_(torch.from_numpy(init.W1))
+            net[0].bias.copy_(torch.from_numpy(init.b1))
+            net[2].weight.copy_(torch.from_numpy(init.W2))
+            net[2].bias.copy_(torch.from_numpy(init.b2))
+    X = torch.from_numpy(hypercube(task.d).astype(np.float64))
+    qt = torch.from_numpy(q_train.astype(np.float64))
+    target = torch.from_numpy(2.0 * task.centers(q_train) - 1)
+    gold_mask = torch.zeros((len(q_train), len(X)), dtype=torch.bool)
+    for i, g in enumerate(task.gold(q_train)):
+        gold_mask[i, torch.from_numpy(g)] = True
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    last = float("nan")
+    for _ in range(steps):
+        e = net(qt)
+        obj = infonce_loss(e @ X.T, gold_mask, temperature) if loss == "infonce" else torch.mean((e - target) ** 2)
+        opt.zero_grad()
+        obj.backward()
+        opt.step()
+        last = float(obj.detach())
+    with torch.no_grad():
+        codes_tr = net(qt).numpy()
+        codes_ho = net(torch.from_numpy(q_heldout.astype(np.float64))).numpy()
+    return {
+        "train_recall": float(recall_at_k(codes_tr, task.gold(q_train), task.d).mean()),
+        "heldout_recall": float(recall_at_k(codes_ho, task.gold(q_heldout), task.d).mean()),
+        "random_baseline": task.k / 2**task.d,
+        "hidden": H,
+        "parameters": sum(p.numel() for p in net.parameters()),
+        "final_loss": last,
+    }
