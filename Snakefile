@@ -22,6 +22,7 @@ include: "workflow/rules/probe.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/baselines.smk"
 include: "workflow/rules/colbert.smk"
+include: "workflow/rules/hardness.smk"
 include: "workflow/rules/report.smk"
 
 

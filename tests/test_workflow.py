@@ -61,8 +61,17 @@ def test_rows(tiny_run):
         ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"), ("limit-gen", "minilm", "probe"),
         ("limit-small", "minilm", "pretrained"), ("limit-small", "", "bm25"), ("limit-small", "minilm", "probe"),
         ("limit-gen", "minilm", "finetuned"), ("limit-small", "minilm", "finetuned"), ("limit-gen", "", "colbert"),
+        *((f"parity-P{P}", "", m) for P in (6, 10) for m in ("perfect", "random", "probe")),
+        ("parity-P6", "mlp-infonce", "trained"), ("parity-P10", "mlp-infonce", "trained"),
+        ("parity-P6", "mlp-infonce-m8", "trained"), ("parity-P6", "mlp-infonce-m32", "trained"),
     }
     v = {(r["dataset"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in rows}
+    # the parity task: d = ceil(log2 P) + 1, k = 1 + d (rho = 1), n = 2^d
+    for P, d in ((6, 4), (10, 5)):
+        k = str(1 + d)
+        assert v[(f"parity-P{P}", "random", "heldout", "recall", k)] == (1 + d) / 2**d
+        assert v[(f"parity-P{P}", "perfect", "heldout", "recall", k)] == 1.0
+        assert v[(f"parity-P{P}", "probe", "all", "certified", "")] == 1.0
     # sizes follow from the config: 40 generated queries, held-out fraction 0.5
     assert v[("limit-gen", "bm25", "train", "n_queries", "")] == 20
     assert v[("limit-gen", "bm25", "heldout", "n_queries", "")] == 20
@@ -102,6 +111,9 @@ def test_report_lists_unavailable_dataset(tiny_run):
     assert not (tiny_run / "results" / "limit-small" / "minilm" / "finetune_checkpoint.pt").exists()
     # ColBERT: the side-by-side table, a curve point per step, the fine-tuned model kept
     assert "## Single vector vs late interaction vs BM25" in md
+    assert "## Hardness: the parity task" in md and "| 10 | 5 | 32 | 6 | 0.188 | 50 |" in md
+    for f in ("hardness_vs_P.png", "hardness_vs_m.png"):
+        assert (tiny_run / "reports" / "figures" / f).stat().st_size > 1000
     ccurve = (tiny_run / "results" / "limit-gen" / "colbert" / "curve.csv").read_text().splitlines()
     assert "train_recall@2" in ccurve[0] and [line.split(",")[0] for line in ccurve[1:]] == ["1", "2"]
     work = list((tiny_run / "results" / "limit-gen" / "colbert_work").iterdir())

@@ -233,3 +233,91 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
         "parameters": sum(p.numel() for p in net.parameters()),
         "final_loss": last,
     }
+
+
+def split_queries(P: int, m_train: int, m_heldout: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint train and held-out queries, uniform over {0,1}^P without replacement (seeded).
+    When 2^P < m_train + m_heldout the whole cube is split in the same proportion."""
+    rng = np.random.default_rng(seed)
+    total = m_train + m_heldout
+    if P <= 24 and 2**P <= 4 * total:
+        ids = rng.permutation(2**P)[: min(total, 2**P)]
+        q = ((ids[:, None] >> np.arange(P)[None, :]) & 1).astype(np.uint8)
+    else:  # sample bit vectors and drop repeats (rare at this size)
+        q = np.unique(rng.integers(0, 2, size=(2 * total, P), dtype=np.uint8), axis=0)
+        q = q[rng.permutation(len(q))][:total]
+    cut = round(len(q) * m_train / total)
+    return q[:cut], q[cut:]
+
+
+def sizes(P: int, d: int, rho: int) -> dict:
+    """The construction's sizes (seed 000): n = 2^d documents, k = |ball|, k/n (the random
+    baseline), log2 of the intent family (d*P bits of A), and the SQ lower bound's order as the
+    paper states it (2^Omega(P) statistical queries to beat k/n by an inverse-polynomial margin)."""
+    k = ball_size(d, rho)
+    return {"P": P, "d": d, "n": 2**d, "k": k, "k_over_n": k / 2**d, "log2_intents": d * P, "sq_lower_bound": "2^Omega(P)"}
+
+
+def run_grid(cfg: dict, probe_cfg: dict | None = None) -> tuple[list[dict], dict]:
+    """The hardness experiments of one config section (documented in the config schema).
+
+    Returns ``(rows, summary)``: tidy rows for results.csv (dataset ``parity-P{P}``; method
+    ``perfect`` (the explicit encoder), ``probe`` (capacity probe on the hypercube index, one
+    query per distinct gold ball), ``trained`` (encoder ``{arch}-{loss}`` at ``m_train``
+    queries, and ``{arch}-{loss}-m{m}`` for the sweep over training-set sizes) and
+    ``random`` (k/n); metric ``recall`` at k = |ball|) and a summary with the sizes table,
+    the chance-agreement measurements and the perfect encoders' sizes.
+    """
+    from .probe import probe
+
+    seed = int(cfg.get("seed", 0))
+    rho = int(cfg["rho"])
+    rows, table, chance = [], [], []
+
+    def row(ds, enc, method, split, metric, k, value):
+        rows.append({"dataset": ds, "encoder": enc, "method": method, "split": split, "metric": metric, "k": k, "value": float(value)})
+
+    def train_rows(task, ds, tr, ho, enc_name, arch, loss):
+        out = train_encoder(task, tr, ho, arch=arch, loss=loss, steps=int(cfg["steps"]), lr=float(cfg["lr"]),
+                            temperature=float(cfg["temperature"]), width_factor=int(cfg["width_factor"]), seed=seed)
+        row(ds, enc_name, "trained", "train", "recall", task.k, out["train_recall"])
+        row(ds, enc_name, "trained", "heldout", "recall", task.k, out["heldout_recall"])
+        row(ds, enc_name, "trained", "train", "n_queries", "", len(tr))
+        return out
+
+    sweep = cfg.get("m_sweep") or {}
+    for P in cfg["P"]:
+        d = dimension(P, **cfg.get("d_rule", {}))
+        task = make_task(P, d, rho, seed + P)
+        ds = f"parity-P{P}"
+        tr, ho = split_queries(P, int(cfg["m_train"]), int(cfg["m_heldout"]), seed + P)
+        enc = perfect_encoder(task)
+        for split, q in (("train", tr), ("heldout", ho)):
+            row(ds, "", "perfect", split, "recall", task.k, recall_at_k(enc(q), task.gold(q), d).mean())
+            row(ds, "", "random", split, "recall", task.k, task.k / 2**d)
+        # the probe: one query per distinct gold ball (a ball is decided by its center)
+        centers = np.unique(task.centers(np.concatenate([tr, ho])), axis=0)
+        X = hypercube(d) / np.sqrt(d, dtype=np.float32)
+        docs = (hypercube(d) > 0).astype(np.uint8)
+        balls = [np.flatnonzero((docs != c).sum(axis=1) <= rho) for c in centers]
+        res = probe(X.astype(np.float32), balls, **(probe_cfg or {}))
+        row(ds, "", "probe", "all", "recall", task.k, np.mean([r.recall_at(task.k) for r in res]))
+        row(ds, "", "probe", "all", "certified", "", np.mean([r.certified for r in res]))
+        for arch in cfg["archs"]:
+            for loss in cfg["losses"]:
+                train_rows(task, ds, tr, ho, f"{arch}-{loss}", arch, loss)
+        if sweep and P == sweep.get("P"):
+            _, ho_s = split_queries(P, max(sweep["m"]), int(cfg["m_heldout"]), seed + P + 1)
+            pool, _ = split_queries(P, max(sweep["m"]), int(cfg["m_heldout"]), seed + P + 1)
+            for m in sweep["m"]:
+                train_rows(task, ds, pool[:m], ho_s, f"mlp-infonce-m{m}", "mlp", "infonce")
+        rng = np.random.default_rng(seed + 7 * P)
+        qs = sample_queries(P, int(cfg["chance_queries"]), seed + 11 * P)
+        for _ in range(int(cfg["chance_pairs"])):
+            A = rng.integers(0, 2, size=(d, P), dtype=np.uint8)
+            B = rng.integers(0, 2, size=(d, P), dtype=np.uint8)
+            measured, theory = chance_agreement(A, B, qs)
+            chance.append({"P": P, "d": d, "measured": measured, "theory": theory})
+        table.append({**sizes(P, d, rho), "perfect_hidden": enc.hidden, "perfect_parameters": enc.parameters,
+                      "n_train": len(tr), "n_heldout": len(ho), "probe_balls": len(balls)})
+    return rows, {"sizes": table, "chance_agreement": chance}

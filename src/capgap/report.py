@@ -8,6 +8,7 @@ source; the Markdown tables, the figure and ``summary.json`` are all rendered fr
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -287,17 +288,134 @@ def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
 
 
 def build_report(csv_paths, status_paths, out_csv, out_md, out_png, out_summary, ks: Sequence[int], ndcg_k: int = 10,
-                 curve_paths: Sequence[str | Path] = (), out_curves_png: str | Path | None = None) -> pd.DataFrame:
-    """Write ``results.csv``, the figures, ``report.md`` and ``summary.json``; return the frame."""
-    df = collect(csv_paths)
+                 curve_paths: Sequence[str | Path] = (), out_curves_png: str | Path | None = None,
+                 hardness_summary: str | Path | None = None, out_hardness_p: str | Path | None = None,
+                 out_hardness_m: str | Path | None = None) -> pd.DataFrame:
+    """Write ``results.csv``, the figures, ``report.md`` and ``summary.json``; return the frame.
+
+    Rows of the parity task (datasets ``parity-P*``) go to results.csv and summary.json like
+    every row, and to their own report section and figures (``hardness_summary``: the hardness
+    rule's summary.json; absent when hardness is disabled)."""
+    df_all = collect(csv_paths)
+    hard = df_all["dataset"].astype(str).str.startswith(HARDNESS_PREFIX)
+    df, hdf = df_all[~hard], df_all[hard]
     statuses = [json.loads(Path(p).read_text()) for p in status_paths]
     with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
-        df.to_csv(fh, index=False, lineterminator="\n")
+        df_all.to_csv(fh, index=False, lineterminator="\n")
     plot_recall_curves(df, out_png)
     rel = Path(out_png).relative_to(Path(out_md).parent)
     curves = None
     if out_curves_png and plot_curves(curve_paths, out_curves_png):
         curves = str(Path(out_curves_png).relative_to(Path(out_md).parent))
-    write_text(out_md, render_markdown(df, statuses, str(rel), ks, ndcg_k, curves))
-    write_json(out_summary, summary(df, ks, ndcg_k))
-    return df
+    md = render_markdown(df, statuses, str(rel), ks, ndcg_k, curves)
+    if out_hardness_p and out_hardness_m:
+        plot_hardness(hdf, out_hardness_p, out_hardness_m)
+        hs = json.loads(Path(hardness_summary).read_text()) if hardness_summary else None
+        base = Path(out_md).parent
+        md = md.rstrip("\n") + "\n\n" + "\n".join(render_hardness(hdf, hs, str(Path(out_hardness_p).relative_to(base)) if hs else None,
+                                         str(Path(out_hardness_m).relative_to(base)) if hs else None)) + "\n"
+    write_text(out_md, md)
+    write_json(out_summary, summary(df_all, ks, ndcg_k))
+    return df_all
+
+
+HARDNESS_PREFIX = "parity-P"
+
+
+def _placeholder(path, text):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(4, 1.5))
+    fig.text(0.5, 0.5, text, ha="center", va="center")
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+
+
+def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> None:
+    """Two seaborn figures from the parity rows: recall@k vs P (trained encoders' train and
+    held-out, the perfect encoder, and the random baseline k/n), and held-out recall vs the
+    number of training queries (encoders named ``...-m{m}``). Placeholders when absent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    if hdf.empty:
+        _placeholder(out_p, "hardness disabled")
+        _placeholder(out_m, "hardness disabled")
+        return
+    r = hdf[hdf["metric"] == "recall"].copy()
+    r["P"] = r["dataset"].str.removeprefix(HARDNESS_PREFIX).astype(int)
+    main = r[(r["method"] != "trained") | ~r["encoder"].str.contains(r"-m\d+$")]
+    main = main[(main["method"] != "probe")].copy()
+    main["curve"] = [f"{m} {e}".strip() if m == "trained" else m for m, e in zip(main["method"], main["encoder"])]
+    names = sorted(main["curve"].unique())
+    palette = dict(zip(names, sns.color_palette(n_colors=len(names))))  # train (dashed) keeps its curve's colour
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sns.lineplot(data=main[main["split"] != "train"], x="P", y="value", hue="curve", palette=palette, marker="o", ax=ax)
+    tr = main[(main["split"] == "train") & (main["method"] == "trained")]
+    sns.lineplot(data=tr, x="P", y="value", hue="curve", palette=palette, marker="x", linestyle="--", ax=ax, legend=False)
+    ax.set(ylabel="recall@k (k = ball size); dashed: train", ylim=(0, 1.02), title="Parity task: held-out recall vs P")
+    with atomic_open(out_p, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    sw = r[(r["method"] == "trained") & r["encoder"].str.contains(r"-m\d+$")].copy()
+    if sw.empty:
+        _placeholder(out_m, "no training-set-size sweep configured")
+        return
+    sw["m"] = sw["encoder"].str.extract(r"-m(\d+)$")[0].astype(int)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    sns.lineplot(data=sw, x="m", y="value", hue="split", marker="o", ax=ax)
+    base = r[(r["method"] == "random") & (r["dataset"].isin(sw["dataset"]))]["value"]
+    if len(base):
+        ax.axhline(float(base.iloc[0]), color="grey", linestyle=":", label="random k/n")
+    ax.set(xscale="log", ylabel="recall@k", ylim=(0, 1.02), title=f"{sw['dataset'].iloc[0]}: recall vs training queries")
+    ax.legend()
+    with atomic_open(out_m, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None, fig_m: str | None) -> list[str]:
+    """The report's hardness section: sizes, recall per P (perfect encoder, probe, trained
+    encoders train/held-out, random k/n), chance agreement, figures."""
+    if hdf.empty or not hsummary:
+        return ["## Hardness: the parity task", "", "Not run (hardness.enabled is false).", ""]
+    out = ["## Hardness: the parity task", "",
+           "Queries are P-bit keyword indicators, documents the 2^d hypercube vertices, the gold set the Hamming "
+           "ball of radius rho around c = Aq mod 2 (arXiv 2610.02749). Recall is at k = ball size; the random "
+           "baseline is k/n.", ""]
+    out.append(_md_table(["P", "d", "n", "k", "k/n", "log2 #intents (dP)", "SQ lower bound", "perfect net hidden", "parameters"],
+                         [[s["P"], s["d"], s["n"], s["k"], s["k_over_n"], s["log2_intents"], s["sq_lower_bound"],
+                           s["perfect_hidden"], s["perfect_parameters"]] for s in hsummary["sizes"]]))
+    out.append("")
+    encs = [e for e in hdf[(hdf["method"] == "trained")]["encoder"].unique() if not re.search(r"-m\d+$", e)]
+    rows = []
+    for s in hsummary["sizes"]:
+        ds = f"{HARDNESS_PREFIX}{s['P']}"
+        rows.append([s["P"], _value(hdf, ds, "", "perfect", "heldout", "recall"), _value(hdf, ds, "", "probe", "all", "certified"),
+                     s["k_over_n"]] + [_value(hdf, ds, e, "trained", sp, "recall") for e in encs for sp in ("train", "heldout")])
+    out.append(_md_table(["P", "perfect encoder held-out", "probe certified", "random k/n"]
+                         + [f"{e} {sp}" for e in encs for sp in ("train", "held-out")], rows))
+    out.append("")
+    ch = pd.DataFrame(hsummary["chance_agreement"])
+    if not ch.empty:
+        ch["diff"] = (ch["measured"] - ch["theory"]).abs()
+        g = ch.groupby("P").agg(pairs=("measured", "size"), measured=("measured", "mean"), theory=("theory", "mean"),
+                                max_abs_diff=("diff", "max")).reset_index()
+        out.append("Chance agreement: for random intent pairs (A, A'), the fraction of random queries with Aq = A'q "
+                   "against 2^-rank(A-A') (means over the pairs):")
+        out.append("")
+        out.append(_md_table(["P", "pairs", "measured", "theory", "max abs(measured - theory)"],
+                             [[int(r.P), int(r.pairs), r.measured, r.theory, r.max_abs_diff] for r in g.itertuples()]))
+        out.append("")
+    if fig_p:
+        out += [f"![recall vs P]({fig_p})", ""]
+    if fig_m:
+        out += [f"![recall vs training queries]({fig_m})", ""]
+    return out

@@ -403,6 +403,20 @@ def run_colbert(
     return rows
 
 
+def run_hardness(hardness_cfg: Mapping, probe_cfg: Mapping, out_csv: str | Path, out_summary: str | Path) -> list[dict]:
+    """The parity-task experiments (``capgap.hardness.run_grid``): rows to ``out_csv`` (the
+    results.csv columns), sizes and chance agreement to ``out_summary`` (JSON)."""
+    from .hardness import run_grid
+
+    probe_args = {k: v for k, v in dict(probe_cfg).items() if k in ("C", "C_max", "eps", "max_iter", "batch_size")}
+    t = time.perf_counter()
+    rows, summary = run_grid({k: v for k, v in dict(hardness_cfg).items() if k != "enabled"}, probe_args)
+    log.info("hardness: %d rows in %.1f s", len(rows), time.perf_counter() - t)
+    write_rows(out_csv, rows)
+    write_json(out_summary, summary)
+    return rows
+
+
 def write_curve(path: str | Path, curve: list[dict]) -> None:
     """Atomically write a training curve as CSV: columns step, loss, then the rest sorted."""
     import csv

@@ -68,6 +68,10 @@ def is_enabled(name):
     return bool(config.get(name, {}).get("enabled", True))
 
 
+if "hardness" in config["datasets"]:
+    raise ValueError("dataset name 'hardness' is reserved (results/hardness/ holds the parity task)")
+
+
 for _e in config["encoders"]:
     if _e in RESERVED:
         raise ValueError(f"encoder name {_e!r} is reserved (used as a results/ folder name)")
@@ -123,7 +127,14 @@ def result_tables(wildcards=None):
             files.append(f"results/{ds}/bm25/metrics.csv")
         if colbert_on(ds):
             files.append(f"results/{ds}/colbert/metrics.csv")
+    if is_enabled("hardness"):
+        files.append("results/hardness/metrics.csv")
     return files
+
+
+def hardness_summary(wildcards=None):
+    """The hardness rule's summary.json (empty when hardness is disabled)."""
+    return ["results/hardness/summary.json"] if is_enabled("hardness") else []
 
 
 def colbert_on(dataset):
@@ -159,4 +170,6 @@ def all_outputs():
         "reports/summary.json",
         "reports/figures/recall_at_k.png",
         "reports/figures/finetune_curves.png",
+        "reports/figures/hardness_vs_P.png",
+        "reports/figures/hardness_vs_m.png",
     ]

@@ -16,6 +16,7 @@ rule report:
         tables=result_tables,
         data=status_files,
         curves=curve_files,
+        hardness=hardness_summary,
     output:
         csv="reports/results.csv",
         md="reports/report.md",
@@ -29,6 +30,16 @@ rule report:
             "reports/figures/finetune_curves.png",
             caption="../report/finetune_curves.rst",
             category="Fine-tuning",
+        ),
+        hardness_p=report(
+            "reports/figures/hardness_vs_P.png",
+            caption="../report/hardness.rst",
+            category="Hardness",
+        ),
+        hardness_m=report(
+            "reports/figures/hardness_vs_m.png",
+            caption="../report/hardness.rst",
+            category="Hardness",
         ),
     params:
         ks=config["eval"]["ks"],

@@ -17,4 +17,7 @@ build_report(
     snakemake.params.ndcg_k,
     curve_paths=snakemake.input.curves,
     out_curves_png=snakemake.output.curves,
+    hardness_summary=snakemake.input.hardness[0] if snakemake.input.hardness else None,
+    out_hardness_p=snakemake.output.hardness_p,
+    out_hardness_m=snakemake.output.hardness_m,
 )
