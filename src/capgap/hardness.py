@@ -307,8 +307,7 @@ def run_grid(cfg: dict, probe_cfg: dict | None = None) -> tuple[list[dict], dict
             for loss in cfg["losses"]:
                 train_rows(task, ds, tr, ho, f"{arch}-{loss}", arch, loss)
         if sweep and P == sweep.get("P"):
-            _, ho_s = split_queries(P, max(sweep["m"]), int(cfg["m_heldout"]), seed + P + 1)
-            pool, _ = split_queries(P, max(sweep["m"]), int(cfg["m_heldout"]), seed + P + 1)
+            pool, ho_s = split_queries(P, max(sweep["m"]), int(cfg["m_heldout"]), seed + P + 1)
             for m in sweep["m"]:
                 train_rows(task, ds, pool[:m], ho_s, f"mlp-infonce-m{m}", "mlp", "infonce")
         rng = np.random.default_rng(seed + 7 * P)

@@ -246,11 +246,7 @@ def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
     import seaborn as sns
 
     def placeholder(text):
-        fig = plt.figure(figsize=(4, 1.5))
-        fig.text(0.5, 0.5, text, ha="center", va="center")
-        with atomic_open(path, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=110)
-        plt.close(fig)
+        _placeholder(path, text)
         return False
 
     frames = []

@@ -289,7 +289,7 @@ def run_colbert(
     threads: int = 1,
 ) -> list[dict]:
     """Late interaction (``capgap.colbert``): fine-tune a PyLate ColBERT on the train queries,
-    encode the corpus, retrieve by MaxSim (exact, or PLAID candidates re-scored exactly), and
+    encode the corpus, retrieve by MaxSim (exact, or index candidates re-scored exactly), and
     evaluate train/held-out with the same metrics code as every method (method ``colbert``).
     Index backends (``faiss`` or ``plaid``, see ``capgap.colbert``) only propose candidates;
     every reported score is exact MaxSim.
