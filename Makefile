@@ -45,4 +45,4 @@ lint: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --lint
 
 clean:
-	rm -rf results reports/results.csv reports/report.md reports/summary.json reports/figures logs benchmarks/rules .snakemake
+	rm -rf results reports/results.csv reports/report.md reports/report.html reports/summary.json reports/metrics.json reports/plots reports/figures logs benchmarks/rules .snakemake

@@ -13,7 +13,8 @@ Modules (one per concept):
 - ``metrics``: recall@k, nDCG@k.
 - ``bm25``: the BM25 baseline (bm25s, rank-bm25).
 - ``evaluate``: rankings -> tidy result rows.
-- ``report``: results.csv -> report.md, figure, summary.json.
+- ``report``: results.csv -> report.md / report.html, figures, metrics.json (with ``figures``, ``paper``: the
+  published numbers and verdicts, ``provenance``).
 - ``stages``: one function per pipeline stage (what ``workflow/scripts`` call).
 """
 

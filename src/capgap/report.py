@@ -1,20 +1,30 @@
-"""Aggregate per-job result rows into ``reports/results.csv``, ``report.md``, a figure, and a
-JSON summary for ``dvc metrics``.
+"""The generated report: ``reports/results.csv`` and everything rendered from it.
 
 ``results.csv`` (tidy: ``dataset, encoder, method, split, metric, k, value``) is the single
-source; the Markdown tables, the figure and ``summary.json`` are all rendered from it.
+source; ``report.md``, the self-contained ``report.html``, the figures (capgap.figures),
+``summary.json`` (every number, nested), ``metrics.json`` (headline numbers for ``dvc
+metrics``) and ``plots/recall_at_k.csv`` (``dvc plots``) are all rendered from it, with the
+paper's published numbers beside ours (capgap.paper) and a provenance block
+(capgap.provenance).
 """
 
 from __future__ import annotations
 
+import base64
+import csv
 import json
 import re
+import statistics
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
+from . import figures, paper, provenance
 from .evaluate import COLUMNS
+from .figures import HARDNESS_PREFIX
 from .io import atomic_open, write_json, write_text
 
 METHOD_ORDER = ("probe", "pretrained", "finetuned", "bm25", "colbert")
@@ -49,6 +59,11 @@ def _md_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def _sci(v) -> str:
+    """A small positive value for display (slack): 8.4e-04; "–" when absent."""
+    return v if isinstance(v, str) else f"{v:.1e}"
+
+
 def _count(v):
     """A count for display: 11.0 -> "11" (medians of integers may end in .5)."""
     return v if isinstance(v, str) else (str(int(v)) if float(v).is_integer() else f"{v:.1f}")
@@ -65,13 +80,6 @@ def _source(src: dict) -> str:
 
 def _label(method: str, encoder: str) -> str:
     return f"{method} ({encoder})" if encoder else method
-
-
-PAPER_LIMIT = (
-    "Paper (arXiv 2610.02749, LIMIT, 50k documents): fine-tuned single-vector Qwen3-Embedding-4B "
-    "1.000 train / 0.068 held-out recall; fine-tuned GTE-ModernColBERT 1.000 / 0.998. LIMIT paper "
-    "(Weller et al. 2025): BM25 on LIMIT-small recall@2/10/20 = 0.978 / 1.0 / 1.0."
-)
 
 
 def _value(df: pd.DataFrame, dataset, encoder, method, split, metric, k=None):
@@ -112,27 +120,273 @@ def _side_by_side(df: pd.DataFrame) -> list[str]:
         _md_table(["dataset", "single-vector encoder", "k", "probe held-out", "fine-tuned train", "fine-tuned held-out",
                    "ColBERT train", "ColBERT held-out", "BM25 held-out", "ColBERT ANN recall"], rows),
         "",
-        PAPER_LIMIT,
+        "The paper's LIMIT numbers, with a verdict on each, are in \"The paper's numbers beside ours\".",
         "",
     ]
 
 
-def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, ks: Sequence[int], ndcg_k: int = 10, curves_figure: str | None = None) -> str:
-    """The report's Markdown text (tables per dataset, unavailable datasets, figure link)."""
+@dataclass
+class ReportInputs:
+    """The report rule's input files (field names are the rule's input keys).
+
+    tables: per-job ``metrics.csv``; data: ``results/{dataset}/data`` folders (``status.json``,
+    ``qrels.tsv``); curves: fine-tuning ``curve.csv``; hardness: ``[results/hardness/summary.json]``
+    or empty; per_query: probe ``per_query.jsonl``; fingerprints: frozen-index
+    ``fingerprint.json``; benchmarks: Snakemake ``benchmark:`` TSVs."""
+
+    tables: Sequence = ()
+    data: Sequence = ()
+    curves: Sequence = ()
+    hardness: Sequence = ()
+    per_query: Sequence = ()
+    fingerprints: Sequence = ()
+    benchmarks: Sequence = ()
+
+    @classmethod
+    def from_named(cls, named) -> "ReportInputs":
+        """From Snakemake's ``snakemake.input`` (keys absent there stay empty)."""
+        return cls(**{f.name: _as_list(getattr(named, f.name, ())) for f in fields(cls)})
+
+
+@dataclass
+class ReportOutputs:
+    """The report's output files (field names are the rule's output keys)."""
+
+    csv: str
+    md: str
+    html: str
+    summary: str
+    metrics: str
+    recall_csv: str
+    recall_png: str
+    gap_png: str
+    scatter_png: str
+    slack_png: str
+    curves_png: str
+    hardness_p: str
+    hardness_m: str
+
+    @classmethod
+    def from_named(cls, named) -> "ReportOutputs":
+        return cls(**{f.name: str(getattr(named, f.name)) for f in fields(cls)})
+
+    @classmethod
+    def under(cls, folder: str | Path) -> "ReportOutputs":
+        """The standard layout under one folder (``reports/``)."""
+        f = Path(folder)
+        return cls(csv=str(f / "results.csv"), md=str(f / "report.md"), html=str(f / "report.html"),
+                   summary=str(f / "summary.json"), metrics=str(f / "metrics.json"),
+                   recall_csv=str(f / "plots" / "recall_at_k.csv"),
+                   **{k: str(f / "figures" / v) for k, v in FIGURES.items()})
+
+
+FIGURES = {"recall_png": "recall_at_k.png", "gap_png": "capacity_gap.png", "scatter_png": "train_vs_heldout.png",
+           "slack_png": "probe_slack.png", "curves_png": "finetune_curves.png", "hardness_p": "hardness_vs_P.png",
+           "hardness_m": "hardness_vs_m.png"}
+
+
+def _as_list(v) -> list:
+    if v is None:
+        return []
+    if isinstance(v, (str, Path)):
+        return [str(v)]
+    return [str(x) for x in v]
+
+
+def gold_sizes(qrels_path: str | Path) -> dict:
+    """Gold-set sizes of a prepared dataset's ``qrels.tsv`` (header ``query-id corpus-id
+    score``; gold = score > 0): ``{"min", "median", "max", "fixed"}`` where ``fixed`` is the
+    common size when every query has the same number of gold documents, else None.
+
+    Raises ``ValueError`` naming the file and line on a malformed row."""
+    counts: dict[str, int] = {}
+    with open(qrels_path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        next(reader, None)
+        for i, row in enumerate(reader, start=2):
+            if len(row) != 3:
+                raise ValueError(f"{qrels_path}, line {i}: expected 3 tab-separated fields (query-id, corpus-id, score)")
+            try:
+                score = float(row[2])
+            except ValueError:
+                raise ValueError(f"{qrels_path}, line {i}, field score: {row[2]!r} is not a number") from None
+            if score > 0:
+                counts[row[0]] = counts.get(row[0], 0) + 1
+    if not counts:
+        return {"min": None, "median": None, "max": None, "fixed": None}
+    v = sorted(counts.values())
+    return {"min": v[0], "median": statistics.median(v), "max": v[-1], "fixed": v[0] if v[0] == v[-1] else None}
+
+
+def _gold_text(g: dict | None) -> str:
+    if not g or g["min"] is None:
+        return "–"
+    if g["fixed"] is not None:
+        return f"{g['fixed']} (fixed)"
+    return f"{g['min']}–{g['max']} (median {_count(g['median'])})"
+
+
+def dataset_infos(statuses: Sequence[dict], golds: Mapping[str, dict]) -> dict[str, paper.DatasetInfo]:
+    """DatasetInfo per available dataset: size, fixed gold-set size, official files or not."""
+    out = {}
+    for s in statuses:
+        if not s.get("available"):
+            continue
+        src = s.get("source", {})
+        official = src.get("kind") != "generated" and not src.get("expanded")
+        out[s["dataset"]] = paper.DatasetInfo(int(s["n_docs"]), (golds.get(s["dataset"]) or {}).get("fixed"), official)
+    return out
+
+
+def report_ks(info: paper.DatasetInfo | None, ks: Sequence[int]) -> list[int]:
+    """The cut-offs of the summary table for one dataset: the gold-set size where it is fixed,
+    then 10 and 100 -- those among the evaluated ``ks`` (the first is the *stated* k)."""
+    want = ([info.gold_k] if info and info.gold_k else []) + [10, 100]
+    out = [k for k in dict.fromkeys(want) if k in ks]
+    return out or [max(ks)]
+
+
+SUMMARY_COLUMNS = ["dataset", "encoder", "k", "stated", "capacity", "certified", "pretrained", "finetuned_train",
+                   "finetuned_heldout", "gap", "gap_of", "bm25", "colbert", "colbert_train"]
+
+
+def summary_table(df: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo], ks: Sequence[int]) -> pd.DataFrame:
+    """The paper-layout summary: one row per dataset x single-vector encoder x cut-off.
+
+    Every value is a held-out recall@k from results.csv (nan when that stage was not run),
+    except ``certified`` (fraction of held-out queries the probe certifies) and
+    ``finetuned_train``/``colbert_train``. ``gap`` = capacity − fine-tuned held-out (or
+    − pre-trained held-out where fine-tuning did not run; ``gap_of`` says which)."""
+    def val(d, e, m, split, metric="recall", k=None):
+        v = _value(df, d, e, m, split, metric, k)
+        return float("nan") if v == "–" else v
+
+    rows = []
+    for d in df["dataset"].unique():
+        encs = [e for e in df[(df["dataset"] == d) & df["method"].isin(["probe", "pretrained", "finetuned"])]["encoder"].unique()] or [""]
+        for e in encs:
+            for i, k in enumerate(report_ks(infos.get(d), ks)):
+                cap = val(d, e, "probe", "heldout", k=k)
+                ft, pt = val(d, e, "finetuned", "heldout", k=k), val(d, e, "pretrained", "heldout", k=k)
+                ref, of = (ft, "fine-tuned") if ft == ft else (pt, "pre-trained")
+                rows.append({"dataset": d, "encoder": e or "–", "k": k, "stated": i == 0, "capacity": cap,
+                             "certified": val(d, e, "probe", "heldout", "certified"), "pretrained": pt,
+                             "finetuned_train": val(d, e, "finetuned", "train", k=k), "finetuned_heldout": ft,
+                             "gap": cap - ref, "gap_of": of if cap == cap and ref == ref else "",
+                             "bm25": val(d, "", "bm25", "heldout", k=k), "colbert": val(d, "", "colbert", "heldout", k=k),
+                             "colbert_train": val(d, "", "colbert", "train", k=k)})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _f(v) -> str:
+    """A table cell: 3 decimals, "–" for a value not measured."""
+    if v is None or (isinstance(v, float) and v != v) or v == "–":
+        return "–"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+NOT_RUN_HINT = {"probe": "probe.enabled", "pretrained": "an encoder for the dataset", "finetuned": "finetune.enabled",
+                "bm25": "bm25.enabled", "colbert": "colbert.enabled / colbert.datasets"}
+
+
+def render_summary(table: pd.DataFrame, df: pd.DataFrame) -> list[str]:
+    """The "At a glance" bullets and the paper-layout summary table."""
+    out = ["## At a glance: capacity vs what the encoders reach", ""]
+    if table.empty:
+        return out + ["No dataset was available, so nothing was measured.", ""]
+    for r in table[table["stated"]].itertuples(index=False):
+        bits = [f"**{r.dataset} / {r.encoder}** (recall@{r.k}, held-out):"]
+        if r.capacity == r.capacity:
+            cert = f", {r.certified:.0%} of queries certified" if r.certified == r.certified else ""
+            bits.append(f"the index supports {r.capacity:.3f}{cert};")
+        else:
+            bits.append("capacity not measured (probe not run);")
+        if r.gap == r.gap:
+            bits.append(f"the {r.gap_of} encoder reaches {(r.finetuned_heldout if r.gap_of == 'fine-tuned' else r.pretrained):.3f}, "
+                        f"leaving **{r.gap:.3f} of capacity unused**.")
+        elif r.pretrained == r.pretrained:
+            bits.append(f"the pre-trained encoder reaches {r.pretrained:.3f}.")
+        extra = [f"{n} {v:.3f}" for n, v in (("ColBERT", r.colbert), ("BM25", r.bm25)) if v == v]
+        if extra:
+            bits.append("For reference: " + ", ".join(extra) + ".")
+        out.append("- " + " ".join(bits))
+    out.append("")
+    out.append("Held-out recall@k at each dataset's stated k (the gold-set size where it is fixed), then @10 and @100. "
+               "Capacity = the probe's recall (a lower bound on what any query vector can reach on this index); "
+               "gap = capacity − fine-tuned held-out recall (pre-trained where fine-tuning did not run).")
+    out.append("")
+    out.append(_md_table(["dataset", "encoder", "k", "capacity (probe)", "certified", "pre-trained", "fine-tuned train",
+                          "fine-tuned held-out", "gap", "BM25", "ColBERT"],
+                         [[r.dataset, r.encoder, f"{r.k}{' (stated)' if r.stated else ''}", _f(r.capacity), _f(r.certified),
+                           _f(r.pretrained), _f(r.finetuned_train), _f(r.finetuned_heldout), _f(r.gap), _f(r.bm25), _f(r.colbert)]
+                          for r in table.itertuples(index=False)]))
+    out.append("")
+    missing = [m for m in METHOD_ORDER if m not in set(df["method"])]
+    if missing:
+        out.append("Not run in this config (their columns show –): " + ", ".join(f"{m} ({NOT_RUN_HINT[m]})" for m in missing) + ".")
+        out.append("")
+    return out
+
+
+def render_paper(rows: Sequence[dict]) -> list[str]:
+    """The paper's published numbers beside ours, one verdict per claim and run."""
+    out = ["## The paper's numbers beside ours", "",
+           "Every claim of the checked-in reference table (`capgap/paper_reference.yaml`) with our nearest runs. "
+           "*Verdict* compares numbers only where our run uses the paper's data and model (reproduced within the "
+           "stated tolerance, or not reproduced by how much); otherwise it says why the runs are not comparable. "
+           f"*Pattern* checks the paper's qualitative finding on our run: generalisation gap = train − held-out ≥ {paper.GAP} "
+           f"and capacity − held-out ≥ {paper.GAP}; late interaction = held-out ≥ {paper.LATE} and ≥ {paper.GAP} above the best "
+           f"fine-tuned single-vector held-out; capacity high / saturated = ≥ {paper.HIGH}. The paper's summary does not "
+           "state its recall cut-off: we compare at the gold-set size (LIMIT: 2).", ""]
+    out.append(_md_table(["claim", "our run", "k", "paper", "ours", "verdict", "pattern"],
+                         [[r["claim"] if i == 0 or rows[i - 1]["claim"] != r["claim"] else "″", r["run"], r["k"], r["paper"],
+                           r["ours"], r["verdict"], r["pattern"]] for i, r in enumerate(rows)]))
+    out.append("")
+    holds = [r for r in rows if r["pattern"].startswith("holds")]
+    measured = [r for r in rows if r["pattern"].startswith(("holds", "does not hold"))]
+    n = {v: sum(r["verdict"].startswith(v) for r in rows) for v in ("reproduced", "not reproduced", "not comparable")}
+    out.append(f"**The paper's pattern holds on {len(holds)} of the {len(measured)} runs where it could be checked.** "
+               f"Numerically: {n['reproduced']} of {len(rows)} rows reproduced, {n['not reproduced']} not reproduced, "
+               f"{n['not comparable']} not comparable (a different model or different data).")
+    out.append("")
+    out.append("Sources:")
+    out.append("")
+    out += [f"- {s}" for s in dict.fromkeys(r["source"] for r in rows)]
+    out.append("")
+    return out
+
+
+def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], ndcg_k: int = 10, *,
+                    golds: Mapping[str, dict] | None = None, table: pd.DataFrame | None = None,
+                    paper_rows: Sequence[dict] = (), figs: Mapping[str, str | None] | None = None) -> str:
+    """The report's Markdown text, hardness and provenance sections excluded.
+
+    ``figs``: figure key (see FIGURES) -> path relative to the report, or None when the
+    figure is a placeholder (its stage not run: the section says so)."""
+    figs = figs or {}
+    golds = golds or {}
     out = ["# capgap report", ""]
     out.append(
-        "Recall@k = |top-k ∩ gold| / |gold| averaged over queries (LIMIT/MTEB); "
+        "Is retrieval failing because the index can't represent the answer, or because the query encoder can't "
+        "learn it? Recall@k = |top-k ∩ gold| / |gold| averaged over queries (LIMIT/MTEB); "
         f"nDCG@{ndcg_k} with linear gain (trec_eval). Splits: train, held-out, all queries. "
         "Generated from `reports/results.csv`."
     )
     out.append("")
+    if table is not None:
+        out += render_summary(table, df)
+        out += _figure(figs, "gap_png", "Capacity vs held-out recall", "capacity vs held-out recall per dataset", "the probe")
+    if paper_rows:
+        out += render_paper(paper_rows)
+        out += _figure(figs, "scatter_png", "Train vs held-out", "train vs held-out recall, ours and the paper's", "fine-tuning")
     avail = [s for s in statuses if s.get("available")]
     missing = [s for s in statuses if not s.get("available")]
     out.append("## Datasets")
     out.append("")
     out.append(_md_table(
-        ["dataset", "documents", "queries", "train", "held-out", "dropped (no gold)", "source", "split rule"],
-        [[s["dataset"], s["n_docs"], s["n_queries"], s["n_train"], s["n_heldout"], s["dropped_queries_without_gold"], _source(s["source"]), s["split_rule"]] for s in avail],
+        ["dataset", "documents", "queries", "train", "held-out", "gold per query", "dropped (no gold)", "source", "split rule"],
+        [[s["dataset"], s["n_docs"], s["n_queries"], s["n_train"], s["n_heldout"], _gold_text(golds.get(s["dataset"])),
+          s["dropped_queries_without_gold"], _source(s["source"]), s["split_rule"]] for s in avail],
     ))
     out.append("")
     if missing:
@@ -142,9 +396,11 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
             out.append(f"- **{s['dataset']}**: {s['reason']}. {s['hint']}")
         out.append("")
     probe = df[df["method"] == "probe"]
-    if not probe.empty:
-        out.append("## Capacity probe vs the query encoders (held-out queries)")
-        out.append("")
+    out.append("## Capacity probe vs the query encoders (held-out queries)")
+    out.append("")
+    if probe.empty:
+        out += ["Not run (probe.enabled is false, or no dataset was available).", ""]
+    else:
         out.append(
             "Probe = a per-query ranking SVM on the frozen index (Joachims' 1-slack cutting plane): "
             "its recall is a lower bound on what any query encoder could reach on that index; "
@@ -159,7 +415,7 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
         for (d, e), _ in probe.groupby(["dataset", "encoder"], sort=False):
             rows.append([d, e] + [one(d, e, m, "heldout", "recall", k) for k in (2, 10) for m in ("probe", "pretrained", "finetuned")]
                         + [one(d, e, "finetuned", "train", "recall", 2),
-                           one(d, e, "probe", "heldout", "certified"), one(d, e, "probe", "heldout", "slack_median"),
+                           one(d, e, "probe", "heldout", "certified"), _sci(one(d, e, "probe", "heldout", "slack_median")),
                            _count(one(d, e, "probe", "heldout", "iterations_median")), one(d, e, "probe", "heldout", "not_converged")])
         out.append(_md_table(["dataset", "encoder", "probe R@2", "pre-trained R@2", "fine-tuned R@2", "probe R@10", "pre-trained R@10",
                               "fine-tuned R@10", "fine-tuned train R@2", "certified", "median slack", "median iterations", "not converged"], rows))
@@ -167,6 +423,9 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
         out.append("Fine-tuned = LoRA on the query side, InfoNCE against the frozen index, trained on train queries only; "
                    "the columns are held-out recall unless marked train.")
         out.append("")
+    out += _figure(figs, "slack_png", "Probe slack distribution", "the probe's per-query slack", "the probe",
+                   "Per-query slack of the probe's cutting-plane solution (at the final C); certified queries separate "
+                   "every gold document strictly, whatever their slack.")
     out += _side_by_side(df)
     for ds in sorted(df["dataset"].unique()):
         sub = df[df["dataset"] == ds]
@@ -189,91 +448,151 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], figure: str | None, 
             out.append("")
             out.append(_md_table(header, rows))
             out.append("")
-    if figure:
-        out.append("## Recall@k")
-        out.append("")
-        out.append(f"![recall@k per method, all queries]({figure})")
-        out.append("")
-    if curves_figure:
-        out.append("## Fine-tuning curves")
-        out.append("")
-        out.append("Recall@2 of the query encoder on train and held-out queries during LoRA fine-tuning.")
-        out.append("")
-        out.append(f"![fine-tuning curves]({curves_figure})")
-        out.append("")
+    out += _figure(figs, "recall_png", "Recall@k", "held-out recall@k per method", "any retrieval",
+                   f"Held-out recall@k for every method at k = {', '.join(map(str, ks))}.")
+    out += _figure(figs, "curves_png", "Fine-tuning curves", "fine-tuning curves", "fine-tuning",
+                   "Recall@2 of the query encoder on train and held-out queries during fine-tuning.")
     return "\n".join(out)
 
 
-def plot_recall_curves(df: pd.DataFrame, path: str | Path) -> None:
-    """Seaborn figure: recall@k against k, one panel per dataset, all queries (atomic PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    d = df[(df["metric"] == "recall") & (df["split"] == "all")].copy()
-    if d.empty:  # still write the declared figure, saying why it is empty
-        fig = plt.figure(figsize=(4, 1.5))
-        fig.text(0.5, 0.5, "no recall results (no dataset available)", ha="center", va="center")
-        with atomic_open(path, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=110)
-        plt.close(fig)
-        return
-    d["method"] = [_label(m, e) for m, e in zip(d["method"], d["encoder"])]
-    d["k"] = d["k"].astype(int)
-    g = sns.relplot(data=d, x="k", y="value", hue="method", col="dataset", kind="line", marker="o", col_wrap=min(3, d["dataset"].nunique()), height=3.2, facet_kws={"sharex": False})
-    g.set(xscale="log", ylim=(0, 1.02), ylabel="recall@k")
-    with atomic_open(path, "wb") as fh:
-        g.figure.savefig(fh, format="png", dpi=110, bbox_inches="tight")
-    plt.close(g.figure)
+def _figure(figs: Mapping[str, str | None], key: str, title: str, alt: str, stage: str, text: str = "") -> list[str]:
+    if key not in figs:
+        return []
+    out = [f"## {title}", ""]
+    if figs[key] is None:
+        return out + [f"Not drawn: {stage} was not run in this config.", ""]
+    if text:
+        out += [text, ""]
+    return out + [f"![{alt}]({figs[key]})", ""]
 
 
-def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
-    """Seaborn figure of fine-tuning curves (train vs held-out recall@2 per step).
+def render_provenance(config: Mapping | None, statuses: Sequence[dict], fps: Sequence[dict], times: Sequence[dict],
+                      packages: Mapping[str, str], host: Mapping[str, str], colbert_model: str | None = None) -> list[str]:
+    """The provenance block: config hash, machine, packages, data hashes, model fingerprints,
+    wall time per stage."""
+    out = ["## Provenance", ""]
+    out.append(f"Config sha256 `{provenance.config_hash(config) if config is not None else 'unknown'}` (canonical JSON of "
+               f"the run's config). Rendered {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.")
+    out.append("")
+    out.append("**Machine** (the one that rendered this report; per-job times below are where each job ran)")
+    out.append("")
+    out.append(_md_table(["", "value"], [[k, v] for k, v in host.items()]))
+    out.append("")
+    out.append("**Packages**")
+    out.append("")
+    out.append(_md_table(["package", "version"], [[k, v] for k, v in packages.items()]))
+    out.append("")
+    out.append("**Data**")
+    out.append("")
+    rows = []
+    for s in statuses:
+        if not s.get("available"):
+            continue
+        src = s.get("source", {})
+        where = src.get("folder") or src.get("url") or src.get("path") or ""
+        hashes = ", ".join(f"{f} `{h[:16]}`" for f, h in sorted((src.get("sha256") or {}).items())) or "– (generated from the seeded config)"
+        rows.append([s["dataset"], _source(src), where, hashes])
+    out.append(_md_table(["dataset", "source", "location", "file sha256 (first 16 hex)"], rows) if rows else "No dataset available.")
+    out.append("")
+    out.append("**Models** (frozen-index fingerprints)")
+    out.append("")
+    if fps:
+        out.append(_md_table(["dataset", "encoder", "model", "weights sha256", "dim", "documents", "corpus sha256"],
+                             [[f["dataset"], f["encoder"], f.get("model", "–"), f"`{str(f.get('weights_sha256', '–'))[:16]}`",
+                               f.get("dim", "–"), f.get("n_docs", "–"), f"`{str(f.get('corpus_sha256', '–'))[:16]}`"] for f in fps]))
+    else:
+        out.append("No frozen index was built.")
+    if colbert_model:
+        out += ["", f"ColBERT (late interaction): `{colbert_model}`, fine-tuned per dataset."]
+    out.append("")
+    out.append("**Wall time per stage** (Snakemake `benchmark:` files; jobs may have shared the cores)")
+    out.append("")
+    if times:
+        t = pd.DataFrame(times)
+        out.append(_md_table(["rule", "job", "wall (s)", "max RSS (MB)", "CPU (s)"],
+                             [[r.rule, r.job, f"{r.s:.1f}", f"{r.max_rss:.0f}", f"{r.cpu_time:.1f}"] for r in t.itertuples(index=False)]))
+        out.append("")
+        per = t.groupby("rule", sort=False)["s"].sum()
+        out.append("Total " + f"{t['s'].sum() / 60:.1f} min of job wall time: " + ", ".join(f"{r} {v:.0f} s" for r, v in per.items()) + ".")
+    else:
+        out.append("No benchmark files (stages run outside Snakemake).")
+    out.append("")
+    return out
 
-    Always writes ``path`` (a placeholder saying why when there is nothing to plot); returns
-    whether real curves were drawn.
 
-    ``curve_paths``: ``results/{dataset}/{encoder}/finetune/curve.csv`` and
-    ``results/{dataset}/colbert/curve.csv`` files (a curve without recall points, e.g. ColBERT on
-    a corpus above ``curve_max_docs``, is left out of the figure).
-    """
-    import matplotlib
+HTML_STYLE = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.45}"
+              "table{border-collapse:collapse;margin:1em 0;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 6px}"
+              "th{background:#f3f3f3}img{max-width:100%}code{background:#f6f6f6}")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
 
-    def placeholder(text):
-        _placeholder(path, text)
-        return False
+def render_html(md: str, base: str | Path, title: str = "capgap report") -> str:
+    """A self-contained HTML page from the report's Markdown: every ``![alt](path)`` image
+    (relative to ``base``) is embedded as a base64 ``data:`` URI, so the page opens offline.
 
-    frames = []
-    for p in curve_paths:
-        c = pd.read_csv(p)
-        parts = Path(p).parts
-        c["run"] = f"{parts[-3]} / ColBERT" if parts[-2] == "colbert" else f"{parts[-4]} / {parts[-3]}"
-        frames.append(c)
-    if not frames:
-        return placeholder("no fine-tuning runs (finetune disabled or no dataset)")
-    c = pd.concat(frames, ignore_index=True)
-    cols = [x for x in ("train_recall@2", "heldout_recall@2") if x in c.columns]
-    if not cols:
-        return placeholder("fine-tuning curves have no recall@2 points")
-    long = c.melt(id_vars=["run", "step"], value_vars=cols, var_name="split", value_name="recall@2").dropna()
-    if long.empty:
-        return placeholder("fine-tuning curves have no recall@2 points")
-    g = sns.relplot(data=long, x="step", y="recall@2", hue="split", col="run", kind="line", marker="o", col_wrap=min(3, long["run"].nunique()), height=3.0)
-    g.set(ylim=(0, 1.02))
-    with atomic_open(path, "wb") as fh:
-        g.figure.savefig(fh, format="png", dpi=110, bbox_inches="tight")
-    plt.close(g.figure)
-    return True
+    Raises ``FileNotFoundError`` when a referenced figure is missing."""
+    import markdown
+
+    def embed(m):
+        alt, path = m.group(1), m.group(2)
+        data = base64.b64encode((Path(base) / path).read_bytes()).decode("ascii")
+        return f"![{alt}](data:image/png;base64,{data})"
+
+    body = markdown.markdown(re.sub(r"!\[([^\]]*)\]\(([^)\s]+\.png)\)", embed, md), extensions=["tables"])
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
+            f"<style>{HTML_STYLE}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def headline_metrics(table: pd.DataFrame, hdf: pd.DataFrame) -> dict:
+    """Headline numbers for ``dvc metrics`` (``reports/metrics.json``): per dataset and
+    encoder at the stated k -- capacity, certified, pre-trained, fine-tuned train/held-out, gap
+    -- plus BM25 and ColBERT held-out; per parity P the perfect, best trained and random
+    held-out recall. Values not measured are left out."""
+    out: dict = {}
+
+    def put(d: dict, key: str, v) -> None:
+        if v == v and v is not None:
+            d[key] = round(float(v), 6)
+
+    for r in table[table["stated"]].itertuples(index=False):
+        e = out.setdefault(r.dataset, {}).setdefault(r.encoder, {})
+        for name in ("capacity", "pretrained", "finetuned_train", "finetuned_heldout", "gap"):
+            put(e, f"{name}@{r.k}", getattr(r, name))
+        put(e, "certified", r.certified)
+        put(out[r.dataset].setdefault("bm25", {}), f"heldout@{r.k}", r.bm25)
+        put(out[r.dataset].setdefault("colbert", {}), f"heldout@{r.k}", r.colbert)
+        out[r.dataset] = {k: v for k, v in out[r.dataset].items() if v}
+    rec = hdf[(hdf["metric"] == "recall") & (hdf["split"] == "heldout")]
+    for ds, g in rec.groupby("dataset", sort=False):
+        p = out.setdefault("parity", {}).setdefault(ds.removeprefix(HARDNESS_PREFIX).join(("P", "")), {})
+        for m in ("perfect", "random"):
+            put(p, m, g[g["method"] == m]["value"].max() if (g["method"] == m).any() else None)
+        tr = g[(g["method"] == "trained") & ~g["encoder"].str.contains(r"-m\d+$")]
+        put(p, "best_trained", tr["value"].max() if len(tr) else None)
+    return out
+
+
+def recall_plot_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Held-out recall@k of every method as a long table for ``dvc plots`` (columns
+    ``run, dataset, method, encoder, k, recall``; ``run`` = "dataset / method (encoder)")."""
+    d = df[(df["metric"] == "recall") & (df["split"] == "heldout")]
+    rows = [{"run": f"{r.dataset} / {figures._label(r.method, r.encoder)}", "dataset": r.dataset, "method": r.method,
+             "encoder": r.encoder, "k": int(r.k), "recall": round(float(r.value), 6)} for r in d.itertuples(index=False)]
+    return pd.DataFrame(rows, columns=["run", "dataset", "method", "encoder", "k", "recall"])
+
+
+def paper_points() -> list[dict]:
+    """The paper's train / held-out points of the reference table (for the scatter figure)."""
+    pts = []
+    for c in paper.load_reference()["claims"]:
+        v = c.get("values", {})
+        if "train" in v and "heldout" in v:
+            pts.append({"label": c.get("short", c["id"]), "train": float(v["train"]), "heldout": float(v["heldout"])})
+    return pts
+
 
 
 def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
-    """Nested dict for ``dvc metrics``: dataset -> method[/encoder] -> split -> metric@k -> value
+    """Every number as a nested dict (``summary.json``): dataset -> method[/encoder] -> split -> metric@k -> value
     (just ``metric`` for metrics without a cut-off: certified, slack_median, ...)."""
     out: dict = {}
     for r in df[df["metric"] != "n_queries"].itertuples(index=False):
@@ -283,98 +602,55 @@ def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
     return out
 
 
-def build_report(csv_paths, status_paths, out_csv, out_md, out_png, out_summary, ks: Sequence[int], ndcg_k: int = 10,
-                 curve_paths: Sequence[str | Path] = (), out_curves_png: str | Path | None = None,
-                 hardness_summary: str | Path | None = None, out_hardness_p: str | Path | None = None,
-                 out_hardness_m: str | Path | None = None) -> pd.DataFrame:
-    """Write ``results.csv``, the figures, ``report.md`` and ``summary.json``; return the frame.
+def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int], ndcg_k: int = 10, *,
+                 config: Mapping | None = None, models: Mapping[str, str] | None = None,
+                 colbert_model: str | None = None) -> pd.DataFrame:
+    """Render every report output from the per-job tables; return results.csv's frame.
 
-    Rows of the parity task (datasets ``parity-P*``) go to results.csv and summary.json like
-    every row, and to their own report section and figures (``hardness_summary``: the hardness
-    rule's summary.json; absent when hardness is disabled)."""
-    df_all = collect(csv_paths)
+    ``models``: encoder name -> model id (for the paper comparison and provenance);
+    ``colbert_model``: the ColBERT model id when ColBERT ran. Rows of the parity task
+    (datasets ``parity-P*``) go to results.csv and summary.json like every row, and to their
+    own section and figures (``inputs.hardness``: the hardness rule's summary.json; empty when
+    hardness is disabled)."""
+    df_all = collect(inputs.tables)
     hard = df_all["dataset"].astype(str).str.startswith(HARDNESS_PREFIX)
     df, hdf = df_all[~hard], df_all[hard]
-    statuses = [json.loads(Path(p).read_text()) for p in status_paths]
-    with atomic_open(out_csv, "w", encoding="utf-8", newline="") as fh:
+    statuses = [json.loads((Path(d) / "status.json").read_text(encoding="utf-8")) for d in inputs.data]
+    golds = {s["dataset"]: gold_sizes(Path(d) / "qrels.tsv") for d, s in zip(inputs.data, statuses)
+             if s.get("available") and (Path(d) / "qrels.tsv").is_file()}
+    infos = dataset_infos(statuses, golds)
+    table = summary_table(df, infos, ks)
+    model_of = {(m, e): (models or {}).get(e, e) for m, e in df[["method", "encoder"]].drop_duplicates().itertuples(index=False)}
+    model_of.update({("bm25", ""): "bm25", ("colbert", ""): colbert_model or "colbert"})
+    paper_rows = paper.compare(df, infos, model_of)
+
+    with atomic_open(outputs.csv, "w", encoding="utf-8", newline="") as fh:
         df_all.to_csv(fh, index=False, lineterminator="\n")
-    plot_recall_curves(df, out_png)
-    rel = Path(out_png).relative_to(Path(out_md).parent)
-    curves = None
-    if out_curves_png and plot_curves(curve_paths, out_curves_png):
-        curves = str(Path(out_curves_png).relative_to(Path(out_md).parent))
-    md = render_markdown(df, statuses, str(rel), ks, ndcg_k, curves)
-    if out_hardness_p and out_hardness_m:
-        plot_hardness(hdf, out_hardness_p, out_hardness_m)
-        hs = json.loads(Path(hardness_summary).read_text()) if hardness_summary else None
-        base = Path(out_md).parent
-        md = md.rstrip("\n") + "\n\n" + "\n".join(render_hardness(hdf, hs, str(Path(out_hardness_p).relative_to(base)) if hs else None,
-                                         str(Path(out_hardness_m).relative_to(base)) if hs else None)) + "\n"
-    write_text(out_md, md)
-    write_json(out_summary, summary(df_all, ks, ndcg_k))
+    base = Path(outputs.md).parent
+    rel = {k: str(Path(getattr(outputs, k)).relative_to(base)) for k in FIGURES}
+    drawn = {
+        "recall_png": figures.plot_recall_curves(df, outputs.recall_png),
+        "gap_png": figures.plot_gap(table[table["stated"]], outputs.gap_png),
+        "scatter_png": figures.plot_train_vs_heldout(table[table["stated"]], paper_points(), outputs.scatter_png),
+        "slack_png": figures.plot_slack(inputs.per_query, outputs.slack_png),
+        "curves_png": figures.plot_curves(inputs.curves, outputs.curves_png),
+    }
+    figs = {k: (rel[k] if ok else None) for k, ok in drawn.items()}
+    md = render_markdown(df, statuses, ks, ndcg_k, golds=golds, table=table, paper_rows=paper_rows, figs=figs)
+    figures.plot_hardness(hdf, outputs.hardness_p, outputs.hardness_m)
+    hs = json.loads(Path(inputs.hardness[0]).read_text(encoding="utf-8")) if inputs.hardness else None
+    md = md.rstrip("\n") + "\n\n" + "\n".join(render_hardness(hdf, hs, rel["hardness_p"] if hs else None, rel["hardness_m"] if hs else None))
+    md = md.rstrip("\n") + "\n\n" + "\n".join(render_provenance(
+        config, statuses, provenance.fingerprints(inputs.fingerprints), provenance.stage_times(inputs.benchmarks),
+        provenance.package_versions(), provenance.machine(), colbert_model if "colbert" in set(df["method"]) else None)) + "\n"
+    write_text(outputs.md, md)
+    write_text(outputs.html, render_html(md, base))
+    write_json(outputs.summary, summary(df_all, ks, ndcg_k))
+    write_json(outputs.metrics, headline_metrics(table, hdf))
+    with atomic_open(outputs.recall_csv, "w", encoding="utf-8", newline="") as fh:
+        recall_plot_rows(df).to_csv(fh, index=False, lineterminator="\n")
     return df_all
 
-
-HARDNESS_PREFIX = "parity-P"
-
-
-def _placeholder(path, text):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig = plt.figure(figsize=(4, 1.5))
-    fig.text(0.5, 0.5, text, ha="center", va="center")
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110)
-    plt.close(fig)
-
-
-def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> None:
-    """Two seaborn figures from the parity rows: recall@k vs P (trained encoders' train and
-    held-out, the perfect encoder, and the random baseline k/n), and held-out recall vs the
-    number of training queries (encoders named ``...-m{m}``). Placeholders when absent."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    if hdf.empty:
-        _placeholder(out_p, "hardness disabled")
-        _placeholder(out_m, "hardness disabled")
-        return
-    r = hdf[hdf["metric"] == "recall"].copy()
-    r["P"] = r["dataset"].str.removeprefix(HARDNESS_PREFIX).astype(int)
-    main = r[(r["method"] != "trained") | ~r["encoder"].str.contains(r"-m\d+$")]
-    main = main[(main["method"] != "probe")].copy()
-    main["curve"] = [f"{m} {e}".strip() if m == "trained" else m for m, e in zip(main["method"], main["encoder"])]
-    names = sorted(main["curve"].unique())
-    palette = dict(zip(names, sns.color_palette(n_colors=len(names))))  # train (dashed) keeps its curve's colour
-    fig, ax = plt.subplots(figsize=(7, 4))
-    sns.lineplot(data=main[main["split"] != "train"], x="P", y="value", hue="curve", palette=palette, marker="o", ax=ax)
-    tr = main[(main["split"] == "train") & (main["method"] == "trained")]
-    sns.lineplot(data=tr, x="P", y="value", hue="curve", palette=palette, marker="x", linestyle="--", ax=ax, legend=False)
-    ax.set(ylabel="recall@k (k = ball size); dashed: train", ylim=(0, 1.02), title="Parity task: held-out recall vs P")
-    with atomic_open(out_p, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    sw = r[(r["method"] == "trained") & r["encoder"].str.contains(r"-m\d+$")].copy()
-    if sw.empty:
-        _placeholder(out_m, "no training-set-size sweep configured")
-        return
-    sw["m"] = sw["encoder"].str.extract(r"-m(\d+)$")[0].astype(int)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    sns.lineplot(data=sw, x="m", y="value", hue="split", marker="o", ax=ax)
-    base = r[(r["method"] == "random") & (r["dataset"].isin(sw["dataset"]))]["value"]
-    if len(base):
-        ax.axhline(float(base.iloc[0]), color="grey", linestyle=":", label="random k/n")
-    ax.set(xscale="log", ylabel="recall@k", ylim=(0, 1.02), title=f"{sw['dataset'].iloc[0]}: recall vs training queries")
-    ax.legend()
-    with atomic_open(out_m, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
 
 
 def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None, fig_m: str | None) -> list[str]:

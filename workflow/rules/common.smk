@@ -163,13 +163,41 @@ def status_files(wildcards=None):
     return [f"results/{ds}/data" for ds in datasets()]
 
 
+def probe_per_query_files(wildcards=None):
+    """The probe's per-query JSONL of every (available dataset, encoder): the slack figure."""
+    if not is_enabled("probe"):
+        return []
+    return [f"results/{ds}/{enc}/probe/per_query.jsonl" for ds in datasets() if dataset_available(ds) for enc in encoders_for(ds)]
+
+
+def fingerprint_files(wildcards=None):
+    """Frozen-index fingerprints (model, weights and corpus hashes): the report's provenance."""
+    return [f"results/{ds}/{enc}/index/fingerprint.json" for ds in datasets() if dataset_available(ds) for enc in encoders_for(ds)]
+
+
+def benchmark_files(wildcards=None):
+    """The benchmark: TSV of every job upstream of the report (wall time per stage)."""
+    files = [f"benchmarks/rules/data/{ds}.tsv" for ds in datasets()]
+    for ds in datasets():
+        if not dataset_available(ds):
+            continue
+        for enc in encoders_for(ds):
+            files += [f"benchmarks/rules/index/{ds}/{enc}.tsv", f"benchmarks/rules/pretrained/{ds}/{enc}.tsv"]
+            files += [f"benchmarks/rules/{r}/{ds}/{enc}.tsv" for r in ("probe", "finetune") if is_enabled(r)]
+        if is_enabled("bm25"):
+            files.append(f"benchmarks/rules/bm25/{ds}.tsv")
+        if colbert_on(ds):
+            files.append(f"benchmarks/rules/colbert/{ds}.tsv")
+    if is_enabled("hardness"):
+        files.append("benchmarks/rules/hardness/hardness.tsv")
+    return files
+
+
+REPORT_OUTPUTS = ["results.csv", "report.md", "report.html", "summary.json", "metrics.json", "plots/recall_at_k.csv"] + [
+    f"figures/{f}.png"
+    for f in ("recall_at_k", "capacity_gap", "train_vs_heldout", "probe_slack", "finetune_curves", "hardness_vs_P", "hardness_vs_m")
+]
+
+
 def all_outputs():
-    return [
-        "reports/results.csv",
-        "reports/report.md",
-        "reports/summary.json",
-        "reports/figures/recall_at_k.png",
-        "reports/figures/finetune_curves.png",
-        "reports/figures/hardness_vs_P.png",
-        "reports/figures/hardness_vs_m.png",
-    ]
+    return [f"reports/{f}" for f in REPORT_OUTPUTS]

@@ -1,4 +1,6 @@
-# Aggregate every result table into reports/: results.csv, report.md, figure, summary.json.
+# Aggregate every result table into reports/: results.csv (the single source), report.md and
+# the self-contained report.html, figures, summary.json, metrics.json (dvc metrics) and
+# plots/recall_at_k.csv (dvc plots).
 
 
 onsuccess:
@@ -17,16 +19,41 @@ rule report:
         data=status_files,
         curves=curve_files,
         hardness=hardness_summary,
+        per_query=probe_per_query_files,
+        fingerprints=fingerprint_files,
+        benchmarks=benchmark_files,
     output:
         csv="reports/results.csv",
         md="reports/report.md",
+        html=report(
+            "reports/report.html",
+            caption="../report/report_html.rst",
+            category="Report",
+        ),
         summary="reports/summary.json",
-        figure=report(
+        metrics="reports/metrics.json",
+        recall_csv="reports/plots/recall_at_k.csv",
+        recall_png=report(
             "reports/figures/recall_at_k.png",
             caption="../report/recall_at_k.rst",
             category="Retrieval",
         ),
-        curves=report(
+        gap_png=report(
+            "reports/figures/capacity_gap.png",
+            caption="../report/capacity_gap.rst",
+            category="Capacity",
+        ),
+        scatter_png=report(
+            "reports/figures/train_vs_heldout.png",
+            caption="../report/train_vs_heldout.rst",
+            category="Fine-tuning",
+        ),
+        slack_png=report(
+            "reports/figures/probe_slack.png",
+            caption="../report/probe_slack.rst",
+            category="Capacity",
+        ),
+        curves_png=report(
             "reports/figures/finetune_curves.png",
             caption="../report/finetune_curves.rst",
             category="Fine-tuning",
@@ -44,6 +71,9 @@ rule report:
     params:
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
+        config=canonical(config),
+        models={name: enc["model"] for name, enc in config["encoders"].items()},
+        colbert_model=config.get("colbert", {}).get("model", "sentence-transformers/all-MiniLM-L6-v2"),
     log:
         "logs/report/report.log",
     benchmark:

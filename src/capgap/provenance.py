@@ -1,0 +1,107 @@
+"""The report's provenance block: what produced these numbers, and where.
+
+Config hash, package versions, data sources with their file hashes, model fingerprints (the
+frozen indexes' ``fingerprint.json``), wall time and peak memory per stage (Snakemake's
+``benchmark:`` files), and the machine that rendered the report.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Mapping, Sequence
+
+PACKAGES = ("capgap", "torch", "transformers", "sentence-transformers", "peft", "pylate", "faiss-cpu", "bm25s",
+            "numpy", "scipy", "pandas", "quadprog", "snakemake", "dvc", "seaborn")
+
+
+def config_hash(config: Mapping) -> str:
+    """sha256 of the config as canonical JSON (keys sorted): two runs with the same hash ran
+    the same configuration."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
+    """Installed version of each distribution ("not installed" when absent)."""
+    out = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = "not installed"
+    return out
+
+
+def machine() -> dict[str, str]:
+    """The machine rendering the report: OS, Python, CPU model, logical cores, memory, GPU."""
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem = f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB"
+    except (ValueError, OSError, AttributeError):
+        mem = "unknown"
+    gpu = "none"
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    except Exception as exc:  # torch missing or broken: say so rather than fail the report
+        gpu = f"unknown ({type(exc).__name__})"
+    return {"os": platform.platform(), "python": platform.python_version(), "cpu": cpu or "unknown",
+            "logical cores": str(os.cpu_count()), "memory": mem, "gpu": gpu}
+
+
+def read_benchmark(path: str | Path) -> dict[str, float]:
+    """One Snakemake benchmark TSV (columns s, h:m:s, max_rss, ..., cpu_time): the first row's
+    wall time ``s`` (seconds), ``max_rss`` (MB) and ``cpu_time`` (seconds); "NA" becomes nan.
+
+    Raises ``ValueError`` naming the file when the header lacks ``s``."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    if not rows or "s" not in rows[0]:
+        raise ValueError(f"{path}: not a Snakemake benchmark file (no 's' column)")
+
+    def num(v):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return float("nan")
+
+    r = rows[0]
+    return {"s": num(r.get("s")), "max_rss": num(r.get("max_rss")), "cpu_time": num(r.get("cpu_time"))}
+
+
+def stage_times(paths: Sequence[str | Path]) -> list[dict]:
+    """Wall time per job from ``benchmarks/rules/{rule}/{wildcards...}.tsv`` files: dicts with
+    ``rule, job, s, max_rss, cpu_time`` (missing files are skipped: a stage not run)."""
+    out = []
+    for p in paths:
+        p = Path(p)
+        if not p.is_file():
+            continue
+        parts = p.with_suffix("").parts
+        i = parts.index("rules") if "rules" in parts else len(parts) - 2
+        out.append({"rule": parts[i + 1], "job": "/".join(parts[i + 2:]) or parts[i + 1], **read_benchmark(p)})
+    return out
+
+
+def fingerprints(paths: Sequence[str | Path]) -> list[dict]:
+    """Frozen-index fingerprints (``results/{dataset}/{encoder}/index/fingerprint.json``)."""
+    out = []
+    for p in paths:
+        fp = json.loads(Path(p).read_text(encoding="utf-8"))
+        parts = Path(p).parts
+        out.append({"dataset": parts[-4], "encoder": parts[-3], **fp})
+    return out

@@ -1,0 +1,249 @@
+"""The generated report, rendered from a small hand-written results.csv: every table cell, the
+paper verdicts, every embedded figure, the DVC metrics/plots files and the provenance block."""
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from capgap import paper
+from capgap.evaluate import COLUMNS
+from capgap.report import FIGURES, ReportInputs, ReportOutputs, build_report, gold_sizes, headline_metrics, summary_table
+
+from .conftest import ROOT
+
+BIN = Path(sys.executable).parent
+KS = [2, 10, 100]
+QWEN, MINILM, COLBERT = "Qwen/Qwen3-Embedding-4B", "sentence-transformers/all-MiniLM-L6-v2", "lightonai/GTE-ModernColBERT-v1"
+
+# dataset, encoder, method, split, metric, k, value
+ROWS = [
+    *(("limit", "qwen", "probe", "heldout", "recall", k, 1.0) for k in KS),
+    ("limit", "qwen", "probe", "heldout", "certified", "", 1.0),
+    *(("limit", "qwen", "pretrained", "heldout", "recall", k, v) for k, v in zip(KS, (0.05, 0.2, 0.6))),
+    *(("limit", "qwen", "finetuned", "train", "recall", k, 1.0) for k in KS),
+    *(("limit", "qwen", "finetuned", "heldout", "recall", k, v) for k, v in zip(KS, (0.07, 0.3, 0.8))),
+    *(("limit", "", "bm25", "heldout", "recall", k, v) for k, v in zip(KS, (0.97, 1.0, 1.0))),
+    *(("limit", "", "bm25", "all", "recall", k, v) for k, v in zip(KS, (0.97, 1.0, 1.0))),
+    ("limit", "", "colbert", "train", "recall", 2, 1.0),
+    ("limit", "", "colbert", "heldout", "recall", 2, 0.9),
+    ("limit", "", "colbert", "heldout", "recall", 10, 0.99),  # no recall@100: the cell must say "–"
+    ("scifact", "minilm", "probe", "heldout", "recall", 10, 0.9),
+    ("scifact", "minilm", "probe", "heldout", "recall", 100, 0.95),
+    ("scifact", "minilm", "probe", "heldout", "certified", "", 0.8),
+    ("scifact", "minilm", "pretrained", "heldout", "recall", 10, 0.7),
+    ("scifact", "minilm", "pretrained", "heldout", "recall", 100, 0.85),
+]
+
+# The paper-layout summary table, by hand: gap = capacity - fine-tuned held-out (limit), or
+# - pre-trained held-out where fine-tuning did not run (scifact); scifact's gold-set size varies
+# (1 and 3), so its stated k is 10.
+SUMMARY = [
+    ["limit", "qwen", "2 (stated)", "1.000", "1.000", "0.050", "1.000", "0.070", "0.930", "0.970", "0.900"],
+    ["limit", "qwen", "10", "1.000", "1.000", "0.200", "1.000", "0.300", "0.700", "1.000", "0.990"],
+    ["limit", "qwen", "100", "1.000", "1.000", "0.600", "1.000", "0.800", "0.200", "1.000", "–"],
+    ["scifact", "minilm", "10 (stated)", "0.900", "0.800", "0.700", "–", "–", "0.200", "–", "–"],
+    ["scifact", "minilm", "100", "0.950", "0.800", "0.850", "–", "–", "0.100", "–", "–"],
+]
+
+
+def _status(name, n_docs, kind):
+    return {"available": True, "dataset": name, "dropped_queries_without_gold": 0, "n_docs": n_docs, "n_queries": 4,
+            "n_train": 2, "n_heldout": 2, "source": {"kind": kind, "folder": f"/data/{name}", "sha256": {"corpus.jsonl": "ab" * 32}},
+            "split_rule": "seeded fraction: heldout_fraction=0.5, seed=0"}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    res = tmp / "in" / "results.csv"
+    res.parent.mkdir(parents=True)
+    res.write_text(",".join(COLUMNS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS))
+    data = []
+    for name, n_docs, qrels in (("limit", 50000, "q1\td1\t1\nq1\td2\t1\nq2\td3\t1\nq2\td1\t1\nq2\td9\t0\n"),
+                                ("scifact", 5183, "q1\td1\t1\nq2\td3\t1\nq2\td4\t1\nq2\td5\t2\n")):
+        d = tmp / "in" / name / "data"
+        d.mkdir(parents=True)
+        (d / "status.json").write_text(json.dumps(_status(name, n_docs, "mirror")))
+        (d / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+        data.append(str(d))
+    fp = tmp / "in" / "results" / "limit" / "qwen" / "index" / "fingerprint.json"
+    fp.parent.mkdir(parents=True)
+    fp.write_text(json.dumps({"model": QWEN, "weights_sha256": "cd" * 32, "dim": 2560, "n_docs": 50000, "corpus_sha256": "ef" * 32}))
+    bench = tmp / "in" / "benchmarks" / "rules" / "probe" / "limit" / "qwen.tsv"
+    bench.parent.mkdir(parents=True)
+    bench.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+                     "12.50\t0:00:12\t300.4\t1\t1\t1\t0\t0\t90\t11.25\n")
+    cfg = {"eval": {"ks": KS, "ndcg_k": 10}, "encoders": {"qwen": {"model": QWEN}}}
+    out = ReportOutputs.under(tmp / "reports")
+    inputs = ReportInputs(tables=[str(res)], data=data, fingerprints=[str(fp)], benchmarks=[str(bench)])
+    df = build_report(inputs, out, KS, 10, config=cfg, models={"qwen": QWEN, "minilm": MINILM}, colbert_model=COLBERT)
+    return {"out": out, "md": Path(out.md).read_text(encoding="utf-8"), "cfg": cfg, "df": df, "tmp": tmp}
+
+
+def _table_after(md: str, heading: str) -> list[list[str]]:
+    """The first Markdown table after a heading, as rows of cells (header and rule dropped)."""
+    part = md.split(heading, 1)[1]
+    lines = [line for line in part.splitlines() if line.startswith("|")]
+    start = part.splitlines().index(lines[0])
+    rows = []
+    for line in part.splitlines()[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows[2:]
+
+
+def test_gold_sizes_by_hand(tmp_path):
+    q = tmp_path / "qrels.tsv"
+    q.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t1\nq2\td3\t2\nq2\td4\t0\n")
+    # q2's d4 has score 0: not gold, so q1 has 2 gold documents and q2 has 1
+    assert gold_sizes(q) == {"min": 1, "median": 1.5, "max": 2, "fixed": None}
+    q.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\tx\n")
+    with pytest.raises(ValueError, match=r"qrels.tsv, line 3, field score"):
+        gold_sizes(q)
+
+
+def test_summary_table_cells(rendered):
+    assert _table_after(rendered["md"], "## At a glance") == SUMMARY
+    md = rendered["md"]
+    assert "**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned encoder reaches 0.070, leaving **0.930 of capacity unused**. For reference: ColBERT 0.900, BM25 0.970." in md
+    assert "**scifact / minilm** (recall@10, held-out): the index supports 0.900, 80% of queries certified; the pre-trained encoder reaches 0.700, leaving **0.200 of capacity unused**." in md
+    # a stage that did not run anywhere is named (no hardness rows; every other method ran somewhere)
+    assert "## Hardness: the parity task\n\nNot run (hardness.enabled is false)." in md
+
+
+def test_paper_verdicts(rendered):
+    rows = _table_after(rendered["md"], "## The paper's numbers beside ours")
+    got = {(r[1], r[5]) for r in rows}
+    model_diff = f"not comparable: different model (ours {MINILM}; paper: distilbert-base-uncased or {QWEN})"
+    assert got == {
+        ("limit / qwen", "reproduced (≥ 0.950)"),                                # capacity 1.0 >= 0.95
+        ("scifact / minilm", model_diff),                                       # capacity, other model
+        ("–", "not comparable: not run here (no BRIGHT dataset with method finetuned in this config)"),
+        ("limit / qwen", "reproduced (within ±0.05)"),                          # 1.0 / 0.070 vs 1.0 / 0.068
+        ("limit / colbert", "not reproduced: held-out -0.098 (ours − paper, beyond ±0.05)"),  # 0.900 vs 0.998
+        ("limit / bm25", "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)"),
+    }
+    assert len(rows) == 7  # 5 claims with runs + 2 BRIGHT claims not run: none omitted
+    by = {(r[1], r[5]): r for r in rows}
+    assert by[("scifact / minilm", model_diff)][6] == "does not hold (probe held-out 0.900 vs 0.95)"
+    assert by[("limit / qwen", "reproduced (within ±0.05)")][4] == "train 1.000 / held-out 0.070"
+    assert by[("limit / qwen", "reproduced (within ±0.05)")][6] == "holds (train − held-out +0.930, capacity − held-out +0.930; threshold 0.3)"
+    assert by[("limit / colbert", "not reproduced: held-out -0.098 (ours − paper, beyond ±0.05)")][6] == \
+        "holds (held-out 0.900; best fine-tuned single-vector held-out 0.070, +0.830)"
+    bm = by[("limit / bm25", "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)")]
+    assert bm[3:5] == ["R@2 0.978 / R@10 1.000 / R@20 1.000", "R@2 0.970 / R@10 1.000 / R@20 –"]
+    assert "**The paper's pattern holds on 4 of the 5 runs where it could be checked.**" in rendered["md"]
+
+
+def test_bright_mean_over_categories():
+    """Aggregated claims average the comparable categories: (0.95 + 0.97) / 2 = 0.96 train and
+    (0.10 + 0.20) / 2 = 0.15 held-out, within 0.05 of the paper's 0.957 / 0.148."""
+    import pandas as pd
+
+    rows = [(d, "distil", "finetuned", s, "recall", 10, v) for d, tr, ho in (("bright-biology", 0.95, 0.10), ("bright-pony", 0.97, 0.20))
+            for s, v in (("train", tr), ("heldout", ho))]
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    infos = {d: paper.DatasetInfo(1000, None, True) for d in ("bright-biology", "bright-pony")}
+    out = [r for r in paper.compare(df, infos, {("finetuned", "distil"): "distilbert-base-uncased"}) if r["claim"].startswith("BRIGHT")]
+    assert out[0]["run"] == "mean of 2/12 categories / distil"
+    assert out[0]["ours"] == "train 0.960 / held-out 0.150" and out[0]["verdict"] == "reproduced (within ±0.05)"
+    assert out[1]["verdict"].startswith("not comparable: different model (ours distilbert-base-uncased")
+
+
+def test_every_table_row_has_its_header_width(rendered):
+    lines = rendered["md"].splitlines()
+    width = None
+    for line in lines:
+        if not line.startswith("|"):
+            width = None
+            continue
+        n = len(line.strip().strip("|").split("|"))
+        width = n if width is None else width
+        assert n == width, line
+
+
+def test_html_embeds_every_figure(rendered):
+    out = rendered["out"]
+    md, html = rendered["md"], Path(out.html).read_text(encoding="utf-8")
+    refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    # drawn figures are referenced; the ones whose stage did not run say so instead
+    assert set(refs) == {"figures/capacity_gap.png", "figures/train_vs_heldout.png", "figures/recall_at_k.png"}
+    assert "## Probe slack distribution\n\nNot drawn: the probe was not run in this config." in md
+    assert "## Fine-tuning curves\n\nNot drawn: fine-tuning was not run in this config." in md
+    imgs = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(imgs) == len(refs) == html.count("<img")
+    for ref, b64 in zip(refs, imgs):
+        png = base64.b64decode(b64)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and png == (Path(out.md).parent / ref).read_bytes()
+    assert "figures/" not in html.replace("data:image", "")  # nothing points outside the page
+    assert html.count("<table>") == md.count("\n|---") and "<td>0.930</td>" in html
+    for key in FIGURES:  # placeholders too: every declared figure exists
+        assert Path(getattr(out, key)).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_dvc_files(rendered):
+    out = rendered["out"]
+    m = json.loads(Path(out.metrics).read_text())
+    assert m["limit"]["qwen"] == {"capacity@2": 1.0, "certified": 1.0, "pretrained@2": 0.05, "finetuned_train@2": 1.0,
+                                  "finetuned_heldout@2": 0.07, "gap@2": 0.93}
+    assert m["limit"]["bm25"] == {"heldout@2": 0.97} and m["limit"]["colbert"] == {"heldout@2": 0.9}
+    assert m["scifact"] == {"minilm": {"capacity@10": 0.9, "certified": 0.8, "pretrained@10": 0.7, "gap@10": 0.2}}
+    lines = Path(out.recall_csv).read_text().splitlines()
+    assert lines[0] == "run,dataset,method,encoder,k,recall"
+    assert "limit / ColBERT,limit,colbert,,10,0.99" in lines and len(lines) == 1 + 3 * 4 + 2 + 4
+
+
+def test_provenance(rendered):
+    md = rendered["md"]
+    h = hashlib.sha256(json.dumps(rendered["cfg"], sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert f"Config sha256 `{h}`" in md
+    assert "| probe | limit/qwen | 12.5 | 300 | 11.2 |" in md
+    assert f"| limit | qwen | {QWEN} | `{'cd' * 8}` | 2560 | 50000 | `{'ef' * 8}` |" in md
+    assert f"| limit | mirror | /data/limit | corpus.jsonl `{'ab' * 8}` |" in md
+    assert re.search(r"\| torch \| \d+\.\d+", md) and "| logical cores | " in md
+    assert f"ColBERT (late interaction): `{COLBERT}`" in md
+
+
+def test_summary_table_marks_missing_stages():
+    import pandas as pd
+
+    df = pd.DataFrame([("d", "e", "pretrained", "heldout", "recall", 10, 0.5)], columns=list(COLUMNS))
+    t = summary_table(df, {"d": paper.DatasetInfo(10, None, True)}, [10])
+    assert len(t) == 1 and t["capacity"].isna().all() and t["gap_of"].iloc[0] == ""
+    assert headline_metrics(t, df.iloc[0:0]) == {"d": {"e": {"pretrained@10": 0.5}}}
+
+
+def test_dvc_metrics_diff_shows_a_change(tmp_path, rendered):
+    """`dvc metrics diff` over two renders (two configs) reports the changed headline number,
+    using capgap's own dvc.yaml declaration of reports/metrics.json."""
+    if shutil.which("git") is None:
+        pytest.fail("git is required")
+    env = dict(os.environ, DVC_NO_ANALYTICS="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+
+    def run(*cmd):
+        r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    run("git", "init", "-q")
+    run(str(BIN / "dvc"), "init", "-q")
+    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
+    (tmp_path / "reports").mkdir()
+    m = json.loads(Path(rendered["out"].metrics).read_text())
+    (tmp_path / "reports" / "metrics.json").write_text(json.dumps(m))
+    run("git", "add", "-A")
+    run("git", "commit", "-qm", "config A")
+    m["limit"]["qwen"]["finetuned_heldout@2"] = 0.2  # config B: a better fine-tuned encoder
+    (tmp_path / "reports" / "metrics.json").write_text(json.dumps(m))
+    diff = json.loads(run(str(BIN / "dvc"), "metrics", "diff", "--json"))
+    changes = diff["reports/metrics.json"]
+    assert changes == {"limit.qwen.finetuned_heldout@2": {"old": 0.07, "new": 0.2, "diff": pytest.approx(0.13)}}
