@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from capgap import paper
+from capgap.errors import DataFormatError
 from capgap.evaluate import COLUMNS
 from capgap.report import FIGURES, ReportInputs, ReportOutputs, build_report, gold_sizes, headline_metrics, summary_table
 
@@ -107,7 +108,7 @@ def test_gold_sizes_by_hand(tmp_path):
     # q2's d4 has score 0: not gold, so q1 has 2 gold documents and q2 has 1
     assert gold_sizes(q) == {"min": 1, "median": 1.5, "max": 2, "fixed": None}
     q.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\tx\n")
-    with pytest.raises(ValueError, match=r"qrels.tsv, line 3, field score"):
+    with pytest.raises(DataFormatError, match=r"qrels.tsv:3: field 'score'"):
         gold_sizes(q)
 
 

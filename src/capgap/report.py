@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from . import figures, paper, provenance
+from .errors import DataFormatError
 from .evaluate import COLUMNS
 from .figures import HARDNESS_PREFIX
 from .io import atomic_open, write_json, write_text
@@ -198,18 +199,18 @@ def gold_sizes(qrels_path: str | Path) -> dict:
     score``; gold = score > 0): ``{"min", "median", "max", "fixed"}`` where ``fixed`` is the
     common size when every query has the same number of gold documents, else None.
 
-    Raises ``ValueError`` naming the file and line on a malformed row."""
+    Raises ``DataFormatError`` naming the file, line and field on a malformed row."""
     counts: dict[str, int] = {}
     with open(qrels_path, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh, delimiter="\t")
         next(reader, None)
         for i, row in enumerate(reader, start=2):
             if len(row) != 3:
-                raise ValueError(f"{qrels_path}, line {i}: expected 3 tab-separated fields (query-id, corpus-id, score)")
+                raise DataFormatError(qrels_path, i, None, "expected 3 tab-separated fields (query-id, corpus-id, score)")
             try:
                 score = float(row[2])
             except ValueError:
-                raise ValueError(f"{qrels_path}, line {i}, field score: {row[2]!r} is not a number") from None
+                raise DataFormatError(qrels_path, i, "score", f"{row[2]!r} is not a number") from None
             if score > 0:
                 counts[row[0]] = counts.get(row[0], 0) + 1
     if not counts:
