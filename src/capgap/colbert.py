@@ -373,7 +373,7 @@ def false_negative_mask(batch_gold: list[set[int]], slots: list[list[int]]) -> n
 def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_queries: Sequence[str],
                   train_gold: Sequence[Sequence[int]], ckpt_path: str | Path | None = None,
                   evaluate: Callable[[int], dict] | None = None, stop_after: int | None = None,
-                  progress: bool = False) -> dict:
+                  progress: bool = False, train_excluded: Sequence[Sequence[int]] | None = None) -> dict:
     """Fine-tune ``model`` (``pylate.models.ColBERT``) in place with PyLate's contrastive loss.
 
     Each step: ``cfg.batch_size`` train queries from a seeded per-epoch permutation; per query
@@ -382,8 +382,10 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     (temperature ``cfg.temperature``) over all the batch's documents with false negatives
     masked (``false_negative_mask``). AdamW. Checkpoints (weights, optimiser, RNG states, sampler
     position, curve) are written atomically every ``cfg.checkpoint_every`` steps and resumed
-    when the training digest matches. Returns ``{"curve", "steps_per_s", "resumed_from"}``.
-    Raises ``ValueError`` without train queries.
+    when the training digest matches. ``train_excluded[i]``: documents that are neither gold
+    nor negative for query i (never drawn as its negatives, masked like false negatives).
+    Returns ``{"curve", "steps_per_s", "resumed_from"}``. Raises ``ValueError`` without train
+    queries.
     """
     import torch
     from pylate import losses
@@ -424,6 +426,7 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
         losses_seen.clear()
 
     gold_sets = [set(int(g) for g in gs) for gs in train_gold]
+    avoid = [g | set(int(e) for e in train_excluded[i]) for i, g in enumerate(gold_sets)] if train_excluded else gold_sets
     bar = None
     if progress:
         from tqdm import tqdm
@@ -440,12 +443,12 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
         for qi in batch:
             gold = sorted(gold_sets[qi])
             row = [gold[int(sampler.integers(len(gold)))]]
-            while len(row) < 1 + cfg.n_negatives and len(gold) < n_docs:
+            while len(row) < 1 + cfg.n_negatives and len(avoid[qi]) < n_docs:
                 d = int(sampler.integers(n_docs))
-                if d not in gold_sets[qi]:
+                if d not in avoid[qi]:
                     row.append(d)
             slots.append(row)
-        scorer.mask = torch.from_numpy(false_negative_mask([gold_sets[qi] for qi in batch], slots))
+        scorer.mask = torch.from_numpy(false_negative_mask([avoid[qi] for qi in batch], slots))
         feats = [model.tokenize([train_queries[qi] for qi in batch], is_query=True)]
         feats += [model.tokenize([doc_texts[row[t]] for row in slots], is_query=False, pad=True) for t in range(len(slots[0]))]
         feats = [{k: v.to(model.device) for k, v in f.items()} for f in feats]

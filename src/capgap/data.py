@@ -12,7 +12,10 @@ Public API
 - ``split_queries(query_ids, heldout_fraction, seed)``: the seeded, stable fraction rule.
 - ``write_canonical(rs, folder)`` / ``load_canonical(folder)``: the normalised copy the
   pipeline's later stages read (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``,
-  ``split.tsv``).
+  ``split.tsv``, ``excluded.tsv``).
+- ``RetrievalSet.excluded``: per query, documents removed from every method's ranking before
+  top-k (BRIGHT's ``excluded_ids``; BEIR's self-retrieval convention, where a document whose id
+  equals the query id is ignored). They are neither gold nor non-gold, for the probe too.
 
 Conventions (DESIGN.md "Data"): a qrels score <= 0 is *not relevant*; a query with no relevant
 document is dropped and counted (``RetrievalSet.dropped_queries``), never silently kept; a
@@ -24,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -131,10 +134,20 @@ class RetrievalSet:
     split: Split
     dropped_queries: int = 0
     source: dict = field(default_factory=dict)
+    excluded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self):
         doc_ids = set(self.corpus.ids)
         qids = set(self.queries.ids)
+        for q, docs in self.excluded.items():
+            if q not in qids:
+                raise ValueError(f"{self.name}: excluded documents for unknown query {q!r}")
+            both = set(docs) & set(self.qrels.relevant(q))
+            if both:
+                raise ValueError(f"{self.name}: query {q!r} has documents both gold and excluded: {sorted(both)[:3]}")
+            unknown = [d for d in docs if d not in doc_ids]
+            if unknown:
+                raise ValueError(f"{self.name}: query {q!r} excludes unknown documents {unknown[:3]}")
         for q in self.queries.ids:
             gold = self.qrels.relevant(q)
             if not gold:
@@ -393,7 +406,8 @@ def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mappin
     """Load a dataset folder in BEIR layout (or LIMIT's, with ``qrels.jsonl``).
 
     Expects ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/{train,dev,test}.tsv`` or
-    ``qrels.jsonl``. Raises ``DataFormatError`` for a missing file or any bad record.
+    ``qrels.jsonl``; an optional ``excluded.tsv`` (query-id, corpus-id) lists documents removed
+    from a query's ranking. Raises ``DataFormatError`` for a missing file or any bad record.
     """
     folder = Path(folder)
     for f in ("corpus.jsonl", "queries.jsonl"):
@@ -405,7 +419,12 @@ def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mappin
     corpus = load_corpus(folder / "corpus.jsonl")
     queries = load_queries(folder / "queries.jsonl")
     qrels = {k: load_qrels(p, corpus, queries) for k, p in files.items()}
-    return assemble(name or folder.name, corpus, queries, qrels, split_cfg)
+    rs = assemble(name or folder.name, corpus, queries, qrels, split_cfg)
+    if (folder / "excluded.tsv").is_file():  # BRIGHT converted by capgap.sources.bright_to_beir
+        kept = set(rs.queries.ids)
+        excluded = {q: d for q, d in load_excluded(folder / "excluded.tsv", corpus, queries).items() if q in kept}
+        rs = replace(rs, excluded=excluded)
+    return rs
 
 
 # --------------------------------------------------------------------------- canonical copy
@@ -425,6 +444,11 @@ def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
         for name in SPLITS:
             for q in rs.split.ids(name):
                 fh.write(f"{q}\t{name}\n")
+    with atomic_open(folder / "excluded.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\n")
+        for q in rs.queries.ids:
+            for d in rs.excluded.get(q, ()):
+                fh.write(f"{q}\t{d}\n")
 
 
 def load_split(path: str | Path, queries: Queries) -> Split:
@@ -451,14 +475,53 @@ def load_split(path: str | Path, queries: Queries) -> Split:
     return Split(tuple(parts["train"]), tuple(parts["heldout"]), rule)
 
 
+def load_excluded(path: str | Path, corpus: Corpus, queries: Queries) -> dict[str, tuple[str, ...]]:
+    """Read ``excluded.tsv`` (``query-id<TAB>corpus-id``, header line): query id -> excluded
+    document ids, in file order. Unknown ids raise ``DataFormatError`` naming the line."""
+    path = Path(path)
+    qids, dids = set(queries.ids), set(corpus.ids)
+    out: dict[str, list[str]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            cols = line.rstrip("\r\n").split("\t")
+            if cols == ["query-id", "corpus-id"] or not line.strip():
+                continue
+            if len(cols) != 2:
+                raise DataFormatError(path, lineno, None, "expected 2 tab-separated columns")
+            if cols[0] not in qids:
+                raise DataFormatError(path, lineno, "query-id", f"unknown query id {cols[0]!r}")
+            if cols[1] not in dids:
+                raise DataFormatError(path, lineno, "corpus-id", f"unknown document id {cols[1]!r}")
+            out.setdefault(cols[0], []).append(cols[1])
+    return {q: tuple(v) for q, v in out.items()}
+
+
 def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
-    """Load a folder written by ``write_canonical``."""
+    """Load a folder written by ``write_canonical`` (``excluded.tsv`` is optional: folders
+    prepared before it existed have no exclusions)."""
     folder = Path(folder)
     corpus = load_corpus(folder / "corpus.jsonl")
     queries = load_queries(folder / "queries.jsonl")
     qrels = load_qrels(folder / "qrels.tsv", corpus, queries)
     split = load_split(folder / "split.tsv", queries)
-    return RetrievalSet(name or folder.name, corpus, queries, qrels, split)
+    excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else {}
+    return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded)
+
+
+def excluded_positions(rs: RetrievalSet, query_ids, doc_ids) -> list[list[int]]:
+    """Row indices (into ``doc_ids``, the index order) of each query's excluded documents."""
+    if not rs.excluded:
+        return [[] for _ in query_ids]
+    pos = {d: i for i, d in enumerate(doc_ids)}
+    return [[pos[d] for d in rs.excluded.get(q, ())] for q in query_ids]
+
+
+def self_retrieval_exclusions(corpus: Corpus, queries: Queries) -> dict[str, tuple[str, ...]]:
+    """BEIR's ``ignore_identical_ids`` convention (ArguAna, Quora): a document whose id equals
+    the query id is removed from that query's ranking (Thakur et al. 2021, beir
+    ``EvaluateRetrieval``). Returns query id -> (that id,) for every such query."""
+    dids = set(corpus.ids)
+    return {q: (q,) for q in queries.ids if q in dids}
 
 
 def corpus_hash(corpus: Corpus) -> str:

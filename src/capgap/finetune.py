@@ -47,7 +47,8 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TARGETS = {"bert": ["query", "key", "value"], "mpnet": ["q", "k", "v"], "distilbert": ["q_lin", "k_lin", "v_lin"]}
+DEFAULT_TARGETS = {"bert": ["query", "key", "value"], "mpnet": ["q", "k", "v"], "distilbert": ["q_lin", "k_lin", "v_lin"],
+                   "qwen3": ["q_proj", "k_proj", "v_proj", "o_proj"]}
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ class FinetuneConfig:
     ``model_type`` (BERT: query/key/value; a bare ``dense`` would also wrap BERT's pooler);
     ``loss``: ``avg`` or ``set``; ``candidates``: ``full`` or ``sampled`` (``n_negatives``);
     ``checkpoint_every``, ``eval_every`` (training-curve points), ``eval_max_queries`` (per split
-    for curve points; the final evaluation uses all queries); ``seed``."""
+    for curve points; the final evaluation uses all queries); ``seed``; ``precision``: ``auto``
+    (bf16 autocast on CUDA, float32 on CPU), ``bf16`` or ``fp32``."""
 
     steps: int = 3000
     batch_size: int = 32
@@ -76,8 +78,11 @@ class FinetuneConfig:
     eval_every: int = 100
     eval_max_queries: int = 500
     seed: int = 0
+    precision: str = "auto"
 
     def __post_init__(self):
+        if self.precision not in ("auto", "bf16", "fp32"):
+            raise ValueError(f"finetune.precision must be 'auto', 'bf16' or 'fp32', got {self.precision!r}")
         if self.loss not in ("avg", "set"):
             raise ValueError(f"finetune.loss must be 'avg' or 'set', got {self.loss!r}")
         if self.candidates not in ("full", "sampled"):
@@ -97,17 +102,21 @@ class FinetuneConfig:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def infonce_loss(scores, gold_mask, temperature: float, form: str = "avg"):
+def infonce_loss(scores, gold_mask, temperature: float, form: str = "avg", exclude_mask=None):
     """InfoNCE over candidates (module docstring for the two multi-positive forms).
 
     ``scores``: ``(batch, n_candidates) float`` inner products; ``gold_mask``: ``(batch,
-    n_candidates) bool``, at least one True per row. Returns the mean loss over the batch (a
-    0-d tensor). Computed with log-sum-exp, stable for large scores.
+    n_candidates) bool``, at least one True per row; ``exclude_mask`` (optional, same shape,
+    disjoint from ``gold_mask``): candidates that are neither gold nor negative (BRIGHT's
+    excluded documents), left out of the softmax. Returns the mean loss over the batch (a 0-d
+    tensor). Computed with log-sum-exp, stable for large scores.
     """
     import torch
 
     logits = scores / temperature
     neg_inf = torch.finfo(logits.dtype).min
+    if exclude_mask is not None:
+        logits = logits.masked_fill(exclude_mask, neg_inf)
     lse_neg = torch.logsumexp(logits.masked_fill(gold_mask, neg_inf), dim=1)  # (batch,)
     # -log(e^a / (e^a + e^b)) = softplus(b - a): computed from the difference, so large scores
     # cannot cancel (seed 003: "subtract the maximum and compute the loss directly")
@@ -193,6 +202,7 @@ def train_query_encoder(
     threads: int | None = None,
     stop_after: int | None = None,
     progress: bool = False,
+    train_excluded: list[list[int]] | None = None,
 ) -> TrainResult:
     """Fine-tune ``encoder`` (a ``capgap.encoders.Encoder``) in place with LoRA + InfoNCE.
 
@@ -201,7 +211,10 @@ def train_query_encoder(
     ``evaluate(step)`` -> dict of curve metrics, called every ``cfg.eval_every`` steps and at
     the end (the model is in eval mode meanwhile). ``ckpt_path``: checkpoint file; resumed when
     its config digest matches. ``stop_after``: raise ``KeyboardInterrupt`` after that many steps
-    of this call (tests simulate a kill with it). Returns a ``TrainResult``.
+    of this call (tests simulate a kill with it). ``train_excluded[i]``: row indices left out of
+    query i's softmax (neither gold nor negative). On CUDA the forward pass runs under bf16
+    autocast (``cfg.precision`` "auto" or "bf16"; the loss is computed in float32). Returns a
+    ``TrainResult``.
     """
     import torch
 
@@ -213,6 +226,7 @@ def train_query_encoder(
     adapted = add_lora(encoder, cfg)
     model = encoder.model
     device = next(model.parameters()).device
+    bf16 = device.type == "cuda" and cfg.precision in ("auto", "bf16")
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     # a private copy (the index may be a read-only memory map); never given requires_grad
@@ -258,11 +272,16 @@ def train_query_encoder(
             perm, pos = sampler.permutation(n_train), 0
         batch = perm[pos : pos + cfg.batch_size]
         pos += len(batch)
+        excl = None
         if cfg.candidates == "full":
             cand = None
             mask = torch.zeros((len(batch), n_docs), dtype=torch.bool)
             for r, qi in enumerate(batch):
                 mask[r, train_gold[qi]] = True
+            if train_excluded is not None and any(len(train_excluded[qi]) for qi in batch):
+                excl = torch.zeros((len(batch), n_docs), dtype=torch.bool)
+                for r, qi in enumerate(batch):
+                    excl[r, list(train_excluded[qi])] = True
         else:
             gold_rows = np.unique(np.concatenate([train_gold[qi] for qi in batch]))
             extra = sampler.choice(n_docs, size=min(cfg.n_negatives, n_docs), replace=False)
@@ -271,13 +290,19 @@ def train_query_encoder(
             mask = torch.zeros((len(batch), len(cand)), dtype=torch.bool)
             for r, qi in enumerate(batch):
                 mask[r, [where[d] for d in train_gold[qi]]] = True
+            if train_excluded is not None and any(len(train_excluded[qi]) for qi in batch):
+                excl = torch.zeros((len(batch), len(cand)), dtype=torch.bool)
+                for r, qi in enumerate(batch):
+                    excl[r, [where[d] for d in train_excluded[qi] if d in where]] = True
         feats = model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch])
         feats = {k: v.to(device) for k, v in feats.items()}
-        q = model(feats)["sentence_embedding"]
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            q = model(feats)["sentence_embedding"]
+        q = q.float()
         if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
             q = torch.nn.functional.normalize(q, dim=-1)
         docs = D if cand is None else D[torch.from_numpy(cand)]
-        loss = infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss)
+        loss = infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

@@ -94,14 +94,16 @@ class ProbeResult:
         return float(np.mean(self.gold_ranks <= k))
 
 
-def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
+def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarray | None = None,
+                   excl: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
     """The most violated 1-slack constraint at scores ``s = D.w`` ``(n_docs,)``.
 
     Returns ``(coef (n_docs,) float32, b, H)``: the constraint is ``w.a >= b - xi`` with
     ``a = D^T coef``, and ``H = b - w.a`` is its violation at the current w (= the
     pair-averaged hinge loss). Counting as in the module docstring: for |G| <= 16 one
     comparison pass per gold document, else a binary search per document. ``out``: an
-    ``(n_docs,) float32`` buffer to write the coefficients into.
+    ``(n_docs,) float32`` buffer to write the coefficients into. ``excl``: row indices that are
+    neither gold nor non-gold (they get coefficient 0 and count in no pair).
     """
     sg_raw = s[gold]
     order = np.argsort(sg_raw, kind="stable")
@@ -114,6 +116,8 @@ def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarra
     else:
         cnt = np.searchsorted(sg, s1, side="left").astype(np.int32)
     cnt[gold] = 0
+    if excl is not None and len(excl):
+        cnt[excl] = 0
     hist = np.bincount(cnt, minlength=len(gold) + 1)
     tail = np.cumsum(hist[::-1])[::-1]  # tail[t] = #{j : n_j >= t}
     m_sorted = tail[1 : len(gold) + 1]  # m at sorted gold position p = #{j : n_j >= p + 1}
@@ -164,34 +168,44 @@ def _row_keys(D: np.ndarray) -> dict[int, list[int]]:
     return groups
 
 
-def _pessimistic_ranks(s: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """1-based rank of each gold doc: non-gold ties rank first, gold ties by index."""
+def _pessimistic_ranks(s: np.ndarray, gold: np.ndarray, excl: np.ndarray | None = None) -> np.ndarray:
+    """1-based rank of each gold doc: non-gold ties rank first, gold ties by index; excluded
+    documents (``excl``) are not ranked at all."""
     sg = s[gold]
     idx = np.arange(len(gold))
-    if len(gold) <= 16:
+    has_excl = excl is not None and len(excl) > 0
+    if len(gold) <= 16 and not has_excl:
         at_least = np.array([np.count_nonzero(s >= v) for v in sg])  # all documents
         gold_at_least = (sg[None, :] >= sg[:, None]).sum(1)
         above_ng = at_least - gold_at_least
     else:
         mask = np.ones(len(s), dtype=bool)
         mask[gold] = False
+        if has_excl:
+            mask[excl] = False
         ng = np.sort(s[mask])
         above_ng = len(ng) - np.searchsorted(ng, sg, side="left")  # non-gold with score >= s_i
     above_gold = ((sg[None, :] > sg[:, None]) | ((sg[None, :] == sg[:, None]) & (idx[None, :] < idx[:, None]))).sum(1)
     return (above_ng + above_gold + 1).astype(np.int64)
 
 
-def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0) -> bool | None:
+def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, excluded: Sequence[int] = ()) -> bool | None:
     """Exact hard-margin check: is {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} feasible?
 
     An LP with |G| + |N| constraints and dim + 1 free variables, solved by scipy's HiGHS.
     ``D``: ``(n_docs, dim)`` float. Returns True/False, or None if HiGHS hit ``time_limit``
-    (seconds) or failed numerically.
+    (seconds) or failed numerically. ``excluded``: rows left out of the problem (neither gold
+    nor non-gold).
     """
     from scipy.optimize import linprog
 
     D = np.asarray(D, dtype=np.float64)
     gold = np.asarray(gold, dtype=np.int64)
+    if len(excluded):
+        keep = np.ones(len(D), dtype=bool)
+        keep[np.asarray(excluded, dtype=np.int64)] = False
+        new = np.cumsum(keep) - 1
+        D, gold = D[keep], new[gold]
     mask = np.zeros(len(D), dtype=bool)
     mask[gold] = True
     if mask.all():
@@ -220,6 +234,7 @@ def probe(
     C_max: float | None = None,
     threads: int | None = None,
     progress: bool = False,
+    excluded_sets: Sequence[Sequence[int]] | None = None,
 ) -> list[ProbeResult]:
     """Run the capacity probe for every query.
 
@@ -233,9 +248,12 @@ def probe(
     ``C_max``: when a query converges without strict separation, C is raised 10x at a time up
     to ``C_max`` and the cutting plane continues on the same working set, approaching the
     hard-margin problem (None: no escalation, the plain soft-margin problem with ``C``).
+    ``excluded_sets[q]``: rows that are neither gold nor non-gold for query q (BRIGHT's
+    ``excluded_ids``; BEIR's self-retrieval rule): they enter no pair, no rank and no
+    certificate, exactly as if they were not in the index for that query.
 
     Returns one ``ProbeResult`` per query, in order. Raises ``ValueError`` for NaN/Inf in ``D``,
-    an empty gold set, or an index out of range.
+    an empty gold set, an index out of range, or a document both gold and excluded.
     """
     D = np.asarray(D)
     if D.ndim != 2:
@@ -246,12 +264,13 @@ def probe(
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(int(threads) if threads else None):
-        return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress)
+        return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
+                      excluded_sets)
 
 
-def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress) -> list[ProbeResult]:
+def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None) -> list[ProbeResult]:
     n, dim = D.shape
-    golds = []
+    golds, excls = [], []
     for q, g in enumerate(gold_sets):
         g = np.unique(np.asarray(g, dtype=np.int64))
         if len(g) == 0:
@@ -259,6 +278,12 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
         if g.min() < 0 or g.max() >= n:
             raise ValueError(f"query {q}: gold index out of range [0, {n})")
         golds.append(g)
+        e = np.unique(np.asarray(excluded_sets[q] if excluded_sets is not None else [], dtype=np.int64))
+        if len(e) and (e.min() < 0 or e.max() >= n):
+            raise ValueError(f"query {q}: excluded index out of range [0, {n})")
+        if len(np.intersect1d(e, g)):
+            raise ValueError(f"query {q}: documents {np.intersect1d(e, g)[:3].tolist()} are both gold and excluded")
+        excls.append(e)
     Df = np.ascontiguousarray(D, dtype=np.float32)
     dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + BLOCK]).max()) for b0 in range(0, n, BLOCK)])
     rmax = max([0.0] + [float(np.sqrt((Df[b0 : b0 + BLOCK].astype(np.float64) ** 2).sum(1).max())) for b0 in range(0, n, BLOCK)])
@@ -277,7 +302,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
         state = {}
         for q in qs:
             g = golds[q]
-            n_pairs = len(g) * (n - len(g))
+            n_pairs = len(g) * (n - len(g) - len(excls[q]))
             state[q] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0), "xiW": 0.0, "it": 0, "done": n_pairs == 0, "pairs": n_pairs, "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64)}
         active = [q for q in qs if not state[q]["done"]]
         S = None
@@ -289,13 +314,14 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             add, still = [], []
             for row, q in enumerate(active):
                 st = state[q]
-                b_new, H = _most_violated(S[row], golds[q], st["pairs"], out=Cm[len(add)])[1:]
+                b_new, H = _most_violated(S[row], golds[q], st["pairs"], out=Cm[len(add)], excl=excls[q])[1:]
                 if st["it"] > 0 and H <= st["xiW"] + eps and st["C"] < C_max and H > 0:
                     # converged for this C but some pair violated: if no strict separation yet,
                     # continue towards the hard margin with a 10x larger C (the working set stays
                     # valid: cutting planes do not depend on C)
                     srow = S[row].copy()
                     srow[golds[q]] = -np.inf
+                    srow[excls[q]] = -np.inf
                     if S[row][golds[q]].min() <= srow.max():
                         st["C"] = min(st["C"] * 10.0, C_max)
                         _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
@@ -307,7 +333,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                     if st["it"] >= max_iter and H > st["xiW"] + eps:
                         st["capped"] = True
                         capped += 1
-                    results[q] = _finish(Df, S[row], golds[q], st, dmax, rmax, dup_of, lp_check_max_docs)
+                    results[q] = _finish(Df, S[row], golds[q], st, dmax, rmax, dup_of, lp_check_max_docs, excls[q])
                     continue
                 add.append(q)
                 st["b_new"] = b_new
@@ -341,27 +367,30 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
         del S
         for q in qs:
             if results[q] is None:  # no pairs (every document is gold): nothing to optimise
-                results[q] = _finish(Df, np.zeros(n, dtype=np.float32), golds[q], state[q], dmax, rmax, dup_of, lp_check_max_docs)
+                results[q] = _finish(Df, np.zeros(n, dtype=np.float32), golds[q], state[q], dmax, rmax, dup_of, lp_check_max_docs, excls[q])
     if capped:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
     return results  # type: ignore[return-value]
 
 
-def _finish(Df, s32, gold, st, dmax, rmax, dup_of, lp_check_max_docs) -> ProbeResult:
+def _finish(Df, s32, gold, st, dmax, rmax, dup_of, lp_check_max_docs, excl=None) -> ProbeResult:
     """One query's result from its float32 scores ``s32`` at the final w.
 
     Slack and ranks use ``s32``; the certificate is decided in float64: the gold scores and
     every non-gold score within the float32 error bound of the best non-gold one are recomputed
-    exactly, so the margin's sign is exact. Runs the LP when asked.
+    exactly, so the margin's sign is exact. Runs the LP when asked. ``excl``: rows that are
+    neither gold nor non-gold.
     """
     w = st["w"]
     n = Df.shape[0]
+    excl = np.zeros(0, dtype=np.int64) if excl is None else excl
     mask = np.ones(n, dtype=bool)
     mask[gold] = False
+    mask[excl] = False
     wn = float(np.linalg.norm(w))
     g64 = Df[gold].astype(np.float64) @ w
     if mask.any():
-        slack = max(0.0, _most_violated(s32, gold, st["pairs"])[2])
+        slack = max(0.0, _most_violated(s32, gold, st["pairs"], excl=excl)[2])
         ng = np.where(mask, s32, -np.inf)
         # |s32 - s64| <= dim * 2^-24 * |w| * max|d| (float32 dot + rounding of w), doubled for safety
         delta = 2.0 * Df.shape[1] * 2.0**-24 * max(wn, 1e-30) * max(rmax, 1e-30)
@@ -375,12 +404,12 @@ def _finish(Df, s32, gold, st, dmax, rmax, dup_of, lp_check_max_docs) -> ProbeRe
     objective = 0.5 * wn**2 + C * slack
     alpha = st["alpha"]
     dual = float(st["b"] @ alpha - 0.5 * wn**2) if len(alpha) else 0.0
-    conflict = any(j in dup_of and (dup_of[j] - set(gold.tolist())) for j in gold.tolist())
+    conflict = any(j in dup_of and (dup_of[j] - set(gold.tolist()) - set(excl.tolist())) for j in gold.tolist())
     lp = None
     if conflict:
         lp = False  # identical vectors on both sides: no w separates them
     elif not certified and lp_check_max_docs and n <= lp_check_max_docs:
-        lp = lp_feasible(Df, gold)
+        lp = lp_feasible(Df, gold, excluded=excl)
     if certified or lp is True:
         # every gold document above every non-gold one (by w, or by the LP's witness): gold
         # ranks are 1..|G|, ordered by the exact gold scores, ties by index
@@ -388,6 +417,6 @@ def _finish(Df, s32, gold, st, dmax, rmax, dup_of, lp_check_max_docs) -> ProbeRe
         ranks[np.lexsort((np.arange(len(gold)), -g64))] = np.arange(1, len(gold) + 1)
         certified = True
     else:
-        ranks = _pessimistic_ranks(s32, gold)
+        ranks = _pessimistic_ranks(s32, gold, excl)
     return ProbeResult(w, objective, dual, slack, st["it"], not st.get("capped", False), margin, certified, ranks, lp, conflict,
                        {"C_final": C, "escalations": st["escalations"]})

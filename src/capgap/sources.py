@@ -9,12 +9,23 @@ Public API
 - ``download_limit(name, dest, base_url=None, commit=LIMIT_COMMIT, timeout=30)``: LIMIT's
   JSONL files from the google-deepmind/limit GitHub repository at a pinned commit,
   sha256-verified where the hash is pinned.
+- ``download_bright(category, dest, base_url=None, revision=BRIGHT_REVISION, long=False)``:
+  one BRIGHT category (HF dataset ``xlangai/BRIGHT``: configs ``examples`` and ``documents``,
+  one parquet file per category), converted once into BEIR layout plus ``excluded.tsv``
+  (``bright_to_beir``).
 - ``is_offline()``: true when ``HF_HUB_OFFLINE``/``CAPGAP_OFFLINE`` is set; no network is
   tried then.
 
 Resolution order for a dataset spec (config ``datasets.<name>``): ``path`` (a local BEIR-layout
 folder) -> ``$CAPGAP_DATA_MIRROR/<mirror_name>`` -> ``generated`` (no files needed) ->
-download (``source: beir`` or ``source: limit``) unless offline -> ``DatasetUnavailable``.
+download (``source: beir``, ``limit`` or ``bright``) unless offline -> ``DatasetUnavailable``.
+
+Exclusions (``RetrievalSet.excluded``): BRIGHT's ``excluded_ids`` (``["N/A"]`` = none) and, for
+BEIR sets whose queries are also documents (ArguAna, Quora: ``BEIR_SELF_RETRIEVAL``, or
+``ignore_identical_ids: true`` in the config), the document whose id equals the query id, as
+BEIR's ``EvaluateRetrieval(ignore_identical_ids=True)`` does. Excluded documents are removed
+from every method's ranking before top-k, and the probe treats them as neither gold nor
+non-gold.
 """
 
 from __future__ import annotations
@@ -27,10 +38,11 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
-from .data import RetrievalSet, assemble, load_beir_dir
+from .data import RetrievalSet, assemble, load_beir_dir, self_retrieval_exclusions
 from .errors import DataFormatError, DatasetUnavailable
 from .io import _umask, sha256_file
 
@@ -38,8 +50,24 @@ log = logging.getLogger(__name__)
 
 MIRROR_ENV = "CAPGAP_DATA_MIRROR"
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
-# md5 of the official archives as the BEIR README publishes them.
-BEIR_MD5 = {"scifact": "5f7d1de60b170fc8027bb7898e2efca1"}
+# md5 of the official archives as the BEIR README publishes them (the paper's 7 BEIR sets as
+# capgap chooses them, see README "Reproduce the paper").
+BEIR_MD5 = {
+    "scifact": "5f7d1de60b170fc8027bb7898e2efca1",
+    "trec-covid": "ce62140cb23feb9becf6270d0d1fe6d1",
+    "nfcorpus": "a89dba18a62ef92f7d323ec890a0d38d",
+    "fiqa": "17918ed23cd04fb15047f73e6c3bd9d9",
+    "arguana": "8ad3e3c2a5867cdced806d6503f29b99",
+    "scidocs": "38121350fc3a4d2f48850f6aff52e4a9",
+    "quora": "18fb154900ba42a600f84b839c173167",
+}
+# BEIR evaluates these with ignore_identical_ids=True: their queries are also corpus documents.
+BEIR_SELF_RETRIEVAL = frozenset({"arguana", "quora"})
+
+BRIGHT_URL = "https://huggingface.co/datasets/xlangai/BRIGHT/resolve/{revision}/{config}/{category}-00000-of-00001.parquet"
+BRIGHT_REVISION = "main"  # pin a commit with `revision:` in the dataset's config
+BRIGHT_CATEGORIES = ("biology", "earth_science", "economics", "psychology", "robotics", "stackoverflow",
+                     "sustainable_living", "leetcode", "pony", "aops", "theoremqa_theorems", "theoremqa_questions")
 
 LIMIT_COMMIT = "90c5dd3a7c3c0d68bc6cc7a0c5b0f4ca124dfdcb"
 LIMIT_RAW = "https://raw.githubusercontent.com/google-deepmind/limit/{commit}/data/{name}/{file}"
@@ -151,6 +179,110 @@ def download_limit(name: str, dest: str | Path, base_url: str | None = None, com
     return final
 
 
+def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path, gold_key: str = "gold_ids") -> dict:
+    """Convert one BRIGHT category's parquet files into BEIR layout in ``dest``.
+
+    ``examples``: columns ``id``, ``query``, ``gold_ids``, ``gold_ids_long``, ``excluded_ids``
+    (lists of str; ``["N/A"]`` means none); ``documents``: ``id``, ``content``. Writes
+    ``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv`` (score 1 per gold id, duplicated
+    gold ids once: theoremqa_questions repeats some) and ``excluded.tsv``. Documents with empty
+    content are left out (capgap's corpus forbids them) and so are exclusions of ids not in the
+    corpus (they cannot be retrieved anyway); both are counted in the returned dict.
+
+    Raises ``DataFormatError(file, row, field)`` for a missing column, a missing id, or an id
+    both gold and excluded (BRIGHT's own evaluation asserts there is none).
+    """
+    import pandas as pd
+
+    from .io import write_jsonl
+
+    ex = pd.read_parquet(examples)
+    docs = pd.read_parquet(documents)
+    for path, frame, cols in ((examples, ex, ("id", "query", gold_key, "excluded_ids")), (documents, docs, ("id", "content"))):
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            raise DataFormatError(path, None, missing[0], f"column missing (has {list(frame.columns)})")
+    dest = Path(dest)
+    keep, empty = [], 0
+    for i, (d, c) in enumerate(zip(docs["id"], docs["content"]), start=1):
+        if d is None or str(d) == "":
+            raise DataFormatError(documents, i, "id", "empty document id")
+        if c is None or not str(c).strip():
+            empty += 1
+            continue
+        keep.append((str(d), str(c)))
+    corpus_ids = {d for d, _ in keep}
+    write_jsonl(dest / "corpus.jsonl", ({"_id": d, "title": "", "text": c} for d, c in keep))
+    qrels, excl, dropped_excl = [], [], 0
+    queries = []
+    for i, r in enumerate(ex.to_dict("records"), start=1):
+        q = str(r["id"])
+        if not q:
+            raise DataFormatError(examples, i, "id", "empty query id")
+        queries.append({"_id": q, "text": str(r["query"])})
+        gold = list(dict.fromkeys(str(g) for g in (r[gold_key] if r[gold_key] is not None else [])))
+        ex_ids = [str(e) for e in (r["excluded_ids"] if r["excluded_ids"] is not None else []) if str(e) != "N/A"]
+        both = set(gold) & set(ex_ids)
+        if both:
+            raise DataFormatError(examples, i, "excluded_ids", f"ids both gold and excluded: {sorted(both)[:3]}")
+        qrels += [(q, g) for g in gold if g in corpus_ids]
+        for e in dict.fromkeys(ex_ids):
+            if e in corpus_ids:
+                excl.append((q, e))
+            else:
+                dropped_excl += 1
+    write_jsonl(dest / "queries.jsonl", queries)
+    from .io import atomic_open
+
+    with atomic_open(dest / "qrels" / "test.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        fh.writelines(f"{q}\t{d}\t1\n" for q, d in qrels)
+    with atomic_open(dest / "excluded.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\n")
+        fh.writelines(f"{q}\t{d}\n" for q, d in excl)
+    return {"documents": len(keep), "empty_documents_left_out": empty, "queries": len(queries),
+            "gold_pairs": len(qrels), "excluded_pairs": len(excl), "exclusions_of_unknown_ids": dropped_excl}
+
+
+def download_bright(category: str, dest: str | Path, base_url: str | None = None, revision: str = BRIGHT_REVISION,
+                    long: bool = False, timeout: float = 30) -> Path:
+    """Download one BRIGHT category and convert it to BEIR layout; return the folder.
+
+    Fetches ``examples/{category}-00000-of-00001.parquet`` and ``documents/...`` (or
+    ``long_documents/...`` with ``gold_ids_long`` when ``long``) from ``base_url`` (a format
+    string with ``{revision}``, ``{config}``, ``{category}``; default the Hugging Face resolve URL
+    of ``xlangai/BRIGHT``), keeps them under ``dest/.bright-raw/``, and writes
+    ``dest/bright-{category}[-long]/`` atomically (an existing complete folder is reused).
+    Raises ``ValueError`` for an unknown category; network errors propagate.
+    """
+    if category not in BRIGHT_CATEGORIES:
+        raise ValueError(f"unknown BRIGHT category {category!r}; expected one of {BRIGHT_CATEGORIES}")
+    dest = Path(dest)
+    name = f"bright-{category}" + ("-long" if long else "")
+    final = dest / name
+    if (final / "corpus.jsonl").is_file() and (final / "excluded.tsv").is_file():
+        return final
+    base_url = base_url or BRIGHT_URL
+    raw = dest / ".bright-raw" / revision / category
+    files = {}
+    for config in ("examples", "long_documents" if long else "documents"):
+        target = raw / f"{config}.parquet"
+        if not target.is_file():
+            _fetch(base_url.format(revision=revision, config=config, category=category), target, timeout)
+        files[config] = target
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest))
+    try:
+        info = bright_to_beir(files["examples"], files["long_documents" if long else "documents"], tmp,
+                              "gold_ids_long" if long else "gold_ids")
+        log.info("BRIGHT %s: %s", category, info)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
 def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> str:
     """Cheap, network-free class of how ``name`` can be obtained right now.
 
@@ -171,6 +303,10 @@ def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cac
     cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
     if (cache / spec.get("beir_name", mirror_name) / "corpus.jsonl").is_file():
         return "local"
+    if spec.get("source") == "bright":
+        category = spec.get("category", name.removeprefix("bright-").removesuffix("-long"))
+        if (cache / (f"bright-{category}" + ("-long" if spec.get("long_documents") else "")) / "excluded.tsv").is_file():
+            return "local"
     return "remote:offline" if is_offline() else "remote:online"
 
 
@@ -184,12 +320,16 @@ def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
     when a source exists but holds bad data.
     """
     rs = _obtain(name, spec, mirror, cache_dir)
+    if spec.get("ignore_identical_ids", spec.get("beir_name", spec.get("mirror_name", name)) in BEIR_SELF_RETRIEVAL):
+        selfx = {q: d for q, d in self_retrieval_exclusions(rs.corpus, rs.queries).items() if q not in rs.qrels.relevant(q)}
+        merged = {q: tuple(dict.fromkeys(rs.excluded.get(q, ()) + selfx.get(q, ()))) for q in set(rs.excluded) | set(selfx)}
+        rs = replace(rs, excluded=merged, source={**rs.source, "ignore_identical_ids": len(selfx)})
     if not spec.get("expand"):
         return rs
     from .generate import expand_limit
 
     corpus, info = expand_limit(rs.corpus, rs.queries, **dict(spec["expand"]))
-    return RetrievalSet(rs.name, corpus, rs.queries, rs.qrels, rs.split, rs.dropped_queries, {**rs.source, "expanded": info})
+    return replace(rs, corpus=corpus, source={**rs.source, "expanded": info})
 
 
 def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str | Path | None) -> RetrievalSet:
@@ -203,7 +343,7 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
         rs = load_beir_dir(folder, name, split_cfg)
         files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".tsv"))
         src = {"kind": kind, "folder": str(folder.resolve()), "sha256": {str(p.relative_to(folder)): sha256_file(p) for p in files}}
-        return RetrievalSet(rs.name, rs.corpus, rs.queries, rs.qrels, rs.split, rs.dropped_queries, src)
+        return replace(rs, source=src)
 
     if spec.get("path"):
         folder = Path(spec["path"])
@@ -218,14 +358,16 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
         return assemble(name, corpus, queries, {"all": qrels}, split_cfg, {"kind": "generated", "generator": gen})
     if mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
         return from_folder(Path(mirror) / mirror_name, "mirror")
-    downloadable = source in ("beir", "limit")
+    downloadable = source in ("beir", "limit", "bright")
     hint = HINT.format(env=MIRROR_ENV, mirror=mirror_name, online=ONLINE_HINT if downloadable and is_offline() else "")
     where = f"not in the data mirror ({mirror})" if mirror else f"no data mirror (${MIRROR_ENV} unset)"
     if not downloadable:
         raise DatasetUnavailable(name, f"{where}; source '{source}' cannot be downloaded", hint)
     cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
-    cached = cache / (spec.get("beir_name", mirror_name) if source == "beir" else mirror_name)
-    files = ("corpus.jsonl",) if source == "beir" else LIMIT_FILES
+    category = spec.get("category", name.removeprefix("bright-").removesuffix("-long"))
+    bright_name = f"bright-{category}" + ("-long" if spec.get("long_documents") else "")
+    cached = cache / {"beir": spec.get("beir_name", mirror_name), "bright": bright_name}.get(source, mirror_name)
+    files = {"beir": ("corpus.jsonl",), "bright": ("corpus.jsonl", "excluded.tsv")}.get(source, LIMIT_FILES)
     if all((cached / f).is_file() for f in files):  # an earlier download: usable offline too
         return from_folder(cached, f"download:{source}")
     if is_offline():
@@ -233,6 +375,9 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
     try:
         if source == "beir":
             folder = download_beir(spec.get("beir_name", mirror_name), cache, spec.get("url"), spec.get("md5"))
+        elif source == "bright":
+            folder = download_bright(category, cache, spec.get("url"), spec.get("revision", BRIGHT_REVISION),
+                                     bool(spec.get("long_documents")))
         else:
             folder = download_limit(mirror_name, cache)
     except (urllib.error.URLError, OSError, TimeoutError) as e:

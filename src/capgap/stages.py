@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .data import load_canonical, write_canonical
+from .data import excluded_positions, load_canonical, write_canonical
 from .errors import DatasetUnavailable
 from .evaluate import evaluate_rankings, rankings_to_ids, write_rows, write_run
 from .io import write_json
@@ -99,10 +99,12 @@ def _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads):
 
 def _evaluate_encoder(rs, enc, index, dataset, encoder_name, method, ks, ndcg_k, out_csv, out_run, threads) -> list[dict]:
     """Encode every query, exact top-k on the frozen index, evaluate; write rows and run."""
-    from .retrieval import exact_topk
+    from .retrieval import drop_excluded, exact_topk, n_extra
 
     q = enc.encode_queries(list(rs.queries.texts), progress=True)
-    idx, sc = exact_topk(q, index.embeddings, max(ks), threads=threads)
+    excl = excluded_positions(rs, rs.queries.ids, index.doc_ids)
+    idx, sc = exact_topk(q, index.embeddings, max(ks) + n_extra(excl), threads=threads)
+    idx, sc = drop_excluded(idx, sc, excl, max(ks))
     ranked = dict(zip(rs.queries.ids, rankings_to_ids(idx, index.doc_ids)))
     rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, encoder_name, method)
     write_run(out_run, rs.queries.ids, idx, sc, index.doc_ids, f"{encoder_name}-{method}")
@@ -114,9 +116,13 @@ def evaluate_bm25(data_dir: str | Path, dataset: str, bm25_cfg: Mapping, ks: Seq
     """Recall@k / nDCG of BM25 (``bm25_cfg``: backend, method, k1, b, stopwords)."""
     from .bm25 import BM25
 
+    from .retrieval import drop_excluded, n_extra
+
     rs = load_canonical(data_dir)
     bm = BM25(rs.corpus.passages(), **dict(bm25_cfg))
-    idx, sc = bm.search(list(rs.queries.texts), max(ks))
+    excl = excluded_positions(rs, rs.queries.ids, rs.corpus.ids)
+    idx, sc = bm.search(list(rs.queries.texts), max(ks) + n_extra(excl))
+    idx, sc = drop_excluded(idx, sc, excl, max(ks))
     ranked = dict(zip(rs.queries.ids, rankings_to_ids(idx, rs.corpus.ids)))
     rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, "", "bm25")
     write_run(out_run, rs.queries.ids, idx, sc, rs.corpus.ids, "bm25")
@@ -162,7 +168,8 @@ def run_probe(
     qids = list(rs.queries.ids)
     gold_ids = [sorted(rs.qrels.relevant(q), key=pos.__getitem__) for q in qids]
     t = time.perf_counter()
-    results = probe(index.embeddings, [[pos[d] for d in g] for g in gold_ids], threads=threads, progress=True, **dict(probe_cfg))
+    results = probe(index.embeddings, [[pos[d] for d in g] for g in gold_ids], threads=threads, progress=True,
+                    excluded_sets=excluded_positions(rs, qids, index.doc_ids), **dict(probe_cfg))
     log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
     split_of = {q: s for s in SPLITS for q in rs.split.ids(s)}
     lines = []
@@ -224,7 +231,7 @@ def run_finetune(
     """
     from .finetune import FinetuneConfig, train_query_encoder
     from .metrics import recall_at_k
-    from .retrieval import exact_topk
+    from .retrieval import drop_excluded, exact_topk, n_extra
 
     rs, enc, index = _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads)
     cfg = FinetuneConfig.from_config(dict(finetune_cfg))
@@ -239,8 +246,10 @@ def run_finetune(
         for split, ids in sample.items():
             if not ids:
                 continue
-            idx, _ = exact_topk(enc.encode_queries([text[q] for q in ids]), index.embeddings, max(curve_ks), threads=threads)
-            ranked = [[index.doc_ids[j] for j in row] for row in idx]
+            excl = excluded_positions(rs, ids, index.doc_ids)
+            idx, sc = exact_topk(enc.encode_queries([text[q] for q in ids]), index.embeddings, max(curve_ks) + n_extra(excl), threads=threads)
+            idx, _ = drop_excluded(idx, sc, excl, max(curve_ks))
+            ranked = rankings_to_ids(idx, index.doc_ids)
             gold = [rs.qrels.judgements[q] for q in ids]
             for k in curve_ks:
                 out[f"{split}_recall@{k}"] = float(recall_at_k(ranked, gold, k).mean())
@@ -249,6 +258,7 @@ def run_finetune(
     res = train_query_encoder(
         enc, index.embeddings, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.relevant(q)] for q in train_ids],
         cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=True,
+        train_excluded=excluded_positions(rs, train_ids, index.doc_ids) if rs.excluded else None,
     )
     log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
              cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
@@ -309,6 +319,7 @@ def run_colbert(
     from .data import corpus_hash
     from .io import write_json
     from .metrics import recall_at_k
+    from .retrieval import drop_excluded, n_extra
 
     if threads:
         torch.set_num_threads(int(threads))
@@ -345,15 +356,18 @@ def run_colbert(
             out = {}
             for split, ids in sample.items():
                 if ids:
-                    idx, _ = cb.maxsim_topk(cb.encode_queries(model, [text[q] for q in ids]), toks, offs, max(curve_ks))
-                    ranked = [[rs.corpus.ids[j] for j in row] for row in idx]
+                    excl = excluded_positions(rs, ids, rs.corpus.ids)
+                    idx, sc = cb.maxsim_topk(cb.encode_queries(model, [text[q] for q in ids]), toks, offs, max(curve_ks) + n_extra(excl))
+                    idx, _ = drop_excluded(idx, sc, excl, max(curve_ks))
+                    ranked = rankings_to_ids(idx, rs.corpus.ids)
                     for k in curve_ks:
                         out[f"{split}_recall@{k}"] = float(recall_at_k(ranked, [rs.qrels.judgements[q] for q in ids], k).mean())
             return out
 
         res = cb.train_colbert(model, cfg, doc_texts, [text[q] for q in train_ids],
                                [[pos[d] for d in rs.qrels.relevant(q)] for q in train_ids],
-                               ckpt_path=work / "checkpoint.pt", evaluate=evaluate, progress=True)
+                               ckpt_path=work / "checkpoint.pt", evaluate=evaluate, progress=True,
+                               train_excluded=excluded_positions(rs, train_ids, rs.corpus.ids) if rs.excluded else None)
         curve = res["curve"]
         log.info("colbert: %d steps at %.2f steps/s (resumed from %d)", cfg.steps, res["steps_per_s"], res["resumed_from"])
         tmp = work / "model.tmp"
@@ -369,7 +383,8 @@ def run_colbert(
     log.info("colbert: %d documents -> %d token embeddings in %.1f s", len(doc_texts), len(tokens), time.perf_counter() - t)
     qids = list(rs.queries.ids)
     Q = cb.encode_queries(model, [text[q] for q in qids])
-    k_max = max(ks)
+    excl = excluded_positions(rs, qids, rs.corpus.ids)
+    k_max = max(ks) + n_extra(excl)  # fetched; cut to max(ks) after removing exclusions
     backend = cfg.backend if cfg.backend != "auto" else ("exact" if len(doc_texts) <= cfg.exact_max_docs else "faiss")
     extra_rows = []
     t = time.perf_counter()
@@ -395,6 +410,7 @@ def run_colbert(
         for k in ks:
             extra_rows.append({**base, "metric": "ann_recall", "k": int(k), "value": cb.ann_recall(idx[sample], exact_idx, k)})
     log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(qids), time.perf_counter() - t)
+    idx, sc = drop_excluded(idx, sc, excl, max(ks))
     ranked = dict(zip(qids, rankings_to_ids(idx, rs.corpus.ids)))
     rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, "", "colbert") + extra_rows
     write_run(out_run, qids, idx, sc, rs.corpus.ids, "colbert")
