@@ -60,3 +60,16 @@ def test_offline_unbundled_model_not_found():
 def test_unknown_encoder_key():
     with pytest.raises(ValueError, match="unknown keys"):
         EncoderSpec.from_config("x", {"model": "m", "pooling_mode": "cls"})
+
+
+def test_dtype_applies_on_cuda_only_and_is_validated():
+    """bfloat16 weights are a CUDA setting (Qwen3-Embedding-4B in config/paper.yaml): on CPU the
+    model runs float32 and the index fingerprint is unchanged; an unknown dtype is an error."""
+    from capgap.encoders import EncoderSpec, load_encoder
+
+    plain = load_encoder(EncoderSpec("m", "sentence-transformers/all-MiniLM-L6-v2"), device="cpu")
+    bf = load_encoder(EncoderSpec("m", "sentence-transformers/all-MiniLM-L6-v2", dtype="bfloat16"), device="cpu")
+    assert bf.fingerprint() == plain.fingerprint() and "dtype" not in bf.fingerprint()
+    assert next(bf.model.parameters()).dtype == next(plain.model.parameters()).dtype
+    with pytest.raises(ValueError, match="dtype must be"):
+        load_encoder(EncoderSpec("m", "sentence-transformers/all-MiniLM-L6-v2", dtype="int8"), device="cpu")

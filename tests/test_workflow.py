@@ -202,3 +202,49 @@ def test_dvc_stages_parse():
                 assert key in cfg  # every DVC param names a real config key
         for out in st.get("outs", []):
             assert next(iter(out.values()))["persist"] is True
+
+
+PAPER = ROOT / "config" / "paper.yaml"
+# Python audit hook: any socket connection during the dry run is an error (no network at parse time)
+NO_NETWORK = (
+    "import sys\n"
+    "def hook(event, args):\n"
+    "    if event in ('socket.connect', 'socket.getaddrinfo'):\n"
+    "        raise RuntimeError(f'network access at parse time: {event} {args}')\n"
+    "sys.addaudithook(hook)\n"
+    "from snakemake.cli import main\n"
+    "sys.argv = ['snakemake'] + sys.argv[1:]\n"
+    "main()\n"
+)
+
+
+def test_paper_config_dry_run_resolves_offline(tmp_path):
+    """The paper's grid (20 datasets x 2 encoders) resolves without data, models or network."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPGAP_DATA_MIRROR")}
+    env.update(PATH=f"{BIN}:{os.environ['PATH']}", CAPGAP_CACHE=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-c", NO_NETWORK, "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "work"),
+           "--configfile", str(PAPER), "--cores", "8"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    jobs = _jobs(r.stdout + r.stderr)
+    assert jobs == {"data": 20, "index": 40, "pretrained": 40, "probe": 40, "finetune": 40, "bm25": 20, "colbert": 20,
+                    "hardness": 1, "report": 1, "all": 1}
+    cfg = yaml.safe_load(PAPER.read_text())
+    ds = cfg["datasets"]
+    assert sum(d.startswith("bright-") for d in ds) == 12 and "limit" in ds
+    assert sorted(d for d, s in ds.items() if s["source"] == "beir") == sorted(["trec-covid", "nfcorpus", "fiqa", "arguana", "scidocs", "scifact", "quora"])
+    assert {e["model"] for e in cfg["encoders"].values()} == {"distilbert-base-uncased", "Qwen/Qwen3-Embedding-4B"}
+    assert cfg["finetune"]["lora_rank"] == 16 and cfg["finetune"]["steps"] == 3000
+    # GPU rules ask the scheduler for a GPU
+    out = r.stdout + r.stderr
+    assert re.search(r"rule finetune:.*?gpu=1", out, re.S) and re.search(r"rule probe:.*?gpu=0", out, re.S)
+
+
+def test_required_dataset_fails_its_data_job(tmp_path):
+    from capgap.errors import DatasetUnavailable
+    from capgap.stages import prepare_dataset
+
+    with pytest.raises(DatasetUnavailable):
+        prepare_dataset("nowhere", {"source": "local", "required": True}, tmp_path / "d", mirror=str(tmp_path))
+    st = prepare_dataset("nowhere", {"source": "local"}, tmp_path / "d2", mirror=str(tmp_path))
+    assert st["available"] is False

@@ -73,7 +73,10 @@ class EncoderSpec:
     ``model``: hub id; ``path``: optional local checkpoint folder; ``sha256``: optional pin for
     a local checkpoint's ``model.safetensors``; ``max_length``: tokens (None = the model's);
     ``normalize``: None = as the model defines it; ``batch_size``: texts per forward pass;
-    ``query_prompt`` / ``document_prompt``: text prepended before encoding.
+    ``query_prompt`` / ``document_prompt``: text prepended before encoding (Qwen3-Embedding:
+    its instruction ``"Instruct: ...\nQuery:"`` on queries, nothing on documents); ``dtype``:
+    the weights' dtype on CUDA (``bfloat16`` for Qwen3-Embedding-4B; None = float32; CPU always
+    runs float32).
     """
 
     name: str
@@ -85,6 +88,7 @@ class EncoderSpec:
     batch_size: int = 64
     query_prompt: str = ""
     document_prompt: str = ""
+    dtype: str | None = None
 
     @classmethod
     def from_config(cls, name: str, cfg: dict) -> "EncoderSpec":
@@ -196,8 +200,9 @@ class Encoder:
     extra: dict = field(default_factory=dict)
 
     def fingerprint(self) -> dict:
-        """Model id, weights sha256, pooling, normalise, max length, dimension."""
-        return {
+        """Model id, weights sha256, pooling, normalise, max length, dimension (and the weights'
+        dtype when not float32: a bf16 index differs from a float32 one)."""
+        fp = {
             "model": self.spec.model,
             "weights_sha256": self.resolved.weights_sha256,
             "pooling": self.pooling,
@@ -206,6 +211,9 @@ class Encoder:
             "dim": self.dim,
             "document_prompt": self.spec.document_prompt,
         }
+        if self.extra.get("dtype", "float32") != "float32":
+            fp["dtype"] = self.extra["dtype"]
+        return fp
 
     def encode(self, texts: list[str], prompt: str = "", batch_size: int | None = None, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` -> ``(len(texts), dim) float32``, L2-normalised iff ``self.normalize``.
@@ -235,7 +243,12 @@ class Encoder:
 
 
 def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | None = None) -> Encoder:
-    """Resolve and load ``spec`` with sentence-transformers (CPU unless CUDA is present)."""
+    """Resolve and load ``spec`` with sentence-transformers (CUDA when present, else CPU).
+
+    The pooling is the checkpoint's own (mean for sentence-transformers' MiniLM/MPNet; a plain
+    transformers checkpoint such as ``distilbert-base-uncased`` gets sentence-transformers'
+    default mean pooling; Qwen3-Embedding ships last-token pooling and a Normalize module).
+    Raises ``ValueError`` for an unknown ``dtype``."""
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize, Pooling
@@ -245,7 +258,11 @@ def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | No
     torch.manual_seed(0)
     resolved = resolve_model(spec)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = SentenceTransformer(resolved.path, device=device, local_files_only=resolved.origin != "hub")
+    if spec.dtype not in (None, "float32", "bfloat16", "float16"):
+        raise ValueError(f"encoder {spec.name!r}: dtype must be float32, bfloat16 or float16, got {spec.dtype!r}")
+    dtype = spec.dtype if (spec.dtype and str(device).startswith("cuda")) else "float32"
+    kwargs = {"model_kwargs": {"dtype": getattr(torch, dtype)}} if dtype != "float32" else {}
+    model = SentenceTransformer(resolved.path, device=device, local_files_only=resolved.origin != "hub", **kwargs)
     if spec.max_length:
         model.max_seq_length = int(spec.max_length)
     model.eval()
@@ -260,4 +277,5 @@ def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | No
     if has_norm and spec.normalize is False:
         raise ValueError(f"encoder {spec.name!r}: the model has a Normalize module; normalize: false cannot undo it")
     dim = model.get_sentence_embedding_dimension()
-    return Encoder(spec, model, resolved, pooling, normalize, int(dim), int(model.max_seq_length), {"has_normalize_module": has_norm})
+    return Encoder(spec, model, resolved, pooling, normalize, int(dim), int(model.max_seq_length),
+                   {"has_normalize_module": has_norm, "dtype": dtype})

@@ -23,8 +23,10 @@ log = logging.getLogger(__name__)
 def prepare_dataset(name: str, spec: Mapping, out_dir: str | Path, mirror: str | None = None) -> dict:
     """Obtain dataset ``name`` and write its canonical copy plus ``status.json`` to ``out_dir``.
 
-    An unobtainable dataset is not an error here: ``status.json`` then says
-    ``available: false`` with the reason and a hint, and the report lists it.
+    An unobtainable dataset is not an error here unless ``spec["required"]`` (set for every
+    dataset by config ``require_datasets``): ``status.json`` then says ``available: false`` with
+    the reason and a hint, and the report lists it. When required, ``DatasetUnavailable``
+    propagates and the job fails.
     Bad data (``DataFormatError``) is an error: nothing downstream runs on it.
     """
     from .sources import obtain
@@ -34,6 +36,8 @@ def prepare_dataset(name: str, spec: Mapping, out_dir: str | Path, mirror: str |
     try:
         rs = obtain(name, spec, mirror=mirror)
     except DatasetUnavailable as e:
+        if spec.get("required"):
+            raise
         log.warning("%s", e)
         status = {"dataset": name, "available": False, "reason": e.reason, "hint": e.hint}
         write_json(out / "status.json", status)

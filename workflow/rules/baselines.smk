@@ -15,9 +15,11 @@ rule bm25:
         "logs/bm25/{dataset}.log",
     benchmark:
         "benchmarks/rules/bm25/{dataset}.tsv"
-    threads: 1
+    threads: rule_threads("bm25")
     resources:
-        mem_mb=4000,
+        mem_mb=rule_resource("bm25", "mem_mb"),
+        runtime=rule_resource("bm25", "runtime"),
+        gpu=rule_resource("bm25", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

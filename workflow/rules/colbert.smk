@@ -9,7 +9,7 @@ rule colbert:
         curve="results/{dataset}/colbert/curve.csv",
         run="results/{dataset}/colbert/run.trec",
     params:
-        colbert=canonical({k: v for k, v in config.get("colbert", {}).items() if k not in ("enabled", "datasets")}),
+        colbert=lambda wc: colbert_params(wc.dataset),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
         # not outputs: a killed job keeps its checkpoint, model, encoded parts and index
@@ -19,9 +19,11 @@ rule colbert:
         "logs/colbert/{dataset}.log",
     benchmark:
         "benchmarks/rules/colbert/{dataset}.tsv"
-    threads: 8
+    threads: rule_threads("colbert")
     resources:
-        mem_mb=16000,
+        mem_mb=rule_resource("colbert", "mem_mb"),
+        runtime=rule_resource("colbert", "runtime"),
+        gpu=rule_resource("colbert", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

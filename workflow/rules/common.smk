@@ -28,8 +28,12 @@ def encoders_for(dataset):
 
 def dataset_spec(dataset):
     """How to obtain one dataset: its config minus the encoder list (which does not change
-    the data, so adding an encoder must not rerun the data rule)."""
-    return canonical({k: v for k, v in config["datasets"][dataset].items() if k != "encoders"})
+    the data, so adding an encoder must not rerun the data rule), plus ``required: true`` under
+    ``require_datasets`` (then an unobtainable dataset fails its data job)."""
+    spec = {k: v for k, v in config["datasets"][dataset].items() if k != "encoders"}
+    if config.get("require_datasets", False):
+        spec["required"] = True
+    return canonical(spec)
 
 
 def dataset_availability(dataset):
@@ -54,6 +58,41 @@ def report_unavailable():
             st = json.loads(status.read_text())
             if not st.get("available"):
                 print(f"capgap: dataset '{ds}' was not obtained: {st['reason']}. {st['hint']}")
+
+
+# threads, memory (MB), wall time (minutes) and GPUs per rule: what a cluster scheduler needs to
+# place a job. A config's `resources: {rule: {key: value}}` overrides any of them (config/paper.yaml
+# gives the GPU rules gpu: 1); locally Snakemake caps threads at --cores.
+DEFAULT_RESOURCES = {
+    "data": {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpu": 0},
+    "index": {"threads": 8, "mem_mb": 8000, "runtime": 240, "gpu": 0},
+    "pretrained": {"threads": 8, "mem_mb": 8000, "runtime": 60, "gpu": 0},
+    "probe": {"threads": 8, "mem_mb": 8000, "runtime": 480, "gpu": 0},
+    "finetune": {"threads": 8, "mem_mb": 8000, "runtime": 480, "gpu": 0},
+    "bm25": {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpu": 0},
+    "colbert": {"threads": 8, "mem_mb": 16000, "runtime": 720, "gpu": 0},
+    "hardness": {"threads": 2, "mem_mb": 2000, "runtime": 30, "gpu": 0},
+    "report": {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0},
+}
+
+
+def rule_resource(rule, key):
+    """One resource of a rule: config `resources.<rule>.<key>`, else DEFAULT_RESOURCES."""
+    return config.get("resources", {}).get(rule, {}).get(key, DEFAULT_RESOURCES[rule][key])
+
+
+def rule_threads(rule):
+    return rule_resource(rule, "threads")
+
+
+def colbert_params(dataset):
+    """The colbert section for one dataset: steps_by_dataset[dataset] overrides steps (the
+    paper fine-tunes GTE-ModernColBERT on LIMIT only; steps 0 elsewhere = zero-shot)."""
+    cb = config.get("colbert", {})
+    out = {k: v for k, v in cb.items() if k not in ("enabled", "datasets", "steps_by_dataset")}
+    if "steps_by_dataset" in cb:
+        out["steps"] = cb["steps_by_dataset"].get(dataset, cb.get("steps", 100))
+    return canonical(out)
 
 
 def finetune_params(encoder):
@@ -98,12 +137,18 @@ def dataset_status(dataset):
 def dataset_available(dataset):
     """Whether a dataset's experiments are part of the DAG.
 
+    With ``require_datasets: true`` (config/paper.yaml) every dataset is: the whole grid
+    resolves at parse time, offline too, and a dataset that cannot be obtained fails its data
+    job with the reason and a hint instead of leaving the grid.
+
     Decided at parse time wherever possible: "local" (obtained before, a config path, the
     mirror, the generator, the download cache) is available and "remote:offline" is not. Only
     a download that may fail ("remote:online") waits for the data checkpoint. Snakemake does
     not run a missing checkpoint job when the files downstream of it exist, so a dataset added
     to an existing results tree must reach the DAG as a plain input, not through a checkpoint.
     """
+    if config.get("require_datasets", False):
+        return True
     av = dataset_availability(dataset)
     if av == "local":
         return True

@@ -13,9 +13,11 @@ checkpoint data:
         "logs/data/{dataset}.log",
     benchmark:
         "benchmarks/rules/data/{dataset}.tsv"
-    threads: 1
+    threads: rule_threads("data")
     resources:
-        mem_mb=4000,
+        mem_mb=rule_resource("data", "mem_mb"),
+        runtime=rule_resource("data", "runtime"),
+        gpu=rule_resource("data", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

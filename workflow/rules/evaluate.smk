@@ -17,9 +17,11 @@ rule pretrained:
         "logs/pretrained/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/pretrained/{dataset}/{encoder}.tsv"
-    threads: 8
+    threads: rule_threads("pretrained")
     resources:
-        mem_mb=8000,
+        mem_mb=rule_resource("pretrained", "mem_mb"),
+        runtime=rule_resource("pretrained", "runtime"),
+        gpu=rule_resource("pretrained", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

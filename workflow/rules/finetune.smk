@@ -22,9 +22,11 @@ rule finetune:
         "logs/finetune/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/finetune/{dataset}/{encoder}.tsv"
-    threads: 8
+    threads: rule_threads("finetune")
     resources:
-        mem_mb=8000,
+        mem_mb=rule_resource("finetune", "mem_mb"),
+        runtime=rule_resource("finetune", "runtime"),
+        gpu=rule_resource("finetune", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

@@ -12,9 +12,11 @@ rule hardness:
         "logs/hardness/hardness.log",
     benchmark:
         "benchmarks/rules/hardness/hardness.tsv"
-    threads: 2
+    threads: rule_threads("hardness")
     resources:
-        mem_mb=2000,
+        mem_mb=rule_resource("hardness", "mem_mb"),
+        runtime=rule_resource("hardness", "runtime"),
+        gpu=rule_resource("hardness", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

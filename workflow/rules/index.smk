@@ -14,9 +14,11 @@ rule index:
         "logs/index/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/index/{dataset}/{encoder}.tsv"
-    threads: 8
+    threads: rule_threads("index")
     resources:
-        mem_mb=8000,
+        mem_mb=rule_resource("index", "mem_mb"),
+        runtime=rule_resource("index", "runtime"),
+        gpu=rule_resource("index", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

@@ -17,9 +17,11 @@ rule probe:
         "logs/probe/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/probe/{dataset}/{encoder}.tsv"
-    threads: 8
+    threads: rule_threads("probe")
     resources:
-        mem_mb=8000,
+        mem_mb=rule_resource("probe", "mem_mb"),
+        runtime=rule_resource("probe", "runtime"),
+        gpu=rule_resource("probe", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

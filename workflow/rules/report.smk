@@ -78,9 +78,11 @@ rule report:
         "logs/report/report.log",
     benchmark:
         "benchmarks/rules/report/report.tsv"
-    threads: 1
+    threads: rule_threads("report")
     resources:
-        mem_mb=2000,
+        mem_mb=rule_resource("report", "mem_mb"),
+        runtime=rule_resource("report", "runtime"),
+        gpu=rule_resource("report", "gpu"),
     conda:
         "../../envs/capgap.yaml"
     script:

@@ -1,0 +1,133 @@
+"""What config/paper.yaml costs: GPU hours, CPU hours and disk, estimated from throughput measured
+on this machine and stated assumptions (README "Reproduce the paper").
+
+    .venv/bin/python benchmarks/paper_cost.py [--gpu-tflops 300] [--doc-tokens 200] [--query-tokens 128]
+
+Method
+------
+1. Measure this CPU: MiniLM-L6 (bundled) encodes real LIMIT-small documents; the measured
+   tokens/s times the forward cost 2 x (non-embedding parameters) FLOPs per token gives this
+   machine's effective FLOP/s -- a check on the FLOP model, printed beside the estimates.
+2. Transformer cost model (Kaplan et al. 2020): forward = 2 N T FLOPs for N non-embedding
+   parameters and T tokens; a training step = 3x its forward (backward ~2x; LoRA still
+   back-propagates through every activation). Attention's T^2 term is ignored (T <= 512).
+3. GPU time = FLOPs / (assumed sustained bf16 FLOP/s, default 300 TFLOP/s: ~30% of an H100's
+   dense bf16 peak). Every number scales inversely with that assumption.
+4. The probe runs on CPU: its measured cost (benchmarks/README.md: 41 s for 1,000 queries on
+   200k x 768, 2 cores) scales with n_docs x dim x queries (one score and one constraint product
+   per iteration; iterations measured ~10 on synthetic data, more on hard real data).
+5. Disk: float32 frozen indexes (n_docs x dim x 4 B), ColBERT token embeddings at the bytes per
+   token measured on limit-50k (1.5 GB for 6.05M tokens), model weights.
+
+Dataset sizes: BRIGHT (Su et al. 2024, Table 1 / the HF dataset), BEIR (Thakur et al. 2021,
+Table 1), LIMIT (Weller et al. 2025).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+# name: (documents, queries run by capgap's split)
+DATASETS = {
+    "limit": (50_000, 1_000),
+    "bright-biology": (57_359, 103), "bright-earth_science": (121_249, 116), "bright-economics": (50_220, 103),
+    "bright-psychology": (52_835, 101), "bright-robotics": (61_961, 101), "bright-stackoverflow": (107_081, 117),
+    "bright-sustainable_living": (60_792, 108), "bright-leetcode": (413_932, 142), "bright-pony": (7_894, 112),
+    "bright-aops": (188_002, 111), "bright-theoremqa_theorems": (23_839, 76), "bright-theoremqa_questions": (188_002, 194),
+    "trec-covid": (171_332, 50), "nfcorpus": (3_633, 2_913), "fiqa": (57_638, 6_148), "arguana": (8_674, 1_406),
+    "scidocs": (25_657, 1_000), "scifact": (5_183, 1_109), "quora": (522_931, 15_000),
+}
+# non-embedding parameters, output dim
+ENCODERS = {"distilbert": (42.6e6, 768), "qwen3-4b": (3.63e9, 2560)}
+COLBERT_PARAMS = 110e6  # GTE-ModernColBERT-v1 (ModernBERT-base), non-embedding
+MINILM_PARAMS = 10.6e6  # all-MiniLM-L6-v2: 22.7M minus the 30522 x 384 token embeddings
+PROBE_S_PER_UNIT = 41.0 / (200_000 * 768 * 1_000)  # measured: seconds per (doc x dim x query), 2 cores
+COLBERT_BYTES_PER_TOKEN = 1.5e9 / 6.05e6  # measured on limit-50k's encoded parts
+STEPS, BATCH = 3000, 32  # config/paper.yaml finetune
+MODEL_GB = {"distilbert": 0.27, "qwen3-4b": 8.1, "GTE-ModernColBERT-v1": 0.6}
+
+
+def measure_cpu(mirror: Path, n_docs: int = 200) -> dict:
+    """MiniLM-L6 encoding of real LIMIT-small documents: tokens/s and effective GFLOP/s."""
+    from capgap.data import load_beir_dir
+    from capgap.encoders import EncoderSpec, load_encoder
+
+    rs = load_beir_dir(mirror / "limit-small")
+    enc = load_encoder(EncoderSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2"))
+    texts = (rs.corpus.passages() * (n_docs // len(rs.corpus) + 1))[:n_docs]
+    tokens = sum(len(x) for x in enc.model.tokenize(texts)["input_ids"].tolist())  # padded: upper bound
+    real = sum(min(len(enc.model.tokenizer(t)["input_ids"]), enc.max_length) for t in texts)
+    enc.encode(texts[:16])  # warm-up
+    t = time.perf_counter()
+    enc.encode(texts)
+    s = time.perf_counter() - t
+    return {"docs": n_docs, "tokens": real, "padded_tokens": tokens, "seconds": s, "tokens_per_s": real / s,
+            "gflops": 2 * MINILM_PARAMS * real / s / 1e9}
+
+
+def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int) -> tuple[list[dict], dict]:
+    rows, tot = [], {"index_gpu_h": 0.0, "finetune_gpu_h": 0.0, "colbert_gpu_h": 0.0, "probe_cpu_core_h": 0.0,
+                     "index_gb": 0.0, "colbert_gb": 0.0}
+    rate = gpu_tflops * 1e12
+    for name, (n, q) in DATASETS.items():
+        row = {"dataset": name, "documents": n, "queries": q}
+        for enc, (params, dim) in ENCODERS.items():
+            idx = 2 * params * n * min(doc_tokens, 512) / rate / 3600
+            ft = 3 * 2 * params * STEPS * BATCH * query_tokens / rate / 3600
+            # InfoNCE against the full index: forward + backward of (batch x dim) . (dim x n) each step
+            ft += 3 * 2 * BATCH * dim * n * STEPS / rate / 3600
+            probe = PROBE_S_PER_UNIT * n * dim * q * 2 / 3600  # x2: core-hours on the 2 measured cores
+            row[f"{enc}_index_gpu_h"], row[f"{enc}_finetune_gpu_h"], row[f"{enc}_probe_cpu_core_h"] = idx, ft, probe
+            tot["index_gpu_h"] += idx
+            tot["finetune_gpu_h"] += ft
+            tot["probe_cpu_core_h"] += probe
+            tot["index_gb"] += n * dim * 4 / 1e9
+        cb = 2 * COLBERT_PARAMS * n * min(doc_tokens, 300) / rate / 3600
+        if name == "limit":
+            cb += 3 * 2 * COLBERT_PARAMS * STEPS * BATCH * (32 + 2 * 300) / rate / 3600
+        row["colbert_gpu_h"] = cb
+        tot["colbert_gpu_h"] += cb
+        tot["colbert_gb"] += n * min(doc_tokens, 300) * COLBERT_BYTES_PER_TOKEN / 1e9
+        rows.append(row)
+    tot["models_gb"] = sum(MODEL_GB.values())
+    return rows, tot
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpu-tflops", type=float, default=300.0, help="assumed sustained bf16 TFLOP/s of one GPU")
+    ap.add_argument("--doc-tokens", type=int, default=200, help="assumed mean document length in tokens (capped at 512)")
+    ap.add_argument("--query-tokens", type=int, default=128, help="assumed mean training-query length in tokens")
+    ap.add_argument("--mirror", type=Path, default=Path(os.environ.get("CAPGAP_DATA_MIRROR", "../shared/data")))
+    a = ap.parse_args()
+    cpu = measure_cpu(a.mirror) if (a.mirror / "limit-small").is_dir() else None
+    rows, tot = estimate(a.gpu_tflops, a.doc_tokens, a.query_tokens)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; assumptions: {a.gpu_tflops:.0f} TFLOP/s per GPU, "
+          f"{a.doc_tokens} tokens/document, {a.query_tokens} tokens/query, {STEPS} steps x batch {BATCH}")
+    if cpu:
+        print(f"measured here: MiniLM-L6 encodes {cpu['tokens_per_s']:.0f} tokens/s = {cpu['gflops']:.0f} GFLOP/s effective "
+              f"({cpu['docs']} LIMIT-small documents, {cpu['tokens']} tokens, {cpu['seconds']:.1f} s)")
+        cpu_h = 2 * ENCODERS["qwen3-4b"][0] * sum(n for n, _ in DATASETS.values()) * a.doc_tokens / (cpu["gflops"] * 1e9) / 3600
+        print(f"at that rate, the Qwen3-4B indexes alone would take {cpu_h:,.0f} h on this CPU")
+    print()
+    print("| dataset | documents | queries | DistilBERT index + fine-tune (GPU h) | Qwen3-4B index + fine-tune (GPU h) | ColBERT (GPU h) | probe, both encoders (CPU core-h) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['dataset']} | {r['documents']:,} | {r['queries']:,} | {r['distilbert_index_gpu_h'] + r['distilbert_finetune_gpu_h']:.2f} | "
+              f"{r['qwen3-4b_index_gpu_h'] + r['qwen3-4b_finetune_gpu_h']:.2f} | {r['colbert_gpu_h']:.2f} | "
+              f"{r['distilbert_probe_cpu_core_h'] + r['qwen3-4b_probe_cpu_core_h']:.1f} |")
+    gpu = tot["index_gpu_h"] + tot["finetune_gpu_h"] + tot["colbert_gpu_h"]
+    print()
+    print(f"total GPU: {gpu:.1f} h (indexes {tot['index_gpu_h']:.1f}, fine-tuning {tot['finetune_gpu_h']:.1f}, ColBERT {tot['colbert_gpu_h']:.1f}); "
+          f"probe: {tot['probe_cpu_core_h']:.0f} CPU core-hours")
+    print(f"disk: frozen indexes {tot['index_gb']:.0f} GB, ColBERT token embeddings {tot['colbert_gb']:.0f} GB, models {tot['models_gb']:.1f} GB")
+    print(json.dumps({"cpu": cpu, "totals": tot}, default=float))
+
+
+if __name__ == "__main__":
+    main()
