@@ -16,7 +16,9 @@ Method
 4. The probe runs on CPU: its measured cost (benchmarks/README.md: 41 s for 1,000 queries on
    200k x 768, 2 cores) scales with n_docs x dim x queries (one score and one constraint product
    per iteration; iterations measured ~10 on synthetic data, more on hard real data).
-5. Disk: float32 frozen indexes (n_docs x dim x 4 B), ColBERT token embeddings at the bytes per
+5. ColBERT's token index and exact MaxSim re-scoring run on CPU (faiss), scaled from limit-50k
+   (measured: 6.3 min index build over 6.05M tokens, 2.4 min for 1,000 queries, 2 cores).
+6. Disk: float32 frozen indexes (n_docs x dim x 4 B), ColBERT token embeddings at the bytes per
    token measured on limit-50k (1.5 GB for 6.05M tokens), model weights.
 
 Dataset sizes: BRIGHT (Su et al. 2024, Table 1 / the HF dataset), BEIR (Thakur et al. 2021,
@@ -48,6 +50,10 @@ COLBERT_PARAMS = 110e6  # GTE-ModernColBERT-v1 (ModernBERT-base), non-embedding
 MINILM_PARAMS = 10.6e6  # all-MiniLM-L6-v2: 22.7M minus the 30522 x 384 token embeddings
 PROBE_S_PER_UNIT = 41.0 / (200_000 * 768 * 1_000)  # measured: seconds per (doc x dim x query), 2 cores
 COLBERT_BYTES_PER_TOKEN = 1.5e9 / 6.05e6  # measured on limit-50k's encoded parts
+# measured on limit-50k (2 cores): faiss IVF token index 6.3 min over 6.05M tokens; candidate
+# retrieval + exact MaxSim re-scoring 2.4 min for 1,000 queries
+COLBERT_BUILD_CORE_S_PER_TOKEN = 6.3 * 60 * 2 / 6.05e6
+COLBERT_SEARCH_CORE_S_PER_QUERY = 2.4 * 60 * 2 / 1000
 STEPS, BATCH = 3000, 32  # config/paper.yaml finetune
 MODEL_GB = {"distilbert": 0.27, "qwen3-4b": 8.1, "GTE-ModernColBERT-v1": 0.6}
 
@@ -71,7 +77,7 @@ def measure_cpu(mirror: Path, n_docs: int = 200) -> dict:
 
 
 def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int) -> tuple[list[dict], dict]:
-    rows, tot = [], {"index_gpu_h": 0.0, "finetune_gpu_h": 0.0, "colbert_gpu_h": 0.0, "probe_cpu_core_h": 0.0,
+    rows, tot = [], {"index_gpu_h": 0.0, "finetune_gpu_h": 0.0, "colbert_gpu_h": 0.0, "probe_cpu_core_h": 0.0, "colbert_cpu_core_h": 0.0,
                      "index_gb": 0.0, "colbert_gb": 0.0}
     rate = gpu_tflops * 1e12
     for name, (n, q) in DATASETS.items():
@@ -92,6 +98,10 @@ def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int) -> tuple[lis
             cb += 3 * 2 * COLBERT_PARAMS * STEPS * BATCH * (32 + 2 * 300) / rate / 3600
         row["colbert_gpu_h"] = cb
         tot["colbert_gpu_h"] += cb
+        tokens = n * min(doc_tokens, 300)
+        cpu = (COLBERT_BUILD_CORE_S_PER_TOKEN * tokens + COLBERT_SEARCH_CORE_S_PER_QUERY * q) / 3600 if n > 20_000 else 0.0
+        row["colbert_cpu_core_h"] = cpu
+        tot["colbert_cpu_core_h"] += cpu
         tot["colbert_gb"] += n * min(doc_tokens, 300) * COLBERT_BYTES_PER_TOKEN / 1e9
         rows.append(row)
     tot["models_gb"] = sum(MODEL_GB.values())
@@ -115,16 +125,16 @@ def main() -> None:
         cpu_h = 2 * ENCODERS["qwen3-4b"][0] * sum(n for n, _ in DATASETS.values()) * a.doc_tokens / (cpu["gflops"] * 1e9) / 3600
         print(f"at that rate, the Qwen3-4B indexes alone would take {cpu_h:,.0f} h on this CPU")
     print()
-    print("| dataset | documents | queries | DistilBERT index + fine-tune (GPU h) | Qwen3-4B index + fine-tune (GPU h) | ColBERT (GPU h) | probe, both encoders (CPU core-h) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| dataset | documents | queries | DistilBERT index + fine-tune (GPU h) | Qwen3-4B index + fine-tune (GPU h) | ColBERT (GPU h) | probe, both encoders (CPU core-h) | ColBERT index + re-scoring (CPU core-h) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['dataset']} | {r['documents']:,} | {r['queries']:,} | {r['distilbert_index_gpu_h'] + r['distilbert_finetune_gpu_h']:.2f} | "
               f"{r['qwen3-4b_index_gpu_h'] + r['qwen3-4b_finetune_gpu_h']:.2f} | {r['colbert_gpu_h']:.2f} | "
-              f"{r['distilbert_probe_cpu_core_h'] + r['qwen3-4b_probe_cpu_core_h']:.1f} |")
+              f"{r['distilbert_probe_cpu_core_h'] + r['qwen3-4b_probe_cpu_core_h']:.1f} | {r['colbert_cpu_core_h']:.1f} |")
     gpu = tot["index_gpu_h"] + tot["finetune_gpu_h"] + tot["colbert_gpu_h"]
     print()
     print(f"total GPU: {gpu:.1f} h (indexes {tot['index_gpu_h']:.1f}, fine-tuning {tot['finetune_gpu_h']:.1f}, ColBERT {tot['colbert_gpu_h']:.1f}); "
-          f"probe: {tot['probe_cpu_core_h']:.0f} CPU core-hours")
+          f"CPU: probe {tot['probe_cpu_core_h']:.0f} core-hours, ColBERT index + re-scoring {tot['colbert_cpu_core_h']:.0f} core-hours")
     print(f"disk: frozen indexes {tot['index_gb']:.0f} GB, ColBERT token embeddings {tot['colbert_gb']:.0f} GB, models {tot['models_gb']:.1f} GB")
     print(json.dumps({"cpu": cpu, "totals": tot}, default=float))
 
