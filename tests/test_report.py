@@ -248,3 +248,18 @@ def test_dvc_metrics_diff_shows_a_change(tmp_path, rendered):
     diff = json.loads(run(str(BIN / "dvc"), "metrics", "diff", "--json"))
     changes = diff["reports/metrics.json"]
     assert changes == {"limit.qwen.finetuned_heldout@2": {"old": 0.07, "new": 0.2, "diff": pytest.approx(0.13)}}
+
+
+def test_small_corpus_and_underfit_runs():
+    """k >= the corpus size is left out of the summary (every method retrieves everything); an
+    encoder that did not fit its train queries cannot test the paper's pattern."""
+    import pandas as pd
+
+    rows = [("limit-small", "e", m, s, "recall", k, v) for k in (2, 10, 100)
+            for m, s, v in (("probe", "heldout", 1.0), ("finetuned", "train", 0.2), ("finetuned", "heldout", 0.1))]
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    infos = {"limit-small": paper.DatasetInfo(46, 2, True)}
+    t = summary_table(df, infos, [2, 10, 100])
+    assert t["k"].tolist() == [2, 10]  # 100 >= 46 documents
+    r = [x for x in paper.compare(df, infos, {("finetuned", "e"): "m"}) if x["claim"].startswith("LIMIT (50k documents), fine-tuned Qwen3")]
+    assert r[0]["pattern"].startswith("not tested: the encoder did not fit its train queries (train 0.200 < 0.5")

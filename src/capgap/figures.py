@@ -53,8 +53,8 @@ def plot_recall_curves(df: pd.DataFrame, path: str | Path) -> bool:
         return False
     d["method"] = [_label(m, e) for m, e in zip(d["method"], d["encoder"])]
     d["k"] = d["k"].astype(int)
-    g = sns.relplot(data=d, x="k", y="value", hue="method", col="dataset", kind="line", marker="o",
-                    col_wrap=min(3, d["dataset"].nunique()), height=3.2, facet_kws={"sharex": False})
+    g = sns.relplot(data=d, x="k", y="value", hue="method", style="method", col="dataset", kind="line", markers=True,
+                    dashes=True, alpha=0.8, col_wrap=min(3, d["dataset"].nunique()), height=3.2, facet_kws={"sharex": False})
     g.set(xscale="log", ylim=(0, 1.02), ylabel="held-out recall@k")
     _save(g.figure, path)
     return True
@@ -105,17 +105,21 @@ def plot_train_vs_heldout(summary_rows: pd.DataFrame, paper_points: Sequence[Map
     sns.scatterplot(data=p, x="train", y="heldout", hue="run", style="model", s=70, ax=ax,
                     markers={"fine-tuned single-vector": "o", "fine-tuned ColBERT": "s"})
     for q in paper_points:
-        ax.scatter([q["train"]], [q["heldout"]], marker="x", color="black")
-        ax.annotate(f"paper: {q['label']}", (q["train"], q["heldout"]), fontsize=7, xytext=(-4, 4), textcoords="offset points", ha="right")
+        ax.scatter([q["train"]], [q["heldout"]], marker="x", color="black", s=50)
+        ax.annotate(f"paper: {q['label']}", (q["train"], q["heldout"]), fontsize=7, xytext=(-8, 0), textcoords="offset points",
+                    ha="right", va="center", zorder=1, bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
+    for c in ax.collections[:1]:  # our points above the paper's labels
+        c.set_zorder(5)
     ax.set(xlim=(0, 1.05), ylim=(0, 1.08), xlabel="train recall@k", ylabel="held-out recall@k", title="Fitting vs generalising (x: the paper)")
-    ax.legend(fontsize=7, loc="upper left")
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     _save(fig, path)
     return True
 
 
-def plot_slack(per_query_paths: Sequence[str | Path], path: str | Path) -> bool:
+def plot_slack(per_query_paths: Sequence[str | Path], path: str | Path, eps: float | None = None) -> bool:
     """The probe's per-query slack distribution (ECDF, log axis; 0 is drawn at 1e-9), one
-    curve per dataset / encoder, certified fraction in the legend.
+    curve per dataset / encoder, certified fraction in the legend; ``eps`` (the cutting
+    plane's tolerance) as a dotted line.
 
     ``per_query_paths``: ``results/{dataset}/{encoder}/probe/per_query.jsonl`` files."""
     plt, sns = _mpl()
@@ -135,8 +139,18 @@ def plot_slack(per_query_paths: Sequence[str | Path], path: str | Path) -> bool:
     d["slack"] = d["slack"].clip(lower=1e-9)
     fig, ax = plt.subplots(figsize=(6.5, 4))
     sns.ecdfplot(data=d, x="slack", hue="run", log_scale=True, ax=ax)
+    styles = ["-", "--", "-.", ":"]
+    for i, line in enumerate(ax.get_lines()):  # overlapping curves stay distinguishable
+        line.set_linestyle(styles[i % len(styles)])
+    if ax.get_legend() is not None:
+        for i, h in enumerate(ax.get_legend().legend_handles[::-1]):
+            h.set_linestyle(styles[i % len(styles)])
+    if eps:
+        ax.axvline(float(eps), color="grey", linestyle=":", linewidth=1)
+        ax.annotate(f"eps = {eps:g}", (float(eps), 0.02), fontsize=8, color="grey", xytext=(3, 0), textcoords="offset points")
     ax.set(xlabel="per-query slack (1-slack cutting plane, at the final C)", ylabel="fraction of queries",
            title="Capacity probe: slack distribution")
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title=None)
     _save(fig, path)
     return True
 
@@ -209,6 +223,7 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     tr = main[(main["split"] == "train") & (main["method"] == "trained")]
     sns.lineplot(data=tr, x="P", y="value", hue="curve", palette=palette, marker="x", linestyle="--", ax=ax, legend=False)
     ax.set(ylabel="recall@k (k = ball size); dashed: train", ylim=(0, 1.02), title="Parity task: held-out recall vs P")
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     _save(fig, out_p)
     sw = r[(r["method"] == "trained") & r["encoder"].str.contains(r"-m\d+$")].copy()
     if sw.empty:

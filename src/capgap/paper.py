@@ -27,6 +27,7 @@ import yaml
 GAP = 0.3  # the pattern thresholds (also stated in paper_reference.yaml and the report)
 HIGH = 0.95
 LATE = 0.9
+FIT = 0.5  # below this train recall the encoder did not fit its train queries: the pattern is untested
 FALLBACK_K = 10  # claims at k="gold" on datasets whose gold-set size varies
 
 
@@ -85,6 +86,9 @@ def _pattern(kind: str, df: pd.DataFrame, ds: str, enc: str, method: str, k: int
         cap = _get(df, ds, enc, "probe", "heldout", k)
         if tr is None or ho is None:
             return "not measured"
+        if tr < FIT:
+            return (f"not tested: the encoder did not fit its train queries (train {tr:.3f} < {FIT}; "
+                    "more fine-tuning steps needed before the pattern can show)")
         parts = [f"train − held-out {tr - ho:+.3f}"]
         ok = tr - ho >= GAP
         if cap is not None:
