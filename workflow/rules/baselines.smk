@@ -21,6 +21,6 @@ rule bm25:
         runtime=rule_resource("bm25", "runtime"),
         gpu=rule_resource("bm25", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/baselines.yaml"
     script:
         "../scripts/bm25.py"

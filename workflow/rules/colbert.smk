@@ -25,6 +25,6 @@ rule colbert:
         runtime=rule_resource("colbert", "runtime"),
         gpu=rule_resource("colbert", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/colbert.yaml"
     script:
         "../scripts/colbert.py"

@@ -19,6 +19,6 @@ checkpoint data:
         runtime=rule_resource("data", "runtime"),
         gpu=rule_resource("data", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/data.yaml"
     script:
         "../scripts/data.py"

@@ -23,6 +23,6 @@ rule pretrained:
         runtime=rule_resource("pretrained", "runtime"),
         gpu=rule_resource("pretrained", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/index.yaml"
     script:
         "../scripts/pretrained.py"

@@ -28,6 +28,6 @@ rule finetune:
         runtime=rule_resource("finetune", "runtime"),
         gpu=rule_resource("finetune", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/finetune.yaml"
     script:
         "../scripts/finetune.py"

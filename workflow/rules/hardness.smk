@@ -18,6 +18,6 @@ rule hardness:
         runtime=rule_resource("hardness", "runtime"),
         gpu=rule_resource("hardness", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/hardness.yaml"
     script:
         "../scripts/hardness.py"

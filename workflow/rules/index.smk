@@ -20,6 +20,6 @@ rule index:
         runtime=rule_resource("index", "runtime"),
         gpu=rule_resource("index", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/index.yaml"
     script:
         "../scripts/index.py"

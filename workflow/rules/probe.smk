@@ -23,6 +23,6 @@ rule probe:
         runtime=rule_resource("probe", "runtime"),
         gpu=rule_resource("probe", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/probe.yaml"
     script:
         "../scripts/probe.py"

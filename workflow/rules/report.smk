@@ -84,6 +84,6 @@ rule report:
         runtime=rule_resource("report", "runtime"),
         gpu=rule_resource("report", "gpu"),
     conda:
-        "../../envs/capgap.yaml"
+        "../../envs/report.yaml"
     script:
         "../scripts/report.py"
