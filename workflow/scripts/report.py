@@ -4,8 +4,10 @@ from capgap.stages import log_to
 log_to(snakemake.log[0])
 from capgap.report import ReportInputs, ReportOutputs, build_report
 
+inputs = ReportInputs.from_named(snakemake.input)
+inputs.benchmarks = list(snakemake.params.benchmarks)
 build_report(
-    ReportInputs.from_named(snakemake.input),
+    inputs,
     ReportOutputs.from_named(snakemake.output),
     snakemake.params.ks,
     snakemake.params.ndcg_k,
