@@ -188,6 +188,9 @@ def test_missing_dataset_is_fetched_once_available(tiny_run, mirror, tmp_path):
 def test_lint(mirror):
     r = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=_env(mirror), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # the rules are kept formatted by snakefmt (the Snakemake formatter)
+    r = subprocess.run([str(BIN / "snakefmt"), "--check", "Snakefile", "workflow/"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def test_dvc_stages_parse():

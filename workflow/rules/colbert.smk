@@ -8,6 +8,17 @@ rule colbert:
         metrics="results/{dataset}/colbert/metrics.csv",
         curve="results/{dataset}/colbert/curve.csv",
         run="results/{dataset}/colbert/run.trec",
+    log:
+        "logs/colbert/{dataset}.log",
+    benchmark:
+        "benchmarks/rules/colbert/{dataset}.tsv"
+    conda:
+        "../../envs/colbert.yaml"
+    threads: rule_threads("colbert")
+    resources:
+        mem_mb=rule_resource("colbert", "mem_mb"),
+        runtime=rule_resource("colbert", "runtime"),
+        gpu=rule_resource("colbert", "gpu"),
     params:
         colbert=lambda wc: colbert_params(wc.dataset),
         ks=config["eval"]["ks"],
@@ -15,16 +26,5 @@ rule colbert:
         # not outputs: a killed job keeps its checkpoint, model, encoded parts and index
         work=lambda wc: f"results/{wc.dataset}/colbert_work",
         extensions=".cache/torch_extensions",
-    log:
-        "logs/colbert/{dataset}.log",
-    benchmark:
-        "benchmarks/rules/colbert/{dataset}.tsv"
-    threads: rule_threads("colbert")
-    resources:
-        mem_mb=rule_resource("colbert", "mem_mb"),
-        runtime=rule_resource("colbert", "runtime"),
-        gpu=rule_resource("colbert", "gpu"),
-    conda:
-        "../../envs/colbert.yaml"
     script:
         "../scripts/colbert.py"

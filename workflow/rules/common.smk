@@ -3,7 +3,12 @@ import json
 import re
 from pathlib import Path
 
-RESERVED = {"data", "bm25", "colbert", "colbert_work"}  # path segments under results/{dataset}/
+RESERVED = {
+    "data",
+    "bm25",
+    "colbert",
+    "colbert_work",
+}  # path segments under results/{dataset}/
 
 
 def canonical(obj):
@@ -57,7 +62,9 @@ def report_unavailable():
         if status.is_file():
             st = json.loads(status.read_text())
             if not st.get("available"):
-                print(f"capgap: dataset '{ds}' was not obtained: {st['reason']}. {st['hint']}")
+                print(
+                    f"capgap: dataset '{ds}' was not obtained: {st['reason']}. {st['hint']}"
+                )
 
 
 # threads, memory (MB), wall time (minutes) and GPUs per rule: what a cluster scheduler needs to
@@ -78,7 +85,9 @@ DEFAULT_RESOURCES = {
 
 def rule_resource(rule, key):
     """One resource of a rule: config `resources.<rule>.<key>`, else DEFAULT_RESOURCES."""
-    return config.get("resources", {}).get(rule, {}).get(key, DEFAULT_RESOURCES[rule][key])
+    return (
+        config.get("resources", {}).get(rule, {}).get(key, DEFAULT_RESOURCES[rule][key])
+    )
 
 
 def rule_threads(rule):
@@ -89,7 +98,11 @@ def colbert_params(dataset):
     """The colbert section for one dataset: steps_by_dataset[dataset] overrides steps (the
     paper fine-tunes GTE-ModernColBERT on LIMIT only; steps 0 elsewhere = zero-shot)."""
     cb = config.get("colbert", {})
-    out = {k: v for k, v in cb.items() if k not in ("enabled", "datasets", "steps_by_dataset")}
+    out = {
+        k: v
+        for k, v in cb.items()
+        if k not in ("enabled", "datasets", "steps_by_dataset")
+    }
     if "steps_by_dataset" in cb:
         out["steps"] = cb["steps_by_dataset"].get(dataset, cb.get("steps", 100))
     return canonical(out)
@@ -97,8 +110,14 @@ def colbert_params(dataset):
 
 def finetune_params(encoder):
     """The finetune section for one encoder: steps_by_encoder[encoder] overrides steps."""
-    ft = {k: v for k, v in config["finetune"].items() if k not in ("enabled", "steps_by_encoder")}
-    ft["steps"] = config["finetune"].get("steps_by_encoder", {}).get(encoder, ft["steps"])
+    ft = {
+        k: v
+        for k, v in config["finetune"].items()
+        if k not in ("enabled", "steps_by_encoder")
+    }
+    ft["steps"] = (
+        config["finetune"].get("steps_by_encoder", {}).get(encoder, ft["steps"])
+    )
     return canonical(ft)
 
 
@@ -108,19 +127,27 @@ def is_enabled(name):
 
 
 if "hardness" in config["datasets"]:
-    raise ValueError("dataset name 'hardness' is reserved (results/hardness/ holds the parity task)")
+    raise ValueError(
+        "dataset name 'hardness' is reserved (results/hardness/ holds the parity task)"
+    )
 
 
 for _e in config["encoders"]:
     if _e in RESERVED:
-        raise ValueError(f"encoder name {_e!r} is reserved (used as a results/ folder name)")
+        raise ValueError(
+            f"encoder name {_e!r} is reserved (used as a results/ folder name)"
+        )
 for _d in config.get("colbert", {}).get("datasets") or []:
     if _d not in config["datasets"]:
-        raise ValueError(f"colbert.datasets names unknown dataset {_d!r}; known: {datasets()}")
+        raise ValueError(
+            f"colbert.datasets names unknown dataset {_d!r}; known: {datasets()}"
+        )
 for _d in datasets():
     for _e in encoders_for(_d):
         if _e not in config["encoders"]:
-            raise ValueError(f"dataset {_d!r} names unknown encoder {_e!r}; known: {sorted(config['encoders'])}")
+            raise ValueError(
+                f"dataset {_d!r} names unknown encoder {_e!r}; known: {sorted(config['encoders'])}"
+            )
 
 
 wildcard_constraints:
@@ -163,11 +190,17 @@ def result_tables(wildcards=None):
     for ds in datasets():
         if not dataset_available(ds):
             continue
-        files += [f"results/{ds}/{enc}/pretrained/metrics.csv" for enc in encoders_for(ds)]
+        files += [
+            f"results/{ds}/{enc}/pretrained/metrics.csv" for enc in encoders_for(ds)
+        ]
         if is_enabled("finetune"):
-            files += [f"results/{ds}/{enc}/finetune/metrics.csv" for enc in encoders_for(ds)]
+            files += [
+                f"results/{ds}/{enc}/finetune/metrics.csv" for enc in encoders_for(ds)
+            ]
         if is_enabled("probe"):
-            files += [f"results/{ds}/{enc}/probe/metrics.csv" for enc in encoders_for(ds)]
+            files += [
+                f"results/{ds}/{enc}/probe/metrics.csv" for enc in encoders_for(ds)
+            ]
         if is_enabled("bm25"):
             files.append(f"results/{ds}/bm25/metrics.csv")
         if colbert_on(ds):
@@ -198,7 +231,9 @@ def curve_files(wildcards=None):
         if not dataset_available(ds):
             continue
         if is_enabled("finetune"):
-            files += [f"results/{ds}/{enc}/finetune/curve.csv" for enc in encoders_for(ds)]
+            files += [
+                f"results/{ds}/{enc}/finetune/curve.csv" for enc in encoders_for(ds)
+            ]
         if colbert_on(ds):
             files.append(f"results/{ds}/colbert/curve.csv")
     return files
@@ -212,12 +247,22 @@ def probe_per_query_files(wildcards=None):
     """The probe's per-query JSONL of every (available dataset, encoder): the slack figure."""
     if not is_enabled("probe"):
         return []
-    return [f"results/{ds}/{enc}/probe/per_query.jsonl" for ds in datasets() if dataset_available(ds) for enc in encoders_for(ds)]
+    return [
+        f"results/{ds}/{enc}/probe/per_query.jsonl"
+        for ds in datasets()
+        if dataset_available(ds)
+        for enc in encoders_for(ds)
+    ]
 
 
 def fingerprint_files(wildcards=None):
     """Frozen-index fingerprints (model, weights and corpus hashes): the report's provenance."""
-    return [f"results/{ds}/{enc}/index/fingerprint.json" for ds in datasets() if dataset_available(ds) for enc in encoders_for(ds)]
+    return [
+        f"results/{ds}/{enc}/index/fingerprint.json"
+        for ds in datasets()
+        if dataset_available(ds)
+        for enc in encoders_for(ds)
+    ]
 
 
 def benchmark_files(wildcards=None):
@@ -227,8 +272,15 @@ def benchmark_files(wildcards=None):
         if not dataset_available(ds):
             continue
         for enc in encoders_for(ds):
-            files += [f"benchmarks/rules/index/{ds}/{enc}.tsv", f"benchmarks/rules/pretrained/{ds}/{enc}.tsv"]
-            files += [f"benchmarks/rules/{r}/{ds}/{enc}.tsv" for r in ("probe", "finetune") if is_enabled(r)]
+            files += [
+                f"benchmarks/rules/index/{ds}/{enc}.tsv",
+                f"benchmarks/rules/pretrained/{ds}/{enc}.tsv",
+            ]
+            files += [
+                f"benchmarks/rules/{r}/{ds}/{enc}.tsv"
+                for r in ("probe", "finetune")
+                if is_enabled(r)
+            ]
         if is_enabled("bm25"):
             files.append(f"benchmarks/rules/bm25/{ds}.tsv")
         if colbert_on(ds):
@@ -238,9 +290,24 @@ def benchmark_files(wildcards=None):
     return files
 
 
-REPORT_OUTPUTS = ["results.csv", "report.md", "report.html", "summary.json", "metrics.json", "plots/recall_at_k.csv"] + [
+REPORT_OUTPUTS = [
+    "results.csv",
+    "report.md",
+    "report.html",
+    "summary.json",
+    "metrics.json",
+    "plots/recall_at_k.csv",
+] + [
     f"figures/{f}.png"
-    for f in ("recall_at_k", "capacity_gap", "train_vs_heldout", "probe_slack", "finetune_curves", "hardness_vs_P", "hardness_vs_m")
+    for f in (
+        "recall_at_k",
+        "capacity_gap",
+        "train_vs_heldout",
+        "probe_slack",
+        "finetune_curves",
+        "hardness_vs_P",
+        "hardness_vs_m",
+    )
 ]
 
 

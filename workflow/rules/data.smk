@@ -5,20 +5,20 @@
 checkpoint data:
     output:
         directory("results/{dataset}/data"),
-    params:
-        spec=lambda wc: dataset_spec(wc.dataset),
-        # "local" or "remote:offline/online": reruns the rule when a missing dataset appears
-        availability=lambda wc: dataset_availability(wc.dataset),
     log:
         "logs/data/{dataset}.log",
     benchmark:
         "benchmarks/rules/data/{dataset}.tsv"
+    conda:
+        "../../envs/data.yaml"
     threads: rule_threads("data")
     resources:
         mem_mb=rule_resource("data", "mem_mb"),
         runtime=rule_resource("data", "runtime"),
         gpu=rule_resource("data", "gpu"),
-    conda:
-        "../../envs/data.yaml"
+    params:
+        spec=lambda wc: dataset_spec(wc.dataset),
+        # "local" or "remote:offline/online": reruns the rule when a missing dataset appears
+        availability=lambda wc: dataset_availability(wc.dataset),
     script:
         "../scripts/data.py"

@@ -9,20 +9,20 @@ rule pretrained:
     output:
         metrics="results/{dataset}/{encoder}/pretrained/metrics.csv",
         run="results/{dataset}/{encoder}/pretrained/run.trec",
-    params:
-        encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
-        ks=config["eval"]["ks"],
-        ndcg_k=config["eval"]["ndcg_k"],
     log:
         "logs/pretrained/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/pretrained/{dataset}/{encoder}.tsv"
+    conda:
+        "../../envs/index.yaml"
     threads: rule_threads("pretrained")
     resources:
         mem_mb=rule_resource("pretrained", "mem_mb"),
         runtime=rule_resource("pretrained", "runtime"),
         gpu=rule_resource("pretrained", "gpu"),
-    conda:
-        "../../envs/index.yaml"
+    params:
+        encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
+        ks=config["eval"]["ks"],
+        ndcg_k=config["eval"]["ndcg_k"],
     script:
         "../scripts/pretrained.py"

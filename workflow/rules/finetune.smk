@@ -11,6 +11,17 @@ rule finetune:
         curve="results/{dataset}/{encoder}/finetune/curve.csv",
         run="results/{dataset}/{encoder}/finetune/run.trec",
         adapter=directory("results/{dataset}/{encoder}/finetune/adapter"),
+    log:
+        "logs/finetune/{dataset}/{encoder}.log",
+    benchmark:
+        "benchmarks/rules/finetune/{dataset}/{encoder}.tsv"
+    conda:
+        "../../envs/finetune.yaml"
+    threads: rule_threads("finetune")
+    resources:
+        mem_mb=rule_resource("finetune", "mem_mb"),
+        runtime=rule_resource("finetune", "runtime"),
+        gpu=rule_resource("finetune", "gpu"),
     params:
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
         finetune=lambda wc: finetune_params(wc.encoder),
@@ -18,16 +29,5 @@ rule finetune:
         ndcg_k=config["eval"]["ndcg_k"],
         # not an output: Snakemake must not delete it when a killed job is rerun
         checkpoint=lambda wc: f"results/{wc.dataset}/{wc.encoder}/finetune_checkpoint.pt",
-    log:
-        "logs/finetune/{dataset}/{encoder}.log",
-    benchmark:
-        "benchmarks/rules/finetune/{dataset}/{encoder}.tsv"
-    threads: rule_threads("finetune")
-    resources:
-        mem_mb=rule_resource("finetune", "mem_mb"),
-        runtime=rule_resource("finetune", "runtime"),
-        gpu=rule_resource("finetune", "gpu"),
-    conda:
-        "../../envs/finetune.yaml"
     script:
         "../scripts/finetune.py"

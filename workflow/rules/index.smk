@@ -8,18 +8,18 @@ rule index:
         embeddings="results/{dataset}/{encoder}/index/embeddings.npy",
         doc_ids="results/{dataset}/{encoder}/index/doc_ids.json",
         fingerprint="results/{dataset}/{encoder}/index/fingerprint.json",
-    params:
-        encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
     log:
         "logs/index/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/index/{dataset}/{encoder}.tsv"
+    conda:
+        "../../envs/index.yaml"
     threads: rule_threads("index")
     resources:
         mem_mb=rule_resource("index", "mem_mb"),
         runtime=rule_resource("index", "runtime"),
         gpu=rule_resource("index", "gpu"),
-    conda:
-        "../../envs/index.yaml"
+    params:
+        encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
     script:
         "../scripts/index.py"

@@ -9,20 +9,20 @@ rule probe:
     output:
         metrics="results/{dataset}/{encoder}/probe/metrics.csv",
         per_query="results/{dataset}/{encoder}/probe/per_query.jsonl",
-    params:
-        probe=canonical({k: v for k, v in config["probe"].items() if k != "enabled"}),
-        ks=config["eval"]["ks"],
-        ndcg_k=config["eval"]["ndcg_k"],
     log:
         "logs/probe/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/probe/{dataset}/{encoder}.tsv"
+    conda:
+        "../../envs/probe.yaml"
     threads: rule_threads("probe")
     resources:
         mem_mb=rule_resource("probe", "mem_mb"),
         runtime=rule_resource("probe", "runtime"),
         gpu=rule_resource("probe", "gpu"),
-    conda:
-        "../../envs/probe.yaml"
+    params:
+        probe=canonical({k: v for k, v in config["probe"].items() if k != "enabled"}),
+        ks=config["eval"]["ks"],
+        ndcg_k=config["eval"]["ndcg_k"],
     script:
         "../scripts/probe.py"

@@ -69,25 +69,27 @@ rule report:
             caption="../report/hardness.rst",
             category="Hardness",
         ),
-    params:
-        ks=config["eval"]["ks"],
-        ndcg_k=config["eval"]["ndcg_k"],
-        config=canonical(config),
-        models={name: enc["model"] for name, enc in config["encoders"].items()},
-        colbert_model=config.get("colbert", {}).get("model", "sentence-transformers/all-MiniLM-L6-v2"),
-        # read when present, not inputs: a results tree pulled from a DVC remote has no
-        # benchmark files, and the report must not rerun every job to make them
-        benchmarks=benchmark_files(),
     log:
         "logs/report/report.log",
     benchmark:
         "benchmarks/rules/report/report.tsv"
+    conda:
+        "../../envs/report.yaml"
     threads: rule_threads("report")
     resources:
         mem_mb=rule_resource("report", "mem_mb"),
         runtime=rule_resource("report", "runtime"),
         gpu=rule_resource("report", "gpu"),
-    conda:
-        "../../envs/report.yaml"
+    params:
+        ks=config["eval"]["ks"],
+        ndcg_k=config["eval"]["ndcg_k"],
+        config=canonical(config),
+        models={name: enc["model"] for name, enc in config["encoders"].items()},
+        colbert_model=config.get("colbert", {}).get(
+            "model", "sentence-transformers/all-MiniLM-L6-v2"
+        ),
+        # read when present, not inputs: a results tree pulled from a DVC remote has no
+        # benchmark files, and the report must not rerun every job to make them
+        benchmarks=benchmark_files(),
     script:
         "../scripts/report.py"
