@@ -132,6 +132,14 @@ def test_report_from_real_runs(tiny_run, mirror, tmp_path):
         assert f"| {ds} | minilm | 2 (stated) | 1.000 | 1.000 |" in glance  # the probe certifies every query (see test_rows)
     assert "| limit-small / bm25 | k = 2 / 10 / 20 |" in md and "| 2 (fixed) |" in md
     assert "The paper's pattern holds on" in md and "## Provenance" in md and "| finetune | limit-small/minilm |" in md
+    # geometrically easy but missed: the probe certifies every LIMIT query here (test_rows), so the
+    # count is the queries whose pre-trained top 2 (run.trec, spaces written as _) lacks a gold document
+    from capgap.diagnosis import load_qrels_file, load_run_file
+
+    run = load_run_file(tiny_run / "results" / "limit-small" / "minilm" / "pretrained" / "run.trec")
+    qrels = load_qrels_file(tiny_run / "results" / "limit-small" / "data" / "qrels.tsv")
+    missed = sum(not {d.replace(" ", "_") for d in g} <= set(run[q.replace(" ", "_")][:2]) for q, g in qrels.items())
+    assert f"| limit-small | minilm | 2 | 1000 | {missed} |" in md and 0 < missed < 1000
     html = (rep / "report.html").read_text()
     assert html.count("<img") == md.count("![") >= 6 and 'src="figures/' not in html
     metrics = json.loads((rep / "metrics.json").read_text())
@@ -251,3 +259,34 @@ def test_required_dataset_fails_its_data_job(tmp_path):
         prepare_dataset("nowhere", {"source": "local", "required": True}, tmp_path / "d", mirror=str(tmp_path))
     st = prepare_dataset("nowhere", {"source": "local"}, tmp_path / "d2", mirror=str(tmp_path))
     assert st["available"] is False
+
+
+def test_diagnose_agrees_with_the_dag(tiny_run):
+    """capgap diagnose on the DAG's own frozen indexes (and the pre-trained encoder's query
+    embeddings) gives the DAG's probe and pretrained numbers: capacity recall@2, certified
+    fraction and encoder recall@2 (LIMIT gold sets have 2 documents, so capped recall@2 is
+    recall@2)."""
+    import numpy as np
+
+    from capgap.data import load_canonical
+    from capgap.diagnosis import diagnose, load_qrels_file
+    from capgap.encoders import EncoderSpec, load_encoder
+
+    rows = _rows(tiny_run)
+    v = {(r["dataset"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in rows}
+    cfg = yaml.safe_load(TINY.read_text())
+    enc = load_encoder(EncoderSpec.from_config("minilm", cfg["encoders"]["minilm"]))
+    for ds in ("limit-gen", "limit-small"):
+        rs = load_canonical(tiny_run / "results" / ds / "data")
+        index = tiny_run / "results" / ds / "minilm" / "index"
+        D = np.load(index / "embeddings.npy", mmap_mode="r")
+        doc_ids = json.loads((index / "doc_ids.json").read_text())
+        Q = enc.encode_queries(list(rs.queries.texts))
+        diag = diagnose(D, Q, load_qrels_file(tiny_run / "results" / ds / "data" / "qrels.tsv"), doc_ids, list(rs.queries.ids), k=2)
+        s = diag.summary
+        assert s["queries"] == len(rs.queries)
+        assert s["probe_recall@2"] == pytest.approx(v[(ds, "probe", "all", "recall", "2")], abs=1e-9)
+        assert s["certified"] == pytest.approx(v[(ds, "probe", "all", "certified", "")], abs=1e-9)
+        assert s["encoder_recall@2"] == pytest.approx(v[(ds, "pretrained", "all", "recall", "2")], abs=1e-6)
+        served = sum(r["encoder_recall@2"] == 1.0 for r in diag.rows)
+        assert s["verdicts"]["ok"] == served and s["verdicts"]["index-limited"] == 0

@@ -16,6 +16,15 @@ Modules (one per concept):
 - ``report``: results.csv -> report.md / report.html, figures, metrics.json (with ``figures``, ``paper``: the
   published numbers and verdicts, ``provenance``).
 - ``stages``: one function per pipeline stage (what ``workflow/scripts`` call).
+- ``diagnosis`` / ``cli``: ``capgap diagnose`` and ``capgap.diagnose(...)``: the probe on a user's
+  own index, with a per-query verdict (index-, encoder-, ann-limited or ok).
 """
 
 __version__ = "0.1.0"
+
+
+def diagnose(*args, **kwargs):
+    """Per-query verdicts on a user's own index: see ``capgap.diagnosis.diagnose``."""
+    from .diagnosis import diagnose as _diagnose
+
+    return _diagnose(*args, **kwargs)

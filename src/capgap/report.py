@@ -138,7 +138,8 @@ class ReportInputs:
     tables: per-job ``metrics.csv``; data: ``results/{dataset}/data`` folders (``status.json``,
     ``qrels.tsv``); curves: fine-tuning ``curve.csv``; hardness: ``[results/hardness/summary.json]``
     or empty; per_query: probe ``per_query.jsonl``; fingerprints: frozen-index
-    ``fingerprint.json``; benchmarks: Snakemake ``benchmark:`` TSVs."""
+    ``fingerprint.json``; benchmarks: Snakemake ``benchmark:`` TSVs (read when present);
+    runs: the pre-trained encoders' ``results/{dataset}/{encoder}/pretrained/run.trec``."""
 
     tables: Sequence = ()
     data: Sequence = ()
@@ -147,6 +148,7 @@ class ReportInputs:
     per_query: Sequence = ()
     fingerprints: Sequence = ()
     benchmarks: Sequence = ()
+    runs: Sequence = ()
 
     @classmethod
     def from_named(cls, named) -> "ReportInputs":
@@ -483,6 +485,37 @@ def _figure(figs: Mapping[str, str | None], key: str, title: str, alt: str, stag
     return out + [f"![{alt}]({figs[key]})", ""]
 
 
+def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Sequence[str | Path],
+                  data_dirs: Sequence[str | Path], examples: int = 5) -> list[str]:
+    """"Geometrically easy but missed": per dataset x encoder at the stated k, the queries the
+    probe shows the index admits but the pre-trained encoder's exact run misses
+    (``capgap.diagnosis.admitted_but_missed``, the encoder-limited verdict of ``capgap diagnose``)."""
+    from .diagnosis import admitted_but_missed, load_qrels_file, load_run_file
+
+    out = ["## Geometrically easy but missed (pre-trained encoder)", ""]
+    if not per_query or not runs:
+        return out + ["Not computed: the probe or the pre-trained evaluation was not run.", ""]
+    probe_of = {(Path(p).parts[-4], Path(p).parts[-3]): p for p in per_query}
+    run_of = {(Path(p).parts[-4], Path(p).parts[-3]): p for p in runs}
+    qrels_of = {Path(d).parts[-2]: Path(d) / "qrels.tsv" for d in data_dirs}
+    rows = []
+    for r in table[table["stated"]].itertuples(index=False):
+        key = (r.dataset, r.encoder)
+        if key not in probe_of or key not in run_of or r.dataset not in qrels_of:
+            continue
+        prows = [json.loads(line) for line in Path(probe_of[key]).read_text(encoding="utf-8").splitlines() if line.strip()]
+        missed = admitted_but_missed(prows, load_run_file(run_of[key]), load_qrels_file(qrels_of[r.dataset]), int(r.k))
+        ex = ", ".join(f"{m['query_id']} (best gold rank {m['best_gold_rank'] or '> run depth'})" for m in missed[:examples])
+        rows.append([r.dataset, r.encoder, r.k, len(prows), len(missed), ex or "–"])
+    out.append("Queries whose gold set the frozen index admits at k (the probe certifies them or ranks every gold document "
+               "in its top k) but whose pre-trained query embedding misses a gold document at k: the encoder-limited "
+               "verdict of `capgap diagnose`, run on the DAG's own probe and retrieval outputs.")
+    out.append("")
+    out.append(_md_table(["dataset", "encoder", "k", "queries", "admitted but missed", f"first {examples}"], rows))
+    out.append("")
+    return out
+
+
 def render_provenance(config: Mapping | None, statuses: Sequence[dict], fps: Sequence[dict], times: Sequence[dict],
                       packages: Mapping[str, str], host: Mapping[str, str], colbert_model: str | None = None) -> list[str]:
     """The provenance block: config hash, machine, packages, data hashes, model fingerprints,
@@ -654,6 +687,7 @@ def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int]
     }
     figs = {k: (rel[k] if ok else None) for k, ok in drawn.items()}
     md = render_markdown(df, statuses, ks, ndcg_k, golds=golds, table=table, paper_rows=paper_rows, figs=figs)
+    md = md.rstrip("\n") + "\n\n" + "\n".join(render_missed(table, inputs.per_query, inputs.runs, inputs.data))
     figures.plot_hardness(hdf, outputs.hardness_p, outputs.hardness_m)
     hs = json.loads(Path(inputs.hardness[0]).read_text(encoding="utf-8")) if inputs.hardness else None
     md = md.rstrip("\n") + "\n\n" + "\n".join(render_hardness(hdf, hs, rel["hardness_p"] if hs else None, rel["hardness_m"] if hs else None))

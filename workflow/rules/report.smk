@@ -23,6 +23,7 @@ rule report:
         hardness=hardness_summary,
         per_query=probe_per_query_files,
         fingerprints=fingerprint_files,
+        runs=pretrained_run_files,
     output:
         csv="reports/results.csv",
         md="reports/report.md",

@@ -1,0 +1,55 @@
+"""The ``capgap`` command line (click): ``capgap diagnose`` runs ``capgap.diagnose`` on files a
+user already has. Installed by ``[project.scripts]``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def main() -> None:
+    """capgap: is retrieval failing because the index can't represent the answer, or because
+    the query encoder can't learn it?"""
+
+
+@main.command()
+@click.option("--doc-embeddings", "docs", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="(n_docs, dim) float32/float16: .npy (memory-mapped), .npz, or a faiss flat index (.faiss/.index).")
+@click.option("--query-embeddings", "queries", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="(n_queries, dim), same formats.")
+@click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="BEIR tsv (query-id corpus-id score, header optional), TREC (qid iter docid rel) or 'qid docid'.")
+@click.option("--doc-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per document row (default: the row number).")
+@click.option("--query-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per query row (default: the qrels' query order).")
+@click.option("--ann-run", type=click.Path(exists=True, dir_okay=False), help="Your approximate search's results: TREC run or 'qid docid [score]'.")
+@click.option("--k", default=10, show_default=True, type=click.IntRange(1), help="The cut-off for every recall and verdict.")
+@click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "cosine"]), help="cosine: vectors are L2-normalised first.")
+@click.option("--key", default=None, help="Array name inside .npz files holding several.")
+@click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
+def diagnose(docs, queries, qrels, doc_ids, query_ids, ann_run, k, metric, key, threads, out) -> None:
+    """Per-query verdict: index-limited, encoder-limited, ann-limited or ok."""
+    from .diagnosis import diagnose as run, load_ids, load_matrix, load_qrels_file, load_run_file, write_diagnosis
+    from .errors import DataFormatError
+
+    logging.basicConfig(level=logging.WARNING, format="capgap: %(message)s")
+    try:
+        D, Q = load_matrix(docs, key), load_matrix(queries, key)
+        qr = load_qrels_file(qrels)
+        dids = load_ids(doc_ids) if doc_ids else [str(i) for i in range(D.shape[0])]
+        qids = load_ids(query_ids) if query_ids else list(qr)
+        diag = run(D, Q, qr, dids, qids, k=k, ann_run=load_run_file(ann_run) if ann_run else None, metric=metric, threads=threads)
+    except (DataFormatError, ValueError) as e:
+        raise click.ClickException(str(e)) from e
+    paths = write_diagnosis(diag, out)
+    click.echo(diag.summary["reading"])
+    click.echo(f"verdicts: {diag.summary['verdicts']}")
+    click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

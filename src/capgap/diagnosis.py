@@ -1,0 +1,358 @@
+"""``capgap diagnose`` (``capgap.diagnose(...)``): the capacity probe on a user's own frozen index, with a verdict per query.
+
+When a query fails, which part failed? (arXiv 2610.02749 adds the first question to the two the
+ANN literature separates, ../shared/seeds/003):
+
+- **index-limited**: the index geometry does not admit the answer: the probe (a per-query
+  ranking SVM, ``capgap.probe``) cannot place the gold documents in the top k (not certified
+  and its recall@k below 1);
+- **encoder-limited**: the probe can, but exact search with the user's query embedding misses
+  gold documents at k;
+- **ann-limited**: exact search finds them, the user's approximate search (``--ann-run``)
+  misses some;
+- **ok**.
+
+Recall here is *capped*: |top-k ∩ gold| / min(k, |gold|), so a query with more gold documents
+than k can still be fully served. ANN recall against exact search (|ANN top-k ∩ exact top-k| /
+k) is reported apart from relevant-document recall.
+
+Public API: ``diagnose(D, Q, qrels, doc_ids, query_ids, k=10, ann_run=None, metric="ip")`` ->
+``Diagnosis`` (per-query rows and a summary), ``write_diagnosis(diag, out_dir)``, and the loaders
+``load_matrix``, ``load_ids``, ``load_qrels_file``, ``load_run_file``. ``capgap.cli`` wraps them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .errors import DataFormatError
+from .io import atomic_open, write_json, write_text
+
+log = logging.getLogger(__name__)
+VERDICTS = ("index-limited", "encoder-limited", "ann-limited", "ok")
+# the DAG's probe settings (config/config.yaml `probe`), so verdicts agree with the pipeline's rows
+DEFAULT_PROBE = {"C": 1000.0, "C_max": 1.0e8, "eps": 1e-3, "max_iter": 2000, "lp_check_max_docs": 2000}
+
+
+# --------------------------------------------------------------------------- inputs
+def load_matrix(path: str | Path, key: str | None = None) -> np.ndarray:
+    """An embedding matrix ``(n, dim)``: ``.npy`` (memory-mapped, float32 or float16), ``.npz``
+    (array ``key``, else its only array), or a faiss flat index file (``.faiss``/``.index``:
+    vectors reconstructed). float16 is returned as is (callers cast blockwise).
+
+    Raises ``DataFormatError`` for another shape, dtype or suffix."""
+    path = Path(path)
+    if path.suffix == ".npy":
+        a = np.load(path, mmap_mode="r")
+    elif path.suffix == ".npz":
+        with np.load(path) as z:
+            names = list(z.files)
+            if key is None and len(names) != 1:
+                raise DataFormatError(path, None, None, f"holds arrays {names}: name one with --key")
+            a = z[key or names[0]]
+    elif path.suffix in (".faiss", ".index"):
+        import faiss
+
+        idx = faiss.read_index(str(path))
+        if not hasattr(idx, "reconstruct_n") or idx.ntotal == 0:
+            raise DataFormatError(path, None, None, "not a faiss index with stored vectors")
+        try:
+            a = idx.reconstruct_n(0, idx.ntotal)
+        except RuntimeError as e:
+            raise DataFormatError(path, None, None, f"faiss cannot reconstruct its vectors (a flat index is needed): {e}") from e
+    else:
+        raise DataFormatError(path, None, None, "expected .npy, .npz or a faiss index (.faiss/.index)")
+    if a.ndim != 2:
+        raise DataFormatError(path, None, None, f"expected a 2-d (n, dim) array, got shape {a.shape}")
+    if a.dtype not in (np.float32, np.float16):
+        raise DataFormatError(path, None, None, f"expected float32 or float16, got {a.dtype}")
+    return a
+
+
+def load_ids(path: str | Path) -> list[str]:
+    """One id per line (blank lines are an error: ids must match array rows one to one)."""
+    path = Path(path)
+    ids = path.read_text(encoding="utf-8").splitlines()
+    for i, x in enumerate(ids, start=1):
+        if not x.strip():
+            raise DataFormatError(path, i, None, "empty id")
+    if len(set(ids)) != len(ids):
+        raise DataFormatError(path, None, None, "duplicate ids")
+    return [x.strip() for x in ids]
+
+
+def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
+    """Qrels as query id -> {document id: grade}: BEIR tsv (``query-id corpus-id score``, header
+    optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1).
+    Grades <= 0 are judged non-relevant. Raises ``DataFormatError`` (file, line, field)."""
+    path = Path(path)
+    out: dict[str, dict[str, int]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            cols = line.rstrip("\r\n").split("\t") if "\t" in line else line.split()
+            if i == 1 and ((len(cols) in (3, 4) and not _is_int(cols[-1]))
+                           or (len(cols) == 2 and cols[0].lower() in ("query-id", "query_id", "qid", "query"))):
+                continue  # a header line
+            if len(cols) == 4:
+                q, d, g = cols[0], cols[2], cols[3]
+            elif len(cols) == 3:
+                q, d, g = cols
+            elif len(cols) == 2:
+                q, d, g = cols[0], cols[1], "1"
+            else:
+                raise DataFormatError(path, i, None, f"expected 2, 3 (BEIR) or 4 (TREC) columns, got {len(cols)}")
+            if not _is_int(g):
+                raise DataFormatError(path, i, "score", f"{g!r} is not an integer grade")
+            out.setdefault(q, {})[d] = int(g)
+    return out
+
+
+def load_run_file(path: str | Path) -> dict[str, list[str]]:
+    """A run as query id -> document ids in rank order: TREC (``qid Q0 docid rank score tag``) or
+    tsv ``qid docid [score]`` (ordered by score when given, else by file order)."""
+    path = Path(path)
+    rows: dict[str, list[tuple[float, int, str]]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            cols = line.split()
+            if len(cols) == 6:
+                q, d, score = cols[0], cols[2], cols[4]
+            elif len(cols) in (2, 3):
+                q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
+            else:
+                raise DataFormatError(path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
+            try:
+                s = float(score) if score is not None else -float(i)
+            except ValueError:
+                if i == 1:
+                    continue  # header
+                raise DataFormatError(path, i, "score", f"{score!r} is not a number") from None
+            rows.setdefault(q, []).append((-s, i, d))
+    return {q: [d for _, _, d in sorted(v)] for q, v in rows.items()}
+
+
+def _is_int(x: str) -> bool:
+    try:
+        int(x)
+        return True
+    except ValueError:
+        return False
+
+
+# --------------------------------------------------------------------------- the diagnosis
+@dataclass
+class Diagnosis:
+    """Per-query rows (dicts) and the summary dict of one ``diagnose`` call."""
+
+    rows: list[dict]
+    summary: dict
+    k: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _capped_recall(ranked: Sequence[str], gold: set[str], k: int) -> float:
+    return len(set(ranked[:k]) & gold) / min(k, len(gold))
+
+
+def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]], doc_ids: Sequence[str],
+             query_ids: Sequence[str], k: int = 10, ann_run: Mapping[str, Sequence[str]] | None = None,
+             metric: str = "ip", probe_cfg: Mapping | None = None, threads: int | None = None) -> Diagnosis:
+    """Verdict per query: index-limited, encoder-limited, ann-limited or ok (module docstring).
+
+    ``D``: ``(n_docs, dim)`` float32/float16 document embeddings (a memory map is fine);
+    ``Q``: ``(n_queries, dim)``; ``doc_ids``/``query_ids``: the rows' ids; ``qrels``: query id ->
+    {doc id: grade} (grade > 0 = gold); ``ann_run``: query id -> the user's approximate top
+    documents; ``metric``: ``ip`` (inner product) or ``cosine`` (vectors are L2-normalised; a
+    warning names how far they were from unit length). Queries without a qrels entry are left
+    out (counted in the summary).
+
+    Raises ``ValueError`` for a dimension mismatch, ids that do not match the rows, qrels that
+    name unknown documents, or a query whose judged documents are all non-relevant.
+    """
+    from .probe import probe
+    from .retrieval import exact_topk
+
+    notes = []
+    if D.ndim != 2 or Q.ndim != 2 or D.shape[1] != Q.shape[1]:
+        raise ValueError(f"dimension mismatch: documents {D.shape}, queries {Q.shape}")
+    if len(doc_ids) != D.shape[0]:
+        raise ValueError(f"{len(doc_ids)} document ids for {D.shape[0]} document rows")
+    if len(query_ids) != Q.shape[0]:
+        raise ValueError(f"{len(query_ids)} query ids for {Q.shape[0]} query rows")
+    if metric not in ("ip", "cosine"):
+        raise ValueError(f"metric must be 'ip' or 'cosine', got {metric!r}")
+    pos = {d: i for i, d in enumerate(doc_ids)}
+    unknown = sorted({d for q in qrels for d in qrels[q] if d not in pos})
+    if unknown:
+        raise ValueError(f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}")
+    empty = [q for q in query_ids if q in qrels and not any(g > 0 for g in qrels[q].values())]
+    if empty:
+        raise ValueError(f"{len(empty)} queries have an empty gold set (every judged grade <= 0), e.g. {empty[:3]}")
+    keep = [i for i, q in enumerate(query_ids) if q in qrels]
+    if len(keep) < len(query_ids):
+        notes.append(f"{len(query_ids) - len(keep)} queries have no qrels and were left out")
+    Df = np.ascontiguousarray(D, dtype=np.float32)
+    Qf = np.ascontiguousarray(np.asarray(Q)[keep], dtype=np.float32)
+    if metric == "cosine":
+        for name, M in (("documents", Df), ("queries", Qf)):
+            norms = np.linalg.norm(M, axis=1)
+            dev = float(np.abs(norms - 1).max()) if len(norms) else 0.0
+            if dev > 1e-3:
+                msg = f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them"
+                log.warning(msg)
+                notes.append(msg)
+            M /= np.maximum(norms, 1e-12)[:, None]
+    qids = [query_ids[i] for i in keep]
+    golds = [{d for d, g in qrels[q].items() if g > 0} for q in qids]
+    results = probe(Df, [[pos[d] for d in g] for g in golds], threads=threads, **{**DEFAULT_PROBE, **dict(probe_cfg or {})})
+    kk = min(k, len(doc_ids))
+    idx, _ = exact_topk(Qf, Df, kk, threads=threads)
+    rows = []
+    for r, (q, gold, res) in enumerate(zip(qids, golds, results)):
+        exact = [doc_ids[j] for j in idx[r]]
+        probe_r = float(np.sum(res.gold_ranks <= kk)) / min(kk, len(gold))
+        enc_r = _capped_recall(exact, gold, kk)
+        ranks = [exact.index(d) + 1 for d in gold if d in exact]
+        row = {"query_id": q, "n_gold": len(gold), f"probe_recall@{k}": round(probe_r, 6), "certified": bool(res.certified),
+               "slack": res.slack, f"encoder_recall@{k}": round(enc_r, 6),
+               "best_gold_rank": min(ranks) if ranks else None}
+        ann_r = ann_vs_exact = None
+        if ann_run is not None:
+            ann = list(ann_run.get(q, []))
+            ann_r = _capped_recall(ann, gold, kk)
+            ann_vs_exact = len(set(ann[:kk]) & set(exact)) / kk
+            row[f"ann_recall@{k}"] = round(ann_r, 6)
+            row[f"ann_vs_exact@{k}"] = round(ann_vs_exact, 6)
+        if not res.certified and probe_r < 1:
+            verdict = "index-limited"
+        elif enc_r < 1:
+            verdict = "encoder-limited"
+        elif ann_r is not None and ann_r < 1:
+            verdict = "ann-limited"
+        else:
+            verdict = "ok"
+        row["verdict"] = verdict
+        rows.append(row)
+    return Diagnosis(rows, _summary(rows, k, ann_run is not None, len(query_ids) - len(keep), notes), k, notes)
+
+
+def _summary(rows: list[dict], k: int, has_ann: bool, left_out: int, notes: list[str]) -> dict:
+    n = len(rows)
+    mean = (lambda key: float(np.mean([r[key] for r in rows])) if rows else float("nan"))
+    s = {"queries": n, "left_out_without_qrels": left_out, "k": k,
+         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
+         f"probe_recall@{k}": mean(f"probe_recall@{k}"), "certified": mean("certified"),
+         f"encoder_recall@{k}": mean(f"encoder_recall@{k}"), "notes": notes}
+    s["unused_capacity"] = s[f"probe_recall@{k}"] - s[f"encoder_recall@{k}"]
+    if has_ann:
+        s[f"ann_recall@{k}"] = mean(f"ann_recall@{k}")
+        s[f"ann_vs_exact@{k}"] = mean(f"ann_vs_exact@{k}")
+    s["reading"] = _reading(s, k, has_ann)
+    return s
+
+
+def _reading(s: dict, k: int, has_ann: bool) -> str:
+    """A plain-language reading of where the bottleneck is."""
+    n = max(s["queries"], 1)
+    v = s["verdicts"]
+    worst = max((x for x in VERDICTS if x != "ok"), key=lambda x: v[x])
+    parts = [f"At k = {k}, the index admits {s[f'probe_recall@{k}']:.3f} recall (the probe; {s['certified']:.0%} of queries certified); "
+             f"the query encoder reaches {s[f'encoder_recall@{k}']:.3f} with exact search"]
+    if has_ann:
+        parts.append(f" and {s[f'ann_recall@{k}']:.3f} with your ANN (which returns {s[f'ann_vs_exact@{k}']:.3f} of the exact top-{k})")
+    parts.append(f". {v['ok']} of {s['queries']} queries are fully served. ")
+    if v[worst] == 0:
+        parts.append("No bottleneck at this k.")
+    else:
+        where = {"index-limited": "the index itself: no query vector puts their gold documents in the top k; "
+                                  "better document embeddings or a larger k, not query-side training, would help",
+                 "encoder-limited": "the query encoder: the index admits the answer but the encoder's query vectors miss it "
+                                    f"({s['unused_capacity']:.3f} recall of capacity unused); tune or replace the query side",
+                 "ann-limited": "the approximate search: exact search finds the gold documents, the ANN index loses them; "
+                                "tune the ANN (more probes, candidates) before anything else"}[worst]
+        parts.append(f"The largest group ({v[worst]} queries, {v[worst] / n:.0%}) is limited by {where}.")
+    return "".join(parts)
+
+
+def write_diagnosis(diag: Diagnosis, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``per_query.tsv``, ``summary.json``, ``summary.md`` and ``verdicts.png`` into
+    ``out_dir`` (each atomically); returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"per_query": out / "per_query.tsv", "summary_json": out / "summary.json", "summary_md": out / "summary.md",
+             "figure": out / "verdicts.png"}
+    cols = list(diag.rows[0]) if diag.rows else ["query_id", "verdict"]
+    with atomic_open(paths["per_query"], "w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols, delimiter="\t", lineterminator="\n")
+        w.writeheader()
+        for r in diag.rows:
+            w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    write_json(paths["summary_json"], diag.summary)
+    s, k = diag.summary, diag.k
+    md = ["# capgap diagnose", "", s["reading"], "", "| verdict | queries |", "|---|---|"]
+    md += [f"| {v} | {s['verdicts'][v]} |" for v in VERDICTS]
+    md += ["", f"| at k = {k} | mean |", "|---|---|", f"| probe (capacity) recall | {s[f'probe_recall@{k}']:.3f} |",
+           f"| certified | {s['certified']:.3f} |", f"| encoder recall (exact search) | {s[f'encoder_recall@{k}']:.3f} |",
+           f"| unused capacity (probe − encoder) | {s['unused_capacity']:.3f} |"]
+    if f"ann_recall@{k}" in s:
+        md += [f"| ANN recall | {s[f'ann_recall@{k}']:.3f} |", f"| ANN vs exact top-{k} | {s[f'ann_vs_exact@{k}']:.3f} |"]
+    md += ["", "Recall is capped: |top-k ∩ gold| / min(k, |gold|). Per-query numbers: `per_query.tsv`.", ""]
+    md += [f"- {n}" for n in s["notes"]]
+    write_text(paths["summary_md"], "\n".join(md).rstrip() + "\n")
+    _plot(diag, paths["figure"])
+    return paths
+
+
+def _plot(diag: Diagnosis, path: Path) -> None:
+    from .figures import _mpl, _save
+
+    plt, sns = _mpl()
+    s, k = diag.summary, diag.k
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
+    sns.barplot(x=list(VERDICTS), y=[s["verdicts"][v] for v in VERDICTS], ax=a, color="#4c72b0")
+    a.set(ylabel="queries", title="Verdicts")
+    a.tick_params(axis="x", labelrotation=15)
+    names = ["probe (capacity)", "encoder (exact)"] + (["ANN"] if f"ann_recall@{k}" in s else [])
+    vals = [s[f"probe_recall@{k}"], s[f"encoder_recall@{k}"]] + ([s[f"ann_recall@{k}"]] if f"ann_recall@{k}" in s else [])
+    sns.barplot(x=names, y=vals, ax=b, color="#55a868")
+    b.set(ylim=(0, 1.02), ylabel=f"recall@{k} (capped)", title="Where recall is lost")
+    _save(fig, path)
+
+
+def admitted_but_missed(probe_rows: Sequence[Mapping], run: Mapping[str, Sequence[str]],
+                        qrels: Mapping[str, Mapping[str, int]], k: int) -> list[dict]:
+    """Queries the index admits but an encoder's exact run misses at k: the DAG report's
+    "geometrically easy but missed" list (encoder-limited queries, as ``diagnose`` defines them).
+
+    ``probe_rows``: the probe's per-query JSON lines (``query_id``, ``certified``,
+    ``recall@{k}``, ``n_gold``); ``run``: query id -> ranked document ids (a TREC run, where
+    capgap writes spaces in ids as ``_``); ``qrels``: query id -> {doc id: grade}. Returns dicts
+    ``query_id, n_gold, encoder_recall (capped), best_gold_rank`` (None: no gold document in
+    the run) for every such query, in probe order."""
+    out = []
+    for p in probe_rows:
+        q = p["query_id"]
+        gold = {d.replace(" ", "_") for d, g in qrels.get(q, {}).items() if g > 0}
+        if not gold:
+            continue
+        key = f"recall@{k}"
+        probe_r = p[key] * len(gold) / min(k, len(gold)) if key in p else None
+        if probe_r is None or not (p["certified"] or probe_r >= 1):
+            continue
+        ranked = list(run.get(q.replace(" ", "_"), []))
+        enc = _capped_recall(ranked, gold, k)
+        if enc < 1:
+            ranks = [i + 1 for i, d in enumerate(ranked) if d in gold]
+            out.append({"query_id": q, "n_gold": len(gold), "encoder_recall": round(enc, 6), "best_gold_rank": min(ranks) if ranks else None})
+    return out
