@@ -257,7 +257,12 @@ def probe_per_query_files(wildcards=None):
 
 def pretrained_run_files(wildcards=None):
     """The pre-trained encoders' TREC runs: the report's "geometrically easy but missed" lists."""
-    return [f"results/{ds}/{enc}/pretrained/run.trec" for ds in datasets() if dataset_available(ds) for enc in encoders_for(ds)]
+    return [
+        f"results/{ds}/{enc}/pretrained/run.trec"
+        for ds in datasets()
+        if dataset_available(ds)
+        for enc in encoders_for(ds)
+    ]
 
 
 def fingerprint_files(wildcards=None):
