@@ -249,12 +249,13 @@ def _parse_score(path: Path, lineno: int, raw) -> int:
     return int(f)
 
 
-def iter_qrels(path: str | Path) -> Iterator[tuple[int, str, str, int]]:
+def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str, str, int]]:
     """Yield ``(line, query_id, doc_id, score)`` from a qrels file.
 
     Formats: BEIR tsv (``query-id corpus-id score``, header optional), TREC 4 columns
     (``qid 0 docid rel``), or JSONL objects with ``query-id``, ``corpus-id``, ``score``
-    (LIMIT). Raises ``DataFormatError`` naming the line and field.
+    (LIMIT); with ``pairs`` also two columns ``qid docid`` (grade 1: ``capgap diagnose``
+    accepts what users have). Raises ``DataFormatError`` naming the line and field.
     """
     path = Path(path)
     if path.suffix == ".jsonl":
@@ -280,6 +281,8 @@ def iter_qrels(path: str | Path) -> Iterator[tuple[int, str, str, int]]:
                 qid, did, score = cols
             elif len(cols) == 4:
                 qid, _, did, score = cols
+            elif len(cols) == 2 and pairs:
+                (qid, did), score = cols, "1"
             else:
                 raise DataFormatError(path, lineno, None, f"expected 3 (BEIR) or 4 (TREC) columns, got {len(cols)}")
             qid, did = qid.strip(), did.strip()

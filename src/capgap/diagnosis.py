@@ -90,29 +90,14 @@ def load_ids(path: str | Path) -> list[str]:
 
 def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
     """Qrels as query id -> {document id: grade}: BEIR tsv (``query-id corpus-id score``, header
-    optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1).
-    Grades <= 0 are judged non-relevant. Raises ``DataFormatError`` (file, line, field)."""
-    path = Path(path)
+    optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1),
+    read by ``capgap.data.iter_qrels``. Grades <= 0 are judged non-relevant. Raises
+    ``DataFormatError`` (file, line, field)."""
+    from .data import iter_qrels
+
     out: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            cols = line.rstrip("\r\n").split("\t") if "\t" in line else line.split()
-            if i == 1 and ((len(cols) in (3, 4) and not _is_int(cols[-1]))
-                           or (len(cols) == 2 and cols[0].lower() in ("query-id", "query_id", "qid", "query"))):
-                continue  # a header line
-            if len(cols) == 4:
-                q, d, g = cols[0], cols[2], cols[3]
-            elif len(cols) == 3:
-                q, d, g = cols
-            elif len(cols) == 2:
-                q, d, g = cols[0], cols[1], "1"
-            else:
-                raise DataFormatError(path, i, None, f"expected 2, 3 (BEIR) or 4 (TREC) columns, got {len(cols)}")
-            if not _is_int(g):
-                raise DataFormatError(path, i, "score", f"{g!r} is not an integer grade")
-            out.setdefault(q, {})[d] = int(g)
+    for _, q, d, g in iter_qrels(path, pairs=True):
+        out.setdefault(q, {})[d] = g
     return out
 
 
@@ -140,14 +125,6 @@ def load_run_file(path: str | Path) -> dict[str, list[str]]:
                 raise DataFormatError(path, i, "score", f"{score!r} is not a number") from None
             rows.setdefault(q, []).append((-s, i, d))
     return {q: [d for _, _, d in sorted(v)] for q, v in rows.items()}
-
-
-def _is_int(x: str) -> bool:
-    try:
-        int(x)
-        return True
-    except ValueError:
-        return False
 
 
 # --------------------------------------------------------------------------- the diagnosis

@@ -11,7 +11,6 @@ paper's published numbers beside ours (capgap.paper) and a provenance block
 from __future__ import annotations
 
 import base64
-import csv
 import json
 import re
 import statistics
@@ -23,7 +22,6 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from . import figures, paper, provenance
-from .errors import DataFormatError
 from .evaluate import COLUMNS
 from .figures import HARDNESS_PREFIX
 from .io import atomic_open, write_json, write_text
@@ -207,19 +205,12 @@ def gold_sizes(qrels_path: str | Path) -> dict:
     common size when every query has the same number of gold documents, else None.
 
     Raises ``DataFormatError`` naming the file, line and field on a malformed row."""
+    from .data import iter_qrels
+
     counts: dict[str, int] = {}
-    with open(qrels_path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh, delimiter="\t")
-        next(reader, None)
-        for i, row in enumerate(reader, start=2):
-            if len(row) != 3:
-                raise DataFormatError(qrels_path, i, None, "expected 3 tab-separated fields (query-id, corpus-id, score)")
-            try:
-                score = float(row[2])
-            except ValueError:
-                raise DataFormatError(qrels_path, i, "score", f"{row[2]!r} is not a number") from None
-            if score > 0:
-                counts[row[0]] = counts.get(row[0], 0) + 1
+    for _, q, _, score in iter_qrels(qrels_path):
+        if score > 0:
+            counts[q] = counts.get(q, 0) + 1
     if not counts:
         return {"min": None, "median": None, "max": None, "fixed": None}
     v = sorted(counts.values())
