@@ -283,6 +283,13 @@ def download_bright(category: str, dest: str | Path, base_url: str | None = None
     return final
 
 
+def _bright_folder(name: str, spec: Mapping) -> tuple[str, str]:
+    """A BRIGHT dataset's category (config ``category``, else the name without ``bright-``) and
+    the folder ``download_bright`` converts it into."""
+    category = spec.get("category", name.removeprefix("bright-").removesuffix("-long"))
+    return category, f"bright-{category}" + ("-long" if spec.get("long_documents") else "")
+
+
 def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> str:
     """Cheap, network-free class of how ``name`` can be obtained right now.
 
@@ -303,10 +310,8 @@ def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cac
     cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
     if (cache / spec.get("beir_name", mirror_name) / "corpus.jsonl").is_file():
         return "local"
-    if spec.get("source") == "bright":
-        category = spec.get("category", name.removeprefix("bright-").removesuffix("-long"))
-        if (cache / (f"bright-{category}" + ("-long" if spec.get("long_documents") else "")) / "excluded.tsv").is_file():
-            return "local"
+    if spec.get("source") == "bright" and (cache / _bright_folder(name, spec)[1] / "excluded.tsv").is_file():
+        return "local"
     return "remote:offline" if is_offline() else "remote:online"
 
 
@@ -364,8 +369,7 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
     if not downloadable:
         raise DatasetUnavailable(name, f"{where}; source '{source}' cannot be downloaded", hint)
     cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
-    category = spec.get("category", name.removeprefix("bright-").removesuffix("-long"))
-    bright_name = f"bright-{category}" + ("-long" if spec.get("long_documents") else "")
+    category, bright_name = _bright_folder(name, spec)
     cached = cache / {"beir": spec.get("beir_name", mirror_name), "bright": bright_name}.get(source, mirror_name)
     files = {"beir": ("corpus.jsonl",), "bright": ("corpus.jsonl", "excluded.tsv")}.get(source, LIMIT_FILES)
     if all((cached / f).is_file() for f in files):  # an earlier download: usable offline too
