@@ -7,6 +7,9 @@ Public API
 - ``load_corpus(path)``, ``load_queries(path)``, ``load_qrels(path)``: read one BEIR file
   (``corpus.jsonl``, ``queries.jsonl``, ``qrels/*.tsv`` or LIMIT's ``qrels.jsonl``), raising
   ``DataFormatError(path, line, field)`` on bad input.
+- ``iter_lines(path)``: the one text-line reader every input reader uses (UTF-8, BOM skipped,
+  a bad byte reported with its line and column); ``check_id(path, line, field, value)``: the
+  one id check every reader applies.
 - ``load_beir_dir(folder, split_cfg)``: a whole dataset folder, qrels resolved against the
   corpus and queries, split into train / held-out.
 - ``split_queries(query_ids, heldout_fraction, seed)``: the seeded, stable fraction rule.
@@ -20,13 +23,32 @@ Public API
 Conventions (DESIGN.md "Data"): a qrels score <= 0 is *not relevant*; a query with no relevant
 document is dropped and counted (``RetrievalSet.dropped_queries``), never silently kept; a
 document whose title and text are both empty, or a query with empty text, is an error.
+
+- Encoding: input files are UTF-8; a byte-order mark at the start of a file is skipped; any
+  other undecodable byte is a ``DataFormatError`` naming line and column.
+- Text: every document title and text and every query text is NFC-normalised
+  (``unicodedata.normalize("NFC", ...)``) once, at load. The canonical copy, the corpus
+  fingerprint (``corpus_hash``), BM25 and the encoders therefore all see the same characters:
+  "café" typed with a combining accent (NFD) and with a precomposed "é" (NFC) are one word.
+- Ids are never normalised or rewritten: an id matches only the same code points, and every
+  reader keeps ids exactly as the file format delimits them (JSON strings as is; TSV columns
+  split on TAB only, not stripped). An id containing a control character (Unicode category Cc,
+  e.g. TAB, LF, CR, NUL, DEL, U+0085) or a line/paragraph separator (U+2028, U+2029) is a
+  ``DataFormatError``: ids are written to TSV and TREC files, where such characters would
+  split a line or column and silently change the data. Spaces are allowed; TREC run files
+  percent-encode them (``capgap.trec``).
+- Numbers: a qrels score must be a finite integer grade; JSON's non-standard ``NaN`` /
+  ``Infinity`` constants are rejected.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import logging
+import math
+import unicodedata
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -161,18 +183,79 @@ class RetrievalSet:
 
 
 # --------------------------------------------------------------------------- readers
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    r"""Yield ``(line number, line)`` of a UTF-8 text file, 1-based, every line (blank ones too).
+
+    Lines end at ``\n`` only; the ``\n`` and one ``\r`` before it (CRLF files) are removed, and
+    nothing else: a ``\r``, U+0085, U+2028 or U+2029 inside a line stays in it (``check_id``
+    then rejects it in an id) instead of splitting the line. A UTF-8 byte-order mark at the start
+    of the file is skipped. Reads the file as a stream, so large files are fine.
+
+    Raises ``DataFormatError(path, line, None, "not valid UTF-8 (byte 0xe9 at column 5); ...")``
+    for a line that is not valid UTF-8 (the column counts bytes from 1), and ``OSError`` if the
+    file cannot be read.
+    """
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            if raw.endswith(b"\n"):
+                raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(path, lineno, None, f"malformed JSON ({e.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataFormatError(path, lineno, None, "expected a JSON object")
-            yield lineno, obj
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataFormatError(path, lineno, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                                                          "save the file as UTF-8") from None
+
+
+# names of the control characters users meet (unicodedata.name has none for category Cc)
+_CONTROL_NAMES = {"\x00": "NUL", "\t": "TAB", "\n": "LF", "\x0b": "VT", "\x0c": "FF", "\r": "CR", "\x1b": "ESC",
+                  "\x7f": "DEL", "\x85": "NEL"}
+
+
+def check_id(path: str | Path, lineno: int | None, field: str | None, value: str) -> str:
+    r"""Return ``value`` unchanged if it is usable as an id; otherwise raise ``DataFormatError``.
+
+    An id may not contain a control character (Unicode category Cc: TAB, LF, CR, NUL, DEL,
+    U+0085, ...) or a line/paragraph separator (U+2028, U+2029, categories Zl/Zp): ids are
+    written to TSV and TREC files, where these would split a column or a line. The error names
+    ``path``, ``lineno``, ``field`` and the character, e.g. ``id 'piano\td9' contains a control
+    character U+0009 (TAB)``. Ids are never rewritten (module docstring, "Conventions").
+    """
+    for ch in value:
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            name = _CONTROL_NAMES.get(ch) or unicodedata.name(ch, "")
+            named = f" ({name})" if name else ""
+            raise DataFormatError(path, lineno, field, f"id {value!r} contains a control character U+{ord(ch):04X}{named}; "
+                                                       "ids are written to TSV and TREC files")
+    return value
+
+
+class _NonFiniteJSON(ValueError):
+    """Raised by ``json.loads`` (``parse_constant``) on ``NaN``, ``Infinity`` or ``-Infinity``."""
+
+
+def _reject_constant(name: str):
+    raise _NonFiniteJSON(name)
+
+
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line number, object)`` per non-blank line of a JSON Lines file (``iter_lines``).
+
+    Raises ``DataFormatError`` naming the line for bad UTF-8, malformed JSON, the non-standard
+    constants ``NaN`` / ``Infinity`` / ``-Infinity``, or a value that is not a JSON object."""
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line, parse_constant=_reject_constant)
+        except _NonFiniteJSON as e:
+            raise DataFormatError(path, lineno, None, f"{e} is not valid JSON (non-finite numbers are not allowed)") from None
+        except json.JSONDecodeError as e:
+            raise DataFormatError(path, lineno, None, f"malformed JSON ({e.msg})") from None
+        if not isinstance(obj, dict):
+            raise DataFormatError(path, lineno, None, "expected a JSON object")
+        yield lineno, obj
 
 
 def _str_field(path: Path, lineno: int, obj: dict, name: str, required: bool = True) -> str:
@@ -188,22 +271,28 @@ def _str_field(path: Path, lineno: int, obj: dict, name: str, required: bool = T
     return val
 
 
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
 def load_corpus(path: str | Path) -> Corpus:
     """Read a BEIR ``corpus.jsonl`` (``_id``, ``title`` optional, ``text``).
 
-    Returns a ``Corpus`` in file order. Raises ``DataFormatError`` on malformed JSON, a missing
-    ``_id`` or ``text``, a duplicate ``_id``, or a document whose title and text are both empty.
+    Returns a ``Corpus`` in file order, title and text NFC-normalised, ids as written (module
+    docstring, "Conventions"). Raises ``DataFormatError`` on bad UTF-8, malformed JSON, a missing
+    ``_id`` or ``text``, an id with a control character (``check_id``), a duplicate ``_id``, or
+    a document whose title and text are both empty.
     """
     path = Path(path)
     ids, titles, texts, seen = [], [], [], {}
     for lineno, obj in _iter_jsonl(path):
-        did = _str_field(path, lineno, obj, "_id")
+        did = check_id(path, lineno, "_id", _str_field(path, lineno, obj, "_id"))
         if not did:
             raise DataFormatError(path, lineno, "_id", "empty id")
         if did in seen:
             raise DataFormatError(path, lineno, "_id", f"duplicate id {did!r} (first on line {seen[did]})")
-        title = _str_field(path, lineno, obj, "title", required=False)
-        text = _str_field(path, lineno, obj, "text")
+        title = _nfc(_str_field(path, lineno, obj, "title", required=False))
+        text = _nfc(_str_field(path, lineno, obj, "text"))
         if not (title.strip() or text.strip()):
             raise DataFormatError(path, lineno, "text", f"document {did!r} has empty title and text")
         seen[did] = lineno
@@ -216,19 +305,20 @@ def load_corpus(path: str | Path) -> Corpus:
 
 
 def load_queries(path: str | Path) -> Queries:
-    """Read a BEIR ``queries.jsonl`` (``_id``, ``text``).
+    """Read a BEIR ``queries.jsonl`` (``_id``, ``text``); texts NFC-normalised, ids as written.
 
-    Raises ``DataFormatError`` on malformed JSON, a missing field, a duplicate id, or empty text.
+    Raises ``DataFormatError`` on bad UTF-8, malformed JSON, a missing field, an id with a
+    control character (``check_id``), a duplicate id, or empty text.
     """
     path = Path(path)
     ids, texts, seen = [], [], {}
     for lineno, obj in _iter_jsonl(path):
-        qid = _str_field(path, lineno, obj, "_id")
+        qid = check_id(path, lineno, "_id", _str_field(path, lineno, obj, "_id"))
         if not qid:
             raise DataFormatError(path, lineno, "_id", "empty id")
         if qid in seen:
             raise DataFormatError(path, lineno, "_id", f"duplicate id {qid!r} (first on line {seen[qid]})")
-        text = _str_field(path, lineno, obj, "text")
+        text = _nfc(_str_field(path, lineno, obj, "text"))
         if not text.strip():
             raise DataFormatError(path, lineno, "text", f"query {qid!r} has empty text")
         seen[qid] = lineno
@@ -240,10 +330,18 @@ def load_queries(path: str | Path) -> Queries:
 
 
 def _parse_score(path: Path, lineno: int, raw) -> int:
+    """A qrels grade: an integer, written as int or integral float (``1``, ``1.0``, ``"2"``).
+
+    Raises ``DataFormatError(path, lineno, "score", ...)`` for a non-number, a non-finite number
+    (``nan``, ``inf``, or too large for a float) and a fractional number."""
     try:
         f = float(raw)
     except (TypeError, ValueError):
         raise DataFormatError(path, lineno, "score", f"not a number: {raw!r}") from None
+    except OverflowError:  # an int too large for a float (JSON allows any length)
+        raise DataFormatError(path, lineno, "score", f"not a finite number: {raw!r}") from None
+    if not math.isfinite(f):
+        raise DataFormatError(path, lineno, "score", f"not a finite number: {raw!r}")
     if f != int(f):
         raise DataFormatError(path, lineno, "score", f"expected an integer grade, got {raw!r}")
     return int(f)
@@ -255,42 +353,46 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
     Formats: BEIR tsv (``query-id corpus-id score``, header optional), TREC 4 columns
     (``qid 0 docid rel``), or JSONL objects with ``query-id``, ``corpus-id``, ``score``
     (LIMIT); with ``pairs`` also two columns ``qid docid`` (grade 1: ``capgap diagnose``
-    accepts what users have). Raises ``DataFormatError`` naming the line and field.
+    accepts what users have). Files are read by ``iter_lines`` (UTF-8, a leading BOM skipped).
+    Tab-separated columns are split on TAB only and ids are kept exactly (spaces included);
+    whitespace-separated (TREC) ids cannot contain whitespace. Raises ``DataFormatError``
+    naming the line and field: bad UTF-8, wrong column count, an empty id or one with a
+    control character (``check_id``), a score that is not a finite integer grade.
     """
     path = Path(path)
     if path.suffix == ".jsonl":
         for lineno, obj in _iter_jsonl(path):
-            qid = _str_field(path, lineno, obj, "query-id")
-            did = _str_field(path, lineno, obj, "corpus-id")
+            qid = check_id(path, lineno, "query-id", _str_field(path, lineno, obj, "query-id"))
+            did = check_id(path, lineno, "corpus-id", _str_field(path, lineno, obj, "corpus-id"))
             if "score" not in obj:
                 raise DataFormatError(path, lineno, "score", "missing")
             yield lineno, qid, did, _parse_score(path, lineno, obj["score"])
         return
     # The first line decides the delimiter: tab (BEIR) or whitespace (TREC).
-    with open(path, encoding="utf-8", newline="") as fh:
-        first = fh.readline()
-        delim = "\t" if "\t" in first else None
-        fh.seek(0)
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            cols = line.rstrip("\r\n").split(delim)
-            if lineno == 1 and cols[0].strip().lower() in ("query-id", "query_id", "qid", "query"):
-                continue  # header
-            if len(cols) == 3:
-                qid, did, score = cols
-            elif len(cols) == 4:
-                qid, _, did, score = cols
-            elif len(cols) == 2 and pairs:
-                (qid, did), score = cols, "1"
-            else:
-                raise DataFormatError(path, lineno, None, f"expected 3 (BEIR) or 4 (TREC) columns, got {len(cols)}")
-            qid, did = qid.strip(), did.strip()
-            if not qid:
-                raise DataFormatError(path, lineno, "query-id", "empty")
-            if not did:
-                raise DataFormatError(path, lineno, "corpus-id", "empty")
-            yield lineno, qid, did, _parse_score(path, lineno, score.strip())
+    delim = None
+    for lineno, line in iter_lines(path):
+        if lineno == 1:
+            delim = "\t" if "\t" in line else None
+        if not line.strip():
+            continue
+        cols = line.split(delim)
+        if lineno == 1 and cols[0].strip().lower() in ("query-id", "query_id", "qid", "query"):
+            continue  # header
+        if len(cols) == 3:
+            qid, did, score = cols
+        elif len(cols) == 4:
+            qid, _, did, score = cols
+        elif len(cols) == 2 and pairs:
+            (qid, did), score = cols, "1"
+        else:
+            raise DataFormatError(path, lineno, None, f"expected 3 (BEIR) or 4 (TREC) columns, got {len(cols)}")
+        if not qid:
+            raise DataFormatError(path, lineno, "query-id", "empty")
+        if not did:
+            raise DataFormatError(path, lineno, "corpus-id", "empty")
+        check_id(path, lineno, "query-id", qid)
+        check_id(path, lineno, "corpus-id", did)
+        yield lineno, qid, did, _parse_score(path, lineno, score.strip())
 
 
 def load_qrels(path: str | Path, corpus: Corpus | None = None, queries: Queries | None = None) -> Qrels:
@@ -455,47 +557,49 @@ def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
 
 
 def load_split(path: str | Path, queries: Queries) -> Split:
-    """Read ``split.tsv`` (``query-id<TAB>split``); every id must be a known query."""
+    """Read ``split.tsv`` (``query-id<TAB>split``, ``iter_lines``); every id must be a known query.
+
+    Raises ``DataFormatError`` naming the line for bad UTF-8, a wrong column count, an id with
+    a control character (``check_id``), an unknown query id or an unknown split name."""
     path = Path(path)
     known = set(queries.ids)
     parts: dict[str, list[str]] = {s: [] for s in SPLITS}
     rule = ""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.startswith("#"):
-                rule = line[1:].strip()
-                continue
-            cols = line.rstrip("\r\n").split("\t")
-            if cols == ["query-id", "split"] or not line.strip():
-                continue
-            if len(cols) != 2:
-                raise DataFormatError(path, lineno, None, "expected 2 tab-separated columns")
-            if cols[0] not in known:
-                raise DataFormatError(path, lineno, "query-id", f"unknown query id {cols[0]!r}")
-            if cols[1] not in parts:
-                raise DataFormatError(path, lineno, "split", f"expected one of {SPLITS}, got {cols[1]!r}")
-            parts[cols[1]].append(cols[0])
+    for lineno, line in iter_lines(path):
+        if line.startswith("#"):
+            rule = line[1:].strip()
+            continue
+        cols = line.split("\t")
+        if cols == ["query-id", "split"] or not line.strip():
+            continue
+        if len(cols) != 2:
+            raise DataFormatError(path, lineno, None, "expected 2 tab-separated columns")
+        if check_id(path, lineno, "query-id", cols[0]) not in known:
+            raise DataFormatError(path, lineno, "query-id", f"unknown query id {cols[0]!r}")
+        if cols[1] not in parts:
+            raise DataFormatError(path, lineno, "split", f"expected one of {SPLITS}, got {cols[1]!r}")
+        parts[cols[1]].append(cols[0])
     return Split(tuple(parts["train"]), tuple(parts["heldout"]), rule)
 
 
 def load_excluded(path: str | Path, corpus: Corpus, queries: Queries) -> dict[str, tuple[str, ...]]:
-    """Read ``excluded.tsv`` (``query-id<TAB>corpus-id``, header line): query id -> excluded
-    document ids, in file order. Unknown ids raise ``DataFormatError`` naming the line."""
+    """Read ``excluded.tsv`` (``query-id<TAB>corpus-id``, header line; ``iter_lines``): query id ->
+    excluded document ids, in file order. Bad UTF-8, a wrong column count, an id with a control
+    character (``check_id``) or an unknown id raise ``DataFormatError`` naming the line."""
     path = Path(path)
     qids, dids = set(queries.ids), set(corpus.ids)
     out: dict[str, list[str]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            cols = line.rstrip("\r\n").split("\t")
-            if cols == ["query-id", "corpus-id"] or not line.strip():
-                continue
-            if len(cols) != 2:
-                raise DataFormatError(path, lineno, None, "expected 2 tab-separated columns")
-            if cols[0] not in qids:
-                raise DataFormatError(path, lineno, "query-id", f"unknown query id {cols[0]!r}")
-            if cols[1] not in dids:
-                raise DataFormatError(path, lineno, "corpus-id", f"unknown document id {cols[1]!r}")
-            out.setdefault(cols[0], []).append(cols[1])
+    for lineno, line in iter_lines(path):
+        cols = line.split("\t")
+        if cols == ["query-id", "corpus-id"] or not line.strip():
+            continue
+        if len(cols) != 2:
+            raise DataFormatError(path, lineno, None, "expected 2 tab-separated columns")
+        if check_id(path, lineno, "query-id", cols[0]) not in qids:
+            raise DataFormatError(path, lineno, "query-id", f"unknown query id {cols[0]!r}")
+        if check_id(path, lineno, "corpus-id", cols[1]) not in dids:
+            raise DataFormatError(path, lineno, "corpus-id", f"unknown document id {cols[1]!r}")
+        out.setdefault(cols[0], []).append(cols[1])
     return {q: tuple(v) for q, v in out.items()}
 
 

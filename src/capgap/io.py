@@ -1,6 +1,7 @@
 """Atomic file output: write to a temporary file in the same folder, then rename.
 
-A killed run therefore never leaves a half-written file under the final name.
+A killed run therefore never leaves a half-written file under the final name. JSON output
+(``write_json``, ``write_jsonl``) is strict JSON: ``null`` where a number is not finite.
 """
 
 from __future__ import annotations
@@ -50,16 +51,48 @@ def write_text(path: str | Path, text: str) -> None:
         fh.write(text)
 
 
+def to_strict_json(obj):
+    """``obj`` with every value strict JSON can hold, recursively through dicts, lists and tuples.
+
+    A non-finite float (Python ``float`` or numpy floating: NaN, +-inf) becomes ``None``
+    (JSON ``null``); numpy integers, floats and bools become Python ``int``, ``float``, ``bool``
+    (dict keys too); numpy arrays become (nested) lists. Anything else is returned as is.
+    """
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.generic):  # numpy int, bool, str
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return to_strict_json(obj.tolist())
+    if isinstance(obj, dict):
+        return {(k.item() if isinstance(k, np.generic) else k): to_strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_strict_json(v) for v in obj]
+    return obj
+
+
 def write_json(path: str | Path, obj) -> None:
-    """Atomically write ``obj`` as indented, key-sorted JSON."""
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    """Atomically write ``obj`` as indented, key-sorted, strict JSON (RFC 8259).
+
+    Values go through ``to_strict_json``: ``null`` stands for a non-finite number (NaN, +-inf;
+    the caller documents what it means, e.g. "not computed"), numpy scalars and arrays become
+    plain numbers and lists; other non-JSON objects (``Path``, ...) are written as ``str``.
+    Dumped with ``allow_nan=False``, so a non-finite number that escapes the conversion raises
+    ``ValueError`` instead of writing JSON's invalid ``NaN`` / ``Infinity``.
+    """
+    write_text(path, json.dumps(to_strict_json(obj), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
 
 
 def write_jsonl(path: str | Path, rows) -> None:
-    """Atomically write an iterable of dicts, one JSON object per line."""
+    """Atomically write an iterable of dicts, one strict JSON object per line (UTF-8).
+
+    Like ``write_json``: each row goes through ``to_strict_json`` (``null`` stands for a
+    non-finite number; the caller documents what it means) and is dumped with
+    ``allow_nan=False``. Raises ``TypeError`` for a value JSON cannot hold.
+    """
     with atomic_open(path, "w", encoding="utf-8") as fh:
         for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.write(json.dumps(to_strict_json(row), ensure_ascii=False, allow_nan=False) + "\n")
 
 
 def save_npy(path: str | Path, array: np.ndarray) -> None:

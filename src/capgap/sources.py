@@ -189,11 +189,13 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
     content are left out (capgap's corpus forbids them) and so are exclusions of ids not in the
     corpus (they cannot be retrieved anyway); both are counted in the returned dict.
 
-    Raises ``DataFormatError(file, row, field)`` for a missing column, a missing id, or an id
-    both gold and excluded (BRIGHT's own evaluation asserts there is none).
+    Raises ``DataFormatError(file, row, field)`` for a missing column, a missing id, an id with
+    a control character (``capgap.data.check_id``), or an id both gold and excluded (BRIGHT's
+    own evaluation asserts there is none).
     """
     import pandas as pd
 
+    from .data import check_id
     from .io import write_jsonl
 
     ex = pd.read_parquet(examples)
@@ -207,6 +209,7 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
     for i, (d, c) in enumerate(zip(docs["id"], docs["content"]), start=1):
         if d is None or str(d) == "":
             raise DataFormatError(documents, i, "id", "empty document id")
+        check_id(documents, i, "id", str(d))
         if c is None or not str(c).strip():
             empty += 1
             continue
@@ -219,9 +222,11 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
         q = str(r["id"])
         if not q:
             raise DataFormatError(examples, i, "id", "empty query id")
+        check_id(examples, i, "id", q)
         queries.append({"_id": q, "text": str(r["query"])})
-        gold = list(dict.fromkeys(str(g) for g in (r[gold_key] if r[gold_key] is not None else [])))
-        ex_ids = [str(e) for e in (r["excluded_ids"] if r["excluded_ids"] is not None else []) if str(e) != "N/A"]
+        gold = list(dict.fromkeys(check_id(examples, i, gold_key, str(g)) for g in (r[gold_key] if r[gold_key] is not None else [])))
+        ex_ids = [check_id(examples, i, "excluded_ids", str(e))
+                  for e in (r["excluded_ids"] if r["excluded_ids"] is not None else []) if str(e) != "N/A"]
         both = set(gold) & set(ex_ids)
         if both:
             raise DataFormatError(examples, i, "excluded_ids", f"ids both gold and excluded: {sorted(both)[:3]}")
