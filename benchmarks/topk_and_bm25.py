@@ -2,7 +2,10 @@
 
 - exact top-k: a blocked numpy matmul + argpartition (capgap.retrieval.topk_from_scores over
   query blocks, capgap's first implementation) vs faiss (IndexFlatIP and faiss.knn, which
-  capgap.retrieval.exact_topk now uses); the top-100 sets must agree.
+  capgap.retrieval.exact_topk uses); the top-100 sets must agree.
+- the evaluation ranking (capgap.retrieval.rank_queries over dense_scores: full scores, duplicate
+  rows tied, pessimistic gold ranks and the top-100 for the run file) vs faiss.knn top-100: the
+  cost of ranking every document exactly instead of a top-k heap.
 - BM25 over SciFact: bm25s backend vs rank-bm25 backend (same tokens, same top-k rule).
 
 Run: .venv/bin/python benchmarks/topk_and_bm25.py [--mirror ../shared/data]
@@ -35,7 +38,7 @@ def main():
 
     from capgap.bm25 import BM25
     from capgap.data import load_beir_dir
-    from capgap.retrieval import topk_from_scores
+    from capgap.retrieval import dense_scores, duplicate_groups, rank_queries, topk_from_scores
 
     def numpy_topk(q, d, k, block=1024):
         parts = [topk_from_scores(q[s : s + block] @ d.T, k)[0] for s in range(0, len(q), block)]
@@ -56,6 +59,13 @@ def main():
         rows.append((task, "numpy blocked matmul+argpartition", t_np, "faiss IndexFlatIP", t_flat, f"same top-100 sets: {same:.3f}"))
         same = np.mean([set(a) == set(b) for a, b in zip(i_knn, i_flat)])
         rows.append((task, "faiss.knn (capgap exact_topk)", t_knn, "faiss IndexFlatIP", t_flat, f"same top-100 sets: {same:.3f}"))
+        gold = [rng.choice(n_docs, 2, replace=False) for _ in range(n_q)]
+        grades = [np.ones(2) for _ in range(n_q)]
+        t_rank, (_, i_rank, _) = timed(lambda: rank_queries(dense_scores(q, d), n_q, gold, grades, None, 100, n_docs,
+                                                            duplicate_groups(d)))
+        same = np.mean([set(a) == set(b) for a, b in zip(i_rank, i_knn)])
+        rows.append((task, "rank_queries (capgap evaluation: gold ranks + top-100)", t_rank, "faiss.knn", t_knn,
+                     f"same top-100 sets: {same:.3f}"))
     rs = load_beir_dir(os.path.join(args.mirror, "scifact"))
     docs, queries = rs.corpus.passages(), list(rs.queries.texts)
     t_a, a = timed(lambda: BM25(docs, "bm25s", "robertson").search(queries, 100), repeat=1)

@@ -28,7 +28,8 @@ def test_each_verdict_by_construction():
     assert by["qa"]["verdict"] == "index-limited" and not by["qa"]["certified"] and by["qa"]["probe_recall@1"] == 0.0
     # qb: d0 is separable (w = (1, -1, -1) puts it first) but the query vector points at d1
     assert by["qb"]["verdict"] == "encoder-limited" and by["qb"]["certified"] and by["qb"]["encoder_recall@1"] == 0.0
-    assert by["qb"]["best_gold_rank"] is None
+    # its gold d0 scores 0, tied with non-gold d2 and d3 and below d1 and d4: pessimistic rank 5
+    assert by["qb"]["best_gold_rank"] == 5
     # qc: exact search finds d1; the ANN run returned d0 instead
     assert by["qc"]["verdict"] == "ann-limited" and by["qc"]["encoder_recall@1"] == 1.0
     assert by["qc"]["ann_recall@1"] == 0.0 and by["qc"]["ann_vs_exact@1"] == 0.0

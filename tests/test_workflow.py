@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -133,12 +134,13 @@ def test_report_from_real_runs(tiny_run, mirror, tmp_path):
     assert "| limit-small / bm25 | k = 2 / 10 / 20 |" in md and "| 2 (fixed) |" in md
     assert "The paper's pattern holds on" in md and "## Provenance" in md and "| finetune | limit-small/minilm |" in md
     # geometrically easy but missed: the probe certifies every LIMIT query here (test_rows), so the
-    # count is the queries whose pre-trained top 2 (run.trec, spaces written as _) lacks a gold document
-    from capgap.diagnosis import load_qrels_file, load_run_file
+    # count is the queries whose pre-trained top 2 (run.trec, ids percent-encoded) lacks a gold document
+    from capgap.diagnosis import load_qrels_file
+    from capgap.trec import read_run
 
-    run = load_run_file(tiny_run / "results" / "limit-small" / "minilm" / "pretrained" / "run.trec")
+    run = {q: [d for d, _ in v] for q, v in read_run(tiny_run / "results" / "limit-small" / "minilm" / "pretrained" / "run.trec").items()}
     qrels = load_qrels_file(tiny_run / "results" / "limit-small" / "data" / "qrels.tsv")
-    missed = sum(not {d.replace(" ", "_") for d in g} <= set(run[q.replace(" ", "_")][:2]) for q, g in qrels.items())
+    missed = sum(not set(g) <= set(run[q][:2]) for q, g in qrels.items())
     assert f"| limit-small | minilm | 2 | 1000 | {missed} |" in md and 0 < missed < 1000
     html = (rep / "report.html").read_text()
     assert html.count("<img") == md.count("![") >= 6 and 'src="figures/' not in html
@@ -290,3 +292,69 @@ def test_diagnose_agrees_with_the_dag(tiny_run):
         assert s["encoder_recall@2"] == pytest.approx(v[(ds, "pretrained", "all", "recall", "2")], abs=1e-6)
         served = sum(r["encoder_recall@2"] == 1.0 for r in diag.rows)
         assert s["verdicts"]["ok"] == served and s["verdicts"]["index-limited"] == 0
+
+
+def _pessimistic(run_q: list, grades: dict, ks, ndcg_k) -> dict:
+    """recall@k and nDCG@ndcg_k of one query from a run file's (doc, score) list under the
+    documented tie rule, stated independently of capgap.retrieval: a gold document's rank is 1 +
+    the non-gold documents scoring at least as high + the gold ones ahead (higher score, or the
+    same score and a lower grade, then earlier in the file)."""
+    gold = {d: g for d, g in grades.items() if g > 0}
+    ranks = {}
+    for i, (d, s) in enumerate(run_q):
+        if d in gold:
+            ranks[d] = 1 + sum(1 for d2, s2 in run_q if d2 not in gold and s2 >= s) + sum(
+                1 for j, (d2, s2) in enumerate(run_q) if d2 in gold and (s2 > s or (s2 == s and (gold[d2], j) < (gold[d], i))))
+    out = {("recall", str(k)): sum(r <= k for r in ranks.values()) / len(gold) for k in ks}
+    dcg = sum(gold[d] / np.log2(r + 1) for d, r in ranks.items() if r <= ndcg_k)
+    ideal = sorted(gold.values(), reverse=True)[:ndcg_k]
+    out[("ndcg", str(ndcg_k))] = dcg / sum(g / np.log2(i + 2) for i, g in enumerate(ideal))
+    return out
+
+
+def test_every_number_equals_pytrec_eval_on_the_run_files(tiny_run):
+    """results.csv of every method that writes a run file (pre-trained, fine-tuned, BM25, the
+    probe, ColBERT) equals what its run.trec gives: per query, pytrec_eval where the run has no
+    score tie involving a gold document, and the documented tie rule everywhere."""
+    import pytrec_eval
+
+    from capgap.diagnosis import load_qrels_file
+    from capgap.trec import read_run
+
+    cfg = yaml.safe_load(TINY.read_text())
+    ks, ndcg_k = cfg["eval"]["ks"], cfg["eval"]["ndcg_k"]
+    table = {(r["dataset"], r["encoder"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in _rows(tiny_run)}
+    checked = tied_queries = 0
+    for ds in ("limit-gen", "limit-small"):
+        res = tiny_run / "results" / ds
+        qrels = load_qrels_file(res / "data" / "qrels.tsv")
+        split = dict(line.rstrip("\n").split("\t") for line in (res / "data" / "split.tsv").read_text().splitlines()[2:])
+        runs = {("minilm", m): res / "minilm" / m / "run.trec" for m in ("pretrained", "finetune", "probe")}
+        runs[("", "bm25")], runs[("", "colbert")] = res / "bm25" / "run.trec", res / "colbert" / "run.trec"
+        for (enc, m), path in runs.items():
+            if not path.exists():
+                continue
+            method = "finetuned" if m == "finetune" else m
+            run = read_run(path)
+            ev = pytrec_eval.RelevanceEvaluator(qrels, {"recall." + ",".join(map(str, ks)), f"ndcg_cut.{ndcg_k}"}).evaluate(
+                {q: {d: s for d, s in v} for q, v in run.items()})
+            per_q = {}
+            for q, grades in qrels.items():
+                per_q[q] = _pessimistic(run.get(q, []), grades, ks, ndcg_k)
+                scores = [s for d, s in run.get(q, []) if grades.get(d, 0) > 0]
+                others = [s for d, s in run.get(q, []) if grades.get(d, 0) <= 0]
+                if len(set(scores)) == len(scores) and not set(scores) & set(others):
+                    ref = ev.get(q, {})
+                    for k in ks:
+                        assert per_q[q][("recall", str(k))] == pytest.approx(ref.get(f"recall_{k}", 0.0), abs=1e-12), (ds, m, q, k)
+                    assert per_q[q][("ndcg", str(ndcg_k))] == pytest.approx(ref.get(f"ndcg_cut_{ndcg_k}", 0.0), abs=1e-12), (ds, m, q)
+                else:
+                    tied_queries += 1
+            for sp in ("train", "heldout", "all"):
+                qs = [q for q in qrels if sp == "all" or split[q] == sp]
+                for key in [("recall", str(k)) for k in ks] + [("ndcg", str(ndcg_k))]:
+                    want = float(np.mean([per_q[q][key] for q in qs]))
+                    assert table[(ds, enc, method, sp, *key)] == pytest.approx(want, abs=1e-12), (ds, method, sp, key)
+                    checked += 1
+    assert checked >= 5 * 2 * 3 * 4 - 12  # colbert runs on limit-gen only
+    print(f"{checked} numbers checked; {tied_queries} query runs with a gold tie judged by the tie rule")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -77,15 +78,28 @@ def load_matrix(path: str | Path, key: str | None = None) -> np.ndarray:
 
 
 def load_ids(path: str | Path) -> list[str]:
-    """One id per line (blank lines are an error: ids must match array rows one to one)."""
+    """One id per line, line i naming array row i-1 (``capgap.data.iter_lines``: UTF-8, a
+    leading BOM skipped, lines end at LF or CRLF only).
+
+    Leading and trailing whitespace of a line is removed (``str.strip``: the format cannot
+    tell it from the id), nothing else. Raises ``DataFormatError`` naming the line for bad
+    UTF-8, a blank line (ids must match array rows one to one), an id with a control
+    character (``capgap.data.check_id``) or a duplicate id."""
+    from .data import check_id, iter_lines
+
     path = Path(path)
-    ids = path.read_text(encoding="utf-8").splitlines()
-    for i, x in enumerate(ids, start=1):
-        if not x.strip():
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    for i, line in iter_lines(path):
+        x = line.strip()
+        if not x:
             raise DataFormatError(path, i, None, "empty id")
-    if len(set(ids)) != len(ids):
-        raise DataFormatError(path, None, None, "duplicate ids")
-    return [x.strip() for x in ids]
+        check_id(path, i, None, x)
+        if x in seen:
+            raise DataFormatError(path, i, None, f"duplicate id {x!r} (first on line {seen[x]})")
+        seen[x] = i
+        ids.append(x)
+    return ids
 
 
 def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
@@ -103,27 +117,38 @@ def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
 
 def load_run_file(path: str | Path) -> dict[str, list[str]]:
     """A run as query id -> document ids in rank order: TREC (``qid Q0 docid rank score tag``) or
-    tsv ``qid docid [score]`` (ordered by score when given, else by file order)."""
+    tsv ``qid docid [score]`` (ordered by score when given, else by file order). Columns are
+    split on whitespace; ids are taken as written (no percent-decoding); lines are read by
+    ``capgap.data.iter_lines`` (UTF-8, a leading BOM skipped).
+
+    Raises ``DataFormatError`` naming file and line for bad UTF-8, a wrong column count, an id
+    with a control character (``capgap.data.check_id``), and (field ``score``) a score that is
+    not a number (except on line 1, a header) or is not finite (``nan``, ``inf``)."""
+    from .data import check_id, iter_lines
+
     path = Path(path)
     rows: dict[str, list[tuple[float, int, str]]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            cols = line.split()
-            if len(cols) == 6:
-                q, d, score = cols[0], cols[2], cols[4]
-            elif len(cols) in (2, 3):
-                q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
-            else:
-                raise DataFormatError(path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
-            try:
-                s = float(score) if score is not None else -float(i)
-            except ValueError:
-                if i == 1:
-                    continue  # header
-                raise DataFormatError(path, i, "score", f"{score!r} is not a number") from None
-            rows.setdefault(q, []).append((-s, i, d))
+    for i, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = line.split()
+        if len(cols) == 6:
+            q, d, score = cols[0], cols[2], cols[4]
+        elif len(cols) in (2, 3):
+            q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
+        else:
+            raise DataFormatError(path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
+        try:
+            s = float(score) if score is not None else -float(i)
+        except ValueError:
+            if i == 1:
+                continue  # header
+            raise DataFormatError(path, i, "score", f"{score!r} is not a number") from None
+        if not math.isfinite(s):
+            raise DataFormatError(path, i, "score", f"not a finite number: {score!r}")
+        check_id(path, i, "query-id", q)
+        check_id(path, i, "doc-id", d)
+        rows.setdefault(q, []).append((-s, i, d))
     return {q: [d for _, _, d in sorted(v)] for q, v in rows.items()}
 
 
@@ -158,7 +183,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     name unknown documents, or a query whose judged documents are all non-relevant.
     """
     from .probe import probe
-    from .retrieval import exact_topk
+    from .retrieval import dense_scores, duplicate_groups, rank_queries
 
     notes = []
     if D.ndim != 2 or Q.ndim != 2 or D.shape[1] != Q.shape[1]:
@@ -192,23 +217,27 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
             M /= np.maximum(norms, 1e-12)[:, None]
     qids = [query_ids[i] for i in keep]
     golds = [{d for d, g in qrels[q].items() if g > 0} for q in qids]
-    results = probe(Df, [[pos[d] for d in g] for g in golds], threads=threads, **{**DEFAULT_PROBE, **dict(probe_cfg or {})})
+    gold_rows = [np.array(sorted(pos[d] for d in g), dtype=np.int64) for g in golds]
+    grades = [np.array([qrels[q][doc_ids[r]] for r in g], dtype=np.float64) for q, g in zip(qids, gold_rows)]
+    # no text ties here: equal query embeddings need not mean equal texts, and another encoder
+    # could tell them apart, so each query keeps its own w
+    results = probe(Df, gold_rows, threads=threads, grades=grades, **{**DEFAULT_PROBE, **dict(probe_cfg or {})})
     kk = min(k, len(doc_ids))
-    idx, _ = exact_topk(Qf, Df, kk, threads=threads)
+    # the encoder's full ranking under the evaluation tie rule (capgap.retrieval)
+    enc_ranks, exact_top, _ = rank_queries(dense_scores(Qf, Df, threads), len(qids), gold_rows, grades, None, kk, len(doc_ids),
+                                           duplicate_groups(Df))
     rows = []
-    for r, (q, gold, res) in enumerate(zip(qids, golds, results)):
-        exact = [doc_ids[j] for j in idx[r]]
+    for q, gold, res, er in zip(qids, golds, results, enc_ranks):
         probe_r = float(np.sum(res.gold_ranks <= kk)) / min(kk, len(gold))
-        enc_r = _capped_recall(exact, gold, kk)
-        ranks = [exact.index(d) + 1 for d in gold if d in exact]
+        enc_r = float(np.sum(er <= kk)) / min(kk, len(gold))
         row = {"query_id": q, "n_gold": len(gold), f"probe_recall@{k}": round(probe_r, 6), "certified": bool(res.certified),
-               "slack": res.slack, f"encoder_recall@{k}": round(enc_r, 6),
-               "best_gold_rank": min(ranks) if ranks else None}
+               "cause": res.cause, "slack": res.slack, f"encoder_recall@{k}": round(enc_r, 6), "best_gold_rank": int(er.min())}
         ann_r = ann_vs_exact = None
         if ann_run is not None:
             ann = list(ann_run.get(q, []))
             ann_r = _capped_recall(ann, gold, kk)
-            ann_vs_exact = len(set(ann[:kk]) & set(exact)) / kk
+            exact = {doc_ids[j] for j in exact_top[len(rows)]}
+            ann_vs_exact = len(set(ann[:kk]) & exact) / kk
             row[f"ann_recall@{k}"] = round(ann_r, 6)
             row[f"ann_vs_exact@{k}"] = round(ann_vs_exact, 6)
         if not res.certified and probe_r < 1:
@@ -313,21 +342,21 @@ def admitted_but_missed(probe_rows: Sequence[Mapping], run: Mapping[str, Sequenc
     "geometrically easy but missed" list (encoder-limited queries, as ``diagnose`` defines them).
 
     ``probe_rows``: the probe's per-query JSON lines (``query_id``, ``certified``,
-    ``recall@{k}``, ``n_gold``); ``run``: query id -> ranked document ids (a TREC run, where
-    capgap writes spaces in ids as ``_``); ``qrels``: query id -> {doc id: grade}. Returns dicts
+    ``recall@{k}``, ``n_gold``); ``run``: query id -> ranked document ids (decoded, e.g. by
+    ``capgap.trec.read_run``); ``qrels``: query id -> {doc id: grade}. Returns dicts
     ``query_id, n_gold, encoder_recall (capped), best_gold_rank`` (None: no gold document in
     the run) for every such query, in probe order."""
     out = []
     for p in probe_rows:
         q = p["query_id"]
-        gold = {d.replace(" ", "_") for d, g in qrels.get(q, {}).items() if g > 0}
+        gold = {d for d, g in qrels.get(q, {}).items() if g > 0}
         if not gold:
             continue
         key = f"recall@{k}"
         probe_r = p[key] * len(gold) / min(k, len(gold)) if key in p else None
         if probe_r is None or not (p["certified"] or probe_r >= 1):
             continue
-        ranked = list(run.get(q.replace(" ", "_"), []))
+        ranked = list(run.get(q, []))
         enc = _capped_recall(ranked, gold, k)
         if enc < 1:
             ranks = [i + 1 for i, d in enumerate(ranked) if d in gold]

@@ -9,6 +9,7 @@ the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -16,22 +17,51 @@ import numpy as np
 
 from .data import SPLITS, RetrievalSet
 from .io import atomic_open
-from .metrics import ndcg_at_k, recall_at_k
+from .metrics import ndcg_from_ranks, recall_from_ranks
+from .trec import write_run  # noqa: F401  (re-exported: run files live in capgap.trec)
 
 COLUMNS = ("dataset", "encoder", "method", "split", "metric", "k", "value")
 EVAL_SPLITS = SPLITS + ("all",)
 
 
-def rankings_to_ids(indices: np.ndarray, doc_ids: Sequence[str]) -> list[list[str]]:
-    """``(n_queries, k) int`` row indices -> lists of document ids (negative indices, padding
-    of a query with fewer than k candidates, are skipped)."""
-    ids = np.asarray(doc_ids, dtype=object)
-    return [list(ids[row[row >= 0]]) for row in np.asarray(indices)]
+def eval_depth(ks: Sequence[int], ndcg_k: int) -> int:
+    """How deep a written ranking must be so every reported cut-off can be read from it:
+    ``max(max(ks), ndcg_k)``. (capgap's own metrics come from full-ranking gold ranks.)"""
+    return max(max(int(k) for k in ks), int(ndcg_k))
 
 
-def evaluate_rankings(
+@dataclass(frozen=True)
+class Judged:
+    """What a ranking is judged against, per query, in index row terms.
+
+    ``query_ids``: tuple of str; ``gold[q]``: ``(g,) int64`` row indices (into ``doc_ids``, the
+    index order) of query q's documents with grade > 0, ascending; ``grades[q]``: ``(g,)
+    float64`` their grades; ``excluded[q]``: ``(e,) int64`` rows removed from q's ranking.
+    """
+
+    query_ids: tuple
+    gold: list
+    grades: list
+    excluded: list
+
+    @classmethod
+    def of(cls, rs: RetrievalSet, query_ids: Sequence[str], doc_ids: Sequence[str]) -> "Judged":
+        """Build from a retrieval set. Raises ``KeyError`` for a gold document not in ``doc_ids``."""
+        pos = {d: i for i, d in enumerate(doc_ids)}
+        gold, grades, excluded = [], [], []
+        for q in query_ids:
+            rel = rs.qrels.relevant(q)
+            rows = np.array(sorted(pos[d] for d in rel), dtype=np.int64)
+            gold.append(rows)
+            grades.append(np.array([rel[doc_ids[r]] for r in rows], dtype=np.float64))
+            excluded.append(np.array(sorted(pos[d] for d in rs.excluded.get(q, ())), dtype=np.int64))
+        return cls(tuple(query_ids), gold, grades, excluded)
+
+
+def rows_from_ranks(
     rs: RetrievalSet,
-    ranked: dict[str, list[str]],
+    judged: Judged,
+    ranks: Sequence[np.ndarray],
     ks: Sequence[int],
     ndcg_k: int = 10,
     dataset: str = "",
@@ -40,9 +70,13 @@ def evaluate_rankings(
 ) -> list[dict]:
     """Rows for every split: recall@k for each k in ``ks``, nDCG@``ndcg_k``, n_queries.
 
-    ``ranked[query_id]``: document ids in rank order, at least ``max(ks)`` long where the
-    corpus allows. Raises ``KeyError`` if a query of the set has no ranking.
+    ``ranks[i]``: ``(g,) float`` 1-based ranks of query ``judged.query_ids[i]``'s gold documents
+    in its full ranking (``capgap.retrieval.rank_gold``: pessimistic ties, ``inf`` = not
+    retrieved), aligned with ``judged.gold[i]``. recall@k = |gold ranked <= k| / |gold| and
+    nDCG@k with linear gains (trec_eval ``recall_k`` / ``ndcg_cut_k`` on the full ranking).
+    Raises ``KeyError`` if a query of a split is not in ``judged``.
     """
+    at = {q: i for i, q in enumerate(judged.query_ids)}
     rows = []
     for split in EVAL_SPLITS:
         qids = list(rs.queries.ids) if split == "all" else list(rs.split.ids(split))
@@ -50,11 +84,11 @@ def evaluate_rankings(
         rows.append({**base, "metric": "n_queries", "k": "", "value": len(qids)})
         if not qids:
             continue
-        runs = [ranked[q] for q in qids]
-        gold = [rs.qrels.judgements[q] for q in qids]
+        r = [np.asarray(ranks[at[q]], dtype=np.float64) for q in qids]
+        g = [judged.grades[at[q]] for q in qids]
         for k in ks:
-            rows.append({**base, "metric": "recall", "k": int(k), "value": float(recall_at_k(runs, gold, int(k)).mean())})
-        rows.append({**base, "metric": "ndcg", "k": int(ndcg_k), "value": float(ndcg_at_k(runs, gold, int(ndcg_k)).mean())})
+            rows.append({**base, "metric": "recall", "k": int(k), "value": float(recall_from_ranks(r, int(k)).mean())})
+        rows.append({**base, "metric": "ndcg", "k": int(ndcg_k), "value": float(ndcg_from_ranks(r, g, int(ndcg_k)).mean())})
     return rows
 
 
@@ -66,14 +100,3 @@ def write_rows(path: str | Path, rows: list[dict]) -> None:
         for r in rows:
             w.writerow({c: r.get(c, "") for c in COLUMNS})
 
-
-def write_run(path: str | Path, query_ids: Sequence[str], indices: np.ndarray, scores: np.ndarray, doc_ids: Sequence[str], tag: str) -> None:
-    """Atomically write a TREC run file (``qid Q0 docid rank score tag``).
-
-    Document ids containing whitespace (LIMIT's names) are written with ``_`` for spaces;
-    the run file is for inspection and external evaluators, capgap's metrics use ids directly.
-    """
-    with atomic_open(path, "w", encoding="utf-8") as fh:
-        for q, row, srow in zip(query_ids, indices, scores):
-            for r, (i, s) in enumerate(((i, s) for i, s in zip(row, srow) if i >= 0), start=1):
-                fh.write(f"{q.replace(' ', '_')} Q0 {doc_ids[i].replace(' ', '_')} {r} {s:.6f} {tag}\n")

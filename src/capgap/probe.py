@@ -68,8 +68,16 @@ class ProbeResult:
     at w (xi); ``iterations``; ``converged`` (False: iteration cap hit); ``margin``: min gold
     score - max non-gold score at w (float64; > 0 means certified); ``certified``;
     ``lp_feasible`` (None when the LP was not run); ``gold_ranks``: pessimistic 1-based rank of
-    each gold document; ``duplicate_conflict``: a gold document has an identical non-gold copy
-    (no w can separate them).
+    each gold document (``capgap.retrieval.rank_gold``); ``duplicate_conflict``: a gold
+    document has an identical non-gold copy (no w can separate them); ``cause``: why an
+    uncertified query is uncertified: ``"duplicate"`` (such a twin), ``"tied"`` (a query with
+    identical text needs a crossing ranking, see ``probe(tie_groups=...)``) or ``"geometry"``
+    (the index itself), None when certified; ``tied``: how many queries share this w (1: none);
+    ``by_construction``: why certification was guaranteed before any optimisation (n_docs <=
+    dim + 1 with affinely independent documents, or a single gold document among distinct
+    documents of equal norm), else None; ``top_rows``/``top_scores``: ``(depth,) int64 /
+    float64`` the first documents of w's ranking (with ``probe(depth=...)``). ``margin`` is in
+    unnormalised score units (it scales with |w|); ``inf`` when no document is non-gold.
     """
 
     w: np.ndarray
@@ -84,6 +92,11 @@ class ProbeResult:
     lp_feasible: bool | None = None
     duplicate_conflict: bool = False
     extra: dict = field(default_factory=dict)
+    cause: str | None = None
+    tied: int = 1
+    by_construction: str | None = None
+    top_rows: np.ndarray | None = None
+    top_scores: np.ndarray | None = None
 
     @property
     def gap(self) -> float:
@@ -153,49 +166,16 @@ def _set_alpha(st: dict, alpha: np.ndarray) -> None:
     st["xiW"] = max(0.0, float(np.max(st["b"] - st["A"].T @ st["w"])))
 
 
-def _row_keys(D: np.ndarray) -> dict[int, list[int]]:
-    """Groups of rows that are exactly equal (by hash, then confirmed element-wise)."""
-    buckets: dict[int, list[int]] = {}
-    for i in range(D.shape[0]):
-        buckets.setdefault(hash(D[i].tobytes()), []).append(i)
-    groups: dict[int, list[int]] = {}
-    for key, rows in buckets.items():
-        if len(rows) > 1:
-            for i in rows:  # confirm: hash collisions are not duplicates
-                same = [j for j in rows if np.array_equal(D[i], D[j])]
-                if len(same) > 1:
-                    groups[min(same)] = same
-    return groups
-
-
-def _pessimistic_ranks(s: np.ndarray, gold: np.ndarray, excl: np.ndarray | None = None) -> np.ndarray:
-    """1-based rank of each gold doc: non-gold ties rank first, gold ties by index; excluded
-    documents (``excl``) are not ranked at all."""
-    sg = s[gold]
-    idx = np.arange(len(gold))
-    has_excl = excl is not None and len(excl) > 0
-    if len(gold) <= 16 and not has_excl:
-        at_least = np.array([np.count_nonzero(s >= v) for v in sg])  # all documents
-        gold_at_least = (sg[None, :] >= sg[:, None]).sum(1)
-        above_ng = at_least - gold_at_least
-    else:
-        mask = np.ones(len(s), dtype=bool)
-        mask[gold] = False
-        if has_excl:
-            mask[excl] = False
-        ng = np.sort(s[mask])
-        above_ng = len(ng) - np.searchsorted(ng, sg, side="left")  # non-gold with score >= s_i
-    above_gold = ((sg[None, :] > sg[:, None]) | ((sg[None, :] == sg[:, None]) & (idx[None, :] < idx[:, None]))).sum(1)
-    return (above_ng + above_gold + 1).astype(np.int64)
-
-
-def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, excluded: Sequence[int] = ()) -> bool | None:
+def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, excluded: Sequence[int] = (),
+                return_witness: bool = False):
     """Exact hard-margin check: is {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} feasible?
 
     An LP with |G| + |N| constraints and dim + 1 free variables, solved by scipy's HiGHS.
     ``D``: ``(n_docs, dim)`` float. Returns True/False, or None if HiGHS hit ``time_limit``
     (seconds) or failed numerically. ``excluded``: rows left out of the problem (neither gold
-    nor non-gold).
+    nor non-gold). With ``return_witness``: ``(feasible, w)``, ``w`` the LP's ``(dim,)
+    float64`` witness when feasible (else None): a query vector that ranks every gold document
+    above every non-gold one by a margin of 1.
     """
     from scipy.optimize import linprog
 
@@ -209,18 +189,17 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, ex
     mask = np.zeros(len(D), dtype=bool)
     mask[gold] = True
     if mask.all():
-        return True
+        return (True, np.zeros(D.shape[1])) if return_witness else True
     # variables x = (w, t); constraints A_ub x <= b_ub
     A_gold = np.hstack([-D[mask], np.ones((mask.sum(), 1))])  # -w.d_i + t <= -1
     A_ng = np.hstack([D[~mask], -np.ones(((~mask).sum(), 1))])  # w.d_j - t <= 0
     A = np.vstack([A_gold, A_ng])
     b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
     res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] + 1), method="highs", options={"time_limit": time_limit})
-    if res.status == 0:
-        return True
-    if res.status == 2:
-        return False
-    return None
+    ok = True if res.status == 0 else False if res.status == 2 else None
+    if return_witness:
+        return ok, (np.asarray(res.x[:-1], dtype=np.float64) if ok else None)
+    return ok
 
 
 def probe(
@@ -235,6 +214,9 @@ def probe(
     threads: int | None = None,
     progress: bool = False,
     excluded_sets: Sequence[Sequence[int]] | None = None,
+    grades: Sequence[Sequence[float]] | None = None,
+    tie_groups: Sequence | None = None,
+    depth: int = 0,
 ) -> list[ProbeResult]:
     """Run the capacity probe for every query.
 
@@ -244,13 +226,23 @@ def probe(
     iteration cap per query (a warning names how many queries hit it). ``batch_size``: queries
     per matrix product (default ``max(16, dim // 4)``: keeps the two ``(n_docs, batch)`` float32
     work matrices under half the index size). ``lp_check_max_docs``: run the exact LP for queries
-    the cutting plane leaves uncertified when ``n_docs`` is at most this (0: never).
-    ``C_max``: when a query converges without strict separation, C is raised 10x at a time up
-    to ``C_max`` and the cutting plane continues on the same working set, approaching the
-    hard-margin problem (None: no escalation, the plain soft-margin problem with ``C``).
-    ``excluded_sets[q]``: rows that are neither gold nor non-gold for query q (BRIGHT's
-    ``excluded_ids``; BEIR's self-retrieval rule): they enter no pair, no rank and no
-    certificate, exactly as if they were not in the index for that query.
+    the cutting plane leaves uncertified when ``n_docs`` is at most this (0: never); a feasible
+    LP's witness becomes the query's w. ``C_max``: when a query converges without strict
+    separation, C is raised 10x at a time up to ``C_max`` and the cutting plane continues on the
+    same working set, approaching the hard-margin problem (None: no escalation, the plain
+    soft-margin problem with ``C``); queries that cannot be separated by construction (an
+    identical non-gold twin of a gold document, or text-tied queries with crossing gold sets)
+    are not escalated. ``excluded_sets[q]``: rows that are neither gold nor non-gold for query
+    q (BRIGHT's ``excluded_ids``; BEIR's self-retrieval rule): they enter no pair, no rank and
+    no certificate. ``grades[q]``: relevance grades aligned with ``gold_sets[q]`` (default 1;
+    they order tied gold documents, lowest grade first). ``tie_groups[q]``: a label; queries with
+    the same label (identical query text) share one w, a ranking SVM over the union of their
+    pair sets (the 1-slack constraint sums every member's pairs), since any text encoder maps
+    them to one vector. ``depth``: also keep each query's first ``depth`` documents
+    (``ProbeResult.top_rows``/``top_scores``) for a run file.
+
+    Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
+    w: identical rows score identically and a non-gold document tied with a gold one ranks first.
 
     Returns one ``ProbeResult`` per query, in order. Raises ``ValueError`` for NaN/Inf in ``D``,
     an empty gold set, an index out of range, or a document both gold and excluded.
@@ -265,86 +257,128 @@ def probe(
 
     with threadpool_limits(int(threads) if threads else None):
         return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
-                      excluded_sets)
+                      excluded_sets, grades, tie_groups, int(depth))
 
 
-def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None) -> list[ProbeResult]:
-    n, dim = D.shape
-    golds, excls = [], []
+def _queries(n, gold_sets, excluded_sets, grades):
+    """Validated per-query gold rows (sorted, unique), grades aligned with them, exclusions."""
+    golds, grs, excls = [], [], []
     for q, g in enumerate(gold_sets):
-        g = np.unique(np.asarray(g, dtype=np.int64))
-        if len(g) == 0:
+        g_in = np.asarray(g, dtype=np.int64)
+        if len(g_in) == 0:
             raise ValueError(f"query {q}: empty gold set")
-        if g.min() < 0 or g.max() >= n:
+        if g_in.min() < 0 or g_in.max() >= n:
             raise ValueError(f"query {q}: gold index out of range [0, {n})")
-        golds.append(g)
+        g, first = np.unique(g_in, return_index=True)
+        gr = np.ones(len(g)) if grades is None else np.asarray(grades[q], dtype=np.float64)[first]
         e = np.unique(np.asarray(excluded_sets[q] if excluded_sets is not None else [], dtype=np.int64))
         if len(e) and (e.min() < 0 or e.max() >= n):
             raise ValueError(f"query {q}: excluded index out of range [0, {n})")
         if len(np.intersect1d(e, g)):
             raise ValueError(f"query {q}: documents {np.intersect1d(e, g)[:3].tolist()} are both gold and excluded")
+        golds.append(g)
+        grs.append(gr)
         excls.append(e)
+    return golds, grs, excls
+
+
+def _crossing(members, golds, excls) -> set[int]:
+    """Members of a text-tied group whose gold sets cross another member's: a document gold for
+    one and non-gold for the other, and the reverse, so no shared w ranks both perfectly."""
+    out = set()
+    for a in members:
+        for b in members:
+            if a < b:
+                ga, gb = set(golds[a].tolist()), set(golds[b].tolist())
+                x = ga - gb - set(excls[b].tolist())
+                y = gb - ga - set(excls[a].tolist())
+                if x and y:
+                    out |= {a, b}
+    return out
+
+
+def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
+           grades=None, tie_groups=None, depth=0) -> list[ProbeResult]:
+    from .retrieval import duplicate_groups, tie_duplicates
+
+    n, dim = D.shape
+    golds, grs, excls = _queries(n, gold_sets, excluded_sets, grades)
     Df = np.ascontiguousarray(D, dtype=np.float32)
     dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + BLOCK]).max()) for b0 in range(0, n, BLOCK)])
-    rmax = max([0.0] + [float(np.sqrt((Df[b0 : b0 + BLOCK].astype(np.float64) ** 2).sum(1).max())) for b0 in range(0, n, BLOCK)])
-    dups = _row_keys(Df)
-    dup_of = {i: set(v) for v in dups.values() for i in v}
+    norms = np.concatenate([np.sqrt((Df[b0 : b0 + BLOCK].astype(np.float64) ** 2).sum(1)) for b0 in range(0, n, BLOCK)])
+    rmax = float(norms.max()) if n else 0.0
+    dups = duplicate_groups(Df)
+    dup_of = {int(i): g for g in dups for i in g}
+    # a gold document's identical non-gold twins always tie with it: they cannot be separated by
+    # any w, add only a constant to the hinge, and are left out of the optimisation (not the ranks)
+    twins, opt_excl = [], []
+    for g, e in zip(golds, excls):
+        t = sorted({int(j) for i in g.tolist() if i in dup_of for j in dup_of[i]} - set(g.tolist()) - set(e.tolist()))
+        twins.append(np.asarray(t, dtype=np.int64))
+        opt_excl.append(np.union1d(e, t).astype(np.int64))
+    labels = list(range(len(golds))) if tie_groups is None else list(tie_groups)
+    if len(labels) != len(golds):
+        raise ValueError(f"{len(labels)} tie-group labels for {len(golds)} queries")
+    problems: dict = {}
+    for q, lab in enumerate(labels):
+        problems.setdefault(lab, []).append(q)
+    problems = list(problems.values())
+    affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([Df.astype(np.float64), np.ones((n, 1))])) == n)
     B = batch_size or max(16, dim // 4)
     results: list[ProbeResult | None] = [None] * len(golds)
     capped = 0
-    batches = range(0, len(golds), B)
+    batches = range(0, len(problems), B)
     if progress:
         from tqdm import tqdm
 
         batches = tqdm(batches, desc="probe", unit="batch")
     for start in batches:
-        qs = list(range(start, min(start + B, len(golds))))
+        ps = list(range(start, min(start + B, len(problems))))
         state = {}
-        for q in qs:
-            g = golds[q]
-            n_pairs = len(g) * (n - len(g) - len(excls[q]))
-            state[q] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0), "xiW": 0.0, "it": 0, "done": n_pairs == 0, "pairs": n_pairs, "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64)}
-        active = [q for q in qs if not state[q]["done"]]
-        S = None
+        for p in ps:
+            members = problems[p]
+            pairs = [len(golds[q]) * (n - len(golds[q]) - len(opt_excl[q])) for q in members]
+            state[p] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0),
+                        "xiW": 0.0, "it": 0, "done": sum(pairs) == 0, "members": members, "pairs": pairs, "P": sum(pairs),
+                        "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64),
+                        "crossing": _crossing(members, golds, excls) if len(members) > 1 else set()}
+        active = [p for p in ps if not state[p]["done"]]
         while active:
-            W = np.stack([state[q]["w"] for q in active]).astype(np.float32)  # (B', dim)
-            S = None  # release the previous scores before the next product
+            W = np.stack([state[p]["w"] for p in active]).astype(np.float32)  # (B', dim)
             S = W @ Df.T  # (B', n): one product, rows contiguous
+            tie_duplicates(S, dups)
             Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
             add, still = [], []
-            for row, q in enumerate(active):
-                st = state[q]
-                b_new, H = _most_violated(S[row], golds[q], st["pairs"], out=Cm[len(add)], excl=excls[q])[1:]
-                if st["it"] > 0 and H <= st["xiW"] + eps and st["C"] < C_max and H > 0:
+            for row, p in enumerate(active):
+                st = state[p]
+                b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)])
+                if st["it"] > 0 and H <= st["xiW"] + eps and st["C"] < C_max and H > 0 and not st["crossing"]:
                     # converged for this C but some pair violated: if no strict separation yet,
                     # continue towards the hard margin with a 10x larger C (the working set stays
                     # valid: cutting planes do not depend on C)
-                    srow = S[row].copy()
-                    srow[golds[q]] = -np.inf
-                    srow[excls[q]] = -np.inf
-                    if S[row][golds[q]].min() <= srow.max():
+                    if not all(_separated(S[row], golds[q], opt_excl[q]) for q in st["members"]):
                         st["C"] = min(st["C"] * 10.0, C_max)
                         _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
                         st["escalations"] += 1
-                        still.append(q)
+                        still.append(p)
                         continue
                 if (st["it"] > 0 and H <= st["xiW"] + eps) or st["it"] >= max_iter:
                     st["done"] = True
                     if st["it"] >= max_iter and H > st["xiW"] + eps:
                         st["capped"] = True
-                        capped += 1
-                    results[q] = _finish(Df, S[row], golds[q], st, dmax, rmax, dup_of, lp_check_max_docs, excls[q])
+                        capped += len(st["members"])
                     continue
-                add.append(q)
+                add.append(p)
                 st["b_new"] = b_new
-                still.append(q)
+                still.append(p)
+            del S
             if not still:
                 break
             # new cutting planes, (dim, B''); written D^T.C^T: OpenBLAS runs C.D ~10x slower here
             A_new = Df.T @ Cm[: len(add)].T if add else None
             del Cm
-            for col, q in enumerate(add):
-                st = state[q]
+            for col, p in enumerate(add):
+                st = state[p]
                 a = A_new[:, col].astype(np.float64)
                 cross = st["A"].T @ a
                 K = np.empty((len(st["b"]) + 1,) * 2)
@@ -363,60 +397,144 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                     alpha, st["age"] = alpha[keep], st["age"][keep]
                 _set_alpha(st, alpha)
                 st["it"] += 1
-            active = still
-        del S
-        for q in qs:
-            if results[q] is None:  # no pairs (every document is gold): nothing to optimise
-                results[q] = _finish(Df, np.zeros(n, dtype=np.float32), golds[q], state[q], dmax, rmax, dup_of, lp_check_max_docs, excls[q])
+            active = [p for p in still if not state[p]["done"]]
+        ctx = {"Df": Df, "dups": dups, "golds": golds, "grades": grs, "excls": excls, "twins": twins, "opt_excl": opt_excl,
+               "dmax": dmax, "norms": norms, "affine": affine, "lp_check_max_docs": lp_check_max_docs, "depth": depth}
+        for p in ps:
+            for q, res in _finish(state[p], ctx).items():
+                results[q] = res
     if capped:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
     return results  # type: ignore[return-value]
 
 
-def _finish(Df, s32, gold, st, dmax, rmax, dup_of, lp_check_max_docs, excl=None) -> ProbeResult:
-    """One query's result from its float32 scores ``s32`` at the final w.
+def _group_violated(s: np.ndarray, st: dict, golds, opt_excl, out: np.ndarray) -> tuple[float, float]:
+    """The most violated 1-slack constraint over the union of a tie group's pair sets: each
+    member's constraint weighted by its share of the pairs. Writes the coefficients into
+    ``out``; returns ``(b, H)``."""
+    members, pairs, P = st["members"], st["pairs"], st["P"]
+    if len(members) == 1:
+        return _most_violated(s, golds[members[0]], P, out=out, excl=opt_excl[members[0]])[1:]
+    out[:] = 0
+    b = H = 0.0
+    for q, n_pairs in zip(members, pairs):
+        if n_pairs:
+            c, b_q, H_q = _most_violated(s, golds[q], n_pairs, excl=opt_excl[q])
+            out += c * np.float32(n_pairs / P)
+            b += b_q * n_pairs / P
+            H += H_q * n_pairs / P
+    return b, H
 
-    Slack and ranks use ``s32``; the certificate is decided in float64: the gold scores and
-    every non-gold score within the float32 error bound of the best non-gold one are recomputed
-    exactly, so the margin's sign is exact. Runs the LP when asked. ``excl``: rows that are
-    neither gold nor non-gold.
-    """
-    w = st["w"]
-    n = Df.shape[0]
-    excl = np.zeros(0, dtype=np.int64) if excl is None else excl
-    mask = np.ones(n, dtype=bool)
+
+def _separated(s: np.ndarray, gold: np.ndarray, excl: np.ndarray) -> bool:
+    """Every gold score strictly above every other non-excluded score."""
+    mask = np.ones(len(s), dtype=bool)
     mask[gold] = False
     mask[excl] = False
-    wn = float(np.linalg.norm(w))
-    g64 = Df[gold].astype(np.float64) @ w
-    if mask.any():
-        slack = max(0.0, _most_violated(s32, gold, st["pairs"], excl=excl)[2])
-        ng = np.where(mask, s32, -np.inf)
-        # |s32 - s64| <= dim * 2^-24 * |w| * max|d| (float32 dot + rounding of w), doubled for safety
-        delta = 2.0 * Df.shape[1] * 2.0**-24 * max(wn, 1e-30) * max(rmax, 1e-30)
-        cand = np.flatnonzero(ng >= ng.max() - delta)
-        margin = float(g64.min() - (Df[cand].astype(np.float64) @ w).max())
-    else:
-        slack, margin = 0.0, float("inf")
-    tol = 1e-9 * max(1.0, wn) * dmax
-    certified = margin > tol
+    return not mask.any() or bool(s[gold].min() > s[mask].max())
+
+
+def _scores64(Df: np.ndarray, w: np.ndarray, dups) -> np.ndarray:
+    """Exact (float64) scores ``Df @ w`` ``(n_docs,)``, blockwise, duplicates tied."""
+    from .retrieval import tie_duplicates
+
+    s = np.concatenate([Df[b0 : b0 + 8 * BLOCK].astype(np.float64) @ w for b0 in range(0, Df.shape[0], 8 * BLOCK)])
+    return tie_duplicates(s, dups)
+
+
+def _group_score(st: dict, ctx: dict, s: np.ndarray) -> float:
+    """Sum over a group's members of the mean reciprocal (pessimistic) rank of their gold."""
+    from .retrieval import rank_gold
+
+    total = 0.0
+    for q in st["members"]:
+        valid = np.ones(len(s), dtype=bool)
+        valid[ctx["excls"][q]] = False
+        total += float(np.mean(1.0 / rank_gold(s, ctx["golds"][q], ctx["grades"][q], valid)))
+    return total
+
+
+def _break_ties(st: dict, ctx: dict, w: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A text-tied group with crossing gold sets: the SVM optimum is symmetric between the
+    members, so their gold documents tie and, ranked pessimistically, none counts. Any vector is
+    an achievable query, so try w nudged towards each member's gold centroid (by 1e-6, 1e-3 and
+    1e-1 of |w|) and keep the one whose members' gold documents rank best (sum of mean
+    reciprocal ranks); w itself when nothing is better."""
+    best = (_group_score(st, ctx, s), w, s)
+    scale = max(float(np.linalg.norm(w)), 1e-12)
+    for q in st["members"]:
+        u = ctx["Df"][ctx["golds"][q]].astype(np.float64).mean(0)
+        un = float(np.linalg.norm(u))
+        if un == 0:
+            continue
+        for tau in (1e-6, 1e-3, 1e-1):
+            w2 = w + tau * scale * u / un
+            s2 = _scores64(ctx["Df"], w2, ctx["dups"])
+            score = _group_score(st, ctx, s2)
+            if score > best[0] + 1e-12:
+                best = (score, w2, s2)
+    return best[1], best[2]
+
+
+def _finish(st: dict, ctx: dict) -> dict[int, ProbeResult]:
+    """Results of one problem (a query, or a text-tied group sharing w) at its final w.
+
+    Scores, margin, certificate and ranks are computed in float64 with duplicates tied; ranks
+    and the top rows follow ``capgap.retrieval``'s pessimistic tie rule. The LP runs for an
+    uncertified single query when the corpus is small enough; its witness then replaces w.
+    """
+    from .retrieval import rank_gold, rank_top
+
+    Df, w = ctx["Df"], st["w"]
+    n = Df.shape[0]
+    s = _scores64(Df, w, ctx["dups"])
+    if st["crossing"]:
+        w, s = _break_ties(st, ctx, w, s)
+    out = {}
+    members = st["members"]
+    P = max(st["P"], 1)
+    slacks = {}
+    for q, n_pairs in zip(members, st["pairs"]):
+        slacks[q] = max(0.0, _most_violated(s, ctx["golds"][q], n_pairs, excl=ctx["opt_excl"][q])[2]) if n_pairs else 0.0
+    group_slack = sum(slacks[q] * n_pairs for q, n_pairs in zip(members, st["pairs"])) / P
     C = st["C"]
-    objective = 0.5 * wn**2 + C * slack
-    alpha = st["alpha"]
-    dual = float(st["b"] @ alpha - 0.5 * wn**2) if len(alpha) else 0.0
-    conflict = any(j in dup_of and (dup_of[j] - set(gold.tolist()) - set(excl.tolist())) for j in gold.tolist())
-    lp = None
-    if conflict:
-        lp = False  # identical vectors on both sides: no w separates them
-    elif not certified and lp_check_max_docs and n <= lp_check_max_docs:
-        lp = lp_feasible(Df, gold, excluded=excl)
-    if certified or lp is True:
-        # every gold document above every non-gold one (by w, or by the LP's witness): gold
-        # ranks are 1..|G|, ordered by the exact gold scores, ties by index
-        ranks = np.empty(len(gold), dtype=np.int64)
-        ranks[np.lexsort((np.arange(len(gold)), -g64))] = np.arange(1, len(gold) + 1)
-        certified = True
-    else:
-        ranks = _pessimistic_ranks(s32, gold, excl)
-    return ProbeResult(w, objective, dual, slack, st["it"], not st.get("capped", False), margin, certified, ranks, lp, conflict,
-                       {"C_final": C, "escalations": st["escalations"]})
+    for q in members:
+        gold, grades, excl, twins = ctx["golds"][q], ctx["grades"][q], ctx["excls"][q], ctx["twins"][q]
+        wq, sq = w, s
+        valid = np.ones(n, dtype=bool)
+        valid[excl] = False
+        ng = valid.copy()
+        ng[gold] = False
+
+        def margin_of(scores):
+            return float(scores[gold].min() - scores[ng].max()) if ng.any() else float("inf")
+
+        margin = margin_of(sq)
+        wn = float(np.linalg.norm(wq))
+        certified = margin > 1e-9 * max(1.0, wn) * ctx["dmax"]
+        lp = None
+        if len(twins):
+            lp = False  # identical vectors on both sides: no w separates them
+        elif not certified and len(members) == 1 and ctx["lp_check_max_docs"] and n <= ctx["lp_check_max_docs"]:
+            lp, w_lp = lp_feasible(Df, gold, excluded=excl, return_witness=True)
+            if lp:
+                wq = w_lp
+                sq = _scores64(Df, wq, ctx["dups"])
+                margin = margin_of(sq)
+                certified = margin > 0
+        ranks = rank_gold(sq, gold, grades, valid)
+        top_rows, top_scores = rank_top(sq, ctx["depth"], gold, grades, valid) if ctx["depth"] else (None, None)
+        cause = None if certified else ("duplicate" if len(twins) else "tied" if q in st["crossing"] else "geometry")
+        same_problem = all(np.array_equal(ctx["golds"][m], gold) and np.array_equal(ctx["excls"][m], excl) for m in members)
+        by_construction = None
+        if same_problem and not len(twins):
+            if ctx["affine"]:
+                by_construction = "n_docs <= dim + 1, affinely independent: every gold set is separable"
+            elif len(gold) == 1 and ng.any() and np.all(np.abs(ctx["norms"][ng] / max(ctx["norms"][gold[0]], 1e-30) - 1) <= 1e-5):
+                by_construction = "single gold among distinct documents of equal norm: w = the gold vector separates it"
+        dual = float(st["b"] @ st["alpha"] - 0.5 * float(np.linalg.norm(w)) ** 2) if len(st["alpha"]) else 0.0
+        out[q] = ProbeResult(wq, 0.5 * float(np.linalg.norm(w)) ** 2 + C * group_slack, dual, slacks[q], st["it"],
+                             not st.get("capped", False), margin, bool(certified), ranks, lp, bool(len(twins)),
+                             {"C_final": C, "escalations": st["escalations"]}, cause, len(members), by_construction,
+                             top_rows, top_scores)
+    return out

@@ -6,8 +6,23 @@
   scored.
 - ``drop_excluded``: remove per-query excluded documents (BRIGHT, BEIR self-retrieval) from
   rankings fetched with ``n_extra`` more results, keeping the exact top-k of the rest.
-- ``topk_from_scores``: top-k of an explicit score matrix (BM25, later the probe), with a fixed
-  tie rule: higher score first, then lower document index.
+- ``topk_from_scores``: top-k of an explicit score matrix, with a fixed tie rule: higher score
+  first, then lower document index (used where no gold set is known: ANN candidates, hardness).
+
+**The evaluation tie rule** (one rule for every method: probe, pre-trained, fine-tuned, BM25,
+ColBERT, ``capgap diagnose``), implemented once here by ``rank_gold`` / ``rank_top``:
+
+1. identical documents score identically: rows of the index that are exactly equal (or, for
+   text methods, documents with identical text) get the score of their group's first row
+   (``duplicate_groups`` / ``tie_duplicates``), so float rounding cannot order them;
+2. ties are *pessimistic*: among documents with the same score, non-gold ones rank first, then
+   gold ones by increasing grade, then by row index; so a gold document tied with a non-gold
+   one never counts as found, and the probe's capacity stays a lower bound on every encoder;
+3. only retrieved documents are ranked: a document a method does not retrieve (BM25: no query
+   term in it; an ANN index: not among its candidates; an excluded document) has no rank
+   (``inf``), never a place at the end of the list;
+4. metrics come from the gold documents' ranks in the full ranking, so every cut-off (recall@k,
+   nDCG@k) is exact however deep the written run file is.
 """
 
 from __future__ import annotations
@@ -18,25 +33,20 @@ import numpy as np
 
 
 def topk_from_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k of each row of ``scores`` ``(n_queries, n_docs) float``.
+    """Top-k of each row of ``scores`` ``(n_queries, n_docs) float``, without a gold set.
 
     Returns ``(indices (n_queries, k') int64, scores (n_queries, k') float32)`` with
-    ``k' = min(k, n_docs)``, sorted by score descending, ties broken by lower index.
-    Raises ``ValueError`` for k < 1.
+    ``k' = min(k, n_docs)``, sorted by score descending, ties broken by lower index (a stable
+    sort, so a tie group cut by k keeps its lowest indices: ``[1]*10 + [2]``, k = 3 gives
+    ``[10, 0, 1]``). Raises ``ValueError`` for k < 1.
     """
     scores = np.asarray(scores)
     n = scores.shape[1]
     k = min(int(k), n)
     if k <= 0:
         raise ValueError("k must be >= 1")
-    if k < n:
-        cand = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    else:
-        cand = np.broadcast_to(np.arange(n), scores.shape).copy()
-    cs = np.take_along_axis(scores, cand, axis=1)
-    order = np.lexsort((cand, -cs), axis=1)
-    idx = np.take_along_axis(cand, order, axis=1).astype(np.int64)
-    return idx, np.take_along_axis(cs, order, axis=1).astype(np.float32)
+    idx = np.argsort(-scores, axis=1, kind="stable")[:, :k].astype(np.int64)
+    return idx, np.take_along_axis(scores, idx, axis=1).astype(np.float32)
 
 
 def exact_topk(queries: np.ndarray, docs: np.ndarray, k: int, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -86,3 +96,165 @@ def drop_excluded(indices: np.ndarray, scores: np.ndarray, excluded: Sequence[Se
         r, s = row[keep][:k], srow[keep][:k]
         out_i[q, : len(r)], out_s[q, : len(s)] = r, s
     return out_i, out_s
+
+
+# --------------------------------------------------------------------------- the tie rule
+def duplicate_groups(keys) -> list[np.ndarray]:
+    """Groups of exactly equal items: rows of an ``(n, dim)`` array (compared bit for bit) or
+    entries of a sequence of hashable keys (e.g. document texts).
+
+    Returns a list of ``int64`` arrays of row indices (ascending), one per group of two or
+    more equal items; empty when all items differ. Rows are read in blocks (a memory map is
+    fine). O(n) hashing; equal hashes are confirmed element-wise.
+    """
+    buckets: dict = {}
+    if isinstance(keys, np.ndarray) and keys.ndim == 2:
+        for b0 in range(0, keys.shape[0], 4096):
+            block = np.ascontiguousarray(keys[b0 : b0 + 4096])
+            for i, row in enumerate(block):
+                buckets.setdefault(row.tobytes(), []).append(b0 + i)
+    else:
+        for i, key in enumerate(keys):
+            buckets.setdefault(key, []).append(i)
+    return [np.asarray(v, dtype=np.int64) for v in buckets.values() if len(v) > 1]
+
+
+def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray]) -> np.ndarray:
+    """Give every member of each duplicate group its first member's score, in place.
+
+    ``scores``: ``(n_queries, n_docs)`` or ``(n_docs,)`` float; ``groups``: from
+    ``duplicate_groups``. Returns ``scores``. Identical documents can otherwise differ by one
+    ulp when a BLAS kernel treats their rows differently.
+    """
+    for g in groups:
+        scores[..., g[1:]] = scores[..., g[:1]]
+    return scores
+
+
+def _order_keys(s: np.ndarray, rows: np.ndarray, is_gold: np.ndarray, grade: np.ndarray):
+    """``np.lexsort`` keys of the pessimistic total order (last key is primary)."""
+    return (rows, grade, is_gold, -s.astype(np.float64))
+
+
+def rank_gold(scores: np.ndarray, gold: np.ndarray, grades: np.ndarray | None = None,
+              valid: np.ndarray | None = None) -> np.ndarray:
+    """1-based rank of each gold document under the pessimistic tie rule (module docstring).
+
+    ``scores``: ``(n_docs,)`` float (float32 or float64; NaN is an error); ``gold``: ``(g,)``
+    int row indices; ``grades``: ``(g,)`` relevance grades (> 0; default 1); ``valid``:
+    ``(n_docs,) bool``, documents that are retrieved and not excluded (default all). Returns
+    ``(g,) float64``: rank among valid documents, ``inf`` for a gold document that is not valid.
+    A gold document's rank is 1 + the valid non-gold documents scoring at least as high + the
+    valid gold documents ahead of it (higher score; or equal score and (grade, row) smaller).
+    Raises ``ValueError`` for NaN scores.
+    """
+    s = np.asarray(scores)
+    gold = np.asarray(gold, dtype=np.int64)
+    grades = np.ones(len(gold)) if grades is None else np.asarray(grades, dtype=np.float64)
+    sg = s[gold]
+    if np.isnan(sg).any():
+        raise ValueError("NaN score for a gold document")
+    ok = np.ones(len(gold), dtype=bool) if valid is None else np.asarray(valid)[gold]
+    ng_mask = np.ones(len(s), dtype=bool) if valid is None else np.array(valid, dtype=bool)
+    ng_mask[gold] = False
+    ng = s[ng_mask]
+    if len(gold) <= 16:
+        above_ng = np.array([np.count_nonzero(ng >= v) for v in sg], dtype=np.int64)
+    else:
+        ng = np.sort(ng)
+        above_ng = len(ng) - np.searchsorted(ng, sg, side="left")
+    sv, gv, rv = sg[ok], grades[ok], gold[ok]
+    ahead = (sv[None, :] > sv[:, None]) | (
+        (sv[None, :] == sv[:, None]) & ((gv[None, :] < gv[:, None]) | ((gv[None, :] == gv[:, None]) & (rv[None, :] < rv[:, None]))))
+    ranks = np.full(len(gold), np.inf)
+    ranks[ok] = above_ng[ok] + ahead.sum(1) + 1
+    return ranks
+
+
+def rank_top(scores: np.ndarray, depth: int, gold: np.ndarray | None = None, grades: np.ndarray | None = None,
+             valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``depth`` valid documents under the pessimistic tie rule (module docstring).
+
+    ``scores``: ``(n_docs,)`` float; ``gold``/``grades``/``valid`` as in ``rank_gold``.
+    Returns ``(rows (depth,) int64, scores (depth,) float64)``, padded with -1 / -inf where
+    fewer documents are valid. A gold document's position here + 1 equals its ``rank_gold``.
+    """
+    s = np.asarray(scores)
+    n = len(s)
+    valid = np.ones(n, dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
+    rows = np.flatnonzero(valid)
+    out_i = np.full(depth, -1, dtype=np.int64)
+    out_s = np.full(depth, -np.inf, dtype=np.float64)
+    if not len(rows) or depth <= 0:
+        return out_i, out_s
+    sv = s[rows]
+    if len(rows) > depth:
+        kth = np.partition(sv, len(sv) - depth)[len(sv) - depth]  # depth-th largest score
+        keep = sv >= kth  # the whole tie group at the boundary comes along
+        rows, sv = rows[keep], sv[keep]
+    is_gold = np.zeros(n, dtype=np.int8)
+    grade = np.zeros(n, dtype=np.float64)
+    if gold is not None and len(gold):
+        gold = np.asarray(gold, dtype=np.int64)
+        is_gold[gold] = 1
+        grade[gold] = 1.0 if grades is None else np.asarray(grades, dtype=np.float64)
+    order = np.lexsort(_order_keys(sv, rows, is_gold[rows], grade[rows]))[:depth]
+    out_i[: len(order)] = rows[order]
+    out_s[: len(order)] = sv[order]
+    return out_i, out_s
+
+
+def rank_queries(score_block, n_queries: int, gold: Sequence[np.ndarray], grades: Sequence[np.ndarray],
+                 excluded: Sequence[Sequence[int]] | None, depth: int, n_docs: int,
+                 groups: Sequence[np.ndarray] = (), block: int | None = None):
+    """Rank every query's documents with the evaluation tie rule, block by block.
+
+    ``score_block(a, b)`` returns the scores of queries ``a:b``: ``(b - a, n_docs)`` float, or a
+    pair ``(scores, retrieved)`` with ``retrieved (b - a, n_docs) bool`` (documents the method
+    did not retrieve are left out of the ranking). ``gold[q]``/``grades[q]``: row indices and
+    grades of query q's gold documents; ``excluded[q]``: rows removed from its ranking;
+    ``groups``: duplicate groups (``duplicate_groups``) tied before ranking; ``block``: queries
+    per call (default: about 64 M scores in memory).
+
+    Returns ``(ranks, rows, scores)``: ``ranks[q]`` ``(g,) float64`` gold ranks (``rank_gold``),
+    ``rows (n_queries, depth) int64`` and ``scores (n_queries, depth) float64`` the top of each
+    ranking (``rank_top``; -1 / -inf padding): what a run file holds.
+    """
+    block = block or max(1, min(1024, (1 << 26) // max(1, n_docs)))
+    ranks: list[np.ndarray] = []
+    rows = np.full((n_queries, depth), -1, dtype=np.int64)
+    top_s = np.full((n_queries, depth), -np.inf, dtype=np.float64)
+    for a in range(0, n_queries, block):
+        b = min(n_queries, a + block)
+        got = score_block(a, b)
+        S, R = got if isinstance(got, tuple) else (got, None)
+        S = np.array(S, copy=True)
+        if S.shape != (b - a, n_docs):
+            raise ValueError(f"score_block({a}, {b}) returned shape {S.shape}, expected {(b - a, n_docs)}")
+        tie_duplicates(S, groups)
+        for r, q in enumerate(range(a, b)):
+            valid = np.ones(n_docs, dtype=bool) if R is None else np.array(R[r], dtype=bool)
+            if excluded is not None and len(excluded[q]):
+                valid[np.asarray(excluded[q], dtype=np.int64)] = False
+            ranks.append(rank_gold(S[r], gold[q], grades[q], valid))
+            rows[q], top_s[q] = rank_top(S[r], depth, gold[q], grades[q], valid)
+    return ranks, rows, top_s
+
+
+def dense_scores(queries: np.ndarray, docs: np.ndarray, threads: int | None = None):
+    """A ``score_block`` for ``rank_queries``: inner products ``queries[a:b] @ docs.T``.
+
+    ``queries``: ``(n_queries, dim) float32``; ``docs``: ``(n_docs, dim) float32`` (a memory map
+    is read in place). Raises ``ValueError`` on a dimension mismatch.
+    """
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    if queries.ndim != 2 or docs.ndim != 2 or queries.shape[1] != docs.shape[1]:
+        raise ValueError(f"dimension mismatch: queries {queries.shape}, docs {docs.shape}")
+
+    def score_block(a: int, b: int) -> np.ndarray:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(int(threads) if threads else None):
+            return queries[a:b] @ np.asarray(docs, dtype=np.float32).T
+
+    return score_block

@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from .data import excluded_positions, load_canonical, write_canonical
 from .errors import DatasetUnavailable
-from .evaluate import evaluate_rankings, rankings_to_ids, write_rows, write_run
+from .evaluate import Judged, eval_depth, rows_from_ranks, write_rows, write_run
 from .io import write_json
 
 log = logging.getLogger(__name__)
@@ -53,9 +53,29 @@ def prepare_dataset(name: str, spec: Mapping, out_dir: str | Path, mirror: str |
         "dropped_queries_without_gold": rs.dropped_queries,
         "split_rule": rs.split.rule,
         "source": rs.source,
+        "text_normalization": "NFC",
+        "duplicate_documents": _duplicates(rs.corpus.ids, rs.corpus.passages()),
+        "duplicate_queries": _duplicates(rs.queries.ids, [text_key(t) for t in rs.queries.texts]),
     }
     write_json(out / "status.json", status)  # written last: marks the copy complete
     return status
+
+
+def _duplicates(ids, texts, examples: int = 5) -> dict:
+    """Groups of identical texts: ``{"groups", "items" (in groups), "examples": [[id, ...]]}``."""
+    from .retrieval import duplicate_groups
+
+    groups = duplicate_groups(list(texts))
+    return {"groups": len(groups), "items": int(sum(len(g) for g in groups)),
+            "examples": [[ids[i] for i in g[:4]] for g in groups[:examples]]}
+
+
+def text_key(text: str) -> str:
+    """What a query encoder sees of a query, for text ties: NFC, whitespace runs collapsed.
+    Queries with equal keys get one vector from any encoder, so the probe gives them one w."""
+    import unicodedata
+
+    return " ".join(unicodedata.normalize("NFC", text).split())
 
 
 def build_frozen_index(data_dir: str | Path, encoder_name: str, encoder_cfg: Mapping, out_dir: str | Path, threads: int = 1) -> dict:
@@ -102,34 +122,38 @@ def _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads):
 
 
 def _evaluate_encoder(rs, enc, index, dataset, encoder_name, method, ks, ndcg_k, out_csv, out_run, threads) -> list[dict]:
-    """Encode every query, exact top-k on the frozen index, evaluate; write rows and run."""
-    from .retrieval import drop_excluded, exact_topk, n_extra
+    """Encode every query, rank the whole frozen index (evaluation tie rule), evaluate; write
+    rows and run."""
+    from .retrieval import dense_scores, duplicate_groups, rank_queries
 
+    qids = list(rs.queries.ids)
     q = enc.encode_queries(list(rs.queries.texts), progress=True)
-    excl = excluded_positions(rs, rs.queries.ids, index.doc_ids)
-    idx, sc = exact_topk(q, index.embeddings, max(ks) + n_extra(excl), threads=threads)
-    idx, sc = drop_excluded(idx, sc, excl, max(ks))
-    ranked = dict(zip(rs.queries.ids, rankings_to_ids(idx, index.doc_ids)))
-    rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, encoder_name, method)
-    write_run(out_run, rs.queries.ids, idx, sc, index.doc_ids, f"{encoder_name}-{method}")
+    j = Judged.of(rs, qids, index.doc_ids)
+    ranks, top, top_s = rank_queries(dense_scores(q, index.embeddings, threads), len(qids), j.gold, j.grades, j.excluded,
+                                     eval_depth(ks, ndcg_k), len(index.doc_ids), duplicate_groups(index.embeddings))
+    rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, dataset, encoder_name, method)
+    write_run(out_run, qids, top, top_s, index.doc_ids, f"{encoder_name}-{method}")
     write_rows(out_csv, rows)
     return rows
 
 
 def evaluate_bm25(data_dir: str | Path, dataset: str, bm25_cfg: Mapping, ks: Sequence[int], ndcg_k: int, out_csv: str | Path, out_run: str | Path) -> list[dict]:
-    """Recall@k / nDCG of BM25 (``bm25_cfg``: backend, method, k1, b, stopwords)."""
-    from .bm25 import BM25
+    """Recall@k / nDCG of BM25 (``bm25_cfg``: backend, method, k1, b, epsilon, stopwords).
 
-    from .retrieval import drop_excluded, n_extra
+    Only documents sharing a term with the query are retrieved (``BM25.matches``); documents
+    with identical text are tied; ranking follows the evaluation tie rule."""
+    from .bm25 import BM25
+    from .retrieval import duplicate_groups, rank_queries
 
     rs = load_canonical(data_dir)
     bm = BM25(rs.corpus.passages(), **dict(bm25_cfg))
-    excl = excluded_positions(rs, rs.queries.ids, rs.corpus.ids)
-    idx, sc = bm.search(list(rs.queries.texts), max(ks) + n_extra(excl))
-    idx, sc = drop_excluded(idx, sc, excl, max(ks))
-    ranked = dict(zip(rs.queries.ids, rankings_to_ids(idx, rs.corpus.ids)))
-    rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, "", "bm25")
-    write_run(out_run, rs.queries.ids, idx, sc, rs.corpus.ids, "bm25")
+    log.info("bm25: %s", bm.variant)
+    qids, texts = list(rs.queries.ids), list(rs.queries.texts)
+    j = Judged.of(rs, qids, rs.corpus.ids)
+    ranks, top, top_s = rank_queries(lambda a, b: bm.scores_and_matches(texts[a:b]), len(qids), j.gold, j.grades, j.excluded,
+                                     eval_depth(ks, ndcg_k), len(rs.corpus), duplicate_groups(rs.corpus.passages()), block=256)
+    rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, dataset, "", "bm25")
+    write_run(out_run, qids, top, top_s, rs.corpus.ids, "bm25")
     write_rows(out_csv, rows)
     return rows
 
@@ -145,13 +169,19 @@ def run_probe(
     out_csv: str | Path,
     out_jsonl: str | Path,
     threads: int = 1,
+    out_run: str | Path | None = None,
 ) -> list[dict]:
     """The capacity probe on every query of the frozen index (``capgap.probe``).
 
-    Writes one JSON line per query (recall@k, slack, iterations, gap, margin, certificate,
-    gold ranks) and the summary rows (method ``probe``): recall@k and nDCG per split, plus
-    ``certified`` (fraction), ``slack_median``, ``iterations_median``, ``not_converged``
-    (fraction). The index must have been built from this corpus (else ``FingerprintMismatch``).
+    Queries with identical text (``text_key``) share one w. Writes one JSON line per query
+    (recall@k, slack, iterations, gap, margin, certificate, cause, gold ranks; ``null`` for a
+    margin means no non-gold document) and the summary rows (method ``probe``): recall@k and
+    nDCG per split from the same ranks as every method, plus ``certified`` (fraction),
+    ``uncertified_duplicate`` / ``uncertified_tied`` / ``uncertified_geometry`` (fractions by
+    cause), ``tied_queries`` (queries sharing their text), ``certified_by_construction``
+    (fraction whose certificate was guaranteed), ``slack_median``, ``iterations_median``,
+    ``not_converged`` (fraction). ``out_run``: the TREC run of every query's w. The index must
+    have been built from this corpus (else ``FingerprintMismatch``).
     """
     import numpy as np
 
@@ -159,7 +189,6 @@ def run_probe(
     from .errors import FingerprintMismatch
     from .index import load_index
     from .io import write_jsonl
-    from .metrics import ndcg_from_ranks, recall_from_ranks
     from .probe import probe
 
     rs = load_canonical(data_dir)
@@ -168,46 +197,61 @@ def run_probe(
     got = {k: index.fingerprint.get(k) for k in want}
     if got != want or tuple(index.doc_ids) != tuple(rs.corpus.ids):
         raise FingerprintMismatch(index_dir, want, got)
-    pos = {d: i for i, d in enumerate(index.doc_ids)}
     qids = list(rs.queries.ids)
-    gold_ids = [sorted(rs.qrels.relevant(q), key=pos.__getitem__) for q in qids]
+    j = Judged.of(rs, qids, index.doc_ids)
+    keys = [text_key(t) for t in rs.queries.texts]
+    depth = eval_depth(ks, ndcg_k)
     t = time.perf_counter()
-    results = probe(index.embeddings, [[pos[d] for d in g] for g in gold_ids], threads=threads, progress=True,
-                    excluded_sets=excluded_positions(rs, qids, index.doc_ids), **dict(probe_cfg))
+    results = probe(index.embeddings, j.gold, threads=threads, progress=True, excluded_sets=j.excluded, grades=j.grades,
+                    tie_groups=keys, depth=depth, **dict(probe_cfg))
     log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
     split_of = {q: s for s in SPLITS for q in rs.split.ids(s)}
+    doc_ids = index.doc_ids
     lines = []
-    for q, g, r in zip(qids, gold_ids, results):
+    for q, g, r in zip(qids, j.gold, results):
         lines.append({
             "query_id": q, "split": split_of.get(q, ""), "n_gold": len(g),
             **{f"recall@{k}": r.recall_at(k) for k in ks},
-            "certified": r.certified, "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
+            "certified": r.certified, "cause": r.cause, "by_construction": r.by_construction, "tied": r.tied,
+            "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
             "slack": r.slack, "margin": r.margin, "objective": r.objective, "gap": r.gap,
             "iterations": r.iterations, "converged": r.converged, "w_norm": float(np.linalg.norm(r.w)),
             "C_final": r.extra.get("C_final"), "escalations": r.extra.get("escalations"),
-            "gold_ranks": {d: int(x) for d, x in zip(g, r.gold_ranks)},
+            "gold_ranks": {doc_ids[d]: int(x) for d, x in zip(g, r.gold_ranks)},
         })
     write_jsonl(out_jsonl, lines)
-    by_q = dict(zip(qids, zip(gold_ids, results)))
-    rows = []
+    if out_run is not None:
+        write_run(out_run, qids, np.stack([r.top_rows for r in results]), np.stack([r.top_scores for r in results]), doc_ids,
+                  f"{encoder_name}-probe")
+    rows = rows_from_ranks(rs, j, [r.gold_ranks for r in results], ks, ndcg_k, dataset, encoder_name, "probe")
+    by_q = dict(zip(qids, results))
+    extra = []
     for split in ("train", "heldout", "all"):
         ids = qids if split == "all" else list(rs.split.ids(split))
-        base = {"dataset": dataset, "encoder": encoder_name, "method": "probe", "split": split}
-        rows.append({**base, "metric": "n_queries", "k": "", "value": len(ids)})
         if not ids:
             continue
-        ranks = [by_q[q][1].gold_ranks for q in ids]
-        grades = [[rs.qrels.judgements[q][d] for d in by_q[q][0]] for q in ids]
-        for k in ks:
-            rows.append({**base, "metric": "recall", "k": int(k), "value": float(recall_from_ranks(ranks, k).mean())})
-        rows.append({**base, "metric": "ndcg", "k": int(ndcg_k), "value": float(ndcg_from_ranks(ranks, grades, ndcg_k).mean())})
-        res = [by_q[q][1] for q in ids]
-        rows.append({**base, "metric": "certified", "k": "", "value": float(np.mean([r.certified for r in res]))})
-        rows.append({**base, "metric": "slack_median", "k": "", "value": float(np.median([r.slack for r in res]))})
-        rows.append({**base, "metric": "iterations_median", "k": "", "value": float(np.median([r.iterations for r in res]))})
-        rows.append({**base, "metric": "not_converged", "k": "", "value": float(np.mean([not r.converged for r in res]))})
+        base = {"dataset": dataset, "encoder": encoder_name, "method": "probe", "split": split}
+        res = [by_q[q] for q in ids]
+        extra.append({**base, "metric": "certified", "k": "", "value": float(np.mean([r.certified for r in res]))})
+        for cause in ("duplicate", "tied", "geometry"):
+            extra.append({**base, "metric": f"uncertified_{cause}", "k": "", "value": float(np.mean([r.cause == cause for r in res]))})
+        extra.append({**base, "metric": "tied_queries", "k": "", "value": int(sum(r.tied > 1 for r in res))})
+        extra.append({**base, "metric": "certified_by_construction", "k": "",
+                      "value": float(np.mean([r.by_construction is not None for r in res]))})
+        extra.append({**base, "metric": "slack_median", "k": "", "value": float(np.median([r.slack for r in res]))})
+        extra.append({**base, "metric": "iterations_median", "k": "", "value": float(np.median([r.iterations for r in res]))})
+        extra.append({**base, "metric": "not_converged", "k": "", "value": float(np.mean([not r.converged for r in res]))})
+    rows = _interleave(rows, extra)
     write_rows(out_csv, rows)
     return rows
+
+
+def _interleave(rows: list[dict], extra: list[dict]) -> list[dict]:
+    """``rows`` with each split's ``extra`` rows placed right after that split's own rows."""
+    out = []
+    for split in ("train", "heldout", "all"):
+        out += [r for r in rows if r["split"] == split] + [r for r in extra if r["split"] == split]
+    return out
 
 
 def run_finetune(
@@ -234,8 +278,8 @@ def run_finetune(
     the adapter (peft ``save_pretrained``). Resumes from ``ckpt_path`` after a kill.
     """
     from .finetune import FinetuneConfig, train_query_encoder
-    from .metrics import recall_at_k
-    from .retrieval import drop_excluded, exact_topk, n_extra
+    from .metrics import recall_from_ranks
+    from .retrieval import dense_scores, duplicate_groups, rank_queries
 
     rs, enc, index = _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads)
     cfg = FinetuneConfig.from_config(dict(finetune_cfg))
@@ -244,19 +288,17 @@ def run_finetune(
     train_ids = list(rs.split.train)
     curve_ks = [k for k in ks if k <= 10] or [min(ks)]
     sample = {s: list(rs.split.ids(s))[: cfg.eval_max_queries] for s in ("train", "heldout")}
+    judged = {s: Judged.of(rs, ids, index.doc_ids) for s, ids in sample.items() if ids}
+    groups = duplicate_groups(index.embeddings)
 
     def evaluate(step):
         out = {}
-        for split, ids in sample.items():
-            if not ids:
-                continue
-            excl = excluded_positions(rs, ids, index.doc_ids)
-            idx, sc = exact_topk(enc.encode_queries([text[q] for q in ids]), index.embeddings, max(curve_ks) + n_extra(excl), threads=threads)
-            idx, _ = drop_excluded(idx, sc, excl, max(curve_ks))
-            ranked = rankings_to_ids(idx, index.doc_ids)
-            gold = [rs.qrels.judgements[q] for q in ids]
+        for split, j in judged.items():
+            q = enc.encode_queries([text[x] for x in j.query_ids])
+            ranks = rank_queries(dense_scores(q, index.embeddings, threads), len(j.query_ids), j.gold, j.grades, j.excluded, 0,
+                                 len(index.doc_ids), groups)[0]
             for k in curve_ks:
-                out[f"{split}_recall@{k}"] = float(recall_at_k(ranked, gold, k).mean())
+                out[f"{split}_recall@{k}"] = float(recall_from_ranks(ranks, k).mean())
         return out
 
     res = train_query_encoder(
@@ -322,8 +364,8 @@ def run_colbert(
     from . import colbert as cb
     from .data import corpus_hash
     from .io import write_json
-    from .metrics import recall_at_k
-    from .retrieval import drop_excluded, n_extra
+    from .metrics import recall_from_ranks
+    from .retrieval import duplicate_groups, rank_queries
 
     if threads:
         torch.set_num_threads(int(threads))
@@ -340,6 +382,7 @@ def run_colbert(
     work.mkdir(parents=True, exist_ok=True)
     pos = {d: i for i, d in enumerate(rs.corpus.ids)}
     doc_texts = rs.corpus.passages()
+    groups = duplicate_groups(doc_texts)  # identical texts: one document representation, tied
     text = dict(zip(rs.queries.ids, rs.queries.texts))
     model_dir = work / "model"
     curve_file = work / "curve.json"
@@ -360,12 +403,12 @@ def run_colbert(
             out = {}
             for split, ids in sample.items():
                 if ids:
-                    excl = excluded_positions(rs, ids, rs.corpus.ids)
-                    idx, sc = cb.maxsim_topk(cb.encode_queries(model, [text[q] for q in ids]), toks, offs, max(curve_ks) + n_extra(excl))
-                    idx, _ = drop_excluded(idx, sc, excl, max(curve_ks))
-                    ranked = rankings_to_ids(idx, rs.corpus.ids)
+                    j = Judged.of(rs, ids, rs.corpus.ids)
+                    Qs = cb.encode_queries(model, [text[q] for q in ids])
+                    ranks = rank_queries(lambda a, b: cb.maxsim_scores(Qs[a:b], toks, offs), len(ids), j.gold, j.grades, j.excluded,
+                                         0, len(doc_texts), groups)[0]
                     for k in curve_ks:
-                        out[f"{split}_recall@{k}"] = float(recall_at_k(ranked, [rs.qrels.judgements[q] for q in ids], k).mean())
+                        out[f"{split}_recall@{k}"] = float(recall_from_ranks(ranks, k).mean())
             return out
 
         res = cb.train_colbert(model, cfg, doc_texts, [text[q] for q in train_ids],
@@ -387,13 +430,14 @@ def run_colbert(
     log.info("colbert: %d documents -> %d token embeddings in %.1f s", len(doc_texts), len(tokens), time.perf_counter() - t)
     qids = list(rs.queries.ids)
     Q = cb.encode_queries(model, [text[q] for q in qids])
-    excl = excluded_positions(rs, qids, rs.corpus.ids)
-    k_max = max(ks) + n_extra(excl)  # fetched; cut to max(ks) after removing exclusions
-    backend = cfg.backend if cfg.backend != "auto" else ("exact" if len(doc_texts) <= cfg.exact_max_docs else "faiss")
+    j = Judged.of(rs, qids, rs.corpus.ids)
+    depth = eval_depth(ks, ndcg_k)
+    n_docs = len(doc_texts)
+    backend = cfg.backend if cfg.backend != "auto" else ("exact" if n_docs <= cfg.exact_max_docs else "faiss")
     extra_rows = []
     t = time.perf_counter()
     if backend == "exact":
-        idx, sc = cb.maxsim_topk(Q, tokens, offsets, k_max)
+        score_block = lambda a, b: cb.maxsim_scores(Q[a:b], tokens, offsets)  # noqa: E731
     else:
         if backend == "plaid":
             ann = cb.PlaidIndex(work / "plaid", extensions_dir, nbits=cfg.plaid_nbits, candidates=cfg.candidates,
@@ -403,21 +447,31 @@ def run_colbert(
             ann = cb.FaissTokenIndex(cfg.faiss_nlist, cfg.faiss_nprobe, cfg.faiss_k_tokens, cfg.seed)
         ann.build(tokens, offsets)
         log.info("colbert: %s index over %d token embeddings built in %.1f s", backend, len(tokens), time.perf_counter() - t)
-        cand = ann.search(Q, max(cfg.candidates, k_max))
+        cand = ann.search(Q, max(cfg.candidates, depth))
         log.info("colbert: %.0f candidates per query on average (min %d)", np.mean([len(c) for c in cand]), min(len(c) for c in cand))
-        idx, sc = cb.rescore(Q, tokens, offsets, cand, k_max)
+
+        def score_block(a, b):  # exact MaxSim on each query's candidates; the rest is not retrieved
+            S = np.full((b - a, n_docs), -np.inf, dtype=np.float32)
+            R = np.zeros((b - a, n_docs), dtype=bool)
+            for r, c in enumerate(cand[a:b]):
+                c = np.unique(np.asarray(c, dtype=np.int64))
+                if len(c):
+                    S[r, c] = cb.maxsim_scores(Q[a + r : a + r + 1], tokens, offsets, c)[0]
+                    R[r, c] = True
+            return S, R
+
+    ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, depth, n_docs, groups)
+    if backend != "exact":  # the index's recall against exact MaxSim top-k, on a query sample
         rng = np.random.default_rng(cfg.seed)
         sample = np.sort(rng.choice(len(qids), size=min(cfg.ann_sample, len(qids)), replace=False))
-        exact_idx, _ = cb.maxsim_topk(Q[sample], tokens, offsets, k_max)
+        exact_idx, _ = cb.maxsim_topk(Q[sample], tokens, offsets, max(ks))
         base = {"dataset": dataset, "encoder": "", "method": "colbert", "split": "all"}
         extra_rows.append({**base, "metric": "ann_sample", "k": "", "value": len(sample)})
         for k in ks:
-            extra_rows.append({**base, "metric": "ann_recall", "k": int(k), "value": cb.ann_recall(idx[sample], exact_idx, k)})
+            extra_rows.append({**base, "metric": "ann_recall", "k": int(k), "value": cb.ann_recall(top[sample], exact_idx, k)})
     log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(qids), time.perf_counter() - t)
-    idx, sc = drop_excluded(idx, sc, excl, max(ks))
-    ranked = dict(zip(qids, rankings_to_ids(idx, rs.corpus.ids)))
-    rows = evaluate_rankings(rs, ranked, ks, ndcg_k, dataset, "", "colbert") + extra_rows
-    write_run(out_run, qids, idx, sc, rs.corpus.ids, "colbert")
+    rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, dataset, "", "colbert") + extra_rows
+    write_run(out_run, qids, top, top_s, rs.corpus.ids, "colbert")
     write_curve(out_curve, curve)
     write_rows(out_csv, rows)
     return rows

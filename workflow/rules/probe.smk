@@ -9,6 +9,7 @@ rule probe:
     output:
         metrics="results/{dataset}/{encoder}/probe/metrics.csv",
         per_query="results/{dataset}/{encoder}/probe/per_query.jsonl",
+        run="results/{dataset}/{encoder}/probe/run.trec",
     log:
         "logs/probe/{dataset}/{encoder}.log",
     benchmark:

@@ -17,4 +17,5 @@ run_probe(
     snakemake.output.metrics,
     snakemake.output.per_query,
     threads=snakemake.threads,
+    out_run=snakemake.output.run,
 )
