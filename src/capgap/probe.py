@@ -400,9 +400,13 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             active = [p for p in still if not state[p]["done"]]
         ctx = {"Df": Df, "dups": dups, "golds": golds, "grades": grs, "excls": excls, "twins": twins, "opt_excl": opt_excl,
                "dmax": dmax, "norms": norms, "affine": affine, "lp_check_max_docs": lp_check_max_docs, "depth": depth}
-        for p in ps:
-            for q, res in _finish(state[p], ctx).items():
-                results[q] = res
+        for c0 in range(0, len(ps), 32):  # final scores, 32 problems per product
+            chunk = ps[c0 : c0 + 32]
+            S32 = tie_duplicates(np.stack([state[p]["w"] for p in chunk]).astype(np.float32) @ Df.T, dups)
+            for row, p in enumerate(chunk):
+                s = _exact_near_gold(Df, state[p]["w"], S32[row], [golds[q] for q in state[p]["members"]], rmax, dups)
+                for q, res in _finish(state[p], ctx, s).items():
+                    results[q] = res
     if capped:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
     return results  # type: ignore[return-value]
@@ -434,12 +438,16 @@ def _separated(s: np.ndarray, gold: np.ndarray, excl: np.ndarray) -> bool:
     return not mask.any() or bool(s[gold].min() > s[mask].max())
 
 
-def _scores64(Df: np.ndarray, w: np.ndarray, dups) -> np.ndarray:
-    """Exact (float64) scores ``Df @ w`` ``(n_docs,)``, blockwise, duplicates tied."""
+def _scores64(Df: np.ndarray, W: np.ndarray, dups) -> np.ndarray:
+    """Exact (float64) scores of the index against ``W``: ``(dim,)`` -> ``(n_docs,)``, or
+    ``(m, dim)`` -> ``(m, n_docs)``; the index is cast blockwise, duplicates are tied."""
     from .retrieval import tie_duplicates
 
-    s = np.concatenate([Df[b0 : b0 + 8 * BLOCK].astype(np.float64) @ w for b0 in range(0, Df.shape[0], 8 * BLOCK)])
-    return tie_duplicates(s, dups)
+    W = np.asarray(W, dtype=np.float64)
+    out = np.empty(W.shape[:-1] + (Df.shape[0],))
+    for b0 in range(0, Df.shape[0], 8 * BLOCK):
+        out[..., b0 : b0 + 8 * BLOCK] = W @ Df[b0 : b0 + 8 * BLOCK].astype(np.float64).T
+    return tie_duplicates(out, dups)
 
 
 def _group_score(st: dict, ctx: dict, s: np.ndarray) -> float:
@@ -476,8 +484,25 @@ def _break_ties(st: dict, ctx: dict, w: np.ndarray, s: np.ndarray) -> tuple[np.n
     return best[1], best[2]
 
 
-def _finish(st: dict, ctx: dict) -> dict[int, ProbeResult]:
-    """Results of one problem (a query, or a text-tied group sharing w) at its final w.
+def _exact_near_gold(Df: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups) -> np.ndarray:
+    """Scores at w ``(n_docs,) float64``: exact (float64) for the gold documents and every
+    document within the float32 error bound of the lowest gold score, ``s32`` elsewhere. So the
+    margin's sign, every tie with a gold document and every gold rank are exact; documents
+    further below only keep float32 precision. Duplicates are tied."""
+    from .retrieval import tie_duplicates
+
+    s = s32.astype(np.float64)
+    # |s32 - s64| <= dim * 2^-24 * |w| * max|d| (float32 dot + rounding of w), doubled for safety
+    delta = 2.0 * Df.shape[1] * 2.0**-24 * max(float(np.linalg.norm(w)), 1e-30) * max(rmax, 1e-30)
+    low = min(float(s32[g].min()) for g in golds)
+    cand = np.flatnonzero(s32 >= low - delta)
+    s[cand] = Df[cand].astype(np.float64) @ np.asarray(w, dtype=np.float64)
+    return tie_duplicates(s, dups)
+
+
+def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
+    """Results of one problem (a query, or a text-tied group sharing w) at its final w, whose
+    scores (``_exact_near_gold``; duplicates tied) are ``s`` ``(n_docs,) float64``.
 
     Scores, margin, certificate and ranks are computed in float64 with duplicates tied; ranks
     and the top rows follow ``capgap.retrieval``'s pessimistic tie rule. The LP runs for an
@@ -487,7 +512,6 @@ def _finish(st: dict, ctx: dict) -> dict[int, ProbeResult]:
 
     Df, w = ctx["Df"], st["w"]
     n = Df.shape[0]
-    s = _scores64(Df, w, ctx["dups"])
     if st["crossing"]:
         w, s = _break_ties(st, ctx, w, s)
     out = {}
