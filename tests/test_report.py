@@ -42,6 +42,31 @@ ROWS = [
     ("scifact", "minilm", "pretrained", "heldout", "recall", 10, 0.7),
     ("scifact", "minilm", "pretrained", "heldout", "recall", 100, 0.85),
 ]
+# The probe's certificate rows by cause (newer results): limit certifies everything;
+# scifact's uncertified 0.2 splits into duplicate documents and tied queries, a quarter of its
+# queries certified by construction; toy (46 documents in 384 dimensions) certifies every query
+# by construction: its capacity cells, and only those, carry the marker.
+CAUSE_ROWS = [
+    ("limit", "qwen", "probe", "all", "certified", "", 1.0),
+    *(("limit", "qwen", "probe", sp, m, "", v) for sp in ("heldout", "all") for m, v in (
+        ("uncertified_duplicate", 0.0), ("uncertified_tied", 0.0), ("uncertified_geometry", 0.0), ("tied_queries", 0),
+        ("certified_by_construction", 0.0))),
+    *(("scifact", "minilm", "probe", "heldout", m, "", v) for m, v in (
+        ("uncertified_duplicate", 0.15), ("uncertified_tied", 0.05), ("uncertified_geometry", 0.0), ("tied_queries", 1),
+        ("certified_by_construction", 0.0))),
+    *(("scifact", "minilm", "probe", "all", m, "", v) for m, v in (
+        ("certified", 0.75), ("uncertified_duplicate", 0.125), ("uncertified_tied", 0.125), ("uncertified_geometry", 0.0),
+        ("tied_queries", 2), ("certified_by_construction", 0.25))),
+    *(("toy", "minilm", "probe", "heldout", "recall", k, 1.0) for k in KS),
+    *(("toy", "minilm", "pretrained", "heldout", "recall", k, v) for k, v in zip(KS, (0.5, 0.75, 1.0))),
+    *(("toy", "minilm", "probe", sp, m, "", v) for sp in ("heldout", "all") for m, v in (
+        ("certified", 1.0), ("uncertified_duplicate", 0.0), ("uncertified_tied", 0.0), ("uncertified_geometry", 0.0),
+        ("tied_queries", 0), ("certified_by_construction", 1.0))),
+]
+BM25_CFG = {"enabled": True, "backend": "rank-bm25", "method": "robertson", "k1": 1.2, "b": 0.75, "epsilon": 0.25, "stopwords": "en"}
+AFFINE = "n_docs <= dim + 1, affinely independent: every gold set is separable"
+DUP_DOCS = {"groups": 2, "items": 5, "examples": [["d1", "d7"], ["d3", "d4", "d8"]]}
+DUP_QUERIES = {"groups": 1, "items": 2, "examples": [["q5", "q6"]]}
 
 # The paper-layout summary table, by hand: gap = capacity - fine-tuned held-out (limit), or
 # - pre-trained held-out where fine-tuning did not run (scifact); scifact's gold-set size varies
@@ -52,13 +77,45 @@ SUMMARY = [
     ["limit", "qwen", "100", "1.000", "1.000", "0.600", "1.000", "0.800", "0.200", "1.000", "–"],
     ["scifact", "minilm", "10 (stated)", "0.900", "0.800", "0.700", "–", "–", "0.200", "–", "–"],
     ["scifact", "minilm", "100", "0.950", "0.800", "0.850", "–", "–", "0.100", "–", "–"],
+    ["toy", "minilm", "2 (stated)", "1.000¹", "1.000", "0.500", "–", "–", "0.500", "–", "–"],  # 100 >= 46 documents
+    ["toy", "minilm", "10", "1.000¹", "1.000", "0.750", "–", "–", "0.250", "–", "–"],
 ]
+CAUSE_CELLS = ["0.000 / 0.000 / 0.000"] * 3 + ["0.150 / 0.050 / 0.000"] * 2 + ["0.000 / 0.000 / 0.000"] * 2
+SUMMARY = [r[:5] + [c] + r[5:] for r, c in zip(SUMMARY, CAUSE_CELLS)]  # the cause split follows "certified"
 
 
-def _status(name, n_docs, kind):
+def _status(name, n_docs, kind, **extra):
     return {"available": True, "dataset": name, "dropped_queries_without_gold": 0, "n_docs": n_docs, "n_queries": 4,
             "n_train": 2, "n_heldout": 2, "source": {"kind": kind, "folder": f"/data/{name}", "sha256": {"corpus.jsonl": "ab" * 32}},
-            "split_rule": "seeded fraction: heldout_fraction=0.5, seed=0"}
+            "split_rule": "seeded fraction: heldout_fraction=0.5, seed=0", **extra}
+
+
+# Status files: limit's records duplicates, scifact's predates them (must read "not recorded"),
+# toy has none. toy's ids contain spaces and '%' (LIMIT-style): its run file percent-encodes them.
+STATUS_EXTRA = {"limit": {"text_normalization": "NFC", "duplicate_documents": DUP_DOCS, "duplicate_queries": DUP_QUERIES},
+                "scifact": {},
+                "toy": {"text_normalization": "NFC", "duplicate_documents": {"groups": 0, "items": 0, "examples": []},
+                        "duplicate_queries": {"groups": 0, "items": 0, "examples": []}}}
+QRELS = {"limit": "q1\td1\t1\nq1\td2\t1\nq2\td3\t1\nq2\td1\t1\nq2\td9\t0\n",
+         "scifact": "q1\td1\t1\nq2\td3\t1\nq2\td4\t1\nq2\td5\t2\n",
+         "toy": "q 1\tdoc 1\t1\nq 1\td%2\t1\nq 2\tdoc 3\t1\nq 2\td%4\t1\n"}
+# toy's pre-trained run, ids percent-encoded ("doc 1" -> doc%201, "d%4" -> d%254): "q 1" finds
+# one of its two gold documents, at rank 2 (missed at k=2); "q 2" finds both. Read without
+# decoding, no id would match and both would count as missed.
+TOY_RUN = ("q%201 Q0 doc%203 1 0.9 minilm-pretrained\nq%201 Q0 doc%201 2 0.8 minilm-pretrained\n"
+           "q%202 Q0 doc%203 1 0.9 minilm-pretrained\nq%202 Q0 d%254 2 0.8 minilm-pretrained\n")
+
+
+def _toy_probe_line(q, split):
+    return {"query_id": q, "split": split, "n_gold": 2, "recall@2": 1.0, "recall@10": 1.0, "recall@100": 1.0, "certified": True,
+            "cause": None, "by_construction": AFFINE, "tied": 1, "slack": 1e-4 if split == "train" else 0.0, "iterations": 1,
+            "converged": True}
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -66,25 +123,29 @@ def rendered(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     res = tmp / "in" / "results.csv"
     res.parent.mkdir(parents=True)
-    res.write_text(",".join(COLUMNS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS))
+    res.write_text(",".join(COLUMNS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS + CAUSE_ROWS))
     data = []
-    for name, n_docs, qrels in (("limit", 50000, "q1\td1\t1\nq1\td2\t1\nq2\td3\t1\nq2\td1\t1\nq2\td9\t0\n"),
-                                ("scifact", 5183, "q1\td1\t1\nq2\td3\t1\nq2\td4\t1\nq2\td5\t2\n")):
+    for name, n_docs in (("limit", 50000), ("scifact", 5183), ("toy", 46)):
         d = tmp / "in" / name / "data"
-        d.mkdir(parents=True)
-        (d / "status.json").write_text(json.dumps(_status(name, n_docs, "mirror")))
-        (d / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+        _write(d / "status.json", json.dumps(_status(name, n_docs, "mirror", **STATUS_EXTRA[name])))
+        _write(d / "qrels.tsv", "query-id\tcorpus-id\tscore\n" + QRELS[name])
         data.append(str(d))
-    fp = tmp / "in" / "results" / "limit" / "qwen" / "index" / "fingerprint.json"
-    fp.parent.mkdir(parents=True)
-    fp.write_text(json.dumps({"model": QWEN, "weights_sha256": "cd" * 32, "dim": 2560, "n_docs": 50000, "corpus_sha256": "ef" * 32}))
+    r = tmp / "in" / "results"
+    fp = _write(r / "limit" / "qwen" / "index" / "fingerprint.json",
+                json.dumps({"model": QWEN, "weights_sha256": "cd" * 32, "dim": 2560, "n_docs": 50000, "corpus_sha256": "ef" * 32}))
+    fp_toy = _write(r / "toy" / "minilm" / "index" / "fingerprint.json",
+                    json.dumps({"model": MINILM, "weights_sha256": "12" * 32, "dim": 384, "n_docs": 46, "corpus_sha256": "34" * 32}))
+    per_query = _write(r / "toy" / "minilm" / "probe" / "per_query.jsonl",
+                       "".join(json.dumps(_toy_probe_line(q, sp)) + "\n" for q, sp in (("q 1", "heldout"), ("q 2", "train"))))
+    run = _write(r / "toy" / "minilm" / "pretrained" / "run.trec", TOY_RUN)
     bench = tmp / "in" / "benchmarks" / "rules" / "probe" / "limit" / "qwen.tsv"
     bench.parent.mkdir(parents=True)
     bench.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
                      "12.50\t0:00:12\t300.4\t1\t1\t1\t0\t0\t90\t11.25\n")
-    cfg = {"eval": {"ks": KS, "ndcg_k": 10}, "encoders": {"qwen": {"model": QWEN}}}
+    cfg = {"eval": {"ks": KS, "ndcg_k": 10}, "encoders": {"qwen": {"model": QWEN}}, "bm25": BM25_CFG}
     out = ReportOutputs.under(tmp / "reports")
-    inputs = ReportInputs(tables=[str(res)], data=data, fingerprints=[str(fp)], benchmarks=[str(bench)])
+    inputs = ReportInputs(tables=[str(res)], data=data, fingerprints=[fp, fp_toy], benchmarks=[str(bench)],
+                          per_query=[per_query], runs=[run])
     df = build_report(inputs, out, KS, 10, config=cfg, models={"qwen": QWEN, "minilm": MINILM}, colbert_model=COLBERT)
     return {"out": out, "md": Path(out.md).read_text(encoding="utf-8"), "cfg": cfg, "df": df, "tmp": tmp}
 
@@ -116,7 +177,11 @@ def test_summary_table_cells(rendered):
     assert _table_after(rendered["md"], "## At a glance") == SUMMARY
     md = rendered["md"]
     assert "**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned encoder reaches 0.070, leaving **0.930 of capacity unused**. For reference: ColBERT 0.900, BM25 0.970." in md
-    assert "**scifact / minilm** (recall@10, held-out): the index supports 0.900, 80% of queries certified; the pre-trained encoder reaches 0.700, leaving **0.200 of capacity unused**." in md
+    assert ("**scifact / minilm** (recall@10, held-out): the index supports 0.900, 80% of queries certified (uncertified: "
+            "15.0% duplicate documents, 5.0% tied queries, 0.0% geometry); the pre-trained encoder reaches 0.700, leaving "
+            "**0.200 of capacity unused**.") in md
+    assert ("**toy / minilm** (recall@2, held-out): the index supports 1.000¹ (certified by construction), 100% of queries "
+            "certified; the pre-trained encoder reaches 0.500, leaving **0.500 of capacity unused**.") in md
     # a stage that did not run anywhere is named (no hardness rows; every other method ran somewhere)
     assert "## Hardness: the parity task\n\nNot run (hardness.enabled is false)." in md
 
@@ -128,12 +193,13 @@ def test_paper_verdicts(rendered):
     assert got == {
         ("limit / qwen", "reproduced (≥ 0.950)"),                                # capacity 1.0 >= 0.95
         ("scifact / minilm", model_diff),                                       # capacity, other model
+        ("toy / minilm", model_diff + "; different data (ours toy, 46 documents; paper: its 20 BRIGHT, BEIR and LIMIT datasets)"),
         ("–", "not comparable: not run here (no BRIGHT dataset with method finetuned in this config)"),
         ("limit / qwen", "reproduced (within ±0.05)"),                          # 1.0 / 0.070 vs 1.0 / 0.068
         ("limit / colbert", "not reproduced: held-out -0.098 (ours − paper, beyond ±0.05)"),  # 0.900 vs 0.998
         ("limit / bm25", "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)"),
     }
-    assert len(rows) == 7  # 5 claims with runs + 2 BRIGHT claims not run: none omitted
+    assert len(rows) == 8  # 6 runs of 4 claims + 2 BRIGHT claims not run: none omitted
     by = {(r[1], r[5]): r for r in rows}
     assert by[("scifact / minilm", model_diff)][6] == "does not hold (probe held-out 0.900 vs 0.95)"
     assert by[("limit / qwen", "reproduced (within ±0.05)")][4] == "train 1.000 / held-out 0.070"
@@ -142,7 +208,7 @@ def test_paper_verdicts(rendered):
         "holds (held-out 0.900; best fine-tuned single-vector held-out 0.070, +0.830)"
     bm = by[("limit / bm25", "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)")]
     assert bm[3:5] == ["R@2 0.978 / R@10 1.000 / R@20 1.000", "R@2 0.970 / R@10 1.000 / R@20 –"]
-    assert "**The paper's pattern holds on 4 of the 5 runs where it could be checked.**" in rendered["md"]
+    assert "**The paper's pattern holds on 5 of the 6 runs where it could be checked.**" in rendered["md"]
 
 
 def test_bright_mean_over_categories():
@@ -177,8 +243,8 @@ def test_html_embeds_every_figure(rendered):
     md, html = rendered["md"], Path(out.html).read_text(encoding="utf-8")
     refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
     # drawn figures are referenced; the ones whose stage did not run say so instead
-    assert set(refs) == {"figures/capacity_gap.png", "figures/train_vs_heldout.png", "figures/recall_at_k.png"}
-    assert "## Probe slack distribution\n\nNot drawn: the probe was not run in this config." in md
+    assert set(refs) == {"figures/capacity_gap.png", "figures/train_vs_heldout.png", "figures/recall_at_k.png",
+                         "figures/probe_slack.png"}
     assert "## Fine-tuning curves\n\nNot drawn: fine-tuning was not run in this config." in md
     imgs = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(imgs) == len(refs) == html.count("<img")
@@ -198,9 +264,10 @@ def test_dvc_files(rendered):
                                   "finetuned_heldout@2": 0.07, "gap@2": 0.93}
     assert m["limit"]["bm25"] == {"heldout@2": 0.97} and m["limit"]["colbert"] == {"heldout@2": 0.9}
     assert m["scifact"] == {"minilm": {"capacity@10": 0.9, "certified": 0.8, "pretrained@10": 0.7, "gap@10": 0.2}}
+    assert m["toy"] == {"minilm": {"capacity@2": 1.0, "certified": 1.0, "pretrained@2": 0.5, "gap@2": 0.5}}
     lines = Path(out.recall_csv).read_text().splitlines()
     assert lines[0] == "run,dataset,method,encoder,k,recall"
-    assert "limit / ColBERT,limit,colbert,,10,0.99" in lines and len(lines) == 1 + 3 * 4 + 2 + 4
+    assert "limit / ColBERT,limit,colbert,,10,0.99" in lines and len(lines) == 1 + 3 * 4 + 2 + 4 + 3 * 2
 
 
 def test_provenance(rendered):
@@ -212,6 +279,94 @@ def test_provenance(rendered):
     assert f"| limit | mirror | /data/limit | corpus.jsonl `{'ab' * 8}` |" in md
     assert re.search(r"\| torch \| \d+\.\d+", md) and "| logical cores | " in md
     assert f"ColBERT (late interaction): `{COLBERT}`" in md
+
+
+def test_certificates_by_cause(rendered):
+    """The probe-details table splits the uncertified queries by cause, per split, and states
+    partial by-construction fractions with their reason."""
+    rows = _table_after(rendered["md"], "Certificates by cause:")
+    assert rows == [
+        ["limit", "qwen", "heldout", "1.000", "0.000", "0.000", "0.000", "0", "0.000"],
+        ["limit", "qwen", "all", "1.000", "0.000", "0.000", "0.000", "0", "0.000"],
+        ["scifact", "minilm", "heldout", "0.800", "0.150", "0.050", "0.000", "1", "0.000"],
+        ["scifact", "minilm", "all", "0.750", "0.125", "0.125", "0.000", "2", "0.250"],
+        ["toy", "minilm", "heldout", "1.000", "0.000", "0.000", "0.000", "0", "1.000"],
+        ["toy", "minilm", "all", "1.000", "0.000", "0.000", "0.000", "0", "1.000"],
+    ]
+    md = rendered["md"]
+    assert ("- scifact / minilm: 0.250 of all queries certified by construction (n_docs <= dim + 1 with affinely independent "
+            "documents, or a single gold document among distinct documents of equal norm).") in md  # no per-query file
+    assert f"- toy / minilm: every query certified by construction ({AFFINE}; 46 documents in 384 dimensions)." in md
+
+
+def test_by_construction_marker(rendered):
+    """Exactly toy / minilm's capacity cells (certified_by_construction 1.0 on split all) carry
+    the marker; the footnote gives the per-query reason and the index size."""
+    rows = _table_after(rendered["md"], "## At a glance")
+    assert [(r[0], r[2]) for r in rows if r[3].endswith("¹")] == [("toy", "2 (stated)"), ("toy", "10")]
+    assert sum(c.count("¹") for r in rows for c in r) == 2
+    md = rendered["md"]
+    assert (f"¹ Certified by construction: every query's certificate was guaranteed before any optimisation, so this capacity "
+            f"is a property of the index's shape, not something the probe had to find (toy / minilm: {AFFINE}; 46 documents "
+            "in 384 dimensions).") in md
+    assert md.count("¹") == 4  # two cells, the bullet, the footnote
+
+
+def test_datasets_duplicates_and_ties(rendered):
+    rows = _table_after(rendered["md"], "## Datasets")
+    assert [r[7:10] for r in rows] == [["2 groups (5 documents)", "1 group (2 queries)", "0"],
+                                       ["not recorded", "not recorded", "2"],  # status file predates the counts
+                                       ["none", "none", "0"]]
+    md = rendered["md"]
+    assert "- **limit**: duplicate documents (`d1`, `d7`), (`d3`, `d4`, `d8`); duplicate queries (`q5`, `q6`)." in md
+    assert "identical text after NFC normalisation and whitespace collapsing" in md
+
+
+def test_bm25_variant_named(rendered):
+    from capgap.bm25 import variant_name
+
+    name = variant_name(**{k: v for k, v in BM25_CFG.items() if k != "enabled"})
+    md = rendered["md"]
+    assert name.startswith("rank-bm25 robertson") and "epsilon=0.25" in name
+    assert f"BM25 = `{name}`." in md  # next to the summary table's BM25 column
+    assert f"BM25 (every BM25 number in this report): `{name}`." in md  # datasets section
+    assert f"**BM25**: `{name}`" in md  # provenance
+
+
+def test_tie_rule_stated_once(rendered):
+    rule = ("Identical documents score identically; a non-gold document tied with a gold one ranks first (pessimistic), in "
+            "every method, so the probe's capacity stays a lower bound on any encoder; a document a method does not retrieve "
+            "(BM25: no query term in it) is not ranked; recall@k and nDCG@k are computed from each gold document's rank in "
+            "the full ranking.")
+    md = rendered["md"]
+    assert md.count(rule) == 1 and md.index(rule) < md.index("## At a glance")
+
+
+def test_missed_reads_percent_encoded_runs(rendered):
+    """Run-file ids are decoded (capgap.trec.read_run) before they meet the qrels' plain ids."""
+    assert _table_after(rendered["md"], "## Geometrically easy but missed") == [
+        ["toy", "minilm", "2", "2", "1", "q 1 (best gold rank 2)"]]
+
+
+def test_results_without_new_rows_still_render(tmp_path):
+    """Older results (no cause / tie / by-construction rows, status files without duplicate
+    counts, no run config): everything renders, nothing is invented."""
+    res = tmp_path / "results.csv"
+    res.write_text(",".join(COLUMNS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS))
+    d = tmp_path / "limit" / "data"
+    _write(d / "status.json", json.dumps(_status("limit", 50000, "mirror")))
+    _write(d / "qrels.tsv", "query-id\tcorpus-id\tscore\n" + QRELS["limit"])
+    out = ReportOutputs.under(tmp_path / "reports")
+    build_report(ReportInputs(tables=[str(res)], data=[str(d)]), out, KS, 10)
+    md = Path(out.md).read_text(encoding="utf-8")
+    assert [r[5] for r in _table_after(md, "## At a glance")] == ["not recorded"] * 5  # limit and scifact's probe rows
+    assert "¹" not in md and "certified by construction (" not in md
+    assert "Why uncertified queries stay uncertified was not recorded in these results" in md
+    assert "Certificates by cause:" not in md
+    assert [r[7:10] for r in _table_after(md, "## Datasets")] == [["not recorded", "not recorded", "not recorded"]]
+    assert "(text normalisation not recorded)" in md and "Examples (up to 3 groups each)" not in md
+    assert "BM25 = not recorded (no run config)." in md and "**BM25**: variant not recorded (no run config)." in md
+    assert "**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned" in md
 
 
 def test_summary_table_marks_missing_stages():

@@ -5,7 +5,11 @@ source; ``report.md``, the self-contained ``report.html``, the figures (capgap.f
 ``summary.json`` (every number, nested), ``metrics.json`` (headline numbers for ``dvc
 metrics``) and ``plots/recall_at_k.csv`` (``dvc plots``) are all rendered from it, with the
 paper's published numbers beside ours (capgap.paper) and a provenance block
-(capgap.provenance).
+(capgap.provenance). The report states the evaluation tie rule once, splits the probe's
+uncertified queries by cause (duplicate documents, tied queries, geometry), marks capacities
+certified by construction, lists duplicate documents / queries per dataset (``status.json``)
+and names the BM25 variant that ran (``capgap.bm25.variant_name`` of the run config); older
+results without these rows or keys render with "not recorded".
 """
 
 from __future__ import annotations
@@ -247,17 +251,22 @@ def report_ks(info: paper.DatasetInfo | None, ks: Sequence[int]) -> list[int]:
     return out or [max(ks)]
 
 
-SUMMARY_COLUMNS = ["dataset", "encoder", "k", "stated", "capacity", "certified", "pretrained", "finetuned_train",
-                   "finetuned_heldout", "gap", "gap_of", "bm25", "colbert", "colbert_train"]
+CAUSES = {"duplicate": "duplicate documents", "tied": "tied queries", "geometry": "geometry"}
+SUMMARY_COLUMNS = ["dataset", "encoder", "k", "stated", "capacity", "certified", *(f"uncertified_{c}" for c in CAUSES),
+                   "by_construction", "pretrained", "finetuned_train", "finetuned_heldout", "gap", "gap_of", "bm25", "colbert",
+                   "colbert_train"]
 
 
 def summary_table(df: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo], ks: Sequence[int]) -> pd.DataFrame:
     """The paper-layout summary: one row per dataset x single-vector encoder x cut-off.
 
-    Every value is a held-out recall@k from results.csv (nan when that stage was not run),
-    except ``certified`` (fraction of held-out queries the probe certifies) and
-    ``finetuned_train``/``colbert_train``. ``gap`` = capacity − fine-tuned held-out (or
-    − pre-trained held-out where fine-tuning did not run; ``gap_of`` says which)."""
+    Every value is a held-out recall@k from results.csv (nan when that stage was not run or
+    the row was not recorded), except ``certified`` (fraction of held-out queries the probe
+    certifies), ``uncertified_duplicate`` / ``uncertified_tied`` / ``uncertified_geometry``
+    (fractions of held-out queries left uncertified, by cause), ``by_construction`` (fraction of
+    *all* queries certified by construction) and ``finetuned_train``/``colbert_train``. ``gap`` =
+    capacity − fine-tuned held-out (or − pre-trained held-out where fine-tuning did not run;
+    ``gap_of`` says which)."""
     def val(d, e, m, split, metric="recall", k=None):
         v = _value(df, d, e, m, split, metric, k)
         return float("nan") if v == "–" else v
@@ -271,7 +280,9 @@ def summary_table(df: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo], ks: 
                 ft, pt = val(d, e, "finetuned", "heldout", k=k), val(d, e, "pretrained", "heldout", k=k)
                 ref, of = (ft, "fine-tuned") if ft == ft else (pt, "pre-trained")
                 rows.append({"dataset": d, "encoder": e or "–", "k": k, "stated": i == 0, "capacity": cap,
-                             "certified": val(d, e, "probe", "heldout", "certified"), "pretrained": pt,
+                             "certified": val(d, e, "probe", "heldout", "certified"),
+                             **{f"uncertified_{c}": val(d, e, "probe", "heldout", f"uncertified_{c}") for c in CAUSES},
+                             "by_construction": val(d, e, "probe", "all", "certified_by_construction"), "pretrained": pt,
                              "finetuned_train": val(d, e, "finetuned", "train", k=k), "finetuned_heldout": ft,
                              "gap": cap - ref, "gap_of": of if cap == cap and ref == ref else "",
                              "bm25": val(d, "", "bm25", "heldout", k=k), "colbert": val(d, "", "colbert", "heldout", k=k),
@@ -290,41 +301,127 @@ NOT_RUN_HINT = {"probe": "probe.enabled", "pretrained": "an encoder for the data
                 "bm25": "bm25.enabled", "colbert": "colbert.enabled / colbert.datasets"}
 
 
-def render_summary(table: pd.DataFrame, df: pd.DataFrame) -> list[str]:
-    """The "At a glance" bullets and the paper-layout summary table."""
+MARK = "¹"  # a capacity certified by construction
+TIE_RULE = ("Identical documents score identically; a non-gold document tied with a gold one ranks first (pessimistic), "
+            "in every method, so the probe's capacity stays a lower bound on any encoder; a document a method does not "
+            "retrieve (BM25: no query term in it) is not ranked; recall@k and nDCG@k are computed from each gold "
+            "document's rank in the full ranking.")
+CONSTRUCTION_RULES = ("n_docs <= dim + 1 with affinely independent documents, or a single gold document among distinct "
+                      "documents of equal norm")
+
+
+def _constructed(r) -> bool:
+    """Whether a summary row's probe certified every query by construction (split all)."""
+    return r.by_construction == 1.0
+
+
+def _capacity_cell(r) -> str:
+    """The summary table's capacity cell: the value, marked when certified by construction."""
+    return _f(r.capacity) + (MARK if _constructed(r) else "")
+
+
+def _causes(r) -> list[float] | None:
+    """A summary row's uncertified fractions by cause (CAUSES order); None when not recorded."""
+    vals = [getattr(r, f"uncertified_{c}") for c in CAUSES]
+    return None if any(v != v for v in vals) else vals
+
+
+def _causes_cell(r) -> str:
+    """The summary table's cause split: "0.020 / 0.000 / 0.000"; "not recorded" when the probe
+    ran without recording causes (older results); "–" when the probe did not run."""
+    vals = _causes(r)
+    if vals is not None:
+        return " / ".join(f"{v:.3f}" for v in vals)
+    return "not recorded" if r.certified == r.certified else "–"
+
+
+def _glance(r) -> str:
+    """One "At a glance" bullet (a summary row at its stated k)."""
+    bits = [f"**{r.dataset} / {r.encoder}** (recall@{r.k}, held-out):"]
+    if r.capacity == r.capacity:
+        cert = f", {r.certified:.0%} of queries certified" if r.certified == r.certified else ""
+        vals = _causes(r)
+        if vals is not None and r.certified < 1:
+            cert += " (uncertified: " + ", ".join(f"{v:.1%} {n}" for v, n in zip(vals, CAUSES.values())) + ")"
+        built = f"{MARK} (certified by construction)" if _constructed(r) else ""
+        bits.append(f"the index supports {r.capacity:.3f}{built}{cert};")
+    else:
+        bits.append("capacity not measured (probe not run);")
+    if r.gap == r.gap:
+        bits.append(f"the {r.gap_of} encoder reaches {(r.finetuned_heldout if r.gap_of == 'fine-tuned' else r.pretrained):.3f}, "
+                    f"leaving **{r.gap:.3f} of capacity unused**.")
+        if r.gap_of == "fine-tuned" and r.pretrained == r.pretrained and r.pretrained > r.finetuned_heldout:
+            bits.append(f"Fine-tuning lowered held-out recall (pre-trained {r.pretrained:.3f}; train rose to {r.finetuned_train:.3f}).")
+    elif r.pretrained == r.pretrained:
+        bits.append(f"the pre-trained encoder reaches {r.pretrained:.3f}.")
+    extra = [f"{n} {v:.3f}" for n, v in (("ColBERT", r.colbert), ("BM25", r.bm25)) if v == v]
+    if extra:
+        bits.append("For reference: " + ", ".join(extra) + ".")
+    return "- " + " ".join(bits)
+
+
+def _construction_note(table: pd.DataFrame, construction: Mapping[tuple[str, str], str]) -> list[str]:
+    """The footnote of the capacity cells marked certified by construction (none: no lines)."""
+    pairs = list(dict.fromkeys((r.dataset, r.encoder) for r in table.itertuples(index=False) if _constructed(r)))
+    if not pairs:
+        return []
+    why = "; ".join(f"{d} / {e}: {construction.get((d, e), CONSTRUCTION_RULES)}" for d, e in pairs)
+    return [f"{MARK} Certified by construction: every query's certificate was guaranteed before any optimisation, so "
+            f"this capacity is a property of the index's shape, not something the probe had to find ({why}).", ""]
+
+
+def bm25_variant(config: Mapping | None) -> str | None:
+    """The name of the BM25 variant a run config selects (``capgap.bm25.variant_name`` of
+    ``config["bm25"]`` minus ``enabled``; keys it does not take are ignored); None when there is
+    no config or no ``bm25`` section; a note instead of a name for an unknown backend/method."""
+    import inspect
+
+    from .bm25 import variant_name
+
+    cfg = (config or {}).get("bm25")
+    if not isinstance(cfg, Mapping):
+        return None
+    known = inspect.signature(variant_name).parameters
+    args = {k: v for k, v in cfg.items() if k != "enabled" and k in known}
+    try:
+        return variant_name(**args)
+    except ValueError as e:
+        return f"unknown variant ({e})"
+
+
+def _bm25_text(variant: str | None) -> str:
+    return f"`{variant}`" if variant else "not recorded (no run config)"
+
+
+def render_summary(table: pd.DataFrame, df: pd.DataFrame, bm25: str | None = None,
+                   construction: Mapping[tuple[str, str], str] | None = None) -> list[str]:
+    """The "At a glance" bullets and the paper-layout summary table (``bm25``: the BM25 variant's
+    name, see ``bm25_variant``; ``construction``: (dataset, encoder) -> why the probe's
+    certificates were guaranteed, for the footnote of cells marked certified by construction)."""
     out = ["## At a glance: capacity vs what the encoders reach", ""]
     if table.empty:
         return out + ["No dataset was available, so nothing was measured.", ""]
-    for r in table[table["stated"]].itertuples(index=False):
-        bits = [f"**{r.dataset} / {r.encoder}** (recall@{r.k}, held-out):"]
-        if r.capacity == r.capacity:
-            cert = f", {r.certified:.0%} of queries certified" if r.certified == r.certified else ""
-            bits.append(f"the index supports {r.capacity:.3f}{cert};")
-        else:
-            bits.append("capacity not measured (probe not run);")
-        if r.gap == r.gap:
-            bits.append(f"the {r.gap_of} encoder reaches {(r.finetuned_heldout if r.gap_of == 'fine-tuned' else r.pretrained):.3f}, "
-                        f"leaving **{r.gap:.3f} of capacity unused**.")
-            if r.gap_of == "fine-tuned" and r.pretrained == r.pretrained and r.pretrained > r.finetuned_heldout:
-                bits.append(f"Fine-tuning lowered held-out recall (pre-trained {r.pretrained:.3f}; train rose to {r.finetuned_train:.3f}).")
-        elif r.pretrained == r.pretrained:
-            bits.append(f"the pre-trained encoder reaches {r.pretrained:.3f}.")
-        extra = [f"{n} {v:.3f}" for n, v in (("ColBERT", r.colbert), ("BM25", r.bm25)) if v == v]
-        if extra:
-            bits.append("For reference: " + ", ".join(extra) + ".")
-        out.append("- " + " ".join(bits))
+    out += [_glance(r) for r in table[table["stated"]].itertuples(index=False)]
     out.append("")
     out.append("Held-out recall@k at each dataset's stated k (the gold-set size where it is fixed), then @10 and @100 "
                "(a k at or above the corpus size is left out: it retrieves every document). "
                "Capacity = the probe's recall: a lower bound on the best recall a query vector can reach on this index. "
+               "Certified = fraction of held-out queries whose gold documents the probe ranks strictly above every other; "
+               "the uncertified rest by cause: duplicate documents (a gold document has an identical non-gold copy: no "
+               "vector separates them), tied queries (identical query text with a different gold set: one vector must "
+               "serve both), geometry (the index itself). "
                "Gap = capacity − fine-tuned held-out recall (pre-trained where fine-tuning did not run).")
     out.append("")
-    out.append(_md_table(["dataset", "encoder", "k", "capacity (probe)", "certified", "pre-trained", "fine-tuned train",
-                          "fine-tuned held-out", "gap", "BM25", "ColBERT"],
-                         [[r.dataset, r.encoder, f"{r.k}{' (stated)' if r.stated else ''}", _f(r.capacity), _f(r.certified),
-                           _f(r.pretrained), _f(r.finetuned_train), _f(r.finetuned_heldout), _f(r.gap), _f(r.bm25), _f(r.colbert)]
+    if "bm25" in set(df["method"]):
+        out += [f"BM25 = {_bm25_text(bm25)}.", ""]
+    out.append(_md_table(["dataset", "encoder", "k", "capacity (probe)", "certified", "uncertified: duplicate / tied / geometry",
+                          "pre-trained", "fine-tuned train", "fine-tuned held-out", "gap", "BM25", "ColBERT"],
+                         [[r.dataset, r.encoder, f"{r.k}{' (stated)' if r.stated else ''}", _capacity_cell(r), _f(r.certified),
+                           _causes_cell(r), _f(r.pretrained), _f(r.finetuned_train), _f(r.finetuned_heldout), _f(r.gap),
+                           _f(r.bm25), _f(r.colbert)]
                           for r in table.itertuples(index=False)]))
     out.append("")
+    out += _construction_note(table, construction or {})
     missing = [m for m in METHOD_ORDER if m not in set(df["method"])]
     if missing:
         out.append("Not run in this config (their columns show –): " + ", ".join(f"{m} ({NOT_RUN_HINT[m]})" for m in missing) + ".")
@@ -365,13 +462,17 @@ def render_paper(rows: Sequence[dict]) -> list[str]:
 
 def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], ndcg_k: int = 10, *,
                     golds: Mapping[str, dict] | None = None, table: pd.DataFrame | None = None,
-                    paper_rows: Sequence[dict] = (), figs: Mapping[str, str | None] | None = None) -> str:
+                    paper_rows: Sequence[dict] = (), figs: Mapping[str, str | None] | None = None,
+                    bm25: str | None = None, construction: Mapping[tuple[str, str], str] | None = None) -> str:
     """The report's Markdown text, hardness and provenance sections excluded.
 
     ``figs``: figure key (see FIGURES) -> path relative to the report, or None when the
-    figure is a placeholder (its stage not run: the section says so)."""
+    figure is a placeholder (its stage not run: the section says so). ``bm25``: the BM25
+    variant's name (``bm25_variant``; None: not recorded). ``construction``: (dataset,
+    encoder) -> why the probe's certificates were guaranteed (``construction_reasons``)."""
     figs = figs or {}
     golds = golds or {}
+    construction = construction or {}
     out = ["# capgap report", ""]
     out.append(
         "Is retrieval failing because the index can't represent the answer, or because the query encoder can't "
@@ -380,22 +481,16 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], n
         "Generated from `reports/results.csv`."
     )
     out.append("")
+    out += ["**How numbers are computed.** " + TIE_RULE, ""]
     if table is not None:
-        out += render_summary(table, df)
+        out += render_summary(table, df, bm25, construction)
         out += _figure(figs, "gap_png", "Capacity vs held-out recall", "capacity vs held-out recall per dataset", "the probe")
     if paper_rows:
         out += render_paper(paper_rows)
         out += _figure(figs, "scatter_png", "Train vs held-out", "train vs held-out recall, ours and the paper's", "fine-tuning")
     avail = [s for s in statuses if s.get("available")]
     missing = [s for s in statuses if not s.get("available")]
-    out.append("## Datasets")
-    out.append("")
-    out.append(_md_table(
-        ["dataset", "documents", "queries", "train", "held-out", "gold per query", "dropped (no gold)", "source", "split rule"],
-        [[s["dataset"], s["n_docs"], s["n_queries"], s["n_train"], s["n_heldout"], _gold_text(golds.get(s["dataset"])),
-          s["dropped_queries_without_gold"], _source(s["source"]), s["split_rule"]] for s in avail],
-    ))
-    out.append("")
+    out += render_datasets(avail, df, golds, bm25)
     if missing:
         out.append("## Datasets that could not be obtained")
         out.append("")
@@ -431,6 +526,7 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], n
         out.append("Fine-tuned = LoRA on the query side, InfoNCE against the frozen index, trained on train queries only; "
                    "the columns are held-out recall unless marked train.")
         out.append("")
+        out += render_certification(probe, construction)
     out += _figure(figs, "slack_png", "Probe slack distribution", "the probe's per-query slack", "the probe",
                    "Per-query slack (pair-averaged hinge loss) of the probe's cutting-plane solution at the final C. The "
                    "cutting plane stops once the most violated constraint exceeds the working set's slack by at most eps "
@@ -465,6 +561,121 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], n
     return "\n".join(out)
 
 
+def _duplicates_cell(status: Mapping, key: str, noun: str) -> str:
+    """A status's duplicate groups (``duplicate_documents`` / ``duplicate_queries``) as a cell:
+    "2 groups (5 documents)", "none", or "not recorded" (a status file older than the count)."""
+    d = status.get(key)
+    if not isinstance(d, Mapping) or "groups" not in d:
+        return "not recorded"
+    if not d["groups"]:
+        return "none"
+    return f"{d['groups']} group{'s' if d['groups'] != 1 else ''} ({d.get('items', '?')} {noun})"
+
+
+def _duplicate_examples(status: Mapping, key: str, n: int = 3) -> str | None:
+    """Up to ``n`` example groups of a status's duplicates, "(`d1`, `d7`), (`d3`, `d4`)" (None:
+    none recorded)."""
+    d = status.get(key)
+    groups = d.get("examples") if isinstance(d, Mapping) else None
+    if not groups:
+        return None
+    return ", ".join("(" + ", ".join(f"`{i}`" for i in g) + ")" for g in groups[:n])
+
+
+def _tied_queries(df: pd.DataFrame, dataset: str) -> str:
+    """A dataset's queries that share their text with another query: the probe's ``tied_queries``
+    (split all; text ties do not depend on the encoder); "not recorded" when the probe ran
+    without counting them, "–" when it did not run."""
+    probe = df[(df["dataset"] == dataset) & (df["method"] == "probe")]
+    sel = probe[(probe["split"] == "all") & (probe["metric"] == "tied_queries")]
+    if len(sel):
+        return _count(float(sel["value"].max()))
+    return "not recorded" if len(probe) else "–"
+
+
+def render_datasets(avail: Sequence[dict], df: pd.DataFrame, golds: Mapping[str, dict], bm25: str | None = None) -> list[str]:
+    """The "Datasets" section: sizes, gold sets, duplicate document / query groups (with up to 3
+    example groups each), tied queries, source and split rule; the BM25 variant when BM25 ran."""
+    out = ["## Datasets", ""]
+    out.append(_md_table(
+        ["dataset", "documents", "queries", "train", "held-out", "gold per query", "dropped (no gold)", "duplicate documents",
+         "duplicate queries", "tied queries (probe)", "source", "split rule"],
+        [[s["dataset"], s["n_docs"], s["n_queries"], s["n_train"], s["n_heldout"], _gold_text(golds.get(s["dataset"])),
+          s["dropped_queries_without_gold"], _duplicates_cell(s, "duplicate_documents", "documents"),
+          _duplicates_cell(s, "duplicate_queries", "queries"), _tied_queries(df, s["dataset"]), _source(s["source"]),
+          s["split_rule"]] for s in avail],
+    ))
+    out.append("")
+    norms = sorted({str(s["text_normalization"]) for s in avail if s.get("text_normalization")})
+    norm = f"after {'/'.join(norms)} normalisation and whitespace collapsing" if norms else "(text normalisation not recorded)"
+    out.append("Duplicate documents: groups of documents with identical text (they score identically in every method). "
+               f"Duplicate queries: groups of queries with identical text {norm}; any text encoder gives them one vector, "
+               "so the probe gives them one w. Tied queries: the probe's count of queries sharing their text with another. "
+               "\"not recorded\": the files predate these counts.")
+    out.append("")
+    bullets = []
+    for s in avail:
+        ex = [f"duplicate {noun} {e}" for noun in ("documents", "queries") if (e := _duplicate_examples(s, f"duplicate_{noun}"))]
+        if ex:
+            bullets.append(f"- **{s['dataset']}**: " + "; ".join(ex) + ".")
+    if bullets:
+        out += ["Examples (up to 3 groups each):", "", *bullets, ""]
+    if "bm25" in set(df["method"]):
+        out += [f"BM25 (every BM25 number in this report): {_bm25_text(bm25)}.", ""]
+    return out
+
+
+def render_certification(probe: pd.DataFrame, construction: Mapping[tuple[str, str], str] | None = None) -> list[str]:
+    """The probe's certificates by cause, per dataset x encoder x split (``probe``: results.csv
+    rows of method probe): certified, uncertified by cause (duplicate documents, tied queries,
+    geometry), tied queries (count) and the fraction certified by construction, with the reason
+    where it is not zero. Older results without these rows: a sentence saying so, no table."""
+    names = [f"uncertified_{c}" for c in CAUSES] + ["tied_queries", "certified_by_construction"]
+    if not probe["metric"].isin(names).any():
+        return ["Why uncertified queries stay uncertified was not recorded in these results (probe runs from before "
+                "causes were recorded): certified counts every cause together.", ""]
+    rows, built = [], []
+    for (d, e), g in probe.groupby(["dataset", "encoder"], sort=False):
+        for split in [s for s in SPLIT_ORDER if (g["split"] == s).any()]:
+            v = {m: _value(g, d, e, "probe", split, m) for m in ["certified", *names]}
+            rows.append([d, e, split, _f(v["certified"]), *(_f(v[f"uncertified_{c}"]) for c in CAUSES),
+                         _count(v["tied_queries"]), _f(v["certified_by_construction"])])
+        frac = _value(g, d, e, "probe", "all", "certified_by_construction")
+        if frac != "–" and frac > 0:
+            built.append(f"- {d} / {e}: {'every query' if frac == 1 else f'{frac:.3f} of all queries'} certified by construction "
+                         f"({(construction or {}).get((d, e), CONSTRUCTION_RULES)}).")
+    out = ["Certificates by cause: a query the probe does not certify is counted under *duplicate documents* when a gold "
+           "document has an identical non-gold copy in the index (no vector separates identical rows), under *tied queries* "
+           "when another query with the same text has a different gold set (one vector must serve both), else under "
+           "*geometry* (the index itself). Certified by construction = the certificate was guaranteed before any "
+           f"optimisation ({CONSTRUCTION_RULES}). – = not recorded.", ""]
+    out.append(_md_table(["dataset", "encoder", "split", "certified", *(f"uncertified: {n}" for n in CAUSES.values()),
+                          "queries sharing their text", "certified by construction"], rows))
+    out.append("")
+    return out + (built + [""] if built else [])
+
+
+def _read_jsonl(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def construction_reasons(per_query: Sequence[str | Path], fps: Sequence[dict] = ()) -> dict[tuple[str, str], str]:
+    """(dataset, encoder) -> why the probe's certificates were guaranteed: the distinct
+    ``by_construction`` reasons of its ``results/{dataset}/{encoder}/probe/per_query.jsonl``
+    lines, with the index's size from its fingerprint (``fps``: ``provenance.fingerprints``)
+    when known. Pairs whose lines record no reason are left out (callers fall back to
+    CONSTRUCTION_RULES)."""
+    size = {(f["dataset"], f["encoder"]): f"{f['n_docs']} documents in {f['dim']} dimensions"
+            for f in fps if f.get("n_docs") is not None and f.get("dim") is not None}
+    out = {}
+    for p in per_query:
+        key = (Path(p).parts[-4], Path(p).parts[-3])
+        reasons = list(dict.fromkeys(r["by_construction"] for r in _read_jsonl(p) if r.get("by_construction")))
+        if reasons:
+            out[key] = "; ".join(reasons) + (f"; {size[key]}" if key in size else "")
+    return out
+
+
 def _figure(figs: Mapping[str, str | None], key: str, title: str, alt: str, stage: str, text: str = "") -> list[str]:
     if key not in figs:
         return []
@@ -480,8 +691,11 @@ def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Se
                   data_dirs: Sequence[str | Path], examples: int = 5) -> list[str]:
     """"Geometrically easy but missed": per dataset x encoder at the stated k, the queries the
     probe shows the index admits but the pre-trained encoder's exact run misses
-    (``capgap.diagnosis.admitted_but_missed``, the encoder-limited verdict of ``capgap diagnose``)."""
-    from .diagnosis import admitted_but_missed, load_qrels_file, load_run_file
+    (``capgap.diagnosis.admitted_but_missed``, the encoder-limited verdict of ``capgap diagnose``).
+    Run files are read by ``capgap.trec.read_run``: their percent-encoded ids are decoded, so
+    the ids passed on are the dataset's own."""
+    from .diagnosis import admitted_but_missed, load_qrels_file
+    from .trec import read_run
 
     out = ["## Geometrically easy but missed (pre-trained encoder)", ""]
     if not per_query or not runs:
@@ -494,8 +708,9 @@ def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Se
         key = (r.dataset, r.encoder)
         if key not in probe_of or key not in run_of or r.dataset not in qrels_of:
             continue
-        prows = [json.loads(line) for line in Path(probe_of[key]).read_text(encoding="utf-8").splitlines() if line.strip()]
-        missed = admitted_but_missed(prows, load_run_file(run_of[key]), load_qrels_file(qrels_of[r.dataset]), int(r.k))
+        prows = _read_jsonl(probe_of[key])
+        run = {q: [d for d, _ in docs] for q, docs in read_run(run_of[key]).items()}
+        missed = admitted_but_missed(prows, run, load_qrels_file(qrels_of[r.dataset]), int(r.k))
         ex = ", ".join(f"{m['query_id']} (best gold rank {m['best_gold_rank'] or '> run depth'})" for m in missed[:examples])
         rows.append([r.dataset, r.encoder, r.k, len(prows), len(missed), ex or "–"])
     out.append("Queries whose gold set the frozen index admits at k (the probe certifies them or ranks every gold document "
@@ -505,6 +720,15 @@ def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Se
     out.append(_md_table(["dataset", "encoder", "k", "queries", "admitted but missed", f"first {examples}"], rows))
     out.append("")
     return out
+
+
+def _bm25_provenance(config: Mapping | None) -> list[str]:
+    """The provenance block's BM25 line: the variant the config selects, and whether it ran."""
+    bm = (config or {}).get("bm25")
+    if not isinstance(bm, Mapping):
+        return ["**BM25**: variant not recorded (no run config).", ""]
+    off = "" if bm.get("enabled", True) else " (bm25.enabled is false: not run)"
+    return [f"**BM25**: {_bm25_text(bm25_variant(config))}{off}", ""]
 
 
 def render_provenance(config: Mapping | None, statuses: Sequence[dict], fps: Sequence[dict], times: Sequence[dict],
@@ -535,6 +759,7 @@ def render_provenance(config: Mapping | None, statuses: Sequence[dict], fps: Seq
         rows.append([s["dataset"], _source(src), where, hashes])
     out.append(_md_table(["dataset", "source", "location", "file sha256 (first 16 hex)"], rows) if rows else "No dataset available.")
     out.append("")
+    out += _bm25_provenance(config)
     out.append("**Models** (frozen-index fingerprints)")
     out.append("")
     if fps:
@@ -677,13 +902,15 @@ def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int]
         "curves_png": figures.plot_curves(inputs.curves, outputs.curves_png),
     }
     figs = {k: (rel[k] if ok else None) for k, ok in drawn.items()}
-    md = render_markdown(df, statuses, ks, ndcg_k, golds=golds, table=table, paper_rows=paper_rows, figs=figs)
+    fps = provenance.fingerprints(inputs.fingerprints)
+    md = render_markdown(df, statuses, ks, ndcg_k, golds=golds, table=table, paper_rows=paper_rows, figs=figs,
+                         bm25=bm25_variant(config), construction=construction_reasons(inputs.per_query, fps))
     md = md.rstrip("\n") + "\n\n" + "\n".join(render_missed(table, inputs.per_query, inputs.runs, inputs.data))
     figures.plot_hardness(hdf, outputs.hardness_p, outputs.hardness_m)
     hs = json.loads(Path(inputs.hardness[0]).read_text(encoding="utf-8")) if inputs.hardness else None
     md = md.rstrip("\n") + "\n\n" + "\n".join(render_hardness(hdf, hs, rel["hardness_p"] if hs else None, rel["hardness_m"] if hs else None))
     md = md.rstrip("\n") + "\n\n" + "\n".join(render_provenance(
-        config, statuses, provenance.fingerprints(inputs.fingerprints), provenance.stage_times(inputs.benchmarks),
+        config, statuses, fps, provenance.stage_times(inputs.benchmarks),
         provenance.package_versions(), provenance.machine(), colbert_model if "colbert" in set(df["method"]) else None)) + "\n"
     write_text(outputs.md, md)
     write_text(outputs.html, render_html(md, base))
