@@ -168,14 +168,14 @@ def chance_agreement(A: np.ndarray, B: np.ndarray, queries: np.ndarray) -> tuple
 
 def recall_at_k(codes: np.ndarray, gold: list[np.ndarray], d: int) -> np.ndarray:
     """Per-query recall@k, k = |gold|, of inner-product retrieval on ``hypercube(d)`` with query
-    codes ``(n, d)``: |top-k ∩ gold| / k, ties broken by lower document index
-    (``capgap.retrieval.topk_from_scores``). Returns ``(n,) float64``."""
-    from .retrieval import topk_from_scores
+    codes ``(n, d)``: |gold ranked <= k| / k under capgap's evaluation tie rule (a non-gold
+    vertex tied with a gold one ranks first: ``capgap.retrieval.rank_gold``). Returns ``(n,)
+    float64``."""
+    from .retrieval import rank_gold
 
     scores = np.asarray(codes, dtype=np.float64) @ hypercube(d).astype(np.float64).T
     k = len(gold[0])
-    top, _ = topk_from_scores(scores, k)
-    return np.array([len(set(t.tolist()) & set(g.tolist())) / len(g) for t, g in zip(top, gold)])
+    return np.array([float(np.mean(rank_gold(s, np.asarray(g)) <= k)) for s, g in zip(scores, gold)])
 
 
 def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, arch: str = "mlp",
