@@ -214,7 +214,7 @@ def test_non_finite_qrels_score(case, raw):
 def test_non_finite_json_numbers(tmp_path):
     for text, match in (('{"query-id": "q1", "corpus-id": "d1", "score": NaN}', r"q.jsonl:2: NaN is not valid JSON"),
                         ('{"query-id": "q1", "corpus-id": "d1", "score": -Infinity}', r"q.jsonl:2: -Infinity is not valid JSON"),
-                        ('{"query-id": "q1", "corpus-id": "d1", "score": 1e400}', r"q.jsonl:2: field 'score': not a finite number: inf"),
+                        ('{"query-id": "q1", "corpus-id": "d1", "score": 1e400}', r"q.jsonl:2: field 'score': not a finite number: '1e400'"),
                         ('{"query-id": "q1", "corpus-id": "d1", "score": 1' + "0" * 400 + "}", r"q.jsonl:2: field 'score': not a finite number")):
         (tmp_path / "q.jsonl").write_text('{"query-id": "q0", "corpus-id": "d0", "score": 1}\n' + text + "\n", encoding="utf-8")
         with pytest.raises(DataFormatError, match=match):
@@ -252,3 +252,45 @@ def test_write_json_is_strict(tmp_path):
     rows = [_strict_loads(line) for line in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
     assert rows == [{"arr": [1.5, None], "t": [True, None, 0.25], "n": {"x": 2.0}}, {"y": None}]
     assert type(rows[0]["t"][0]) is bool
+
+
+# --------------------------------------------------------------------------- found by review
+def test_qrels_delimiter_and_header_from_the_first_non_blank_line(tmp_path):
+    from capgap.data import iter_qrels
+
+    p = tmp_path / "qrels.tsv"
+    p.write_text("\ufeff\nq1\tdoc 0\t1\n")  # BOM, a blank line, then a TAB-separated row: ids keep spaces
+    assert [r[1:] for r in iter_qrels(p)] == [("q1", "doc 0", 1)]
+    p.write_text("query\td1\t1\nqid\td2\t2\n")  # no header: a query named 'query' is a row
+    assert [r[1:] for r in iter_qrels(p)] == [("query", "d1", 1), ("qid", "d2", 2)]
+    p.write_text("query-id\tcorpus-id\tscore\nq\td\t1\n")
+    assert [r[1:] for r in iter_qrels(p)] == [("q", "d", 1)]
+
+
+def test_numeric_json_ids_keep_their_literal_text(tmp_path):
+    p = tmp_path / "corpus.jsonl"
+    p.write_text('{"_id": 1.50, "text": "a"}\n{"_id": 1e2, "text": "b"}\n{"_id": 7, "text": "c"}\n')
+    assert load_corpus(p).ids == ("1.50", "1e2", "7")
+    q = tmp_path / "qrels.jsonl"
+    q.write_text('{"query-id": 1, "corpus-id": 1.50, "score": 2.0}\n')
+    assert load_qrels(q).judgements == {"1": {"1.50": 2}}
+
+
+def test_diagnose_run_files_tabs_and_percent_encoding(tmp_path):
+    p = tmp_path / "run.tsv"
+    p.write_text("q 1\tdoc 0\t9\nq 1\td1\t8\n")  # TAB-separated: ids with spaces
+    assert load_run_file(p) == {"q 1": ["doc 0", "d1"]}
+    trec.write_run(tmp_path / "run.trec", ["q 1"], np.array([[0, 1]]), np.array([[9.0, 8.0]]), ["doc 0", "d%2"], "x")
+    assert load_run_file(tmp_path / "run.trec", percent_encoded=True) == {"q 1": ["doc 0", "d%2"]}
+    assert load_run_file(tmp_path / "run.trec") == {"q%201": ["doc%200", "d%252"]}  # as written
+
+
+def test_diagnose_names_run_ids_that_meet_nothing():
+    from capgap.diagnosis import diagnose
+
+    D = np.eye(3, dtype=np.float32)
+    diag = diagnose(D, D[:2], {"a": {"x": 1}, "b": {"y": 1}}, ["x", "y", "z"], ["a", "b"], k=1,
+                    ann_run={"a": ["x"], "b%20": ["y"], "c": ["w"]})
+    notes = " ".join(diag.notes)
+    assert "2 ANN-run queries are not judged queries" in notes and "['b%20', 'c']" in notes
+    assert "1 judged queries are missing from the ANN run" in notes and "1 ANN-run documents are not in the document ids" in notes

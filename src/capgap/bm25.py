@@ -110,7 +110,7 @@ class BM25:
 
             classes = {"robertson": rank_bm25.BM25Okapi, "bm25l": rank_bm25.BM25L, "bm25+": rank_bm25.BM25Plus}
             kw = {"epsilon": epsilon} if method == "robertson" else {}
-            self._index = classes[method]([t if t else [""] for t in tokens], k1=k1, b=b, **kw)
+            self._index = classes[method]([list(t) for t in tokens], k1=k1, b=b, **kw)  # empty documents stay empty
 
     def scores(self, query_texts: list[str]) -> np.ndarray:
         """BM25 score of every document for every query: ``(n_queries, n_docs) float32``."""

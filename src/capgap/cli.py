@@ -25,13 +25,16 @@ def main() -> None:
               help="BEIR tsv (query-id corpus-id score, header optional), TREC (qid iter docid rel) or 'qid docid'.")
 @click.option("--doc-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per document row (default: the row number).")
 @click.option("--query-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per query row (default: the qrels' query order).")
-@click.option("--ann-run", type=click.Path(exists=True, dir_okay=False), help="Your approximate search's results: TREC run or 'qid docid [score]'.")
+@click.option("--ann-run", type=click.Path(exists=True, dir_okay=False),
+              help="Your approximate search's results: TREC run or 'qid docid [score]' (TAB-separated lines may hold ids with spaces).")
+@click.option("--ann-run-percent-encoded", is_flag=True,
+              help="The run's ids are percent-encoded, as in the run.trec files capgap writes (doc%200 = 'doc 0').")
 @click.option("--k", default=10, show_default=True, type=click.IntRange(1), help="The cut-off for every recall and verdict.")
 @click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "cosine"]), help="cosine: vectors are L2-normalised first.")
 @click.option("--key", default=None, help="Array name inside .npz files holding several.")
 @click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
-def diagnose(docs, queries, qrels, doc_ids, query_ids, ann_run, k, metric, key, threads, out) -> None:
+def diagnose(docs, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, key, threads, out) -> None:
     """Per-query verdict: index-limited, encoder-limited, ann-limited or ok."""
     from .diagnosis import diagnose as run, load_ids, load_matrix, load_qrels_file, load_run_file, write_diagnosis
     from .errors import DataFormatError
@@ -42,7 +45,7 @@ def diagnose(docs, queries, qrels, doc_ids, query_ids, ann_run, k, metric, key, 
         qr = load_qrels_file(qrels)
         dids = load_ids(doc_ids) if doc_ids else [str(i) for i in range(D.shape[0])]
         qids = load_ids(query_ids) if query_ids else list(qr)
-        diag = run(D, Q, qr, dids, qids, k=k, ann_run=load_run_file(ann_run) if ann_run else None, metric=metric, threads=threads)
+        diag = run(D, Q, qr, dids, qids, k=k, ann_run=load_run_file(ann_run, ann_run_percent_encoded) if ann_run else None, metric=metric, threads=threads)
     except (DataFormatError, ValueError) as e:
         raise click.ClickException(str(e)) from e
     paths = write_diagnosis(diag, out)

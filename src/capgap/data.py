@@ -248,7 +248,9 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line, parse_constant=_reject_constant)
+            # parse_float keeps a number's literal text, so a numeric id 1.50 stays "1.50" (a score
+            # is parsed from that text later)
+            obj = json.loads(line, parse_constant=_reject_constant, parse_float=str)
         except _NonFiniteJSON as e:
             raise DataFormatError(path, lineno, None, f"{e} is not valid JSON (non-finite numbers are not allowed)") from None
         except json.JSONDecodeError as e:
@@ -265,7 +267,7 @@ def _str_field(path: Path, lineno: int, obj: dict, name: str, required: bool = T
         return ""
     val = obj[name]
     if isinstance(val, (int, float)) and not isinstance(val, bool):
-        val = str(val)  # numeric ids occur in the wild; ids are strings in capgap
+        val = str(val)  # numeric ids occur in the wild (ints; floats keep their literal text: _iter_jsonl)
     if not isinstance(val, str):
         raise DataFormatError(path, lineno, name, f"expected a string, got {type(val).__name__}")
     return val
@@ -368,16 +370,19 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
                 raise DataFormatError(path, lineno, "score", "missing")
             yield lineno, qid, did, _parse_score(path, lineno, obj["score"])
         return
-    # The first line decides the delimiter: tab (BEIR) or whitespace (TREC).
-    delim = None
+    # The first non-blank line decides the delimiter: tab (BEIR) or whitespace (TREC); it is a
+    # header when its first column is a header name and its last is not a number.
+    delim, first = None, True
     for lineno, line in iter_lines(path):
-        if lineno == 1:
-            delim = "\t" if "\t" in line else None
         if not line.strip():
             continue
+        if first:
+            delim = "\t" if "\t" in line else None
         cols = line.split(delim)
-        if lineno == 1 and cols[0].strip().lower() in ("query-id", "query_id", "qid", "query"):
-            continue  # header
+        if first:
+            first = False
+            if cols[0].strip().lower() in ("query-id", "query_id", "qid", "query") and not _is_number(cols[-1]):
+                continue  # header
         if len(cols) == 3:
             qid, did, score = cols
         elif len(cols) == 4:
@@ -393,6 +398,14 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
         check_id(path, lineno, "query-id", qid)
         check_id(path, lineno, "corpus-id", did)
         yield lineno, qid, did, _parse_score(path, lineno, score.strip())
+
+
+def _is_number(raw: str) -> bool:
+    try:
+        float(raw)
+    except ValueError:
+        return False
+    return True
 
 
 def load_qrels(path: str | Path, corpus: Corpus | None = None, queries: Queries | None = None) -> Qrels:
@@ -545,7 +558,7 @@ def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
             for d, s in rs.qrels.judgements[q].items():
                 fh.write(f"{q}\t{d}\t{s}\n")
     with atomic_open(folder / "split.tsv", "w", encoding="utf-8") as fh:
-        fh.write(f"# {rs.split.rule}\nquery-id\tsplit\n")
+        fh.write(f"# {' '.join(rs.split.rule.split())}\nquery-id\tsplit\n")  # one line, no TAB: not an id line
         for name in SPLITS:
             for q in rs.split.ids(name):
                 fh.write(f"{q}\t{name}\n")
@@ -558,6 +571,8 @@ def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
 
 def load_split(path: str | Path, queries: Queries) -> Split:
     """Read ``split.tsv`` (``query-id<TAB>split``, ``iter_lines``); every id must be a known query.
+    A line starting with ``#`` and holding no TAB is the split rule (so an id may start with
+    ``#``: its line has a TAB).
 
     Raises ``DataFormatError`` naming the line for bad UTF-8, a wrong column count, an id with
     a control character (``check_id``), an unknown query id or an unknown split name."""
@@ -566,7 +581,7 @@ def load_split(path: str | Path, queries: Queries) -> Split:
     parts: dict[str, list[str]] = {s: [] for s in SPLITS}
     rule = ""
     for lineno, line in iter_lines(path):
-        if line.startswith("#"):
+        if line.startswith("#") and "\t" not in line:  # the rule comment; an id line always has a TAB
             rule = line[1:].strip()
             continue
         cols = line.split("\t")

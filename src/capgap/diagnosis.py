@@ -115,23 +115,27 @@ def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def load_run_file(path: str | Path) -> dict[str, list[str]]:
+def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, list[str]]:
     """A run as query id -> document ids in rank order: TREC (``qid Q0 docid rank score tag``) or
-    tsv ``qid docid [score]`` (ordered by score when given, else by file order). Columns are
-    split on whitespace; ids are taken as written (no percent-decoding); lines are read by
-    ``capgap.data.iter_lines`` (UTF-8, a leading BOM skipped).
+    tsv ``qid docid [score]`` (ordered by score when given, else by file order). A line holding a
+    TAB is split on TABs (so ids may contain spaces), any other on whitespace; ids are taken as
+    written, or percent-decoded with ``percent_encoded`` (the run files capgap writes:
+    ``capgap.trec.decode_id``); lines are read by ``capgap.data.iter_lines`` (UTF-8, a leading
+    BOM skipped).
 
     Raises ``DataFormatError`` naming file and line for bad UTF-8, a wrong column count, an id
-    with a control character (``capgap.data.check_id``), and (field ``score``) a score that is
-    not a number (except on line 1, a header) or is not finite (``nan``, ``inf``)."""
+    with a control character (``capgap.data.check_id``) or a malformed percent escape, and
+    (field ``score``) a score that is not a number (except on line 1, a header) or is not finite
+    (``nan``, ``inf``)."""
     from .data import check_id, iter_lines
+    from .trec import decode_id
 
     path = Path(path)
     rows: dict[str, list[tuple[float, int, str]]] = {}
     for i, line in iter_lines(path):
         if not line.strip():
             continue
-        cols = line.split()
+        cols = line.split("\t") if "\t" in line else line.split()
         if len(cols) == 6:
             q, d, score = cols[0], cols[2], cols[4]
         elif len(cols) in (2, 3):
@@ -146,10 +150,32 @@ def load_run_file(path: str | Path) -> dict[str, list[str]]:
             raise DataFormatError(path, i, "score", f"{score!r} is not a number") from None
         if not math.isfinite(s):
             raise DataFormatError(path, i, "score", f"not a finite number: {score!r}")
+        if percent_encoded:
+            try:
+                q, d = decode_id(q), decode_id(d)
+            except ValueError as e:
+                raise DataFormatError(path, i, None, f"not a percent-encoded id: {e}") from None
         check_id(path, i, "query-id", q)
         check_id(path, i, "doc-id", d)
         rows.setdefault(q, []).append((-s, i, d))
     return {q: [d for _, _, d in sorted(v)] for q, v in rows.items()}
+
+
+def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Mapping[str, int]) -> list[str]:
+    """Notes (also logged) on ANN-run ids that meet nothing: run queries that are not judged
+    queries, judged queries missing from the run, run documents not among the document ids."""
+    notes = []
+    extra_q = [q for q in run if q not in set(qids)]
+    missing_q = [q for q in qids if q not in run]
+    extra_d = sorted({d for v in run.values() for d in v if d not in pos})
+    for what, ids in (("ANN-run queries are not judged queries (ignored)", extra_q),
+                      ("judged queries are missing from the ANN run (nothing retrieved)", missing_q),
+                      ("ANN-run documents are not in the document ids (count as misses)", extra_d)):
+        if ids:
+            msg = f"{len(ids)} {what}, e.g. {ids[:3]}; percent-encoded ids (capgap's run files) need --ann-run-percent-encoded"
+            log.warning(msg)
+            notes.append(msg)
+    return notes
 
 
 # --------------------------------------------------------------------------- the diagnosis
@@ -216,6 +242,8 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
                 notes.append(msg)
             M /= np.maximum(norms, 1e-12)[:, None]
     qids = [query_ids[i] for i in keep]
+    if ann_run is not None:
+        notes += _run_mismatch(ann_run, qids, pos)
     golds = [{d for d, g in qrels[q].items() if g > 0} for q in qids]
     gold_rows = [np.array(sorted(pos[d] for d in g), dtype=np.int64) for g in golds]
     grades = [np.array([qrels[q][doc_ids[r]] for r in g], dtype=np.float64) for q, g in zip(qids, gold_rows)]
@@ -234,7 +262,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
                "cause": res.cause, "slack": res.slack, f"encoder_recall@{k}": round(enc_r, 6), "best_gold_rank": int(er.min())}
         ann_r = ann_vs_exact = None
         if ann_run is not None:
-            ann = list(ann_run.get(q, []))
+            ann = list(ann_run.get(q, []))  # a query the run lacks retrieved nothing
             ann_r = _capped_recall(ann, gold, kk)
             exact = {doc_ids[j] for j in exact_top[len(rows)]}
             ann_vs_exact = len(set(ann[:kk]) & exact) / kk

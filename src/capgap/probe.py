@@ -217,6 +217,7 @@ def probe(
     grades: Sequence[Sequence[float]] | None = None,
     tie_groups: Sequence | None = None,
     depth: int = 0,
+    duplicates: Sequence[Sequence[int]] = (),
 ) -> list[ProbeResult]:
     """Run the capacity probe for every query.
 
@@ -239,7 +240,9 @@ def probe(
     the same label (identical query text) share one w, a ranking SVM over the union of their
     pair sets (the 1-slack constraint sums every member's pairs), since any text encoder maps
     them to one vector. ``depth``: also keep each query's first ``depth`` documents
-    (``ProbeResult.top_rows``/``top_scores``) for a run file.
+    (``ProbeResult.top_rows``/``top_scores``) for a run file. ``duplicates``: groups of rows to
+    treat as identical documents besides the bit-identical rows found here (identical texts
+    whose embeddings differ in the last bits): they score identically and are twins.
 
     Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
     w: identical rows score identically and a non-gold document tied with a gold one ranks first.
@@ -257,7 +260,7 @@ def probe(
 
     with threadpool_limits(int(threads) if threads else None):
         return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
-                      excluded_sets, grades, tie_groups, int(depth))
+                      excluded_sets, grades, tie_groups, int(depth), duplicates)
 
 
 def _queries(n, gold_sets, excluded_sets, grades):
@@ -298,8 +301,8 @@ def _crossing(members, golds, excls) -> set[int]:
 
 
 def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
-           grades=None, tie_groups=None, depth=0) -> list[ProbeResult]:
-    from .retrieval import duplicate_groups, tie_duplicates
+           grades=None, tie_groups=None, depth=0, duplicates=()) -> list[ProbeResult]:
+    from .retrieval import duplicate_groups, merge_groups, tie_duplicates
 
     n, dim = D.shape
     golds, grs, excls = _queries(n, gold_sets, excluded_sets, grades)
@@ -307,7 +310,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + BLOCK]).max()) for b0 in range(0, n, BLOCK)])
     norms = np.concatenate([np.sqrt((Df[b0 : b0 + BLOCK].astype(np.float64) ** 2).sum(1)) for b0 in range(0, n, BLOCK)])
     rmax = float(norms.max()) if n else 0.0
-    dups = duplicate_groups(Df)
+    dups = merge_groups(n, duplicate_groups(Df), [np.asarray(g, dtype=np.int64) for g in duplicates])
     dup_of = {int(i): g for g in dups for i in g}
     # a gold document's identical non-gold twins always tie with it: they cannot be separated by
     # any w, add only a constant to the hinge, and are left out of the optimisation (not the ranks)

@@ -248,7 +248,8 @@ def report_ks(info: paper.DatasetInfo | None, ks: Sequence[int]) -> list[int]:
     *stated* k."""
     want = ([info.gold_k] if info and info.gold_k else []) + [10, 100]
     out = [k for k in dict.fromkeys(want) if k in ks and (info is None or k < info.n_docs)]
-    return out or [max(ks)]
+    below = [k for k in ks if info is None or k < info.n_docs]
+    return out or [max(below or [min(ks)])]  # else the largest evaluated k that does not retrieve everything
 
 
 CAUSES = {"duplicate": "duplicate documents", "tied": "tied queries", "geometry": "geometry"}

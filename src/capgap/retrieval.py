@@ -12,9 +12,10 @@
 **The evaluation tie rule** (one rule for every method: probe, pre-trained, fine-tuned, BM25,
 ColBERT, ``capgap diagnose``), implemented once here by ``rank_gold`` / ``rank_top``:
 
-1. identical documents score identically: rows of the index that are exactly equal (or, for
-   text methods, documents with identical text) get the score of their group's first row
-   (``duplicate_groups`` / ``tie_duplicates``), so float rounding cannot order them;
+1. identical documents score identically: documents with identical text, and rows of the
+   index that are exactly equal, get the score of their group's first row (``duplicate_groups``,
+   ``merge_groups``, ``tie_duplicates``), so float rounding cannot order them (the same text
+   embedded in two batches can differ in the last bits);
 2. ties are *pessimistic*: among documents with the same score, non-gold ones rank first, then
    gold ones by increasing grade, then by row index; so a gold document tied with a non-gold
    one never counts as found, and the probe's capacity stays a lower bound on every encoder;
@@ -117,6 +118,34 @@ def duplicate_groups(keys) -> list[np.ndarray]:
         for i, key in enumerate(keys):
             buckets.setdefault(key, []).append(i)
     return [np.asarray(v, dtype=np.int64) for v in buckets.values() if len(v) > 1]
+
+
+def merge_groups(n: int, *group_lists: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The union of several groupings of ``n`` items (e.g. bit-identical index rows and
+    identical document texts): items linked by any group end in one group. Returns groups of
+    two or more, each ``int64`` ascending, ordered by their first item."""
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for groups in group_lists:
+        for g in groups:
+            r0 = root(int(g[0]))
+            for j in g[1:]:
+                rj = root(int(j))
+                if rj != r0:
+                    parent[max(rj, r0)] = min(rj, r0)
+                    r0 = min(rj, r0)
+    out: dict[int, list[int]] = {}
+    for g in group_lists:
+        for grp in g:
+            for i in grp:
+                out.setdefault(root(int(i)), []).append(int(i))
+    return sorted((np.unique(np.asarray(v, dtype=np.int64)) for v in out.values() if len(set(v)) > 1), key=lambda a: a[0])
 
 
 def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray]) -> np.ndarray:

@@ -121,16 +121,28 @@ def _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads):
     return rs, enc, load_index(index_dir, index_fingerprint(enc.fingerprint(), rs.corpus))
 
 
+def document_groups(rs, embeddings=None) -> list:
+    """Documents that must score identically (``capgap.retrieval``'s tie rule): identical
+    passage texts, merged with bit-identical rows of ``embeddings`` ``(n_docs, dim)`` (index
+    order = corpus order, which the fingerprint check guarantees)."""
+    from .retrieval import duplicate_groups, merge_groups
+
+    groups = [duplicate_groups(rs.corpus.passages())]
+    if embeddings is not None:
+        groups.append(duplicate_groups(embeddings))
+    return merge_groups(len(rs.corpus), *groups)
+
+
 def _evaluate_encoder(rs, enc, index, dataset, encoder_name, method, ks, ndcg_k, out_csv, out_run, threads) -> list[dict]:
     """Encode every query, rank the whole frozen index (evaluation tie rule), evaluate; write
     rows and run."""
-    from .retrieval import dense_scores, duplicate_groups, rank_queries
+    from .retrieval import dense_scores, rank_queries
 
     qids = list(rs.queries.ids)
     q = enc.encode_queries(list(rs.queries.texts), progress=True)
     j = Judged.of(rs, qids, index.doc_ids)
     ranks, top, top_s = rank_queries(dense_scores(q, index.embeddings, threads), len(qids), j.gold, j.grades, j.excluded,
-                                     eval_depth(ks, ndcg_k), len(index.doc_ids), duplicate_groups(index.embeddings))
+                                     eval_depth(ks, ndcg_k), len(index.doc_ids), document_groups(rs, index.embeddings))
     rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, dataset, encoder_name, method)
     write_run(out_run, qids, top, top_s, index.doc_ids, f"{encoder_name}-{method}")
     write_rows(out_csv, rows)
@@ -143,7 +155,7 @@ def evaluate_bm25(data_dir: str | Path, dataset: str, bm25_cfg: Mapping, ks: Seq
     Only documents sharing a term with the query are retrieved (``BM25.matches``); documents
     with identical text are tied; ranking follows the evaluation tie rule."""
     from .bm25 import BM25
-    from .retrieval import duplicate_groups, rank_queries
+    from .retrieval import rank_queries
 
     rs = load_canonical(data_dir)
     bm = BM25(rs.corpus.passages(), **dict(bm25_cfg))
@@ -151,7 +163,7 @@ def evaluate_bm25(data_dir: str | Path, dataset: str, bm25_cfg: Mapping, ks: Seq
     qids, texts = list(rs.queries.ids), list(rs.queries.texts)
     j = Judged.of(rs, qids, rs.corpus.ids)
     ranks, top, top_s = rank_queries(lambda a, b: bm.scores_and_matches(texts[a:b]), len(qids), j.gold, j.grades, j.excluded,
-                                     eval_depth(ks, ndcg_k), len(rs.corpus), duplicate_groups(rs.corpus.passages()), block=256)
+                                     eval_depth(ks, ndcg_k), len(rs.corpus), document_groups(rs), block=256)
     rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, dataset, "", "bm25")
     write_run(out_run, qids, top, top_s, rs.corpus.ids, "bm25")
     write_rows(out_csv, rows)
@@ -203,7 +215,7 @@ def run_probe(
     depth = eval_depth(ks, ndcg_k)
     t = time.perf_counter()
     results = probe(index.embeddings, j.gold, threads=threads, progress=True, excluded_sets=j.excluded, grades=j.grades,
-                    tie_groups=keys, depth=depth, **dict(probe_cfg))
+                    tie_groups=keys, depth=depth, duplicates=document_groups(rs), **dict(probe_cfg))
     log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
     split_of = {q: s for s in SPLITS for q in rs.split.ids(s)}
     doc_ids = index.doc_ids
@@ -279,7 +291,7 @@ def run_finetune(
     """
     from .finetune import FinetuneConfig, train_query_encoder
     from .metrics import recall_from_ranks
-    from .retrieval import dense_scores, duplicate_groups, rank_queries
+    from .retrieval import dense_scores, rank_queries
 
     rs, enc, index = _load_with_index(data_dir, index_dir, encoder_name, encoder_cfg, threads)
     cfg = FinetuneConfig.from_config(dict(finetune_cfg))
@@ -289,7 +301,7 @@ def run_finetune(
     curve_ks = [k for k in ks if k <= 10] or [min(ks)]
     sample = {s: list(rs.split.ids(s))[: cfg.eval_max_queries] for s in ("train", "heldout")}
     judged = {s: Judged.of(rs, ids, index.doc_ids) for s, ids in sample.items() if ids}
-    groups = duplicate_groups(index.embeddings)
+    groups = document_groups(rs, index.embeddings)
 
     def evaluate(step):
         out = {}
@@ -365,7 +377,7 @@ def run_colbert(
     from .data import corpus_hash
     from .io import write_json
     from .metrics import recall_from_ranks
-    from .retrieval import duplicate_groups, rank_queries
+    from .retrieval import rank_queries
 
     if threads:
         torch.set_num_threads(int(threads))
@@ -382,7 +394,7 @@ def run_colbert(
     work.mkdir(parents=True, exist_ok=True)
     pos = {d: i for i, d in enumerate(rs.corpus.ids)}
     doc_texts = rs.corpus.passages()
-    groups = duplicate_groups(doc_texts)  # identical texts: one document representation, tied
+    groups = document_groups(rs)  # identical texts: one document representation, tied
     text = dict(zip(rs.queries.ids, rs.queries.texts))
     model_dir = work / "model"
     curve_file = work / "curve.json"
