@@ -14,7 +14,7 @@ from capgap import sources
 from capgap.data import load_canonical, write_canonical
 from capgap.errors import DataFormatError
 from capgap.probe import probe
-from capgap.retrieval import drop_excluded, n_extra
+from capgap.retrieval import rank_queries
 from capgap.sources import bright_to_beir, download_beir, download_bright, obtain
 
 # One BRIGHT category in the layout of HF xlangai/BRIGHT (configs `examples` and `documents`,
@@ -117,15 +117,16 @@ def test_canonical_round_trip_keeps_exclusions(bright_repo, tmp_path):
         load_canonical(tmp_path / "canon")
 
 
-def test_drop_excluded_by_hand():
-    idx = np.array([[3, 1, 0, 2], [2, 0, 1, 3]])
-    sc = np.array([[0.9, 0.8, 0.7, 0.6], [0.5, 0.4, 0.3, 0.2]], dtype=np.float32)
-    excl = [[3], []]
-    assert n_extra(excl) == 1
-    i, s = drop_excluded(idx, sc, excl, 3)
-    assert i.tolist() == [[1, 0, 2], [2, 0, 1]] and s[0].tolist() == pytest.approx([0.8, 0.7, 0.6])
-    i, s = drop_excluded(idx[:, :2], sc[:, :2], [[3, 1], []], 2)  # fewer than k remain: padded
-    assert i.tolist() == [[-1, -1], [2, 0]] and np.isneginf(s[0]).all()
+def test_excluded_documents_leave_the_ranking_by_hand():
+    S = np.array([[0.7, 0.8, 0.6, 0.9], [0.4, 0.3, 0.5, 0.2]], dtype=np.float32)
+    gold, grades = [np.array([0]), np.array([3])], [np.ones(1), np.ones(1)]
+    ranks, rows, sc = rank_queries(lambda a, b: S[a:b], 2, gold, grades, [[3], []], 3, 4)
+    assert rows.tolist() == [[1, 0, 2], [2, 0, 1]] and sc[0].tolist() == pytest.approx([0.8, 0.7, 0.6])
+    assert [r.tolist() for r in ranks] == [[2.0], [4.0]]
+    ranks, rows, sc = rank_queries(lambda a, b: S[a:b], 2, gold, grades, [[3, 1, 2], []], 2, 4)  # one document left
+    assert rows[0].tolist() == [0, -1] and np.isneginf(sc[0, 1]) and ranks[0].tolist() == [1.0]
+    ranks, _, _ = rank_queries(lambda a, b: S[a:b], 2, [np.array([3]), np.array([3])], grades, [[], [3]], 2, 4)
+    assert ranks[0].tolist() == [1.0]
 
 
 def test_probe_with_exclusions_equals_probe_without_those_documents():

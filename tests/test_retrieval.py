@@ -1,16 +1,18 @@
-"""Exact top-k against a full sort, and the documented tie rule."""
+"""Exact ranking against a full sort, and the documented tie rule."""
 
 import numpy as np
 import pytest
 
-from capgap.retrieval import exact_topk, topk_from_scores
+from capgap.retrieval import dense_scores, rank_queries, topk_from_scores
 
 
 def test_matches_full_sort():
     rng = np.random.default_rng(1)
     q = rng.standard_normal((37, 16)).astype(np.float32)
     d = rng.standard_normal((500, 16)).astype(np.float32)
-    idx, sc = exact_topk(q, d, 20)
+    gold = [np.array([int(np.argsort(-(q[i] @ d.T))[5])]) for i in range(37)]  # each query's 6th best
+    ranks, idx, sc = rank_queries(dense_scores(q, d), 37, gold, [np.ones(1)] * 37, None, 20, 500, block=8)
+    assert [r.tolist() for r in ranks] == [[6.0]] * 37
     full = q.astype(np.float64) @ d.T.astype(np.float64)
     ref = np.sort(full, axis=1)[:, ::-1][:, :20]
     assert idx.shape == (37, 20) and idx.dtype == np.int64
@@ -30,4 +32,4 @@ def test_ties_lower_index_first_and_k_clamped():
 
 def test_dimension_mismatch():
     with pytest.raises(ValueError, match="dimension"):
-        exact_topk(np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32), 2)
+        dense_scores(np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32))

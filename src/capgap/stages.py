@@ -285,7 +285,7 @@ def run_finetune(
     """LoRA fine-tuning of the query side against the frozen index (``capgap.finetune``).
 
     Trains on train-split queries only, then evaluates train and held-out exactly as the
-    pre-trained encoder (same code: encode queries, exact top-k, ``evaluate_rankings``).
+    pre-trained encoder (same code: encode queries, rank the index, ``rows_from_ranks``).
     Writes the metrics rows (method ``finetuned``), the training curve (CSV), the TREC run and
     the adapter (peft ``save_pretrained``). Resumes from ``ckpt_path`` after a kill.
     """
