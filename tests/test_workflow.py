@@ -255,6 +255,38 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert re.search(r"rule finetune:.*?gpu=1", out, re.S) and re.search(r"rule probe:.*?gpu=0", out, re.S)
 
 
+def test_default_config_dry_run_online_without_mirror(tmp_path):
+    """Online mode (HF_HUB_OFFLINE unset), no mirror, nothing cached: the default DAG parses and
+    dry-runs (datasets to download wait for their data checkpoint), with no network at parse
+    time. This used to stop at parse time: the report looked a checkpoint up for its
+    benchmark files."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPGAP_DATA_MIRROR", "CAPGAP_OFFLINE")}
+    env.update(PATH=f"{BIN}:{os.environ['PATH']}", CAPGAP_CACHE=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-c", NO_NETWORK, "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "work"),
+           "--configfile", str(ROOT / "config" / "config.yaml"), "--cores", "2"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "IncompleteCheckpointException" not in out
+    assert _jobs(out).get("data") == 3  # every dataset's data job is scheduled (download or hint)
+
+
+def test_benchmark_paths_follow_the_rules():
+    from capgap.provenance import benchmark_paths
+
+    got = benchmark_paths(["results/ds/data", "results/ds/minilm/probe/metrics.csv", "results/ds/bm25/metrics.csv",
+                           "results/ds/minilm/index/fingerprint.json", "results/hardness/metrics.csv",
+                           "results/ds/colbert/metrics.csv", "results/ds/minilm/finetune/metrics.csv"])
+    assert got == ["benchmarks/rules/data/ds.tsv", "benchmarks/rules/probe/ds/minilm.tsv", "benchmarks/rules/bm25/ds.tsv",
+                   "benchmarks/rules/index/ds/minilm.tsv", "benchmarks/rules/hardness/hardness.tsv",
+                   "benchmarks/rules/colbert/ds.tsv", "benchmarks/rules/finetune/ds/minilm.tsv"]
+    # every rule's benchmark: directive has this layout
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        for path in re.findall(r'benchmark:\s*\n\s*"([^"]+)"', smk.read_text()):
+            assert re.fullmatch(r"benchmarks/rules/\w+/(\{dataset\}(/\{encoder\})?|\w+)\.tsv", path), path
+
+
 def test_required_dataset_fails_its_data_job(tmp_path):
     from capgap.errors import DatasetUnavailable
     from capgap.stages import prepare_dataset

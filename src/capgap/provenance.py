@@ -83,6 +83,34 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
     return {"s": num(r.get("s")), "max_rss": num(r.get("max_rss")), "cpu_time": num(r.get("cpu_time"))}
 
 
+STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "bm25", "colbert"})
+
+
+def benchmark_paths(result_paths: Sequence[str | Path]) -> list[str]:
+    """The Snakemake ``benchmark:`` TSV of the job behind each result path, by the workflow's
+    layout: ``results/{ds}/data`` -> ``benchmarks/rules/data/{ds}.tsv``;
+    ``results/{ds}/{enc}/{rule}/...`` -> ``benchmarks/rules/{rule}/{ds}/{enc}.tsv``;
+    ``results/{ds}/{rule}/...`` (bm25, colbert) -> ``benchmarks/rules/{rule}/{ds}.tsv``;
+    ``results/hardness/...`` -> ``benchmarks/rules/hardness/hardness.tsv``. Derived from the
+    report's inputs at run time, so nothing has to look a checkpoint up while the Snakefile is
+    parsed. Paths not under ``results/`` are skipped; the list is deduplicated, in order."""
+    out = []
+    for p in result_paths:
+        parts = Path(p).parts
+        if "results" not in parts:
+            continue
+        rest = parts[parts.index("results") + 1 :]
+        if rest[0] == "hardness":
+            out.append("benchmarks/rules/hardness/hardness.tsv")
+        elif len(rest) >= 2 and rest[1] == "data":
+            out.append(f"benchmarks/rules/data/{rest[0]}.tsv")
+        elif len(rest) >= 3 and rest[1] in STAGE_RULES:
+            out.append(f"benchmarks/rules/{rest[1]}/{rest[0]}.tsv")
+        elif len(rest) >= 4 and rest[2] in STAGE_RULES:
+            out.append(f"benchmarks/rules/{rest[2]}/{rest[0]}/{rest[1]}.tsv")
+    return list(dict.fromkeys(out))
+
+
 def stage_times(paths: Sequence[str | Path]) -> list[dict]:
     """Wall time per job from ``benchmarks/rules/{rule}/{wildcards...}.tsv`` files: dicts with
     ``rule, job, s, max_rss, cpu_time`` (missing files are skipped: a stage not run)."""

@@ -275,31 +275,6 @@ def fingerprint_files(wildcards=None):
     ]
 
 
-def benchmark_files(wildcards=None):
-    """The benchmark: TSV of every job upstream of the report (wall time per stage)."""
-    files = [f"benchmarks/rules/data/{ds}.tsv" for ds in datasets()]
-    for ds in datasets():
-        if not dataset_available(ds):
-            continue
-        for enc in encoders_for(ds):
-            files += [
-                f"benchmarks/rules/index/{ds}/{enc}.tsv",
-                f"benchmarks/rules/pretrained/{ds}/{enc}.tsv",
-            ]
-            files += [
-                f"benchmarks/rules/{r}/{ds}/{enc}.tsv"
-                for r in ("probe", "finetune")
-                if is_enabled(r)
-            ]
-        if is_enabled("bm25"):
-            files.append(f"benchmarks/rules/bm25/{ds}.tsv")
-        if colbert_on(ds):
-            files.append(f"benchmarks/rules/colbert/{ds}.tsv")
-    if is_enabled("hardness"):
-        files.append("benchmarks/rules/hardness/hardness.tsv")
-    return files
-
-
 REPORT_OUTPUTS = [
     "results.csv",
     "report.md",

@@ -89,8 +89,5 @@ rule report:
         colbert_model=config.get("colbert", {}).get(
             "model", "sentence-transformers/all-MiniLM-L6-v2"
         ),
-        # read when present, not inputs: a results tree pulled from a DVC remote has no
-        # benchmark files, and the report must not rerun every job to make them
-        benchmarks=benchmark_files(),
     script:
         "../scripts/report.py"

@@ -2,10 +2,11 @@
 from capgap.stages import log_to
 
 log_to(snakemake.log[0])
+from capgap.provenance import benchmark_paths
 from capgap.report import ReportInputs, ReportOutputs, build_report
 
 inputs = ReportInputs.from_named(snakemake.input)
-inputs.benchmarks = list(snakemake.params.benchmarks)
+inputs.benchmarks = benchmark_paths([*snakemake.input.data, *snakemake.input.tables, *snakemake.input.fingerprints])
 build_report(
     inputs,
     ReportOutputs.from_named(snakemake.output),
