@@ -43,38 +43,129 @@ DEFAULT_PROBE = {"C": 1000.0, "C_max": 1.0e8, "eps": 1e-3, "max_iter": 2000, "lp
 
 
 # --------------------------------------------------------------------------- inputs
-def load_matrix(path: str | Path, key: str | None = None) -> np.ndarray:
-    """An embedding matrix ``(n, dim)``: ``.npy`` (memory-mapped, float32 or float16), ``.npz``
-    (array ``key``, else its only array), or a faiss flat index file (``.faiss``/``.index``:
-    vectors reconstructed). float16 is returned as is (callers cast blockwise).
+METRICS = ("ip", "cosine", "l2")
+_FAISS_METRICS = {0: "ip", 1: "l2"}  # faiss.METRIC_INNER_PRODUCT, faiss.METRIC_L2
 
-    Raises ``DataFormatError`` for another shape, dtype or suffix."""
+
+@dataclass(frozen=True)
+class Embeddings:
+    """An embedding matrix as ``load_embeddings`` read it.
+
+    ``matrix``: ``(n, dim)`` float32 or float16 (a read-only memory map for ``.npy``);
+    ``metric``: the metric a faiss index file searches by (``"ip"`` or ``"l2"``), None for
+    ``.npy``/``.npz`` (the file does not say); ``path``: the file."""
+
+    matrix: np.ndarray
+    metric: str | None
+    path: Path
+
+
+def _block_rows(dim: int) -> int:
+    """Rows per block for a pass over a (memory-mapped) matrix: about 4 M values."""
+    return max(1, (1 << 22) // max(1, dim))
+
+
+def _matrix_problem(a: np.ndarray, dtypes: tuple = (np.float32, np.float16)) -> str | None:
+    """Why ``a`` is not a usable embedding matrix, or None: not 2-d, no rows or columns, a dtype
+    outside ``dtypes``, or a value that is not finite once cast to float32 (NaN, +-inf, or a
+    float64 beyond float32's range): the first such row is named (0-based). Reads ``a`` in
+    blocks of rows, so a memory map is never loaded whole."""
+    if a.ndim != 2:
+        return f"expected a 2-d (n, dim) array, got shape {a.shape}"
+    if a.dtype not in dtypes:
+        return f"expected {' or '.join(np.dtype(t).name for t in dtypes)}, got {a.dtype}"
+    if 0 in a.shape:
+        return f"expected at least one row and one column, got shape {a.shape}"
+    step = _block_rows(a.shape[1])
+    for b0 in range(0, a.shape[0], step):
+        block = np.asarray(a[b0 : b0 + step])
+        bad = ~np.isfinite(block.astype(np.float32, copy=False))
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            return f"row {b0 + r} (0-based) is not finite: column {c} holds {block[r, c]!r}" + (
+                " (beyond float32)" if np.isfinite(block[r, c]) else "")
+    return None
+
+
+def validate_matrix(a: np.ndarray, name: str) -> None:
+    """Check an in-memory embedding matrix for ``diagnose``: 2-d with at least one row and
+    column, a floating dtype (float16, float32 or float64; float64 is cast to float32), and
+    every value finite as float32, checked blockwise (a memory map is fine).
+
+    Raises ``ValueError`` ``"<name>: <reason>"``, naming the first non-finite row (0-based),
+    e.g. ``"queries: row 1 (0-based) is not finite: column 0 holds nan"``."""
+    problem = _matrix_problem(np.asarray(a), (np.float16, np.float32, np.float64))
+    if problem:
+        raise ValueError(f"{name}: {problem}")
+
+
+def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
+    """An embedding matrix ``(n, dim)`` and, for a faiss index, its metric: ``.npy``
+    (memory-mapped read-only, float32 or float16), ``.npz`` (array ``key`` when the file holds
+    it, else its only array), or a faiss index file (``.faiss``/``.index``) whose vectors can be
+    reconstructed (flat indexes), metric inner product (``"ip"``) or L2 (``"l2"``). float16 is
+    returned as is (callers cast blockwise). The file is never written.
+
+    Every value is checked to be finite, block by block. Raises ``DataFormatError`` naming the
+    file for another suffix, an ``.npz`` holding several arrays and no ``key`` among them, a
+    faiss index without stored vectors or with another metric, a shape that is not 2-d with at
+    least one row and column, a dtype other than float32/float16, or a non-finite value (the
+    reason names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite:
+    column 1 holds nan``)."""
     path = Path(path)
+    metric = None
     if path.suffix == ".npy":
         a = np.load(path, mmap_mode="r")
     elif path.suffix == ".npz":
         with np.load(path) as z:
             names = list(z.files)
-            if key is None and len(names) != 1:
+            if key not in names and len(names) != 1:
                 raise DataFormatError(path, None, None, f"holds arrays {names}: name one with --key")
-            a = z[key or names[0]]
+            a = z[key if key in names else names[0]]
     elif path.suffix in (".faiss", ".index"):
         import faiss
 
         idx = faiss.read_index(str(path))
         if not hasattr(idx, "reconstruct_n") or idx.ntotal == 0:
             raise DataFormatError(path, None, None, "not a faiss index with stored vectors")
+        metric = _FAISS_METRICS.get(int(idx.metric_type))
+        if metric is None:
+            raise DataFormatError(path, None, None, f"faiss metric_type {idx.metric_type} is not supported: "
+                                                    "capgap scores inner product (METRIC_INNER_PRODUCT) or L2 (METRIC_L2)")
         try:
             a = idx.reconstruct_n(0, idx.ntotal)
         except RuntimeError as e:
             raise DataFormatError(path, None, None, f"faiss cannot reconstruct its vectors (a flat index is needed): {e}") from e
     else:
         raise DataFormatError(path, None, None, "expected .npy, .npz or a faiss index (.faiss/.index)")
-    if a.ndim != 2:
-        raise DataFormatError(path, None, None, f"expected a 2-d (n, dim) array, got shape {a.shape}")
-    if a.dtype not in (np.float32, np.float16):
-        raise DataFormatError(path, None, None, f"expected float32 or float16, got {a.dtype}")
-    return a
+    problem = _matrix_problem(a)
+    if problem:
+        raise DataFormatError(path, None, None, problem)
+    return Embeddings(a, metric, path)
+
+
+def load_matrix(path: str | Path, key: str | None = None) -> np.ndarray:
+    """The ``(n, dim)`` float32/float16 matrix of ``load_embeddings(path, key)`` (same formats,
+    checks and ``DataFormatError``s), without the faiss metric."""
+    return load_embeddings(path, key).matrix
+
+
+def resolve_metric(requested: str | None, index_metric: str | None, path: str | Path = "the document index") -> str:
+    """The metric to diagnose with: ``requested`` (``--metric``) or, when None, the faiss
+    index's own ``index_metric`` (else ``"ip"``).
+
+    A faiss index is searched by its own metric, so diagnosing it by another would judge a
+    search the index never runs: ``requested`` must equal ``index_metric``, except ``cosine``
+    on an inner-product index (the usual cosine index: normalised vectors, inner product).
+    Raises ``ValueError`` naming ``path`` for a mismatch or an unknown metric."""
+    if requested is not None and requested not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {requested!r}")
+    if requested is None:
+        return index_metric or "ip"
+    if index_metric is None or requested == index_metric or (requested, index_metric) == ("cosine", "ip"):
+        return requested
+    raise ValueError(f"{path} is a faiss index searched by {index_metric}; --metric {requested} would diagnose a search "
+                     f"the index does not run. Omit --metric (capgap then uses the index's own metric, {index_metric})")
 
 
 def load_ids(path: str | Path) -> list[str]:

@@ -295,6 +295,68 @@ def _bright_folder(name: str, spec: Mapping) -> tuple[str, str]:
     return category, f"bright-{category}" + ("-long" if spec.get("long_documents") else "")
 
 
+def local_source(name: str, spec: Mapping, mirror: str | Path | None = None) -> tuple[str, Path] | None:
+    """The local BEIR-layout folder a dataset is read from, if any: ``("path", folder)`` for a
+    configured ``path:`` that exists, ``("mirror", folder)`` for the data mirror's copy, else None
+    (generated, or to be downloaded). The one place that decides between the two; ``mirror``
+    defaults to ``$CAPGAP_DATA_MIRROR``."""
+    if mirror is None:
+        mirror = os.environ.get(MIRROR_ENV) or None
+    if spec.get("path") and Path(spec["path"]).is_dir():
+        return "path", Path(spec["path"])
+    if spec.get("path"):
+        return None
+    mirror_name = spec.get("mirror_name", name)
+    if spec.get("source", "beir") != "generated" and mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
+        return "mirror", Path(mirror) / mirror_name
+    return None
+
+
+def source_files(folder: str | Path) -> list[Path]:
+    """The data files of a BEIR-layout folder (``*.jsonl``, ``*.tsv``, recursively), sorted."""
+    folder = Path(folder)
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".tsv"))
+
+
+def folder_digest(folder: str | Path) -> str:
+    """sha256 over the (relative path, content sha256) of every data file of ``folder``: changes
+    when a file's content changes, not when the folder moves. File hashes are cached by (path,
+    size, mtime) in ``default_cache_dir() / "sha256-cache.json"``, so an unchanged corpus is not
+    re-read at every Snakemake parse."""
+    import json
+
+    from .io import write_json
+
+    folder = Path(folder)
+    cache_file = default_cache_dir() / "sha256-cache.json"
+    try:
+        cache = json.loads(cache_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cache = {}
+    h, changed = hashlib.sha256(), False
+    for p in source_files(folder):
+        st = p.stat()
+        key = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        if key not in cache:
+            cache[key], changed = sha256_file(p), True
+        h.update(f"{p.relative_to(folder).as_posix()}\t{cache[key]}\n".encode())
+    if changed:
+        try:
+            write_json(cache_file, cache)
+        except OSError:  # a read-only cache folder only costs the re-hashing
+            pass
+    return h.hexdigest()
+
+
+def source_digest(name: str, spec: Mapping, mirror: str | Path | None = None) -> str:
+    """The digest (``folder_digest``) of the local folder a dataset is read from
+    (``local_source``), or "" when there is none (generated: its parameters are the config;
+    downloads: fixed by their checksums). The data rule takes it as a parameter, so editing a
+    ``path:`` dataset's or the mirror's files reruns the data job and everything downstream."""
+    src = local_source(name, spec, mirror)
+    return folder_digest(src[1]) if src else ""
+
+
 def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> str:
     """Cheap, network-free class of how ``name`` can be obtained right now.
 
@@ -303,14 +365,8 @@ def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cac
     parameter, so a dataset that was unavailable is fetched as soon as it becomes available,
     while one that stays local never reruns because a mirror path changed.
     """
-    if mirror is None:
-        mirror = os.environ.get(MIRROR_ENV) or None
     mirror_name = spec.get("mirror_name", name)
-    if spec.get("path") and Path(spec["path"]).is_dir():
-        return "local"
-    if spec.get("source", "beir") == "generated":
-        return "local"
-    if mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
+    if local_source(name, spec, mirror) or spec.get("source", "beir") == "generated":
         return "local"
     cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
     if (cache / spec.get("beir_name", mirror_name) / "corpus.jsonl").is_file():
@@ -351,23 +407,22 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
 
     def from_folder(folder: Path, kind: str) -> RetrievalSet:
         rs = load_beir_dir(folder, name, split_cfg)
-        files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".tsv"))
-        src = {"kind": kind, "folder": str(folder.resolve()), "sha256": {str(p.relative_to(folder)): sha256_file(p) for p in files}}
+        src = {"kind": kind, "folder": str(folder.resolve()),
+               "sha256": {str(p.relative_to(folder)): sha256_file(p) for p in source_files(folder)},
+               "digest": folder_digest(folder) if kind in ("path", "mirror") else ""}
         return replace(rs, source=src)
 
-    if spec.get("path"):
-        folder = Path(spec["path"])
-        if not folder.is_dir():
-            raise DatasetUnavailable(name, f"configured path {folder} does not exist", "Fix 'path:' in the config.")
-        return from_folder(folder, "path")
+    local = local_source(name, spec, mirror)
+    if spec.get("path") and local is None:
+        raise DatasetUnavailable(name, f"configured path {spec['path']} does not exist", "Fix 'path:' in the config.")
+    if local:
+        return from_folder(local[1], local[0])
     if source == "generated":
         from .generate import generate_limit_style
 
         gen = dict(spec.get("generator", {}))
         corpus, queries, qrels = generate_limit_style(**gen)
         return assemble(name, corpus, queries, {"all": qrels}, split_cfg, {"kind": "generated", "generator": gen})
-    if mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
-        return from_folder(Path(mirror) / mirror_name, "mirror")
     downloadable = source in ("beir", "limit", "bright")
     hint = HINT.format(env=MIRROR_ENV, mirror=mirror_name, online=ONLINE_HINT if downloadable and is_offline() else "")
     where = f"not in the data mirror ({mirror})" if mirror else f"no data mirror (${MIRROR_ENV} unset)"

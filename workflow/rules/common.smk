@@ -41,6 +41,18 @@ def dataset_spec(dataset):
     return canonical(spec)
 
 
+def dataset_source_digest(dataset):
+    """capgap.sources.source_digest of the dataset's local folder; when that folder is gone
+    (a run without the mirror), the digest its data job recorded, so a good copy is kept."""
+    from capgap.sources import source_digest
+
+    digest = source_digest(dataset, config["datasets"][dataset])
+    status = Path(f"results/{dataset}/data/status.json")
+    if not digest and status.is_file():
+        digest = json.loads(status.read_text()).get("source", {}).get("digest", "")
+    return digest
+
+
 def dataset_availability(dataset):
     """How the dataset can be obtained now (no network): see capgap.sources.availability.
 

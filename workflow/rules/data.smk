@@ -20,5 +20,7 @@ checkpoint data:
         spec=lambda wc: dataset_spec(wc.dataset),
         # "local" or "remote:offline/online": reruns the rule when a missing dataset appears
         availability=lambda wc: dataset_availability(wc.dataset),
+        # content digest of a path:/mirror dataset's files: an edited source reruns the rule
+        source=lambda wc: dataset_source_digest(wc.dataset),
     script:
         "../scripts/data.py"
