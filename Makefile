@@ -33,6 +33,7 @@ $(VENV)/.installed: pyproject.toml $(BIN)/python
 install: $(VENV)/.installed
 
 run: install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m capgap.locks . $(BIN)/snakemake --configfile $(CONFIG)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete
 
 test: install

@@ -433,3 +433,22 @@ def test_edited_source_reruns_its_dataset(tmp_path, mirror):
     finally:
         for k in env_cache:
             os.environ.pop(k, None)
+
+
+def test_stale_lock_of_a_killed_run_is_removed(tmp_path, mirror):
+    """What `make run` does first: a lock left by a killed run (no Snakemake in the folder) is
+    removed with `snakemake --unlock`; without a lock nothing happens."""
+    from capgap import locks
+
+    assert locks.stale(tmp_path) is False and locks.main([str(tmp_path)]) == 0
+    lockdir = tmp_path / ".snakemake" / "locks"
+    lockdir.mkdir(parents=True)
+    (lockdir / "0.input.lock").write_text(str(tmp_path / "results"))
+    assert locks.stale(tmp_path) is True
+    env_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{BIN}:{env_path}"
+    try:
+        rc = locks.main([str(tmp_path), str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--configfile", str(TINY)])
+    finally:
+        os.environ["PATH"] = env_path
+    assert rc == 0 and locks.lock_files(tmp_path) == []

@@ -384,7 +384,7 @@ def run_colbert(
     rs = load_canonical(data_dir)
     cfg = cb.ColbertConfig.from_config(dict(colbert_cfg))
     train_ids = list(rs.split.train)
-    key = hashlib.sha256(_json_dumps([cfg.training_digest(), corpus_hash(rs.corpus), train_ids]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(_json_dumps([cfg.training_digest(), corpus_hash(rs.corpus), training_data(rs)]).encode()).hexdigest()[:16]
     root = Path(work_dir)
     work = root / key
     if root.is_dir():
@@ -501,6 +501,14 @@ def run_hardness(hardness_cfg: Mapping, probe_cfg: Mapping, out_csv: str | Path,
     write_rows(out_csv, rows)
     write_json(out_summary, summary)
     return rows
+
+
+def training_data(rs) -> list:
+    """What fine-tuning learns from, for checkpoint digests: every train query's id, text, gold
+    documents with grades, and excluded documents, in split order. A checkpoint or work folder
+    made from other training data is never resumed."""
+    text = dict(zip(rs.queries.ids, rs.queries.texts))
+    return [[q, text[q], sorted(rs.qrels.relevant(q).items()), list(rs.excluded.get(q, ()))] for q in rs.split.train]
 
 
 def write_curve(path: str | Path, curve: list[dict]) -> None:
