@@ -452,3 +452,20 @@ def test_stale_lock_of_a_killed_run_is_removed(tmp_path, mirror):
     finally:
         os.environ["PATH"] = env_path
     assert rc == 0 and locks.lock_files(tmp_path) == []
+
+
+def test_jobs_say_which_code_ran(tiny_run, monkeypatch):
+    """Every job imports this checkout's capgap and logs its commit; the report's provenance
+    names it; a package imported from elsewhere is flagged."""
+    from capgap.provenance import code_summary, code_version
+
+    log = (tiny_run / "logs" / "probe" / "limit-gen" / "minilm.log").read_text()
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert f"capgap code: commit {head[:12]}" in log and f"from {ROOT}/src/capgap" in log
+    assert "is not the workflow's checkout" not in log
+    assert "capgap code" in (tiny_run / "reports" / "report.md").read_text()
+    monkeypatch.setenv("CAPGAP_CHECKOUT", str(ROOT))
+    assert code_version()["matches"] is True
+    monkeypatch.setenv("CAPGAP_CHECKOUT", "/somewhere/else")
+    v = code_version()
+    assert v["matches"] is False and "NOT the workflow's checkout /somewhere/else" in code_summary(v)

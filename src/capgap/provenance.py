@@ -1,6 +1,7 @@
 """The report's provenance block: what produced these numbers, and where.
 
-Config hash, package versions, data sources with their file hashes, model fingerprints (the
+Config hash, package versions, the capgap code that ran (git commit, uncommitted changes, the
+imported package's path), data sources with their file hashes, model fingerprints (the
 frozen indexes' ``fingerprint.json``), wall time and peak memory per stage (Snakemake's
 ``benchmark:`` files), and the machine that rendered the report.
 """
@@ -35,6 +36,44 @@ def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[n] = "not installed"
     return out
+
+
+def code_version() -> dict:
+    """Which capgap code is running: ``path`` (the imported package's folder), and when it lies
+    in a git checkout, ``checkout`` (its root), ``commit`` (HEAD) and ``dirty`` (tracked files
+    modified); those three are None outside a checkout or without git. ``expected`` is the
+    checkout the workflow runs from (``$CAPGAP_CHECKOUT``, set by the Snakefile) and
+    ``matches`` whether the imported package belongs to it (None when not set)."""
+    import subprocess
+
+    import capgap
+
+    pkg = Path(capgap.__file__).resolve().parent
+    out = {"path": str(pkg), "checkout": None, "commit": None, "dirty": None}
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(pkg), *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode == 0:
+            out["checkout"] = top.stdout.strip()
+            out["commit"] = git("rev-parse", "HEAD").stdout.strip() or None
+            out["dirty"] = bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    expected = os.environ.get("CAPGAP_CHECKOUT")
+    out["expected"] = expected
+    out["matches"] = None if not expected else pkg.is_relative_to(Path(expected).resolve())
+    return out
+
+
+def code_summary(v: Mapping | None = None) -> str:
+    """One line for the report: ``commit 1a2b3c4d5e6f (modified) from /path/src/capgap``."""
+    v = code_version() if v is None else v
+    commit = f"commit {v['commit'][:12]}" + (" (with uncommitted changes)" if v.get("dirty") else "") if v.get("commit") else "no git commit"
+    warn = f"; NOT the workflow's checkout {v['expected']}" if v.get("matches") is False else ""
+    return f"{commit} from {v['path']}{warn}"
 
 
 def machine() -> dict[str, str]:

@@ -912,7 +912,7 @@ def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int]
     md = md.rstrip("\n") + "\n\n" + "\n".join(render_hardness(hdf, hs, rel["hardness_p"] if hs else None, rel["hardness_m"] if hs else None))
     md = md.rstrip("\n") + "\n\n" + "\n".join(render_provenance(
         config, statuses, fps, provenance.stage_times(inputs.benchmarks),
-        provenance.package_versions(), provenance.machine(), colbert_model if "colbert" in set(df["method"]) else None)) + "\n"
+        {**provenance.package_versions(), "capgap code": provenance.code_summary()}, provenance.machine(), colbert_model if "colbert" in set(df["method"]) else None)) + "\n"
     write_text(outputs.md, md)
     write_text(outputs.html, render_html(md, base))
     write_json(outputs.summary, summary(df_all, ks, ndcg_k))

@@ -335,12 +335,20 @@ def run_finetune(
 
 
 def log_to(path: str | Path) -> None:
-    """Send stderr and ``logging`` (INFO) to a rule's log file; first line of every script."""
+    """Send stderr and ``logging`` (INFO) to a rule's log file; first line of every script. Logs
+    which capgap code runs, loudly when it is not the workflow's checkout (``provenance``)."""
     import sys
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stderr = open(path, "w", buffering=1)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    from .provenance import code_summary, code_version
+
+    v = code_version()
+    log.info("capgap code: %s", code_summary(v))
+    if v["matches"] is False:
+        log.warning("the imported capgap (%s) is not the workflow's checkout %s: this job runs other code than the "
+                    "Snakefile's; reinstall (pip install -e .) or put the checkout's src/ first on PYTHONPATH", v["path"], v["expected"])
 
 
 def run_colbert(

@@ -1,7 +1,18 @@
 # Input functions and config helpers shared by every rule file.
 import json
+import os
 import re
+import sys
 from pathlib import Path
+
+# Every job imports this checkout's capgap (src/ first on PYTHONPATH), whatever the venv has
+# installed; jobs log which code ran and warn when it is not this checkout (capgap.provenance).
+CHECKOUT = str(Path(workflow.basedir).resolve())
+os.environ["CAPGAP_CHECKOUT"] = CHECKOUT
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [f"{CHECKOUT}/src"] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
+sys.path.insert(0, f"{CHECKOUT}/src")
 
 RESERVED = {
     "data",
