@@ -1,5 +1,9 @@
 """Model resolution, weight pins, and the embedding against an independent computation."""
 
+import json
+import logging
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -73,3 +77,71 @@ def test_dtype_applies_on_cuda_only_and_is_validated():
     assert next(bf.model.parameters()).dtype == next(plain.model.parameters()).dtype
     with pytest.raises(ValueError, match="dtype must be"):
         load_encoder(EncoderSpec("m", "sentence-transformers/all-MiniLM-L6-v2", dtype="int8"), device="cpu")
+
+
+# --- max_length against the model's positions (issue 16, item 5) -----------------------------
+
+LONG_DOC = "alpha beta gamma delta " * 200  # ~800 word pieces, as d7 of the max-length case
+
+
+def test_max_length_above_positions_is_a_load_time_error():
+    """max_length 1024 on MiniLM (512 positions) fails at load time, naming the encoder, the
+    configured value and the model's limit, instead of a tensor-size traceback mid-index."""
+    spec = EncoderSpec.from_config("minilm1024", {"model": MINILM, "max_length": 1024})
+    with pytest.raises(ValueError, match=r"^encoder 'minilm1024': max_length 1024 exceeds "
+                                         r"sentence-transformers/all-MiniLM-L6-v2's 512 position embeddings; "
+                                         r"set encoders\.minilm1024\.max_length to at most 512"):
+        load_encoder(spec, device="cpu", threads=2)
+
+
+def test_max_length_at_the_limit_embeds_a_long_document():
+    enc = load_encoder(EncoderSpec("minilm512", MINILM, max_length=512), device="cpu", threads=2)
+    assert enc.fingerprint()["max_length"] == 512
+    assert len(enc.model.tokenizer(LONG_DOC)["input_ids"]) > 512  # would overflow without truncation
+    emb = enc.encode_documents([LONG_DOC, "short"])
+    assert emb.shape == (2, 384) and np.isfinite(emb).all()
+
+
+@pytest.mark.parametrize("bad", [0, -5, "512", 512.0, True])
+def test_max_length_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="max_length must be a positive integer"):
+        load_encoder(EncoderSpec("m", MINILM, max_length=bad), device="cpu")
+
+
+def test_position_limit_subtracts_the_roberta_padding_offset():
+    """RoBERTa-style embeddings (RoBERTa, XLM-R, MPNet) start positions at padding_idx + 1;
+    BERT-style ones at 0; a model without max_position_embeddings has no known limit."""
+    import transformers
+
+    from capgap.encoders import position_limit
+
+    small = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=50)
+    roberta = transformers.RobertaModel(transformers.RobertaConfig(max_position_embeddings=34, pad_token_id=1, **small))
+    limit, text = position_limit(roberta)
+    assert limit == 32 and text.startswith("32 usable positions (34 position embeddings")
+    mpnet = transformers.MPNetModel(transformers.MPNetConfig(max_position_embeddings=34, **small))
+    assert position_limit(mpnet)[0] == 32
+    bert = transformers.BertModel(transformers.BertConfig(max_position_embeddings=40, **small))
+    assert position_limit(bert) == (40, "40 position embeddings")
+
+    class NoPositions:
+        config = object()
+
+    assert position_limit(NoPositions()) is None
+
+
+def test_checkpoint_default_above_positions_is_clamped_with_a_warning(tmp_path, caplog):
+    """No max_length configured and a checkpoint whose own max_seq_length exceeds its positions
+    (a checkpoint inconsistency): clamped to the limit, with a warning naming both."""
+    src = resolve_model(EncoderSpec("m", MINILM)).path
+    folder = tmp_path / "minilm"
+    folder.mkdir()
+    for p in Path(src).iterdir():
+        if p.name != "sentence_bert_config.json":
+            (folder / p.name).symlink_to(p)
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 1024, "do_lower_case": False}))
+    with caplog.at_level(logging.WARNING, logger="capgap.encoders"):
+        enc = load_encoder(EncoderSpec("local", MINILM, path=str(folder)), device="cpu", threads=2)
+    assert enc.max_length == 512 and enc.model.max_seq_length == 512
+    assert any("max_seq_length 1024 exceeds its 512 position embeddings; clamped to 512" in r.getMessage() for r in caplog.records)
+    assert enc.encode_documents([LONG_DOC]).shape == (1, 384)

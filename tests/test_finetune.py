@@ -2,6 +2,8 @@
 
 import math
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -109,8 +111,144 @@ def test_resume_after_kill_ends_identically(tiny, tmp_path):
     assert np.array_equal(ref.encode_queries(q), resumed.encode_queries(q))
 
 
+def test_stale_checkpoint_is_not_resumed(tiny, tmp_path, caplog):
+    """A checkpoint left by a killed run is resumed only for the same training data: after the
+    train queries' texts change, training starts over, says why, and ends like a clean run."""
+    folder, texts, gold = tiny
+    D = load_index(folder).embeddings
+    ckpt = tmp_path / "ckpt.pt"
+    killed = load_encoder(MINILM, threads=2)
+    with pytest.raises(KeyboardInterrupt):
+        train_query_encoder(killed, D, texts, gold, _cfg(), ckpt_path=ckpt, threads=2, stop_after=3)
+    assert ckpt.is_file()
+    edited = [t + " please" for t in texts]  # same ids and count, other texts
+    again = load_encoder(MINILM, threads=2)
+    with caplog.at_level(logging.WARNING, logger="capgap.finetune"):
+        r = train_query_encoder(again, D, edited, gold, _cfg(), ckpt_path=ckpt, threads=2)
+    assert r.resumed_from == 0 and "the training data differ" in caplog.text
+    clean = load_encoder(MINILM, threads=2)
+    train_query_encoder(clean, D, edited, gold, _cfg(), threads=2)
+    la, lc = _lora(again), _lora(clean)
+    assert all(torch.equal(la[k], lc[k]) for k in la)
+    # other gold sets, or another index, are other training data too
+    from capgap.finetune import training_digest
+
+    base = training_digest(clean, D, edited, gold, None, _cfg())
+    assert training_digest(clean, D, edited, [g[::-1] for g in gold][:-1] + [[0]], None, _cfg()) != base
+    assert training_digest(clean, np.asarray(D) * 2, edited, gold, None, _cfg()) != base
+
+
 def test_config_errors():
     with pytest.raises(ValueError, match="loss"):
         FinetuneConfig(loss="mean")
     with pytest.raises(ValueError, match="unknown keys"):
         FinetuneConfig.from_config({"stepz": 3})
+
+
+# --- save_adapter: atomic, and independent of PYTHONHASHSEED (issue 16, item 7) ---------------
+
+_TINY_LORA = """
+import sys
+import torch
+import transformers
+from peft import LoraConfig, get_peft_model
+from capgap.finetune import save_adapter
+
+torch.manual_seed(0)
+cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+model = get_peft_model(transformers.BertModel(cfg), LoraConfig(
+    r=2, lora_alpha=4, target_modules=["query", "key", "value", "dense"], exclude_modules=["pooler.dense", "output.dense"]))
+save_adapter(model, sys.argv[1])
+"""
+
+
+def _tiny_peft(seed: int = 0):
+    import transformers
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(seed)
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    return get_peft_model(transformers.BertModel(cfg), LoraConfig(r=2, target_modules=["query", "key", "value"]))
+
+
+def test_adapter_is_byte_identical_across_hash_seeds(tmp_path):
+    """peft keeps target_modules / exclude_modules as sets and writes list(set): without
+    save_adapter the order changes with PYTHONHASHSEED (1 and 2 differ with peft 0.21.2)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "tiny_lora.py"
+    script.write_text(_TINY_LORA)
+    outs = {}
+    for seed in ("1", "2"):
+        out = tmp_path / f"seed{seed}" / "adapter"
+        env = {**os.environ, "PYTHONHASHSEED": seed, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        subprocess.run([sys.executable, str(script), str(out)], env=env, check=True, capture_output=True, timeout=300)
+        outs[seed] = out
+    files = sorted(p.name for p in outs["1"].iterdir())
+    assert "adapter_config.json" in files and files == sorted(p.name for p in outs["2"].iterdir())
+    for name in files:  # the config, the weights and peft's README
+        assert (outs["1"] / name).read_bytes() == (outs["2"] / name).read_bytes(), name
+    cfg = json.loads((outs["1"] / "adapter_config.json").read_text())
+    assert cfg["target_modules"] == ["dense", "key", "query", "value"]
+    assert cfg["exclude_modules"] == ["output.dense", "pooler.dense"]
+    text = (outs["1"] / "adapter_config.json").read_text()
+    assert text == json.dumps(cfg, indent=2, sort_keys=True) + "\n"
+
+
+def test_save_adapter_replaces_the_folder_and_leaves_no_temporaries(tmp_path):
+    from peft import PeftModel
+
+    from capgap.finetune import save_adapter
+
+    out = tmp_path / "adapter"
+    out.mkdir()
+    (out / "stale.bin").write_bytes(b"old")
+    model = _tiny_peft()
+    assert save_adapter(model, out) == out
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter_config.json", "adapter_model.safetensors"]
+    assert [p.name for p in tmp_path.iterdir()] == ["adapter"]  # no .adapter.*.tmp / .old left
+    import transformers
+
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    back = PeftModel.from_pretrained(transformers.BertModel(cfg), out)
+    a = {k: v for k, v in model.state_dict().items() if "lora_" in k}
+    b = {k: v for k, v in back.state_dict().items() if "lora_" in k}
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_failed_save_keeps_the_previous_adapter(tmp_path, monkeypatch):
+    from capgap.finetune import save_adapter
+
+    out = tmp_path / "adapter"
+    model = _tiny_peft()
+    save_adapter(model, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def broken(self, directory, **kw):
+        (tmp_path / "seen").write_text(directory)
+        open(f"{directory}/adapter_model.safetensors", "wb").write(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(type(model), "save_pretrained", broken)
+    with pytest.raises(OSError, match="disk full"):
+        save_adapter(model, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adapter", "seen"]
+    assert (tmp_path / "seen").read_text() != str(out)  # it wrote into a sibling, not out_dir
+
+
+def test_save_adapter_takes_the_encoder_and_rejects_a_plain_model(tmp_path):
+    import json
+
+    from capgap.finetune import add_lora, save_adapter
+
+    enc = load_encoder(MINILM, threads=2)
+    with pytest.raises(TypeError, match="no peft adapter"):
+        save_adapter(enc, tmp_path / "none")
+    add_lora(enc, _cfg())
+    out = save_adapter(enc, tmp_path / "a")
+    assert json.loads((out / "adapter_config.json").read_text())["target_modules"] == ["key", "query", "value"]
+    assert not (tmp_path / "none").exists()

@@ -40,13 +40,12 @@ import json
 import logging
 import os
 import random
+import shutil
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
-
-import shutil
-import uuid
 
 import numpy as np
 
@@ -196,6 +195,23 @@ def _save_checkpoint(path: Path, payload: dict) -> None:
     os.replace(tmp, path)
 
 
+def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str], train_gold: list[list[int]],
+                    train_excluded: list[list[int]] | None, cfg: "FinetuneConfig") -> str:
+    """sha256 (hex) of everything that determines training: the config, the encoder's
+    fingerprint (model, weights, pooling, ...), the frozen index's bytes ``(n_docs, dim)``
+    (hashed blockwise), and every train query's text, gold rows and excluded rows. A checkpoint
+    whose digest differs is never resumed."""
+    h = hashlib.sha256()
+    fp = encoder.fingerprint() if hasattr(encoder, "fingerprint") else {}
+    h.update(json.dumps([cfg.digest(), fp, list(train_queries), [sorted(int(x) for x in g) for g in train_gold],
+                         [sorted(int(x) for x in e) for e in (train_excluded or [])]], sort_keys=True).encode())
+    D = np.asarray(doc_embeddings)
+    h.update(f"{D.shape}{D.dtype}".encode())
+    for b0 in range(0, D.shape[0], 8192):
+        h.update(np.ascontiguousarray(D[b0 : b0 + 8192]).tobytes())
+    return h.hexdigest()
+
+
 def train_query_encoder(
     encoder,
     doc_embeddings: np.ndarray,
@@ -214,8 +230,9 @@ def train_query_encoder(
     ``doc_embeddings``: the frozen index ``(n_docs, dim) float32`` (read only, no gradient);
     ``train_queries[i]`` / ``train_gold[i]``: train-split query texts and their gold row indices.
     ``evaluate(step)`` -> dict of curve metrics, called every ``cfg.eval_every`` steps and at
-    the end (the model is in eval mode meanwhile). ``ckpt_path``: checkpoint file; resumed when
-    its config digest matches. ``stop_after``: raise ``KeyboardInterrupt`` after that many steps
+    the end (the model is in eval mode meanwhile). ``ckpt_path``: checkpoint file; resumed only
+    when its ``training_digest`` matches (config, encoder, index, train queries, gold sets and
+    exclusions), else training starts over and the log says what differs. ``stop_after``: raise ``KeyboardInterrupt`` after that many steps
     of this call (tests simulate a kill with it). ``train_excluded[i]``: row indices left out of
     query i's softmax (neither gold nor negative). On CUDA the forward pass runs under bf16
     autocast (``cfg.precision`` "auto" or "bf16"; the loss is computed in float32). Returns a
@@ -243,9 +260,10 @@ def train_query_encoder(
     perm, pos, step, curve, resumed = sampler.permutation(n_train), 0, 0, [], 0
     losses: list[float] = []
     ckpt = Path(ckpt_path) if ckpt_path else None
+    data_digest = training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg) if ckpt else ""
     if ckpt and ckpt.is_file():
         state = torch.load(ckpt, map_location=device, weights_only=False)
-        if state.get("digest") == cfg.digest() and state.get("n_train") == n_train:
+        if state.get("digest") == cfg.digest() and state.get("data") == data_digest:
             model.load_state_dict(state["lora"], strict=False)
             opt.load_state_dict(state["optim"])
             _set_rng_state(state["rng"], sampler)
@@ -253,7 +271,9 @@ def train_query_encoder(
             resumed = step
             log.info("resumed from %s at step %d", ckpt, step)
         else:
-            log.warning("ignoring checkpoint %s: it belongs to another configuration", ckpt)
+            why = "the fine-tuning config differs" if state.get("digest") != cfg.digest() else \
+                "the training data differ (train queries, gold sets, exclusions, frozen index or encoder)"
+            log.warning("ignoring checkpoint %s and starting over: %s", ckpt, why)
 
     def run_eval(at: int):
         if evaluate is None:
@@ -321,7 +341,7 @@ def train_query_encoder(
             run_eval(step)
         if ckpt and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
             lora = {k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k}
-            _save_checkpoint(ckpt, {"digest": cfg.digest(), "n_train": n_train, "step": step, "lora": lora, "optim": opt.state_dict(),
+            _save_checkpoint(ckpt, {"digest": cfg.digest(), "data": data_digest, "n_train": n_train, "step": step, "lora": lora, "optim": opt.state_dict(),
                                     "rng": _rng_state(sampler), "perm": perm, "pos": pos, "curve": curve, "losses": losses})
         if stop_after is not None and done_here >= stop_after and step < cfg.steps:
             raise KeyboardInterrupt(f"stopped after {done_here} steps (test hook)")

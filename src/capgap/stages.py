@@ -289,7 +289,7 @@ def run_finetune(
     Writes the metrics rows (method ``finetuned``), the training curve (CSV), the TREC run and
     the adapter (peft ``save_pretrained``). Resumes from ``ckpt_path`` after a kill.
     """
-    from .finetune import FinetuneConfig, train_query_encoder
+    from .finetune import FinetuneConfig, save_adapter, train_query_encoder
     from .metrics import recall_from_ranks
     from .retrieval import dense_scores, rank_queries
 
@@ -321,13 +321,7 @@ def run_finetune(
     log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
              cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
     write_curve(out_curve, res.curve)
-    tmp = Path(str(out_adapter) + ".tmp")
-    enc.model[0].auto_model.save_pretrained(tmp)
-    if Path(out_adapter).exists():
-        import shutil
-
-        shutil.rmtree(out_adapter)
-    os.replace(tmp, out_adapter)
+    save_adapter(enc.model[0].auto_model, out_adapter)
     rows = _evaluate_encoder(rs, enc, index, dataset, encoder_name, "finetuned", ks, ndcg_k, out_csv, out_run, threads)
     Path(ckpt_path).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
@@ -342,7 +336,10 @@ def log_to(path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stderr = open(path, "w", buffering=1)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    from .logs import quiet_known_noise
     from .provenance import code_summary, code_version
+
+    quiet_known_noise()
 
     v = code_version()
     log.info("capgap code: %s", code_summary(v))
