@@ -2,6 +2,8 @@
 every input format, every user error, and the command line end to end."""
 
 import json
+import logging
+from pathlib import Path
 
 import faiss
 import numpy as np
@@ -9,8 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from capgap.cli import main
-from capgap.diagnosis import diagnose, load_ids, load_matrix, load_qrels_file, load_run_file
+from capgap.diagnosis import (diagnose, load_embeddings, load_ids, load_matrix, load_qrels_file, load_run_file,
+                              resolve_metric)
 from capgap.errors import DataFormatError
+
+DATA = Path(__file__).parent / "data"
 
 # 5 documents in 3-d: d3 is an exact copy of d2, so no query vector can rank d2 above d3
 D = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1], [0.5, 0.5, 0]], dtype=np.float32)
@@ -143,3 +148,190 @@ def test_bundled_example_shows_every_verdict(tmp_path):
     by = {r["query_id"]: r["verdict"] for r in diag.rows}
     assert all(by[f"q{i}"] == "index-limited" for i in range(5))
     assert all(diag.summary["verdicts"][v] > 0 for v in ("index-limited", "encoder-limited", "ann-limited", "ok"))
+
+
+def _diagnose_cli(out, docs, queries, qrels, *extra):
+    args = ["diagnose", "--doc-embeddings", str(docs), "--query-embeddings", str(queries), "--qrels", str(qrels),
+            "--out", str(out), *map(str, extra)]
+    return CliRunner().invoke(main, args)
+
+
+def test_query_ids_that_meet_no_judgement_are_an_error(tmp_path):
+    """Query ids "1", "2" against qrels naming "q1", "q2": an error naming both sides, not a NaN report."""
+    case = DATA / "diagnose-id-mismatch-nan"
+    r = _diagnose_cli(tmp_path / "out", case / "docs.npy", case / "queries.npy", case / "qrels.tsv", "--doc-ids", case / "doc_ids.txt",
+                      "--query-ids", case / "query_ids.txt", "--k", 2)
+    assert r.exit_code != 0
+    assert "none of the 2 query ids (e.g. ['1', '2']) appears in the qrels, whose query ids look like ['q1', 'q2']" in r.output
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="the qrels judge no query"):
+        diagnose(D, Q, {}, DOCS, QIDS)
+    # documents: the error shows what the document ids look like (row numbers when --doc-ids is missing)
+    with pytest.raises(ValueError, match=r"qrels name 4 documents not in the document ids, e.g. \['d0', 'd1', 'd2'\]; "
+                                         r"the document ids look like \['0', '1', '2'\]"):
+        diagnose(D, Q, QRELS, [str(i) for i in range(5)], QIDS)
+
+
+def test_partial_id_mismatch_is_counted_and_logged(tmp_path, caplog):
+    qrels = {"qa": QRELS["qa"], "qb": QRELS["qb"], "qc": QRELS["qc"], "qz": {"d0": 1}, "qy": {"d1": 1}}
+    with caplog.at_level(logging.WARNING, logger="capgap.diagnosis"):
+        diag = diagnose(D, Q, qrels, DOCS, QIDS, k=1)
+    s = diag.summary
+    assert s["queries"] == 3 and s["left_out_without_qrels"] == 1
+    assert s["rows_without_judgements"] == {"count": 1, "examples": ["qd"]}
+    assert s["judged_queries_without_row"] == {"count": 2, "examples": ["qz", "qy"]}
+    assert "1 of the 4 query rows have no judgements in the qrels (left out), e.g. ['qd']" in caplog.text
+    assert "2 of the 5 judged queries have no query embedding row (not evaluated), e.g. ['qz', 'qy']" in caplog.text
+    assert len(diag.notes) == 2
+    # the command line writes the counts into summary.json (strict JSON)
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", Q)
+    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t{g}\n" for q, r in qrels.items() for d, g in r.items()))
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    r = _diagnose_cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv",
+                      "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--k", 1)
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["rows_without_judgements"]["count"] == 1 and s["judged_queries_without_row"]["count"] == 2 and s["queries"] == 3
+
+
+def test_cosine_never_writes_its_inputs(tmp_path):
+    """--metric cosine on read-only memory-mapped .npy files (unit length or not), .npz and a
+    faiss inner-product index: the same diagnosis, and the input files' bytes unchanged."""
+    case = DATA / "diagnose-cosine-npy-readonly"
+    Dn, Qn = np.load(case / "docs.npy"), np.load(case / "queries.npy")
+    np.savez(tmp_path / "docs.npz", emb=Dn)
+    index = faiss.IndexFlatIP(Dn.shape[1])
+    index.add(Dn)
+    faiss.write_index(index, str(tmp_path / "docs.faiss"))
+    inputs = [(case / "docs.npy", case / "queries.npy"), (case / "docs_unit.npy", case / "queries_unit.npy"),
+              (tmp_path / "docs.npz", case / "queries.npy"), (tmp_path / "docs.faiss", case / "queries.npy")]
+    for i, (docs, queries) in enumerate(inputs):
+        before = {p: p.read_bytes() for p in (docs, queries)}
+        r = _diagnose_cli(tmp_path / f"out{i}", docs, queries, case / "qrels.tsv", "--query-ids", case / "query_ids.txt",
+                          "--k", 2, "--metric", "cosine")
+        assert r.exit_code == 0, (docs, r.output)
+        s = json.loads((tmp_path / f"out{i}" / "summary.json").read_text())
+        assert s["metric"] == "cosine" and s["encoder_recall@2"] == 0.5 and s["probe_recall@2"] == 1.0, docs
+        assert s["verdicts"] == {"index-limited": 0, "encoder-limited": 1, "ann-limited": 0, "ok": 1}, docs
+        assert all(p.read_bytes() == b for p, b in before.items()), docs
+    # the Python API on the read-only memory map, and the original arrays are untouched
+    Dm = load_matrix(case / "docs.npy")
+    assert not Dm.flags.writeable
+    diag = diagnose(Dm, load_matrix(case / "queries.npy"), load_qrels_file(case / "qrels.tsv"), [str(i) for i in range(8)],
+                    load_ids(case / "query_ids.txt"), k=2, metric="cosine")
+    assert {r["query_id"]: r["verdict"] for r in diag.rows} == {"q1": "encoder-limited", "q2": "ok"}
+    assert np.array_equal(Dm, Dn) and any("were not unit length" in n for n in diag.notes)
+
+
+def test_faiss_l2_index_is_scored_by_its_own_metric(tmp_path):
+    case = DATA / "diagnose-faiss-l2-index-scored-as-ip"
+    e = load_embeddings(case / "docs_l2.faiss")
+    assert e.metric == "l2" and e.matrix.shape == (10, 4) and e.matrix.dtype == np.float32
+    assert load_embeddings(case / "queries.npy").metric is None
+    assert np.array_equal(load_matrix(case / "docs_l2.faiss"), e.matrix)  # load_matrix: the matrix, as before
+    args = (case / "docs_l2.faiss", case / "queries.npy", case / "qrels.tsv", "--query-ids", case / "query_ids.txt",
+            "--ann-run", case / "l2_exact.trec", "--k", 1)
+    for i, extra in enumerate([(), ("--metric", "l2")]):
+        r = _diagnose_cli(tmp_path / f"out{i}", *args, *extra)
+        assert r.exit_code == 0, r.output
+        s = json.loads((tmp_path / f"out{i}" / "summary.json").read_text())
+        assert s["metric"] == "l2" and s["encoder_recall@1"] == 1.0 and s["ann_vs_exact@1"] == 1.0 and s["probe_recall@1"] == 1.0
+        assert s["verdicts"]["ok"] == 3 and s["probe_not_l2_query"] == 0
+        lines = (tmp_path / f"out{i}" / "per_query.tsv").read_text().splitlines()
+        col = lines[0].split("\t").index("probe_l2_query")
+        assert [ln.split("\t")[col] for ln in lines[1:]] == ["True"] * 3
+    # another metric than the index's own is an error
+    for m in ("ip", "cosine"):
+        r = _diagnose_cli(tmp_path / "bad", *args, "--metric", m)
+        assert r.exit_code != 0 and f"docs_l2.faiss is a faiss index that searches by L2 distance; --metric {m} would" in r.output
+    assert resolve_metric(None, None) == "ip" and resolve_metric(None, "l2") == "l2" and resolve_metric("cosine", "ip") == "cosine"
+    assert resolve_metric("l2", None) == "l2"
+    with pytest.raises(ValueError, match="searches by inner product; --metric l2"):
+        resolve_metric("l2", "ip", "d.faiss")
+    with pytest.raises(ValueError, match="metric must be one of"):
+        diagnose(D, Q, QRELS, DOCS, QIDS, metric="dot")
+
+
+def test_l2_probe_keeps_only_vectors_that_are_l2_queries():
+    """Under l2 the probe runs on (d, -|d|^2/2) and finds (w, c); only c > 0 is an L2 query
+    (w/c). Three documents on a line, at 0, 1 and 2."""
+    L = np.array([[0.0], [1.0], [2.0]], dtype=np.float32)
+    ids = ["d0", "d1", "d2"]
+
+    def one(gold, q, k, metric="l2"):
+        return diagnose(L, np.array([[q]], dtype=np.float32), {"q": gold}, ids, ["q"], k=k, metric=metric)
+
+    # {d0, d2} at k = 2: (w, c) separates them only with c < 0 (farthest documents first); the
+    # top 2 of an L2 query on a line are neighbours, so the index cannot serve it
+    diag = one({"d0": 1, "d2": 1}, 1.0, 2)
+    row = diag.rows[0]
+    assert not row["probe_l2_query"] and not row["certified"] and row["cause"] == "l2-unreachable"
+    assert row["verdict"] == "index-limited" and row["probe_recall@2"] == 0.5
+    assert diag.summary["probe_not_l2_query"] == 1 and any("is no L2 query" in n for n in diag.notes)
+    # {d2} at k = 1: c < 0 again, but w alone (the L2 queries t*w for large t) puts d2 first
+    row = one({"d2": 1}, 2.0, 1).rows[0]
+    assert not row["probe_l2_query"] and row["certified"] and row["cause"] is None and row["verdict"] == "ok"
+    # {d1} at k = 1: the L2 query 1.0 serves it (c > 0); no inner-product query puts the middle point first
+    row = one({"d1": 1}, 1.0, 1).rows[0]
+    assert row["probe_l2_query"] and row["certified"] and row["verdict"] == "ok"
+    assert one({"d1": 1}, 1.0, 1, "ip").rows[0]["verdict"] == "index-limited"
+
+
+def test_every_matrix_is_validated(tmp_path, monkeypatch):
+    """Documents and queries alike: shape, dtype and finite values; errors name the file (or the
+    array) and the first bad row. Checked block by block."""
+    import capgap.diagnosis as dg
+
+    monkeypatch.setattr(dg, "_block_rows", lambda dim: 2)  # row 3 lies in the second block
+    bad_d = D.copy()
+    bad_d[3, 1] = np.nan
+    bad_q = Q.copy()
+    bad_q[3, 0] = np.inf
+    np.save(tmp_path / "docs_nan.npy", bad_d)
+    np.save(tmp_path / "queries_inf.npy", bad_q)
+    np.save(tmp_path / "queries_inf16.npy", bad_q.astype(np.float16))
+    np.savez(tmp_path / "docs_nan.npz", emb=bad_d)
+    index = faiss.IndexFlatL2(3)
+    index.add(bad_d)
+    faiss.write_index(index, str(tmp_path / "docs_nan.faiss"))
+    for name, row, col, value in (("docs_nan.npy", 3, 1, "nan"), ("queries_inf.npy", 3, 0, "inf"), ("queries_inf16.npy", 3, 0, "inf"),
+                                  ("docs_nan.npz", 3, 1, "nan"), ("docs_nan.faiss", 3, 1, "nan")):
+        with pytest.raises(DataFormatError, match=rf"{name}: row {row} \(0-based\) is not finite: column {col} holds {value}"):
+            load_matrix(tmp_path / name)
+    for name, arr, reason in (("f64.npy", D.astype(np.float64), "expected float32 or float16, got float64"),
+                              ("flat.npy", D[0], r"expected a 2-d \(n, dim\) array, got shape \(3,\)"),
+                              ("empty.npy", D[:0], "expected at least one row and one column")):
+        np.save(tmp_path / name, arr)
+        with pytest.raises(DataFormatError, match=rf"{name}: {reason}"):
+            load_matrix(tmp_path / name)
+    other = faiss.IndexFlat(3, faiss.METRIC_L1)
+    other.add(D)
+    faiss.write_index(other, str(tmp_path / "l1.faiss"))
+    (tmp_path / "junk.faiss").write_bytes(b"not an index")
+    np.savez(tmp_path / "two.npz", a=D, b=Q)
+    for path, key, reason in ((tmp_path / "l1.faiss", None, "faiss metric_type 2 is not supported"),
+                              (tmp_path / "junk.faiss", None, "faiss cannot read it as an index"),
+                              (tmp_path / "two.npz", "c", r"holds arrays \['a', 'b'\], not 'c': name one with --key")):
+        with pytest.raises(DataFormatError, match=reason):
+            load_matrix(path, key)
+    # the command line: the file and the row, and a dimension mismatch names both files
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "q2d.npy", Q[:, :2])
+    (tmp_path / "qrels.tsv").write_text("qa\t0\t1\n")
+    (tmp_path / "qids.txt").write_text("\n".join(QIDS) + "\n")
+    r = _diagnose_cli(tmp_path / "o", tmp_path / "docs.npy", tmp_path / "queries_inf.npy", tmp_path / "qrels.tsv", "--query-ids", tmp_path / "qids.txt")
+    assert r.exit_code != 0 and "queries_inf.npy: row 3 (0-based) is not finite: column 0 holds inf" in r.output
+    r = _diagnose_cli(tmp_path / "o", tmp_path / "docs.npy", tmp_path / "q2d.npy", tmp_path / "qrels.tsv", "--query-ids", tmp_path / "qids.txt")
+    assert r.exit_code != 0 and "docs.npy has dim 3" in r.output and "q2d.npy has dim 2" in r.output
+    # the Python API names the array and the row; float64 is taken, integers are not
+    with pytest.raises(ValueError, match=r"documents: row 3 \(0-based\) is not finite: column 1 holds nan"):
+        diagnose(bad_d, Q, QRELS, DOCS, QIDS)
+    with pytest.raises(ValueError, match=r"queries: row 3 \(0-based\) is not finite: column 0 holds inf"):
+        diagnose(D, bad_q, QRELS, DOCS, QIDS)
+    with pytest.raises(ValueError, match=r"queries: row 0 \(0-based\) is not finite: column 0 holds 1e\+300 \(beyond float32\)"):
+        diagnose(D, np.full((4, 3), 1e300), QRELS, DOCS, QIDS)
+    with pytest.raises(ValueError, match="documents: expected float16, float32 or float64, got int64"):
+        diagnose(D.astype(np.int64), Q, QRELS, DOCS, QIDS)
+    assert diagnose(D.astype(np.float64), Q, QRELS, DOCS, QIDS, k=1).summary["verdicts"]["index-limited"] == 1

@@ -18,7 +18,8 @@ def main() -> None:
 
 @main.command()
 @click.option("--doc-embeddings", "docs", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="(n_docs, dim) float32/float16: .npy (memory-mapped), .npz, or a faiss flat index (.faiss/.index).")
+              help="(n_docs, dim) float32/float16, finite: .npy (memory-mapped), .npz, or a faiss flat index (.faiss/.index; "
+                   "its metric, inner product or L2, is used).")
 @click.option("--query-embeddings", "queries", required=True, type=click.Path(exists=True, dir_okay=False),
               help="(n_queries, dim), same formats.")
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -30,22 +31,29 @@ def main() -> None:
 @click.option("--ann-run-percent-encoded", is_flag=True,
               help="The run's ids are percent-encoded, as in the run.trec files capgap writes (doc%200 = 'doc 0').")
 @click.option("--k", default=10, show_default=True, type=click.IntRange(1), help="The cut-off for every recall and verdict.")
-@click.option("--metric", default="ip", show_default=True, type=click.Choice(["ip", "cosine"]), help="cosine: vectors are L2-normalised first.")
+@click.option("--metric", default=None, type=click.Choice(["ip", "cosine", "l2"]),
+              help="ip (inner product), cosine (vectors L2-normalised into new arrays) or l2 (squared L2 distance). Default: a "
+                   "faiss index's own metric, else ip; another metric than the index's is an error (cosine on an "
+                   "inner-product index is allowed).")
 @click.option("--key", default=None, help="Array name inside .npz files holding several.")
 @click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
 def diagnose(docs, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, key, threads, out) -> None:
     """Per-query verdict: index-limited, encoder-limited, ann-limited or ok."""
-    from .diagnosis import diagnose as run, load_ids, load_matrix, load_qrels_file, load_run_file, write_diagnosis
+    from .diagnosis import diagnose as run, load_embeddings, load_ids, load_qrels_file, load_run_file, resolve_metric, write_diagnosis
     from .errors import DataFormatError
 
     logging.basicConfig(level=logging.WARNING, format="capgap: %(message)s")
     try:
-        D, Q = load_matrix(docs, key), load_matrix(queries, key)
+        D, Q = load_embeddings(docs, key), load_embeddings(queries, key)  # each checked: shape, dtype, finite values
+        if D.matrix.shape[1] != Q.matrix.shape[1]:
+            raise ValueError(f"dimension mismatch: {docs} has dim {D.matrix.shape[1]}, {queries} has dim {Q.matrix.shape[1]}")
+        metric = resolve_metric(metric, D.metric, docs)
         qr = load_qrels_file(qrels)
-        dids = load_ids(doc_ids) if doc_ids else [str(i) for i in range(D.shape[0])]
+        dids = load_ids(doc_ids) if doc_ids else [str(i) for i in range(D.matrix.shape[0])]
         qids = load_ids(query_ids) if query_ids else list(qr)
-        diag = run(D, Q, qr, dids, qids, k=k, ann_run=load_run_file(ann_run, ann_run_percent_encoded) if ann_run else None, metric=metric, threads=threads)
+        diag = run(D.matrix, Q.matrix, qr, dids, qids, k=k, ann_run=load_run_file(ann_run, ann_run_percent_encoded) if ann_run else None,
+                   metric=metric, threads=threads)
     except (DataFormatError, ValueError) as e:
         raise click.ClickException(str(e)) from e
     paths = write_diagnosis(diag, out)

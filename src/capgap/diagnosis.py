@@ -16,15 +16,35 @@ Recall here is *capped*: |top-k ∩ gold| / min(k, |gold|), so a query with more
 than k can still be fully served. ANN recall against exact search (|ANN top-k ∩ exact top-k| /
 k) is reported apart from relevant-document recall.
 
+Metrics. ``ip`` ranks by q.d; ``cosine`` by q.d of L2-normalised rows (copies: inputs are never
+written, and a ``.npy`` is memory-mapped read-only); ``l2`` by -|q - d|^2, a faiss
+``IndexFlatL2``'s own order (``load_embeddings`` reports a faiss file's metric, and the CLI uses
+it unless ``--metric`` is given; ``resolve_metric`` refuses another). Under ``l2`` everything is
+an inner product of augmented vectors: q.d - |d|^2/2 = (q, 1).(d, -|d|^2/2) ranks each query's
+documents like -|q - d|^2. Exact search scores (q, 1) against them; the probe runs on the
+augmented documents and returns w' = (w, c). When c > 0 the L2 query w/c ranks exactly as w'
+does; when c <= 0, w' is no L2 query (c < 0 ranks the *farthest* documents first), so its
+numbers are not used: the row (``probe_l2_query`` False) gets the ranking by w.d instead,
+which the L2 queries t*w approach as t grows (strict orders kept, ties pessimistic), a lower
+bound; certified only if that ranking puts every gold document first (else cause
+``l2-unreachable``).
+
+Inputs are checked before anything is scored: matrices 2-d, float32/float16 (``diagnose`` also
+takes float64), every value finite (blockwise, naming the first bad row), matching dims, ids
+matching the rows, at least one query row judged by the qrels (a partial mismatch is counted
+in the summary and logged), qrels naming only known documents, and a gold document per judged
+query.
+
 Public API: ``diagnose(D, Q, qrels, doc_ids, query_ids, k=10, ann_run=None, metric="ip")`` ->
-``Diagnosis`` (per-query rows and a summary), ``write_diagnosis(diag, out_dir)``, and the loaders
-``load_matrix``, ``load_ids``, ``load_qrels_file``, ``load_run_file``. ``capgap.cli`` wraps them.
+``Diagnosis`` (per-query rows and a summary), ``write_diagnosis(diag, out_dir)``, the loaders
+``load_embeddings`` (matrix and faiss metric), ``load_matrix`` (matrix), ``load_ids``,
+``load_qrels_file``, ``load_run_file``, and ``validate_matrix``, ``resolve_metric``.
+``capgap.cli`` wraps them.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -45,6 +65,7 @@ DEFAULT_PROBE = {"C": 1000.0, "C_max": 1.0e8, "eps": 1e-3, "max_iter": 2000, "lp
 # --------------------------------------------------------------------------- inputs
 METRICS = ("ip", "cosine", "l2")
 _FAISS_METRICS = {0: "ip", 1: "l2"}  # faiss.METRIC_INNER_PRODUCT, faiss.METRIC_L2
+_METRIC_NAMES = {"ip": "inner product", "cosine": "cosine", "l2": "L2 distance"}
 
 
 @dataclass(frozen=True)
@@ -73,17 +94,19 @@ def _matrix_problem(a: np.ndarray, dtypes: tuple = (np.float32, np.float16)) -> 
     if a.ndim != 2:
         return f"expected a 2-d (n, dim) array, got shape {a.shape}"
     if a.dtype not in dtypes:
-        return f"expected {' or '.join(np.dtype(t).name for t in dtypes)}, got {a.dtype}"
+        names = [np.dtype(t).name for t in dtypes]
+        return f"expected {', '.join(names[:-1])} or {names[-1]}, got {a.dtype}"
     if 0 in a.shape:
         return f"expected at least one row and one column, got shape {a.shape}"
     step = _block_rows(a.shape[1])
     for b0 in range(0, a.shape[0], step):
         block = np.asarray(a[b0 : b0 + step])
-        bad = ~np.isfinite(block.astype(np.float32, copy=False))
+        with np.errstate(over="ignore"):  # float64 beyond float32 becomes inf, reported below
+            bad = ~np.isfinite(block.astype(np.float32, copy=False))
         if bad.any():
             r, c = np.argwhere(bad)[0]
             v = float(block[r, c])
-            return f"row {b0 + r} (0-based) is not finite: column {c} holds {v}" + ("" if not math.isfinite(v) else " (beyond float32)")
+            return f"row {b0 + r} (0-based) is not finite: column {c} holds {v}" + (" (beyond float32)" if math.isfinite(v) else "")
     return None
 
 
@@ -108,7 +131,7 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
 
     Every value is checked to be finite, block by block. Raises ``DataFormatError`` naming the
     file for another suffix, an ``.npz`` holding several arrays and no ``key`` among them, a
-    faiss index without stored vectors or with another metric, a shape that is not 2-d with at
+    file faiss cannot read, a faiss index without stored vectors or with another metric, a shape that is not 2-d with at
     least one row and column, a dtype other than float32/float16, or a non-finite value (the
     reason names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite:
     column 1 holds nan``)."""
@@ -120,12 +143,16 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
         with np.load(path) as z:
             names = list(z.files)
             if key not in names and len(names) != 1:
-                raise DataFormatError(path, None, None, f"holds arrays {names}: name one with --key")
+                got = "" if key is None else f", not {key!r}"
+                raise DataFormatError(path, None, None, f"holds arrays {names}{got}: name one with --key")
             a = z[key if key in names else names[0]]
     elif path.suffix in (".faiss", ".index"):
         import faiss
 
-        idx = faiss.read_index(str(path))
+        try:
+            idx = faiss.read_index(str(path))
+        except RuntimeError as e:
+            raise DataFormatError(path, None, None, f"faiss cannot read it as an index: {e}") from e
         if not hasattr(idx, "reconstruct_n") or idx.ntotal == 0:
             raise DataFormatError(path, None, None, "not a faiss index with stored vectors")
         metric = _FAISS_METRICS.get(int(idx.metric_type))
@@ -164,8 +191,9 @@ def resolve_metric(requested: str | None, index_metric: str | None, path: str | 
         return index_metric or "ip"
     if index_metric is None or requested == index_metric or (requested, index_metric) == ("cosine", "ip"):
         return requested
-    raise ValueError(f"{path} is a faiss index searched by {index_metric}; --metric {requested} would diagnose a search "
-                     f"the index does not run. Omit --metric (capgap then uses the index's own metric, {index_metric})")
+    raise ValueError(f"{path} is a faiss index that searches by {_METRIC_NAMES[index_metric]}; --metric {requested} would "
+                     f"diagnose a search the index does not run: omit --metric (capgap then uses the index's own metric, "
+                     f"{index_metric})")
 
 
 def load_ids(path: str | Path) -> list[str]:
@@ -516,7 +544,8 @@ def write_diagnosis(diag: Diagnosis, out_dir: str | Path) -> dict[str, Path]:
             w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
     write_json(paths["summary_json"], diag.summary)
     s, k = diag.summary, diag.k
-    md = ["# capgap diagnose", "", s["reading"], "", "| verdict | queries |", "|---|---|"]
+    md = ["# capgap diagnose", "", s["reading"], "", f"Metric: {_METRIC_NAMES[s['metric']]} (`{s['metric']}`).", "",
+          "| verdict | queries |", "|---|---|"]
     md += [f"| {v} | {s['verdicts'][v]} |" for v in VERDICTS]
     md += ["", f"| at k = {k} | mean |", "|---|---|", f"| probe (capacity) recall | {s[f'probe_recall@{k}']:.3f} |",
            f"| certified | {s['certified']:.3f} |", f"| encoder recall (exact search) | {s[f'encoder_recall@{k}']:.3f} |",
