@@ -162,3 +162,21 @@ def test_faiss_token_index_candidates_rescored_agree_with_exact():
     nearest = np.argsort(-flat, axis=1, kind="stable")[:, :64].reshape(25, 6 * 64)
     want = [np.unique(owner[row]) for row in nearest]
     assert sum(len(set(a) ^ set(b)) for a, b in zip(cand, want)) <= 2  # float ties at the 64th token
+
+
+def test_work_folder_key_covers_the_training_data():
+    """ColBERT's work folder (checkpoint, fine-tuned model) is keyed by stages.training_data:
+    other train texts, gold sets or exclusions give another folder, so a stale one is never
+    resumed."""
+    from dataclasses import replace
+
+    from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
+    from capgap.stages import training_data
+
+    rs = RetrievalSet("t", Corpus(("a", "b"), ("", ""), ("x", "y")), Queries(("q1", "q2"), ("find x", "find y")),
+                      Qrels({"q1": {"a": 1}, "q2": {"b": 1}}), Split(("q1",), ("q2",)))
+    base = training_data(rs)
+    assert base == [["q1", "find x", [("a", 1)], []]]  # held-out queries do not train
+    assert training_data(replace(rs, queries=Queries(("q1", "q2"), ("find x please", "find y")))) != base
+    assert training_data(replace(rs, qrels=Qrels({"q1": {"b": 1}, "q2": {"b": 1}}))) != base
+    assert training_data(replace(rs, excluded={"q1": ("b",)})) != base
