@@ -112,11 +112,12 @@ def test_idempotent():
 # a job as the workflow runs it: stages.log_to, then faiss and the bundled MiniLM
 _JOB = """
 import logging, sys
-from capgap.stages import log_to
-log_to(sys.argv[1])
-if sys.argv[2] == "quiet":
-    from capgap.logs import quiet_known_noise
-    quiet_known_noise()
+if sys.argv[2] == "quiet":  # what every Snakemake job does first (log_to calls quiet_known_noise)
+    from capgap.stages import log_to
+    log_to(sys.argv[1])
+else:  # the same log file and format, without the filters
+    sys.stderr = open(sys.argv[1], "w", buffering=1)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 import faiss
 from capgap.encoders import EncoderSpec, load_encoder
 load_encoder(EncoderSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2"), device="cpu", threads=1)
@@ -126,9 +127,9 @@ logging.getLogger("faiss.loader").warning("genuine faiss warning")
 
 
 def test_job_log_without_the_noise(tmp_path):
-    """The real libraries, in a fresh process each: the log without quiet_known_noise carries the
-    noise (so this test sees it when it is there), the log with it does not, and keeps the
-    genuine warnings and faiss's one-line success message."""
+    """The real libraries, in a fresh process each: a plain log carries the noise (so this test
+    sees it when it is there), a job's log (``stages.log_to``) does not, and keeps the genuine
+    warnings and faiss's one-line success message."""
     import transformers
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

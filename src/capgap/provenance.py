@@ -68,6 +68,18 @@ def code_version() -> dict:
     return out
 
 
+def use_checkout(root: str | Path) -> str:
+    """Make every job of a workflow run from checkout ``root`` import its own capgap: put
+    ``root/src`` first on ``PYTHONPATH`` (jobs inherit the environment) and record ``root`` as
+    ``$CAPGAP_CHECKOUT`` for ``code_version``. Called by ``workflow/rules/common.smk``; returns
+    the resolved root."""
+    root = str(Path(root).resolve())
+    os.environ["CAPGAP_CHECKOUT"] = root
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != f"{root}/src"]
+    os.environ["PYTHONPATH"] = os.pathsep.join([f"{root}/src", *rest])
+    return root
+
+
 def code_summary(v: Mapping | None = None) -> str:
     """One line for the report: ``commit 1a2b3c4d5e6f (modified) from /path/src/capgap``."""
     v = code_version() if v is None else v

@@ -1,18 +1,15 @@
 # Input functions and config helpers shared by every rule file.
 import json
-import os
 import re
 import sys
 from pathlib import Path
 
 # Every job imports this checkout's capgap (src/ first on PYTHONPATH), whatever the venv has
 # installed; jobs log which code ran and warn when it is not this checkout (capgap.provenance).
-CHECKOUT = str(Path(workflow.basedir).resolve())
-os.environ["CAPGAP_CHECKOUT"] = CHECKOUT
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [f"{CHECKOUT}/src"] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-)
-sys.path.insert(0, f"{CHECKOUT}/src")
+sys.path.insert(0, str(Path(workflow.basedir).resolve() / "src"))
+from capgap.provenance import use_checkout
+
+use_checkout(workflow.basedir)
 
 RESERVED = {
     "data",
@@ -54,7 +51,8 @@ def dataset_spec(dataset):
 
 def dataset_source_digest(dataset):
     """capgap.sources.source_digest of the dataset's local folder; when that folder is gone
-    (a run without the mirror), the digest its data job recorded, so a good copy is kept."""
+    (a run without the mirror), the digest its data job recorded, so a good copy is kept.
+    """
     from capgap.sources import source_digest
 
     digest = source_digest(dataset, config["datasets"][dataset])
