@@ -165,18 +165,19 @@ def test_faiss_token_index_candidates_rescored_agree_with_exact():
 
 
 def test_work_folder_key_covers_the_training_data():
-    """ColBERT's work folder (checkpoint, fine-tuned model) is keyed by stages.training_data:
-    other train texts, gold sets or exclusions give another folder, so a stale one is never
-    resumed."""
+    """ColBERT's work folder (checkpoint, fine-tuned model, curve) is keyed by stages.run_data:
+    other train or held-out texts, gold sets or exclusions give another folder, so a stale one is
+    never resumed."""
     from dataclasses import replace
 
     from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
-    from capgap.stages import training_data
+    from capgap.stages import run_data
 
     rs = RetrievalSet("t", Corpus(("a", "b"), ("", ""), ("x", "y")), Queries(("q1", "q2"), ("find x", "find y")),
                       Qrels({"q1": {"a": 1}, "q2": {"b": 1}}), Split(("q1",), ("q2",)))
-    base = training_data(rs)
-    assert base == [["q1", "find x", [("a", 1)], []]]  # held-out queries do not train
-    assert training_data(replace(rs, queries=Queries(("q1", "q2"), ("find x please", "find y")))) != base
-    assert training_data(replace(rs, qrels=Qrels({"q1": {"b": 1}, "q2": {"b": 1}}))) != base
-    assert training_data(replace(rs, excluded={"q1": ("b",)})) != base
+    base = run_data(rs)
+    assert base == [["train", "q1", "find x", [("a", 1)], []], ["heldout", "q2", "find y", [("b", 1)], []]]
+    assert run_data(replace(rs, queries=Queries(("q1", "q2"), ("find x please", "find y")))) != base
+    assert run_data(replace(rs, queries=Queries(("q1", "q2"), ("find x", "find y please")))) != base  # held-out: the curve
+    assert run_data(replace(rs, qrels=Qrels({"q1": {"b": 1}, "q2": {"b": 1}}))) != base
+    assert run_data(replace(rs, excluded={"q1": ("b",)})) != base

@@ -105,7 +105,7 @@ def test_user_errors(tmp_path):
     with pytest.raises(DataFormatError, match="name one with --key"):
         load_matrix(tmp_path / "two.npz")
     np.save(tmp_path / "ints.npy", np.zeros((2, 3), dtype=np.int64))
-    with pytest.raises(DataFormatError, match="float32 or float16"):
+    with pytest.raises(DataFormatError, match="expected float16, float32 or float64, got int64"):
         load_matrix(tmp_path / "ints.npy")
     (tmp_path / "ids.txt").write_text("a\n\nb\n")
     with pytest.raises(DataFormatError, match=r"ids.txt:2"):
@@ -279,6 +279,11 @@ def test_l2_probe_keeps_only_vectors_that_are_l2_queries():
     assert one({"d1": 1}, 1.0, 1, "ip").rows[0]["verdict"] == "index-limited"
 
 
+def _save(path, arr):
+    np.save(path, arr)
+    return path
+
+
 def test_every_matrix_is_validated(tmp_path, monkeypatch):
     """Documents and queries alike: shape, dtype and finite values; errors name the file (or the
     array) and the first bad row. Checked block by block."""
@@ -300,7 +305,8 @@ def test_every_matrix_is_validated(tmp_path, monkeypatch):
                                   ("docs_nan.npz", 3, 1, "nan"), ("docs_nan.faiss", 3, 1, "nan")):
         with pytest.raises(DataFormatError, match=rf"{name}: row {row} \(0-based\) is not finite: column {col} holds {value}"):
             load_matrix(tmp_path / name)
-    for name, arr, reason in (("f64.npy", D.astype(np.float64), "expected float32 or float16, got float64"),
+    assert load_matrix(_save(tmp_path / "f64.npy", D.astype(np.float64))).dtype == np.float64  # numpy's default: taken
+    for name, arr, reason in (("i32.npy", D.astype(np.int32), "expected float16, float32 or float64, got int32"),
                               ("flat.npy", D[0], r"expected a 2-d \(n, dim\) array, got shape \(3,\)"),
                               ("empty.npy", D[:0], "expected at least one row and one column")):
         np.save(tmp_path / name, arr)
@@ -335,3 +341,18 @@ def test_every_matrix_is_validated(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="documents: expected float16, float32 or float64, got int64"):
         diagnose(D.astype(np.int64), Q, QRELS, DOCS, QIDS)
     assert diagnose(D.astype(np.float64), Q, QRELS, DOCS, QIDS, k=1).summary["verdicts"]["index-limited"] == 1
+
+
+def test_ann_run_ids_that_meet_nothing_are_an_error(tmp_path):
+    """An ANN run whose query ids, or whose document ids, meet none of the given ids would make
+    every verdict an artefact: an error naming both sides; blank lines closing an ids file are
+    no row."""
+    with pytest.raises(ValueError, match=r"none of the ANN run's 1 query ids \(e.g. \['x0'\]\) is a judged query"):
+        diagnose(D, Q, QRELS, DOCS, QIDS, k=1, ann_run={"x0": ["d0"]})
+    with pytest.raises(ValueError, match=r"none of the ANN run's 2 document ids \(e.g. \['0', '1'\]\) is a document id"):
+        diagnose(D, Q, QRELS, DOCS, QIDS, k=1, ann_run={"qa": ["0"], "qb": ["1"]})
+    (tmp_path / "ids.txt").write_text("d0\nd1\n\n\n")
+    assert load_ids(tmp_path / "ids.txt") == ["d0", "d1"]
+    (tmp_path / "ids.txt").write_text("d0\n\nd1\n")
+    with pytest.raises(DataFormatError, match="ids.txt:2: empty id"):
+        load_ids(tmp_path / "ids.txt")

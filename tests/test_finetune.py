@@ -125,7 +125,7 @@ def test_stale_checkpoint_is_not_resumed(tiny, tmp_path, caplog):
     again = load_encoder(MINILM, threads=2)
     with caplog.at_level(logging.WARNING, logger="capgap.finetune"):
         r = train_query_encoder(again, D, edited, gold, _cfg(), ckpt_path=ckpt, threads=2)
-    assert r.resumed_from == 0 and "the training data differ" in caplog.text
+    assert r.resumed_from == 0 and "the data differ" in caplog.text
     clean = load_encoder(MINILM, threads=2)
     train_query_encoder(clean, D, edited, gold, _cfg(), threads=2)
     la, lc = _lora(again), _lora(clean)
@@ -136,6 +136,7 @@ def test_stale_checkpoint_is_not_resumed(tiny, tmp_path, caplog):
     base = training_digest(clean, D, edited, gold, None, _cfg())
     assert training_digest(clean, D, edited, [g[::-1] for g in gold][:-1] + [[0]], None, _cfg()) != base
     assert training_digest(clean, np.asarray(D) * 2, edited, gold, None, _cfg()) != base
+    assert training_digest(clean, D, edited, gold, None, _cfg(), context=["held-out edited"]) != base
 
 
 def test_config_errors():

@@ -272,6 +272,18 @@ def test_default_config_dry_run_online_without_mirror(tmp_path):
     assert _jobs(out).get("data") == 3  # every dataset's data job is scheduled (download or hint)
 
 
+def test_job_code_read_from_each_jobs_log(tmp_path):
+    from capgap.provenance import job_code
+
+    for job, code in (("probe/ds/enc", "commit aaa from /x"), ("bm25/ds", "commit bbb (with uncommitted changes) from /x")):
+        log = tmp_path / "logs" / f"{job}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"2026 INFO capgap.stages: capgap code: {code}\nmore\n")
+    got = job_code([tmp_path / "benchmarks" / "rules" / "probe" / "ds" / "enc.tsv", tmp_path / "benchmarks" / "rules" / "bm25" / "ds.tsv",
+                    tmp_path / "benchmarks" / "rules" / "data" / "ds.tsv"])  # no log: left out
+    assert got == {"commit aaa from /x": ["probe/ds/enc"], "commit bbb (with uncommitted changes) from /x": ["bm25/ds"]}
+
+
 def test_benchmark_paths_follow_the_rules():
     from capgap.provenance import benchmark_paths
 
@@ -463,7 +475,8 @@ def test_jobs_say_which_code_ran(tiny_run, monkeypatch):
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert f"capgap code: commit {head[:12]}" in log and f"from {ROOT}/src/capgap" in log
     assert "is not the workflow's checkout" not in log
-    assert "capgap code" in (tiny_run / "reports" / "report.md").read_text()
+    md = (tiny_run / "reports" / "report.md").read_text()
+    assert re.search(rf"capgap code \(every job\) \| commit {head[:12]}.* \(\d+ jobs\)", md) and "capgap code (this report)" in md
     monkeypatch.setenv("CAPGAP_CHECKOUT", str(ROOT))
     assert code_version()["matches"] is True
     monkeypatch.setenv("CAPGAP_CHECKOUT", "/somewhere/else")

@@ -72,7 +72,7 @@ _METRIC_NAMES = {"ip": "inner product", "cosine": "cosine", "l2": "L2 distance"}
 class Embeddings:
     """An embedding matrix as ``load_embeddings`` read it.
 
-    ``matrix``: ``(n, dim)`` float32 or float16 (a read-only memory map for ``.npy``);
+    ``matrix``: ``(n, dim)`` float32, float16 or float64 (a read-only memory map for ``.npy``);
     ``metric``: the metric a faiss index file searches by (``"ip"`` or ``"l2"``), None for
     ``.npy``/``.npz`` (the file does not say); ``path``: the file."""
 
@@ -124,15 +124,15 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
 
 def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
     """An embedding matrix ``(n, dim)`` and, for a faiss index, its metric: ``.npy``
-    (memory-mapped read-only, float32 or float16), ``.npz`` (array ``key`` when the file holds
+    (memory-mapped read-only, float32, float16 or float64), ``.npz`` (array ``key`` when the file holds
     it, else its only array), or a faiss index file (``.faiss``/``.index``) whose vectors can be
     reconstructed (flat indexes), metric inner product (``"ip"``) or L2 (``"l2"``). float16 is
-    returned as is (callers cast blockwise). The file is never written.
+    and float64 are returned as is (callers cast blockwise). The file is never written.
 
     Every value is checked to be finite, block by block. Raises ``DataFormatError`` naming the
     file for another suffix, an ``.npz`` holding several arrays and no ``key`` among them, a
     file faiss cannot read, a faiss index without stored vectors or with another metric, a shape that is not 2-d with at
-    least one row and column, a dtype other than float32/float16, or a non-finite value (the
+    least one row and column, a dtype other than float32/float16/float64, or a non-finite value (the
     reason names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite:
     column 1 holds nan``)."""
     path = Path(path)
@@ -165,7 +165,7 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
             raise DataFormatError(path, None, None, f"faiss cannot reconstruct its vectors (a flat index is needed): {e}") from e
     else:
         raise DataFormatError(path, None, None, "expected .npy, .npz or a faiss index (.faiss/.index)")
-    problem = _matrix_problem(a)
+    problem = _matrix_problem(a, (np.float16, np.float32, np.float64))  # float64 (numpy's default) is cast blockwise
     if problem:
         raise DataFormatError(path, None, None, problem)
     return Embeddings(a, metric, path)
@@ -202,14 +202,18 @@ def load_ids(path: str | Path) -> list[str]:
 
     Leading and trailing whitespace of a line is removed (``str.strip``: the format cannot
     tell it from the id), nothing else. Raises ``DataFormatError`` naming the line for bad
-    UTF-8, a blank line (ids must match array rows one to one), an id with a control
+    UTF-8, a blank line before the last id (ids must match array rows one to one; blank lines at
+    the end are ignored), an id with a control
     character (``capgap.data.check_id``) or a duplicate id."""
     from .data import check_id, iter_lines
 
     path = Path(path)
     ids: list[str] = []
     seen: dict[str, int] = {}
-    for i, line in iter_lines(path):
+    lines = list(iter_lines(path))
+    while lines and not lines[-1][1].strip():  # blank lines at the end of the file name no row
+        lines.pop()
+    for i, line in lines:
         x = line.strip()
         if not x:
             raise DataFormatError(path, i, None, "empty id")
@@ -282,16 +286,27 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
 
 def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Mapping[str, int]) -> list[str]:
     """Notes (also logged) on ANN-run ids that meet nothing: run queries that are not judged
-    queries, judged queries missing from the run, run documents not among the document ids."""
+    queries, judged queries missing from the run, run documents not among the document ids.
+    Raises ``ValueError`` when no run query is a judged query, or no run document is a known
+    document: every verdict would then be an artefact of the ids."""
     notes = []
-    extra_q = [q for q in run if q not in set(qids)]
+    known_q = set(qids)
+    extra_q = [q for q in run if q not in known_q]
     missing_q = [q for q in qids if q not in run]
-    extra_d = sorted({d for v in run.values() for d in v if d not in pos})
+    run_docs = {d for v in run.values() for d in v}
+    extra_d = sorted(d for d in run_docs if d not in pos)
+    hint = "percent-encoded ids (capgap's run files) need --ann-run-percent-encoded"
+    if run and len(extra_q) == len(run):
+        raise ValueError(f"none of the ANN run's {len(run)} query ids (e.g. {list(run)[:3]}) is a judged query; "
+                         f"the query ids look like {list(qids)[:3]} ({hint})")
+    if run_docs and len(extra_d) == len(run_docs):
+        raise ValueError(f"none of the ANN run's {len(run_docs)} document ids (e.g. {extra_d[:3]}) is a document id; "
+                         f"the document ids look like {list(pos)[:3]} ({hint})")
     for what, ids in (("ANN-run queries are not judged queries (ignored)", extra_q),
                       ("judged queries are missing from the ANN run (nothing retrieved)", missing_q),
                       ("ANN-run documents are not in the document ids (count as misses)", extra_d)):
         if ids:
-            msg = f"{len(ids)} {what}, e.g. {ids[:3]}; percent-encoded ids (capgap's run files) need --ann-run-percent-encoded"
+            msg = f"{len(ids)} {what}, e.g. {ids[:3]}; {hint}"
             log.warning(msg)
             notes.append(msg)
     return notes

@@ -196,15 +196,16 @@ def _save_checkpoint(path: Path, payload: dict) -> None:
 
 
 def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str], train_gold: list[list[int]],
-                    train_excluded: list[list[int]] | None, cfg: "FinetuneConfig") -> str:
+                    train_excluded: list[list[int]] | None, cfg: "FinetuneConfig", context=None) -> str:
     """sha256 (hex) of everything that determines training: the config, the encoder's
     fingerprint (model, weights, pooling, ...), the frozen index's bytes ``(n_docs, dim)``
-    (hashed blockwise), and every train query's text, gold rows and excluded rows. A checkpoint
-    whose digest differs is never resumed."""
+    (hashed blockwise), every train query's text, gold rows and excluded rows, and ``context``
+    (any JSON-able data the checkpoint's curve depends on, e.g. the held-out queries). A
+    checkpoint whose digest differs is never resumed."""
     h = hashlib.sha256()
     fp = encoder.fingerprint() if hasattr(encoder, "fingerprint") else {}
     h.update(json.dumps([cfg.digest(), fp, list(train_queries), [sorted(int(x) for x in g) for g in train_gold],
-                         [sorted(int(x) for x in e) for e in (train_excluded or [])]], sort_keys=True).encode())
+                         [sorted(int(x) for x in e) for e in (train_excluded or [])], context], sort_keys=True).encode())
     D = np.asarray(doc_embeddings)
     h.update(f"{D.shape}{D.dtype}".encode())
     for b0 in range(0, D.shape[0], 8192):
@@ -224,6 +225,7 @@ def train_query_encoder(
     stop_after: int | None = None,
     progress: bool = False,
     train_excluded: list[list[int]] | None = None,
+    context=None,
 ) -> TrainResult:
     """Fine-tune ``encoder`` (a ``capgap.encoders.Encoder``) in place with LoRA + InfoNCE.
 
@@ -234,7 +236,8 @@ def train_query_encoder(
     when its ``training_digest`` matches (config, encoder, index, train queries, gold sets and
     exclusions), else training starts over and the log says what differs. ``stop_after``: raise ``KeyboardInterrupt`` after that many steps
     of this call (tests simulate a kill with it). ``train_excluded[i]``: row indices left out of
-    query i's softmax (neither gold nor negative). On CUDA the forward pass runs under bf16
+    query i's softmax (neither gold nor negative). ``context``: JSON-able data the curve also
+    depends on (``evaluate``'s queries), part of the checkpoint digest. On CUDA the forward pass runs under bf16
     autocast (``cfg.precision`` "auto" or "bf16"; the loss is computed in float32). Returns a
     ``TrainResult``.
     """
@@ -260,7 +263,7 @@ def train_query_encoder(
     perm, pos, step, curve, resumed = sampler.permutation(n_train), 0, 0, [], 0
     losses: list[float] = []
     ckpt = Path(ckpt_path) if ckpt_path else None
-    data_digest = training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg) if ckpt else ""
+    data_digest = training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg, context) if ckpt else ""
     if ckpt and ckpt.is_file():
         state = torch.load(ckpt, map_location=device, weights_only=False)
         if state.get("digest") == cfg.digest() and state.get("data") == data_digest:
@@ -272,7 +275,7 @@ def train_query_encoder(
             log.info("resumed from %s at step %d", ckpt, step)
         else:
             why = "the fine-tuning config differs" if state.get("digest") != cfg.digest() else \
-                "the training data differ (train queries, gold sets, exclusions, frozen index or encoder)"
+                "the data differ (train or held-out queries, gold sets, exclusions, frozen index or encoder)"
             log.warning("ignoring checkpoint %s and starting over: %s", ckpt, why)
 
     def run_eval(at: int):

@@ -88,6 +88,29 @@ def code_summary(v: Mapping | None = None) -> str:
     return f"{commit} from {v['path']}{warn}"
 
 
+def job_code(benchmark_files: Sequence[str | Path]) -> dict[str, list[str]]:
+    """Which capgap code each job ran, from the "capgap code: ..." line its log starts with
+    (``stages.log_to``): summary line -> the jobs (``rule/wildcards``) that ran it. A job's log
+    is ``logs/{rule}/...log`` beside its ``benchmarks/rules/{rule}/...tsv``; missing logs and
+    logs without the line (older runs) are left out."""
+    out: dict[str, list[str]] = {}
+    for b in benchmark_files:
+        parts = Path(b).with_suffix("").parts
+        if "rules" not in parts:
+            continue
+        i = parts.index("rules")
+        log_path = Path(*parts[:i - 1], "logs", *parts[i + 1 :]).with_suffix(".log")
+        try:
+            with open(log_path, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if "capgap code: " in line:
+                        out.setdefault(line.split("capgap code: ", 1)[1].strip(), []).append("/".join(parts[i + 1 :]))
+                        break
+        except OSError:
+            continue
+    return out
+
+
 def machine() -> dict[str, str]:
     """The machine rendering the report: OS, Python, CPU model, logical cores, memory, GPU."""
     cpu = platform.processor() or ""

@@ -732,6 +732,20 @@ def _bm25_provenance(config: Mapping | None) -> list[str]:
     return [f"**BM25**: {_bm25_text(bm25_variant(config))}{off}", ""]
 
 
+def _code_rows(by_code: Mapping[str, list[str]]) -> dict[str, str]:
+    """Provenance rows naming the capgap code the jobs ran (from their logs) and the report's
+    own: one row when every job ran the same code, one per version otherwise."""
+    rows = {}
+    if len(by_code) == 1:
+        (code, jobs), = by_code.items()
+        rows["capgap code (every job)"] = f"{code} ({len(jobs)} jobs)"
+    else:
+        for i, (code, jobs) in enumerate(sorted(by_code.items(), key=lambda kv: -len(kv[1])), start=1):
+            rows[f"capgap code, version {i} of {len(by_code)}"] = f"{code}: {len(jobs)} jobs, e.g. {', '.join(jobs[:3])}"
+    rows["capgap code (this report)"] = provenance.code_summary()
+    return rows
+
+
 def render_provenance(config: Mapping | None, statuses: Sequence[dict], fps: Sequence[dict], times: Sequence[dict],
                       packages: Mapping[str, str], host: Mapping[str, str], colbert_model: str | None = None) -> list[str]:
     """The provenance block: config hash, machine, packages, data hashes, model fingerprints,
@@ -912,7 +926,7 @@ def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int]
     md = md.rstrip("\n") + "\n\n" + "\n".join(render_hardness(hdf, hs, rel["hardness_p"] if hs else None, rel["hardness_m"] if hs else None))
     md = md.rstrip("\n") + "\n\n" + "\n".join(render_provenance(
         config, statuses, fps, provenance.stage_times(inputs.benchmarks),
-        {**provenance.package_versions(), "capgap code": provenance.code_summary()}, provenance.machine(), colbert_model if "colbert" in set(df["method"]) else None)) + "\n"
+        {**provenance.package_versions(), **_code_rows(provenance.job_code(inputs.benchmarks))}, provenance.machine(), colbert_model if "colbert" in set(df["method"]) else None)) + "\n"
     write_text(outputs.md, md)
     write_text(outputs.html, render_html(md, base))
     write_json(outputs.summary, summary(df_all, ks, ndcg_k))

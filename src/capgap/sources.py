@@ -313,9 +313,13 @@ def local_source(name: str, spec: Mapping, mirror: str | Path | None = None) -> 
 
 
 def source_files(folder: str | Path) -> list[Path]:
-    """The data files of a BEIR-layout folder (``*.jsonl``, ``*.tsv``, recursively), sorted."""
+    """The files ``capgap.data.load_beir_dir`` reads from a BEIR-layout folder (corpus, queries,
+    every qrels file, ``excluded.tsv``), sorted; other files (notes, READMEs) are not data."""
+    from .data import _qrels_files
+
     folder = Path(folder)
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".tsv"))
+    files = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "excluded.tsv", *_qrels_files(folder).values()]
+    return sorted({p for p in files if p.is_file()})
 
 
 def folder_digest(folder: str | Path) -> str:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .data import excluded_positions, load_canonical, write_canonical
+from .data import SPLITS, excluded_positions, load_canonical, write_canonical
 from .errors import DatasetUnavailable
 from .evaluate import Judged, eval_depth, rows_from_ranks, write_rows, write_run
 from .io import write_json
@@ -315,7 +315,7 @@ def run_finetune(
 
     res = train_query_encoder(
         enc, index.embeddings, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.relevant(q)] for q in train_ids],
-        cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=True,
+        cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=True, context=run_data(rs),
         train_excluded=excluded_positions(rs, train_ids, index.doc_ids) if rs.excluded else None,
     )
     log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
@@ -389,12 +389,14 @@ def run_colbert(
     rs = load_canonical(data_dir)
     cfg = cb.ColbertConfig.from_config(dict(colbert_cfg))
     train_ids = list(rs.split.train)
-    key = hashlib.sha256(_json_dumps([cfg.training_digest(), corpus_hash(rs.corpus), training_data(rs)]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(_json_dumps([cfg.training_digest(), corpus_hash(rs.corpus), run_data(rs)]).encode()).hexdigest()[:16]
     root = Path(work_dir)
     work = root / key
     if root.is_dir():
         for old in root.iterdir():
             if old.name != key:
+                log.warning("colbert: discarding work folder %s (checkpoint, model, encoded documents): it was made from another "
+                            "config, corpus or query data; starting over in %s", old, work)
                 shutil.rmtree(old, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     pos = {d: i for i, d in enumerate(rs.corpus.ids)}
@@ -508,12 +510,14 @@ def run_hardness(hardness_cfg: Mapping, probe_cfg: Mapping, out_csv: str | Path,
     return rows
 
 
-def training_data(rs) -> list:
-    """What fine-tuning learns from, for checkpoint digests: every train query's id, text, gold
-    documents with grades, and excluded documents, in split order. A checkpoint or work folder
-    made from other training data is never resumed."""
+def run_data(rs) -> list:
+    """What a fine-tuning job learns from and evaluates its curve on, for checkpoint digests:
+    every query's split, id, text, gold documents with grades and excluded documents, in split
+    order (train, then held-out). A checkpoint or work folder made from other data is never
+    resumed (a held-out edit changes the training curve)."""
     text = dict(zip(rs.queries.ids, rs.queries.texts))
-    return [[q, text[q], sorted(rs.qrels.relevant(q).items()), list(rs.excluded.get(q, ()))] for q in rs.split.train]
+    return [[split, q, text[q], sorted(rs.qrels.relevant(q).items()), list(rs.excluded.get(q, ()))]
+            for split in SPLITS for q in rs.split.ids(split)]
 
 
 def write_curve(path: str | Path, curve: list[dict]) -> None:
