@@ -131,10 +131,7 @@ class BM25:
             if not known:
                 continue  # nothing matches: nothing retrieved
             match[i] = np.asarray(self._terms[:, sorted({self._vocab[t] for t in known})].sum(axis=1)).ravel() > 0
-            if self.backend == "bm25s":
-                out[i] = self._index.get_scores(known)
-            else:
-                out[i] = self._index.get_scores(known)
+            out[i] = self._index.get_scores(known)  # same call in both backends
         return out, match
 
     def search(self, query_texts: list[str], k: int, block: int = 256) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """``capgap diagnose`` (``capgap.diagnose(...)``): the capacity probe on a user's own frozen index, with a verdict per query.
 
-When a query fails, which part failed? (arXiv 2610.02749 adds the first question to the two the
-ANN literature separates, ../shared/seeds/003):
+When a query fails, which part failed? (arXiv 2610.02749 adds the first question, the index, to
+the two the ANN literature separates, the encoder and the approximate search):
 
 - **index-limited**: the index geometry does not admit the answer: the probe (a per-query
   ranking SVM, ``capgap.probe``) cannot place the gold documents in the top k (not certified
@@ -86,7 +86,10 @@ def _block_rows(dim: int) -> int:
     return max(1, (1 << 22) // max(1, dim))
 
 
-def _matrix_problem(a: np.ndarray, dtypes: tuple = (np.float32, np.float16)) -> str | None:
+FLOAT_DTYPES = (np.float16, np.float32, np.float64)  # float64 (numpy's default) is cast to float32 blockwise
+
+
+def _matrix_problem(a: np.ndarray, dtypes: tuple = FLOAT_DTYPES) -> str | None:
     """Why ``a`` is not a usable embedding matrix, or None: not 2-d, no rows or columns, a dtype
     outside ``dtypes``, or a value that is not finite once cast to float32 (NaN, +-inf, or a
     float64 beyond float32's range): the first such row is named (0-based). Reads ``a`` in
@@ -117,7 +120,7 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
 
     Raises ``ValueError`` ``"<name>: <reason>"``, naming the first non-finite row (0-based),
     e.g. ``"queries: row 1 (0-based) is not finite: column 0 holds nan"``."""
-    problem = _matrix_problem(np.asarray(a), (np.float16, np.float32, np.float64))
+    problem = _matrix_problem(np.asarray(a))
     if problem:
         raise ValueError(f"{name}: {problem}")
 
@@ -126,7 +129,7 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
     """An embedding matrix ``(n, dim)`` and, for a faiss index, its metric: ``.npy``
     (memory-mapped read-only, float32, float16 or float64), ``.npz`` (array ``key`` when the file holds
     it, else its only array), or a faiss index file (``.faiss``/``.index``) whose vectors can be
-    reconstructed (flat indexes), metric inner product (``"ip"``) or L2 (``"l2"``). float16 is
+    reconstructed (flat indexes), metric inner product (``"ip"``) or L2 (``"l2"``). float16
     and float64 are returned as is (callers cast blockwise). The file is never written.
 
     Every value is checked to be finite, block by block. Raises ``DataFormatError`` naming the
@@ -165,14 +168,14 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
             raise DataFormatError(path, None, None, f"faiss cannot reconstruct its vectors (a flat index is needed): {e}") from e
     else:
         raise DataFormatError(path, None, None, "expected .npy, .npz or a faiss index (.faiss/.index)")
-    problem = _matrix_problem(a, (np.float16, np.float32, np.float64))  # float64 (numpy's default) is cast blockwise
+    problem = _matrix_problem(a)
     if problem:
         raise DataFormatError(path, None, None, problem)
     return Embeddings(a, metric, path)
 
 
 def load_matrix(path: str | Path, key: str | None = None) -> np.ndarray:
-    """The ``(n, dim)`` float32/float16 matrix of ``load_embeddings(path, key)`` (same formats,
+    """The ``(n, dim)`` float16/float32/float64 matrix of ``load_embeddings(path, key)`` (same formats,
     checks and ``DataFormatError``s), without the faiss metric."""
     return load_embeddings(path, key).matrix
 

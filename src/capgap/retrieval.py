@@ -1,4 +1,4 @@
-"""Exact top-k retrieval by inner product.
+"""Exact ranking and the evaluation tie rule that every method shares.
 
 - ``rank_queries`` with ``dense_scores``: exact search that ranks every document (one BLAS
   product per block of queries, then the tie rule below per query); as fast as ``faiss.knn``'s
@@ -204,10 +204,11 @@ def rank_queries(score_block, n_queries: int, gold: Sequence[np.ndarray], grades
         b = min(n_queries, a + block)
         got = score_block(a, b)
         S, R = got if isinstance(got, tuple) else (got, None)
-        S = np.array(S, copy=True)
+        S = np.asarray(S)
         if S.shape != (b - a, n_docs):
             raise ValueError(f"score_block({a}, {b}) returned shape {S.shape}, expected {(b - a, n_docs)}")
-        tie_duplicates(S, groups)
+        if len(groups):  # tie on a copy: the block may be the caller's array
+            S = tie_duplicates(S.copy(), groups)
         for r, q in enumerate(range(a, b)):
             valid = np.ones(n_docs, dtype=bool) if R is None else np.array(R[r], dtype=bool)
             if excluded is not None and len(excluded[q]):

@@ -72,7 +72,7 @@ BRIGHT_CATEGORIES = ("biology", "earth_science", "economics", "psychology", "rob
 LIMIT_COMMIT = "90c5dd3a7c3c0d68bc6cc7a0c5b0f4ca124dfdcb"
 LIMIT_RAW = "https://raw.githubusercontent.com/google-deepmind/limit/{commit}/data/{name}/{file}"
 LIMIT_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.jsonl")
-# sha256 of the files at LIMIT_COMMIT (checked against ../shared/data, a byte-for-byte copy).
+# sha256 of the files at LIMIT_COMMIT (google-deepmind/limit).
 LIMIT_SHA256 = {
     ("limit-small", "corpus.jsonl"): "ebc38fa10c96fa02e4501e41968edf586efffc6241b6cd10f1c8757c1854dc53",
     ("limit-small", "queries.jsonl"): "0afedee8bb9aec36053568673bc7b5eb3e5fc416b49d44f187026de930084db8",
@@ -81,7 +81,7 @@ LIMIT_SHA256 = {
 
 HINT = (
     "Provide it with a data mirror (export {env}=/path/to/folder holding '{mirror}/' in BEIR "
-    "layout, e.g. ../shared/data) or a 'path:' in the config{online}; then run again (the data "
+    "layout) or a 'path:' in the config{online}; then run again (the data "
     "rule reruns by itself once the dataset becomes available)."
 )
 ONLINE_HINT = ", or let capgap download it: unset HF_HUB_OFFLINE and CAPGAP_OFFLINE (with make: make run OFFLINE=0)"
@@ -322,11 +322,10 @@ def source_files(folder: str | Path) -> list[Path]:
     return sorted({p for p in files if p.is_file()})
 
 
-def folder_digest(folder: str | Path) -> str:
-    """sha256 over the (relative path, content sha256) of every data file of ``folder``: changes
-    when a file's content changes, not when the folder moves. File hashes are cached by (path,
-    size, mtime) in ``default_cache_dir() / "sha256-cache.json"``, so an unchanged corpus is not
-    re-read at every Snakemake parse."""
+def file_hashes(folder: str | Path) -> dict[str, str]:
+    """sha256 of every data file of ``folder`` (``source_files``), by relative path. Hashes are
+    cached by (path, size, mtime) in ``default_cache_dir() / "sha256-cache.json"``, so an
+    unchanged corpus is not re-read at every Snakemake parse."""
     import json
 
     from .io import write_json
@@ -337,19 +336,27 @@ def folder_digest(folder: str | Path) -> str:
         cache = json.loads(cache_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         cache = {}
-    h, changed = hashlib.sha256(), False
+    out, changed = {}, False
     for p in source_files(folder):
         st = p.stat()
         key = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
         if key not in cache:
             cache[key], changed = sha256_file(p), True
-        h.update(f"{p.relative_to(folder).as_posix()}\t{cache[key]}\n".encode())
+        out[p.relative_to(folder).as_posix()] = cache[key]
     if changed:
         try:
             write_json(cache_file, cache)
         except OSError:  # a read-only cache folder only costs the re-hashing
             pass
-    return h.hexdigest()
+    return out
+
+
+def folder_digest(folder: str | Path, hashes: Mapping[str, str] | None = None) -> str:
+    """sha256 over the (relative path, content sha256) of every data file of ``folder``
+    (``file_hashes``, or the ``hashes`` already computed): changes when a file's content
+    changes, not when the folder moves."""
+    hashes = file_hashes(folder) if hashes is None else hashes
+    return hashlib.sha256("".join(f"{rel}\t{h}\n" for rel, h in sorted(hashes.items())).encode()).hexdigest()
 
 
 def source_digest(name: str, spec: Mapping, mirror: str | Path | None = None) -> str:
@@ -411,9 +418,9 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
 
     def from_folder(folder: Path, kind: str) -> RetrievalSet:
         rs = load_beir_dir(folder, name, split_cfg)
-        src = {"kind": kind, "folder": str(folder.resolve()),
-               "sha256": {str(p.relative_to(folder)): sha256_file(p) for p in source_files(folder)},
-               "digest": folder_digest(folder) if kind in ("path", "mirror") else ""}
+        hashes = file_hashes(folder)
+        src = {"kind": kind, "folder": str(folder.resolve()), "sha256": hashes,
+               "digest": folder_digest(folder, hashes) if kind in ("path", "mirror") else ""}
         return replace(rs, source=src)
 
     local = local_source(name, spec, mirror)
