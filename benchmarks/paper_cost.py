@@ -114,7 +114,7 @@ def main() -> None:
     ap.add_argument("--gpu-tflops", type=float, default=300.0, help="assumed sustained bf16 TFLOP/s of one GPU")
     ap.add_argument("--doc-tokens", type=int, default=200, help="assumed mean document length in tokens (capped at 512)")
     ap.add_argument("--query-tokens", type=int, default=128, help="assumed mean training-query length in tokens")
-    ap.add_argument("--mirror", type=Path, default=Path(os.environ.get("CAPGAP_DATA_MIRROR", "../shared/data")))
+    ap.add_argument("--mirror", type=Path, default=os.environ.get("CAPGAP_DATA_MIRROR"), required="CAPGAP_DATA_MIRROR" not in os.environ)
     a = ap.parse_args()
     cpu = measure_cpu(a.mirror) if (a.mirror / "limit-small").is_dir() else None
     if cpu is None:

@@ -8,7 +8,7 @@
   cost of ranking every document exactly instead of a top-k heap.
 - BM25 over SciFact: bm25s backend vs rank-bm25 backend (same tokens, same top-k rule).
 
-Run: .venv/bin/python benchmarks/topk_and_bm25.py [--mirror ../shared/data]
+Run: .venv/bin/python benchmarks/topk_and_bm25.py [--mirror $CAPGAP_DATA_MIRROR]
 Prints a Markdown table to paste into README.md.
 """
 
@@ -32,7 +32,7 @@ def timed(fn, repeat=3):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mirror", default=os.environ.get("CAPGAP_DATA_MIRROR", "../shared/data"))
+    ap.add_argument("--mirror", default=os.environ.get("CAPGAP_DATA_MIRROR"), required="CAPGAP_DATA_MIRROR" not in os.environ)
     args = ap.parse_args()
     import faiss
 

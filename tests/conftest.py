@@ -1,4 +1,4 @@
-"""Shared fixtures: the repository root and the offline data mirror (../shared/data)."""
+"""Shared fixtures: the repository root and the offline data mirror ($CAPGAP_DATA_MIRROR)."""
 
 import os
 from pathlib import Path
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _mirror() -> Path | None:
     env = os.environ.get("CAPGAP_DATA_MIRROR")
-    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data"]:
+    for cand in [Path(env)] if env else []:
         if (cand / "limit-small" / "corpus.jsonl").is_file():
             return cand.resolve()
     return None
@@ -22,8 +22,8 @@ def mirror() -> Path:
     m = _mirror()
     if m is None:
         if os.environ.get("CI"):
-            pytest.fail("CI without ../shared/data: the real-data tests cannot run")
-        pytest.skip("no data mirror (set CAPGAP_DATA_MIRROR or place ../shared/data)")
+            pytest.fail("CI without a data mirror ($CAPGAP_DATA_MIRROR): the real-data tests cannot run")
+        pytest.skip("no data mirror (set CAPGAP_DATA_MIRROR, see the README)")
     return m
 
 

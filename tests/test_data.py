@@ -22,7 +22,7 @@ from .conftest import write_jsonl
 # ---------------------------------------------------------------- real data
 def test_limit_small_real(mirror):
     rs = load_beir_dir(mirror / "limit-small", split_cfg={"heldout_fraction": 0.5, "seed": 0})
-    # counts from ../shared/data/README.md
+    # counts of the LIMIT-small release (google-deepmind/limit)
     assert len(rs.corpus) == 46 and len(rs.queries) == 1000
     assert rs.qrels.n_judgements() == 2000
     assert all(len(rs.qrels.relevant(q)) == 2 for q in rs.queries.ids)

@@ -79,7 +79,7 @@ def test_dtype_applies_on_cuda_only_and_is_validated():
         load_encoder(EncoderSpec("m", "sentence-transformers/all-MiniLM-L6-v2", dtype="int8"), device="cpu")
 
 
-# --- max_length against the model's positions (issue 16, item 5) -----------------------------
+# --- max_length against the model's positions ----------------------------------------------
 
 LONG_DOC = "alpha beta gamma delta " * 200  # ~800 word pieces, as d7 of the max-length case
 

@@ -146,7 +146,7 @@ def test_config_errors():
         FinetuneConfig.from_config({"stepz": 3})
 
 
-# --- save_adapter: atomic, and independent of PYTHONHASHSEED (issue 16, item 7) ---------------
+# --- save_adapter: atomic, and independent of PYTHONHASHSEED --------------------------------
 
 _TINY_LORA = """
 import sys

@@ -1,4 +1,4 @@
-"""Inputs that used to give silently wrong numbers (issue 15, items 5-8): Unicode normal forms,
+"""Inputs that used to give silently wrong numbers: Unicode normal forms,
 ids that do not round-trip through TSV/TREC files, bad encodings and non-finite numbers, and
 non-strict JSON output. The small datasets under tests/data/ reproduce each report."""
 

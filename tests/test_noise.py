@@ -1,4 +1,4 @@
-"""Known-harmless library messages leave the job logs; genuine warnings stay (issue 16, item 9)."""
+"""Known-harmless library messages leave the job logs; genuine warnings stay."""
 
 import logging
 import os

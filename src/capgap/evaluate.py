@@ -1,7 +1,7 @@
 """Turn rankings into tidy result rows: one row per (split, metric, k) number.
 
 Rows have the columns of ``reports/results.csv``: ``dataset, encoder, method, split, metric,
-k, value`` (DESIGN.md "Report"). Splits: ``train``, ``heldout`` and ``all``. Metrics:
+k, value``. Splits: ``train``, ``heldout`` and ``all``. Metrics:
 ``recall`` at every configured k and ``ndcg`` at ``ndcg_k`` (default 10), each the mean over
 the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is over.
 """

@@ -8,7 +8,7 @@ Layout of an index folder (``results/{dataset}/{encoder}/index/``):
 
 Encoding runs in chunks saved under ``parts/`` (each atomically, with the fingerprint they
 belong to), so a killed build resumes where it stopped. Loading an index whose fingerprint
-differs from the expected one raises ``FingerprintMismatch`` (DESIGN.md, "Frozen index").
+differs from the expected one raises ``FingerprintMismatch``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Known-harmless library log messages, kept out of the job logs (issue 16, item 9).
+"""Known-harmless library log messages, kept out of the job logs.
 
 Every job log used to open with messages that look like failures and are not, burying the
 warnings that matter:
