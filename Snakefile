@@ -11,7 +11,7 @@ if not config:
     configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+validate(config, "src/capgap/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"

@@ -69,7 +69,7 @@ def main():
             t_prod = (time.perf_counter() - t) / 3
             tracemalloc.start()
             t = time.perf_counter()
-            res = probe(D, golds, C=args.C, eps=1e-3)
+            res = probe(D, golds, C=args.C, eps=1e-3, C_max=None, lp_check_max_docs=0)
             t_ours = time.perf_counter() - t
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()

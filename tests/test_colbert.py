@@ -165,13 +165,13 @@ def test_faiss_token_index_candidates_rescored_agree_with_exact():
 
 
 def test_work_folder_key_covers_the_training_data():
-    """ColBERT's work folder (checkpoint, fine-tuned model, curve) is keyed by stages.run_data:
+    """ColBERT's work folder (checkpoint, fine-tuned model, curve) is keyed by data.query_records:
     other train or held-out texts, gold sets or exclusions give another folder, so a stale one is
     never resumed."""
     from dataclasses import replace
 
     from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
-    from capgap.stages import run_data
+    from capgap.data import query_records as run_data
 
     rs = RetrievalSet("t", Corpus(("a", "b"), ("", ""), ("x", "y")), Queries(("q1", "q2"), ("find x", "find y")),
                       Qrels({"q1": {"a": 1}, "q2": {"b": 1}}), Split(("q1",), ("q2",)))

@@ -154,7 +154,7 @@ def test_probe_excluded_duplicate_is_no_conflict():
     rng = np.random.default_rng(1)
     D = rng.standard_normal((30, 8)).astype(np.float32)
     D[7] = D[3]
-    plain, with_excl = probe(D, [[3]], lp_check_max_docs=100)[0], probe(D, [[3]], lp_check_max_docs=100, excluded_sets=[[7]])[0]
+    plain, with_excl = probe(D, [[3]], lp_check_max_docs=100, C_max=None)[0], probe(D, [[3]], lp_check_max_docs=100, excluded_sets=[[7]], C_max=None)[0]
     assert plain.duplicate_conflict and not plain.certified
     assert not with_excl.duplicate_conflict and with_excl.certified and with_excl.gold_ranks.tolist() == [1]
     with pytest.raises(ValueError, match="both gold and excluded"):
@@ -179,13 +179,16 @@ def test_infonce_exclusion_equals_removing_the_candidate():
 def test_bm25_stage_removes_excluded_before_top_k(tmp_path):
     """By hand: 'apple' scores d_excl highest; with it excluded the gold d_gold ranks first."""
     from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
-    from capgap.stages import evaluate_bm25
+    from types import SimpleNamespace as NS
+
+    from capgap import stages
 
     corpus = Corpus(("d_excl", "d_gold", "d_x", "d_y"), ("", "", "", ""), ("apple apple apple", "apple pie", "banana", "cherry"))
     rs = RetrievalSet("t", corpus, Queries(("q",), ("apple",)), Qrels({"q": {"d_gold": 1}}), Split(("q",), ()),
                       excluded={"q": ("d_excl",)})
     write_canonical(rs, tmp_path / "data")
-    rows = evaluate_bm25(tmp_path / "data", "t", {"backend": "bm25s"}, [1, 2], 2, tmp_path / "m.csv", tmp_path / "run.trec")
+    rows = stages.bm25(NS(data=tmp_path / "data"), NS(metrics=tmp_path / "m.csv", run=tmp_path / "run.trec"),
+                       NS(bm25={"backend": "bm25s"}, ks=[1, 2], ndcg_k=2))
     r1 = [r["value"] for r in rows if r["metric"] == "recall" and r["k"] == 1 and r["split"] == "all"]
     assert r1 == [1.0]
     assert "d_excl" not in (tmp_path / "run.trec").read_text()

@@ -109,11 +109,11 @@ def test_idempotent():
         assert sum(isinstance(f, cls) for f in logging.getLogger(name).filters) == 1
 
 
-# a job as the workflow runs it: stages.log_to, then faiss and the bundled MiniLM
+# a job as the workflow runs it: logs.log_to, then faiss and the bundled MiniLM
 _JOB = """
 import logging, sys
 if sys.argv[2] == "quiet":  # what every Snakemake job does first (log_to calls quiet_known_noise)
-    from capgap.stages import log_to
+    from capgap.logs import log_to
     log_to(sys.argv[1])
 else:  # the same log file and format, without the filters
     sys.stderr = open(sys.argv[1], "w", buffering=1)
@@ -128,7 +128,7 @@ logging.getLogger("faiss.loader").warning("genuine faiss warning")
 
 def test_job_log_without_the_noise(tmp_path):
     """The real libraries, in a fresh process each: a plain log carries the noise (so this test
-    sees it when it is there), a job's log (``stages.log_to``) does not, and keeps the genuine
+    sees it when it is there), a job's log (``logs.log_to``) does not, and keeps the genuine
     warnings and faiss's one-line success message."""
     import transformers
 

@@ -33,7 +33,7 @@ def test_matches_dlib(n, d, G, C):
     rng = np.random.default_rng(n + d)
     D = unit(rng, n, d)
     gold = rng.choice(n, G, replace=False)
-    ours = probe(D, [gold], C=C, eps=1e-7, max_iter=5000)[0]
+    ours = probe(D, [gold], C=C, eps=1e-7, max_iter=5000, C_max=None, lp_check_max_docs=0)[0]
     rp = dlib.ranking_pair()
     mask = np.ones(n, dtype=bool)
     mask[gold] = False
@@ -58,7 +58,7 @@ def test_matches_dlib(n, d, G, C):
 def test_separable_toy_is_certified():
     # gold documents point along +x, the others along -x: w = x separates with margin 2
     D = np.array([[1, 0], [0.9, 0.1], [-1, 0], [-0.8, 0.6], [-0.8, -0.6]], dtype=np.float32)
-    r = probe(D, [[0, 1]], C=1000.0)[0]
+    r = probe(D, [[0, 1]], C=1000.0, C_max=None, lp_check_max_docs=0)[0]
     assert r.certified and r.recall_at(2) == 1.0 and sorted(r.gold_ranks) == [1, 2]
     assert r.slack <= 1e-3 and r.margin > 0
     assert lp_feasible(D, [0, 1]) is True
@@ -88,9 +88,9 @@ def test_duplicate_across_gold_and_nongold():
 def test_all_but_one_and_single_document():
     rng = np.random.default_rng(2)
     D = unit(rng, 12, 20)
-    r = probe(D, [list(range(11))], C=1000.0)[0]
+    r = probe(D, [list(range(11))], C=1000.0, C_max=None, lp_check_max_docs=0)[0]
     assert r.certified and r.recall_at(11) == 1.0  # 12 points in 20-d: always separable
-    single = probe(D[:1], [[0]])[0]
+    single = probe(D[:1], [[0]], C_max=None, lp_check_max_docs=0)[0]
     assert single.certified and single.iterations == 0 and single.recall_at(1) == 1.0
 
 
@@ -115,7 +115,7 @@ def test_lp_fallback_certifies():
     D = unit(rng, 127, 11)
     gold = [3, 50, 99]
     plain = probe(D, [gold], C=10.0)[0]  # soft margin, no escalation
-    with_lp = probe(D, [gold], C=10.0, lp_check_max_docs=1000)[0]
+    with_lp = probe(D, [gold], C=10.0, lp_check_max_docs=1000, C_max=None)[0]
     assert with_lp.lp_feasible is lp_feasible(D, gold)
     assert with_lp.certified == (plain.certified or with_lp.lp_feasible)
 
@@ -124,7 +124,7 @@ def test_iteration_cap_warns(caplog):
     rng = np.random.default_rng(3)
     D = unit(rng, 400, 16)
     with caplog.at_level(logging.WARNING):
-        r = probe(D, [[1, 2, 3]], C=1e4, eps=1e-9, max_iter=3)[0]
+        r = probe(D, [[1, 2, 3]], C=1e4, eps=1e-9, max_iter=3, C_max=None, lp_check_max_docs=0)[0]
     assert not r.converged and r.iterations == 3
     assert "hit the iteration cap" in caplog.text
 
@@ -144,8 +144,8 @@ def test_batching_does_not_change_results():
     rng = np.random.default_rng(4)
     D = unit(rng, 3000, 32)
     golds = [rng.choice(3000, 2, replace=False) for _ in range(25)]
-    a = probe(D, golds, batch_size=1)
-    b = probe(D, golds, batch_size=16)
+    a = probe(D, golds, batch_size=1, C_max=None, lp_check_max_docs=0)
+    b = probe(D, golds, batch_size=16, C_max=None, lp_check_max_docs=0)
     for x, y in zip(a, b):
         assert x.iterations == y.iterations and np.allclose(x.w, y.w, atol=1e-6)
 

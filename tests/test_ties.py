@@ -5,6 +5,7 @@ tests/data/). Right values are derived by hand or by pytrec_eval on full ranking
 import csv
 import json
 import math
+from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from capgap import stages
 from capgap.bm25 import BM25
 from capgap.probe import probe
-from capgap.retrieval import duplicate_groups, rank_gold, rank_queries, rank_top, tie_duplicates, topk_from_scores
+from capgap.retrieval import document_groups, duplicate_groups, rank_gold, rank_queries, rank_top, tie_duplicates, topk_from_scores
 
 DATA = __import__("pathlib").Path(__file__).parent / "data"
 MINILM = {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}
@@ -29,20 +30,21 @@ def values(path, split="all"):
 def pipeline(tmp, case, ks, ndcg_k, methods=("probe", "pretrained", "bm25")):
     """Run the DAG's stage functions on tests/data/<case>: {method: metrics.csv path}."""
     data = tmp / "data"
-    stages.prepare_dataset(case, {"source": "local", "path": str(DATA / case), "split": {"heldout_fraction": 0.5, "seed": 0}}, data)
+    stages.data(None, [data], NS(dataset=case, spec={"source": "local", "path": str(DATA / case), "split": {"heldout_fraction": 0.5, "seed": 0}}))
+    index = NS(data=data, fingerprint=tmp / "index" / "fingerprint.json")
+    enc = dict(encoder_name="minilm", encoder=MINILM, ks=ks, ndcg_k=ndcg_k)
     out = {}
     if {"probe", "pretrained"} & set(methods):
-        stages.build_frozen_index(data, "minilm", MINILM, tmp / "index")
+        stages.index(NS(data=data), NS(fingerprint=index.fingerprint), NS(**enc))
     if "pretrained" in methods:
         out["pretrained"] = tmp / "pretrained.csv"
-        stages.evaluate_pretrained(data, tmp / "index", case, "minilm", MINILM, ks, ndcg_k, out["pretrained"], tmp / "pretrained.trec")
+        stages.pretrained(index, NS(metrics=out["pretrained"], run=tmp / "pretrained.trec"), NS(**enc))
     if "probe" in methods:
         out["probe"] = tmp / "probe.csv"
-        stages.run_probe(data, tmp / "index", case, "minilm", PROBE_CFG, ks, ndcg_k, out["probe"], tmp / "probe.jsonl",
-                         out_run=tmp / "probe.trec")
+        stages.probe(index, NS(metrics=out["probe"], per_query=tmp / "probe.jsonl", run=tmp / "probe.trec"), NS(**enc, probe=PROBE_CFG))
     if "bm25" in methods:
         out["bm25"] = tmp / "bm25.csv"
-        stages.evaluate_bm25(data, case, BM25_CFG, ks, ndcg_k, out["bm25"], tmp / "bm25.trec")
+        stages.bm25(NS(data=data), NS(metrics=out["bm25"], run=tmp / "bm25.trec"), NS(bm25=BM25_CFG, ks=ks, ndcg_k=ndcg_k))
     return out
 
 
@@ -236,8 +238,8 @@ def test_document_groups_merge_text_and_rows():
                       Qrels({"q": {"a": 1}}), Split(("q",), ()))
     E = np.eye(4, dtype=np.float32)
     E[3] = E[1]  # rows b and d are bit-identical, texts a and c are identical
-    assert [g.tolist() for g in stages.document_groups(rs, E)] == [[0, 2], [1, 3]]
-    assert [g.tolist() for g in stages.document_groups(rs)] == [[0, 2]]
+    assert [g.tolist() for g in document_groups(rs.corpus, E)] == [[0, 2], [1, 3]]
+    assert [g.tolist() for g in document_groups(rs.corpus)] == [[0, 2]]
 
 
 def test_rank_bm25_robertson_epsilon0_equals_bm25s_with_empty_documents():

@@ -299,13 +299,16 @@ def test_benchmark_paths_follow_the_rules():
             assert re.fullmatch(r"benchmarks/rules/\w+/(\{dataset\}(/\{encoder\})?|\w+)\.tsv", path), path
 
 
-def test_required_dataset_fails_its_data_job(tmp_path):
-    from capgap.errors import DatasetUnavailable
-    from capgap.stages import prepare_dataset
+def test_required_dataset_fails_its_data_job(tmp_path, monkeypatch):
+    from types import SimpleNamespace as NS
 
+    from capgap import stages
+    from capgap.errors import DatasetUnavailable
+
+    monkeypatch.setenv("CAPGAP_DATA_MIRROR", str(tmp_path))
     with pytest.raises(DatasetUnavailable):
-        prepare_dataset("nowhere", {"source": "local", "required": True}, tmp_path / "d", mirror=str(tmp_path))
-    st = prepare_dataset("nowhere", {"source": "local"}, tmp_path / "d2", mirror=str(tmp_path))
+        stages.data(None, [tmp_path / "d"], NS(dataset="nowhere", spec={"source": "local", "required": True}))
+    st = stages.data(None, [tmp_path / "d2"], NS(dataset="nowhere", spec={"source": "local"}))
     assert st["available"] is False
 
 

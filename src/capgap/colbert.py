@@ -43,43 +43,48 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .config import section_defaults
+
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "exact", "faiss", "plaid")
 
 
+_D = section_defaults("colbert")  # the schema holds every default (capgap.config)
+
+
 @dataclass(frozen=True)
 class ColbertConfig:
-    """The ``colbert`` config section (documented in workflow/schemas/config.schema.yaml)."""
+    """The ``colbert`` config section (documented in src/capgap/schemas/config.schema.yaml)."""
 
-    model: str = "sentence-transformers/all-MiniLM-L6-v2"
-    sha256: str | None = None
-    embedding_size: int = 128
-    query_length: int = 32
-    document_length: int = 180
-    steps: int = 100
-    batch_size: int = 16
-    lr: float = 3e-5
-    weight_decay: float = 0.0
-    temperature: float = 1.0
-    n_negatives: int = 1
-    checkpoint_every: int = 25
-    eval_every: int = 50
-    eval_max_queries: int = 200
-    curve_max_docs: int = 5000
-    encode_batch_size: int = 32
-    backend: str = "auto"
-    exact_max_docs: int = 20000
-    candidates: int = 200
-    ann_sample: int = 100
-    faiss_nlist: int | None = None
-    faiss_nprobe: int = 32
-    faiss_k_tokens: int = 64
-    plaid_nbits: int = 4
-    plaid_ncells: int = 8
-    plaid_ndocs: int = 8192
-    plaid_centroid_score_threshold: float = 0.35
-    seed: int = 0
+    model: str = _D["model"]
+    sha256: str | None = _D["sha256"]
+    embedding_size: int = _D["embedding_size"]
+    query_length: int = _D["query_length"]
+    document_length: int = _D["document_length"]
+    steps: int = _D["steps"]
+    batch_size: int = _D["batch_size"]
+    lr: float = _D["lr"]
+    weight_decay: float = _D["weight_decay"]
+    temperature: float = _D["temperature"]
+    n_negatives: int = _D["n_negatives"]
+    checkpoint_every: int = _D["checkpoint_every"]
+    eval_every: int = _D["eval_every"]
+    eval_max_queries: int = _D["eval_max_queries"]
+    curve_max_docs: int = _D["curve_max_docs"]
+    encode_batch_size: int = _D["encode_batch_size"]
+    backend: str = _D["backend"]
+    exact_max_docs: int = _D["exact_max_docs"]
+    candidates: int = _D["candidates"]
+    ann_sample: int = _D["ann_sample"]
+    faiss_nlist: int | None = _D["faiss_nlist"]
+    faiss_nprobe: int = _D["faiss_nprobe"]
+    faiss_k_tokens: int = _D["faiss_k_tokens"]
+    plaid_nbits: int = _D["plaid_nbits"]
+    plaid_ncells: int = _D["plaid_ncells"]
+    plaid_ndocs: int = _D["plaid_ndocs"]
+    plaid_centroid_score_threshold: float = _D["plaid_centroid_score_threshold"]
+    seed: int = _D["seed"]
 
     def __post_init__(self):
         if self.backend not in BACKENDS:

@@ -634,14 +634,28 @@ def load_excluded(path: str | Path, corpus: Corpus, queries: Queries) -> dict[st
 
 def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
     """Load a folder written by ``write_canonical`` (``excluded.tsv`` is optional: folders
-    prepared before it existed have no exclusions)."""
+    prepared before it existed have no exclusions). The set's name is ``name``, else the
+    ``dataset`` its ``status.json`` records (the data stage writes it), else the folder's name."""
     folder = Path(folder)
+    status = folder / "status.json"
+    if name is None and status.is_file():
+        name = json.loads(status.read_text(encoding="utf-8")).get("dataset")
     corpus = load_corpus(folder / "corpus.jsonl")
     queries = load_queries(folder / "queries.jsonl")
     qrels = load_qrels(folder / "qrels.tsv", corpus, queries)
     split = load_split(folder / "split.tsv", queries)
     excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else {}
     return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded)
+
+
+def query_records(rs: RetrievalSet) -> list[list]:
+    """What a fine-tuning job learns from and evaluates its curve on, for checkpoint digests:
+    one ``[split, query id, text, sorted (gold id, grade) pairs, excluded ids]`` per query, in
+    split order (train, then held-out). A checkpoint or work folder made from other data is
+    never resumed (a held-out edit changes the training curve)."""
+    text = dict(zip(rs.queries.ids, rs.queries.texts))
+    return [[split, q, text[q], sorted(rs.qrels.relevant(q).items()), list(rs.excluded.get(q, ()))]
+            for split in SPLITS for q in rs.split.ids(split)]
 
 
 def excluded_positions(rs: RetrievalSet, query_ids, doc_ids) -> list[list[int]]:

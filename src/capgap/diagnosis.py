@@ -58,8 +58,6 @@ from .io import atomic_open, write_json, write_text
 
 log = logging.getLogger(__name__)
 VERDICTS = ("index-limited", "encoder-limited", "ann-limited", "ok")
-# the DAG's probe settings (config/config.yaml `probe`), so verdicts agree with the pipeline's rows
-DEFAULT_PROBE = {"C": 1000.0, "C_max": 1.0e8, "eps": 1e-3, "max_iter": 2000, "lp_check_max_docs": 2000}
 
 
 # --------------------------------------------------------------------------- inputs
@@ -405,7 +403,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     (grade > 0 = gold); ``ann_run``: query id -> the user's approximate top documents;
     ``metric``: ``ip`` (inner product), ``cosine`` (rows L2-normalised into new arrays; a note
     says how far they were from unit length) or ``l2`` (ranked by ``-|q - d|^2``; the probe runs
-    on ``(d, -|d|^2/2)``: module docstring); ``probe_cfg``: overrides of ``DEFAULT_PROBE``.
+    on ``(d, -|d|^2/2)``: module docstring); ``probe_cfg``: overrides of the probe's defaults (``capgap.probe.ProbeConfig``: the DAG's).
 
     Query rows whose id the qrels do not judge are left out, judged queries without a row are
     not evaluated: both are counted in the summary (``rows_without_judgements``,
@@ -417,7 +415,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     row judged by the qrels (naming ids of both sides), qrels that name documents not in
     ``doc_ids``, or a query whose judged documents are all non-relevant.
     """
-    from .probe import probe
+    from .probe import ProbeConfig, probe
     from .retrieval import dense_scores, duplicate_groups, rank_queries
 
     if metric not in METRICS:
@@ -455,7 +453,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     groups = duplicate_groups(Ds)  # bit-identical rows; under l2 the same groups as D's
     # no text ties here: equal query embeddings need not mean equal texts, and another encoder
     # could tell them apart, so each query keeps its own w
-    results = probe(Ds, gold_rows, threads=threads, grades=grades, **{**DEFAULT_PROBE, **dict(probe_cfg or {})})
+    results = probe(Ds, gold_rows, threads=threads, grades=grades, **ProbeConfig.from_config(probe_cfg).kwargs())
     probe_ranks = [res.gold_ranks for res in results]
     certified = [bool(res.certified) for res in results]
     causes = [res.cause for res in results]

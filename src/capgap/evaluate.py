@@ -64,7 +64,7 @@ def rows_from_ranks(
     ranks: Sequence[np.ndarray],
     ks: Sequence[int],
     ndcg_k: int = 10,
-    dataset: str = "",
+    dataset: str | None = None,
     encoder: str = "",
     method: str = "",
 ) -> list[dict]:
@@ -74,8 +74,10 @@ def rows_from_ranks(
     in its full ranking (``capgap.retrieval.rank_gold``: pessimistic ties, ``inf`` = not
     retrieved), aligned with ``judged.gold[i]``. recall@k = |gold ranked <= k| / |gold| and
     nDCG@k with linear gains (trec_eval ``recall_k`` / ``ndcg_cut_k`` on the full ranking).
-    Raises ``KeyError`` if a query of a split is not in ``judged``.
+    ``dataset`` defaults to ``rs.name``. Raises ``KeyError`` if a query of a split is not in
+    ``judged``.
     """
+    dataset = rs.name if dataset is None else dataset
     at = {q: i for i, q in enumerate(judged.query_ids)}
     rows = []
     for split in EVAL_SPLITS:
@@ -100,3 +102,21 @@ def write_rows(path: str | Path, rows: list[dict]) -> None:
         for r in rows:
             w.writerow({c: r.get(c, "") for c in COLUMNS})
 
+
+
+def interleave_rows(rows: list[dict], extra: list[dict]) -> list[dict]:
+    """``rows`` with each split's ``extra`` rows placed right after that split's own rows."""
+    out = []
+    for split in EVAL_SPLITS:
+        out += [r for r in rows if r["split"] == split] + [r for r in extra if r["split"] == split]
+    return out
+
+
+def write_curve(path: str | Path, curve: list[dict]) -> None:
+    """Atomically write a training curve (one dict per evaluation step) as CSV: columns
+    ``step``, ``loss``, then the rest sorted."""
+    cols = sorted({k for row in curve for k in row}, key=lambda c: (c != "step", c != "loss", c)) or ["step", "loss"]
+    with atomic_open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        w.writerows(curve)

@@ -49,10 +49,12 @@ from typing import Callable
 
 import numpy as np
 
+from .config import section_defaults
+
 log = logging.getLogger(__name__)
 
-DEFAULT_TARGETS = {"bert": ["query", "key", "value"], "mpnet": ["q", "k", "v"], "distilbert": ["q_lin", "k_lin", "v_lin"],
-                   "qwen3": ["q_proj", "k_proj", "v_proj", "o_proj"]}
+_D = section_defaults("finetune")  # the schema holds every default (capgap.config)
+DEFAULT_TARGETS = _D["target_modules"]
 
 
 @dataclass(frozen=True)
@@ -66,23 +68,23 @@ class FinetuneConfig:
     for curve points; the final evaluation uses all queries); ``seed``; ``precision``: ``auto``
     (bf16 autocast on CUDA, float32 on CPU), ``bf16`` or ``fp32``."""
 
-    steps: int = 3000
-    batch_size: int = 32
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    temperature: float = 0.05
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.1
-    target_modules: dict = field(default_factory=lambda: dict(DEFAULT_TARGETS))
-    loss: str = "avg"
-    candidates: str = "full"
-    n_negatives: int = 1024
-    checkpoint_every: int = 100
-    eval_every: int = 100
-    eval_max_queries: int = 500
-    seed: int = 0
-    precision: str = "auto"
+    steps: int = _D["steps"]
+    batch_size: int = _D["batch_size"]
+    lr: float = _D["lr"]
+    weight_decay: float = _D["weight_decay"]
+    temperature: float = _D["temperature"]
+    lora_rank: int = _D["lora_rank"]
+    lora_alpha: int = _D["lora_alpha"]
+    lora_dropout: float = _D["lora_dropout"]
+    target_modules: dict = field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_TARGETS.items()})
+    loss: str = _D["loss"]
+    candidates: str = _D["candidates"]
+    n_negatives: int = _D["n_negatives"]
+    checkpoint_every: int = _D["checkpoint_every"]
+    eval_every: int = _D["eval_every"]
+    eval_max_queries: int = _D["eval_max_queries"]
+    seed: int = _D["seed"]
+    precision: str = _D["precision"]
 
     def __post_init__(self):
         if self.precision not in ("auto", "bf16", "fp32"):

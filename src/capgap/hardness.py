@@ -258,7 +258,7 @@ def sizes(P: int, d: int, rho: int) -> dict:
     return {"P": P, "d": d, "n": 2**d, "k": k, "k_over_n": k / 2**d, "log2_intents": d * P, "sq_lower_bound": "2^Omega(P)"}
 
 
-def run_grid(cfg: dict, probe_cfg: dict | None = None) -> tuple[list[dict], dict]:
+def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
     """The hardness experiments of one config section (documented in the config schema).
 
     Returns ``(rows, summary)``: tidy rows for results.csv (dataset ``parity-P{P}``; method
@@ -266,9 +266,10 @@ def run_grid(cfg: dict, probe_cfg: dict | None = None) -> tuple[list[dict], dict
     query per distinct gold ball), ``trained`` (encoder ``{arch}-{loss}`` at ``m_train``
     queries, and ``{arch}-{loss}-m{m}`` for the sweep over training-set sizes) and
     ``random`` (k/n); metric ``recall`` at k = |ball|) and a summary with the sizes table,
-    the chance-agreement measurements and the perfect encoders' sizes.
+    the chance-agreement measurements and the perfect encoders' sizes. ``probe_cfg``: a
+    ``capgap.probe.ProbeConfig`` (default: the schema's probe settings, as in the DAG).
     """
-    from .probe import probe
+    from .probe import ProbeConfig, probe
 
     seed = int(cfg.get("seed", 0))
     rho = int(cfg["rho"])
@@ -300,7 +301,7 @@ def run_grid(cfg: dict, probe_cfg: dict | None = None) -> tuple[list[dict], dict
         X = hypercube(d) / np.sqrt(d, dtype=np.float32)
         docs = (hypercube(d) > 0).astype(np.uint8)
         balls = [np.flatnonzero((docs != c).sum(axis=1) <= rho) for c in centers]
-        res = probe(X.astype(np.float32), balls, **(probe_cfg or {}))
+        res = probe(X.astype(np.float32), balls, **(probe_cfg or ProbeConfig()).kwargs())
         row(ds, "", "probe", "all", "recall", task.k, np.mean([r.recall_at(task.k) for r in res]))
         row(ds, "", "probe", "all", "certified", "", np.mean([r.certified for r in res]))
         for arch in cfg["archs"]:

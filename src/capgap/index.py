@@ -80,11 +80,14 @@ def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int = 
     return load_index(out, fp)
 
 
-def load_index(folder: str | Path, expected: dict | None = None) -> FrozenIndex:
+def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus | None = None) -> FrozenIndex:
     """Load an index folder; check shape, finiteness and (if given) the expected fingerprint.
 
-    Raises ``FingerprintMismatch`` when ``expected`` differs from the stored fingerprint,
-    ``DataFormatError`` when a file is missing or inconsistent.
+    ``expected``: the whole fingerprint (``index_fingerprint``: encoder and corpus) the index
+    must have. ``corpus``: the corpus it must have been built from, checked on its own (hash,
+    size and document order) when the encoder does not matter (the probe only needs the
+    geometry). Raises ``FingerprintMismatch`` when either check fails, ``DataFormatError``
+    when a file is missing or inconsistent.
     """
     folder = Path(folder)
     fpf = folder / "fingerprint.json"
@@ -93,6 +96,12 @@ def load_index(folder: str | Path, expected: dict | None = None) -> FrozenIndex:
     fp = json.loads(fpf.read_text())
     if expected is not None and expected != fp:
         raise FingerprintMismatch(folder, expected, fp)
+    if corpus is not None:
+        want = {"corpus_sha256": corpus_hash(corpus), "n_docs": len(corpus)}
+        got = {k: fp.get(k) for k in want}
+        ids = json.loads((folder / "doc_ids.json").read_text())
+        if got != want or tuple(ids) != tuple(corpus.ids):
+            raise FingerprintMismatch(folder, want, got)
     emb = np.load(folder / "embeddings.npy", mmap_mode="r")
     ids = tuple(json.loads((folder / "doc_ids.json").read_text()))
     if emb.dtype != np.float32 or emb.ndim != 2:

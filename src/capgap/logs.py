@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 
 FAISS_LOGGER = "faiss.loader"
 TRANSFORMERS_LOGGER = "transformers.modeling_utils"
@@ -109,7 +110,7 @@ def quiet_known_noise() -> list[str]:
     Idempotent (a second call adds nothing), cheap (imports neither library), and effective
     whether called before or after the libraries are imported: a logger's filters apply to the
     records created on it, whatever handler (the root's, or transformers' own) writes them.
-    Call it once per process before the models load, e.g. right after ``stages.log_to``.
+    Call it once per process before the models load, e.g. right after ``logs.log_to``.
     Raises nothing.
     """
     for name, cls in _FILTERS.items():
@@ -117,3 +118,23 @@ def quiet_known_noise() -> list[str]:
         if not any(isinstance(f, cls) for f in logger.filters):
             logger.addFilter(cls())
     return list(_FILTERS)
+
+
+def log_to(path: str | Path) -> None:
+    """Send stderr and ``logging`` (INFO) to a rule's log file: the first call of every
+    workflow script. Logs which capgap code runs, loudly when it is not the workflow's checkout
+    (``capgap.provenance``), and quiets known library noise (``quiet_known_noise``)."""
+    import sys
+
+    from .provenance import code_summary, code_version
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr = open(path, "w", buffering=1)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    quiet_known_noise()
+    log = logging.getLogger("capgap.stages")
+    v = code_version()
+    log.info("capgap code: %s", code_summary(v))
+    if v["matches"] is False:
+        log.warning("the imported capgap (%s) is not the workflow's checkout %s: this job runs other code than the "
+                    "Snakefile's; reinstall (pip install -e .) or put the checkout's src/ first on PYTHONPATH", v["path"], v["expected"])

@@ -49,10 +49,12 @@ non-gold document with the same score ranks first), so it stays a lower bound on
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Mapping, Sequence
 
 import numpy as np
+
+from .config import section_defaults
 
 log = logging.getLogger(__name__)
 PRUNE_AFTER = 50  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
@@ -202,15 +204,46 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, ex
     return ok
 
 
+_D = section_defaults("probe")  # the schema holds every default (capgap.config)
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """The probe's settings (config section ``probe`` minus ``enabled``), with the schema's
+    defaults: the DAG, ``capgap diagnose``, the hardness task and ``probe()`` all use these.
+    See ``probe`` for what each one means."""
+
+    C: float = _D["C"]
+    C_max: float | None = _D["C_max"]
+    eps: float = _D["eps"]
+    max_iter: int = _D["max_iter"]
+    lp_check_max_docs: int = _D["lp_check_max_docs"]
+    batch_size: int | None = _D["batch_size"]
+
+    @classmethod
+    def from_config(cls, cfg: Mapping | None = None) -> "ProbeConfig":
+        """From a config section (``enabled`` ignored; missing keys take the defaults).
+        Raises ``ValueError`` naming unknown keys."""
+        cfg = {k: v for k, v in dict(cfg or {}).items() if k != "enabled"}
+        unknown = set(cfg) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"probe: unknown keys {sorted(unknown)}")
+        return cls(**cfg)
+
+    def kwargs(self) -> dict:
+        """The settings as keyword arguments of ``probe()``."""
+        return asdict(self)
+
+
 def probe(
     D: np.ndarray,
     gold_sets: Sequence[Sequence[int]],
-    C: float = 1000.0,
-    eps: float = 1e-3,
-    max_iter: int = 2000,
-    batch_size: int | None = None,
-    lp_check_max_docs: int = 0,
-    C_max: float | None = None,
+    C: float = _D["C"],
+    eps: float = _D["eps"],
+    max_iter: int = _D["max_iter"],
+    batch_size: int | None = _D["batch_size"],
+    lp_check_max_docs: int = _D["lp_check_max_docs"],
+    C_max: float | None = _D["C_max"],
     threads: int | None = None,
     progress: bool = False,
     excluded_sets: Sequence[Sequence[int]] | None = None,
@@ -565,3 +598,52 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
                              {"C_final": C, "escalations": st["escalations"]}, cause, len(members), by_construction,
                              top_rows, top_scores)
     return out
+
+
+def query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], gold: Sequence[np.ndarray], doc_ids: Sequence[str],
+                  split_of: Mapping[str, str], ks: Sequence[int]) -> list[dict]:
+    """One JSON-ready record per query (the probe's ``per_query.jsonl``): id, split, gold-set
+    size, recall@k for each k in ``ks`` (pessimistic ties), certificate and its cause, slack
+    (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict
+    JSON: no non-gold document), objective, duality gap, iterations, convergence, |w|, the final
+    C and escalations, and each gold document's rank by id. ``gold[i]``: ``(g,) int64`` rows of
+    query i's gold documents (into ``doc_ids``), aligned with ``results[i].gold_ranks``."""
+    out = []
+    for q, g, r in zip(query_ids, gold, results):
+        out.append({
+            "query_id": q, "split": split_of.get(q, ""), "n_gold": len(g),
+            **{f"recall@{k}": r.recall_at(k) for k in ks},
+            "certified": r.certified, "cause": r.cause, "by_construction": r.by_construction, "tied": r.tied,
+            "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
+            "slack": r.slack, "margin": r.margin, "objective": r.objective, "gap": r.gap,
+            "iterations": r.iterations, "converged": r.converged, "w_norm": float(np.linalg.norm(r.w)),
+            "C_final": r.extra.get("C_final"), "escalations": r.extra.get("escalations"),
+            "gold_ranks": {doc_ids[d]: int(x) for d, x in zip(g, r.gold_ranks)},
+        })
+    return out
+
+
+def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split_ids: Mapping[str, Sequence[str]],
+                 base: Mapping) -> list[dict]:
+    """The probe's own results.csv rows (``k`` empty) per split of ``split_ids`` (name -> query
+    ids; empty splits skipped): ``certified`` (fraction), ``uncertified_duplicate`` /
+    ``uncertified_tied`` / ``uncertified_geometry`` (fractions by cause), ``tied_queries`` (count
+    of queries sharing their text), ``certified_by_construction`` (fraction), ``slack_median``
+    (pair-averaged hinge), ``iterations_median``, ``not_converged`` (fraction). ``base``: the
+    dataset / encoder / method columns."""
+    by_q = dict(zip(query_ids, results))
+    rows = []
+    for split, ids in split_ids.items():
+        if not ids:
+            continue
+        b = {**base, "split": split, "k": ""}
+        res = [by_q[q] for q in ids]
+        rows.append({**b, "metric": "certified", "value": float(np.mean([r.certified for r in res]))})
+        for cause in ("duplicate", "tied", "geometry"):
+            rows.append({**b, "metric": f"uncertified_{cause}", "value": float(np.mean([r.cause == cause for r in res]))})
+        rows.append({**b, "metric": "tied_queries", "value": int(sum(r.tied > 1 for r in res))})
+        rows.append({**b, "metric": "certified_by_construction", "value": float(np.mean([r.by_construction is not None for r in res]))})
+        rows.append({**b, "metric": "slack_median", "value": float(np.median([r.slack for r in res]))})
+        rows.append({**b, "metric": "iterations_median", "value": float(np.median([r.iterations for r in res]))})
+        rows.append({**b, "metric": "not_converged", "value": float(np.mean([not r.converged for r in res]))})
+    return rows

@@ -90,7 +90,7 @@ def code_summary(v: Mapping | None = None) -> str:
 
 def job_code(benchmark_files: Sequence[str | Path]) -> dict[str, list[str]]:
     """Which capgap code each job ran, from the "capgap code: ..." line its log starts with
-    (``stages.log_to``): summary line -> the jobs (``rule/wildcards``) that ran it. A job's log
+    (``logs.log_to``): summary line -> the jobs (``rule/wildcards``) that ran it. A job's log
     is ``logs/{rule}/...log`` beside its ``benchmarks/rules/{rule}/...tsv``; missing logs and
     logs without the line (older runs) are left out."""
     out: dict[str, list[str]] = {}

@@ -67,6 +67,33 @@ def duplicate_groups(keys) -> list[np.ndarray]:
     return [np.asarray(v, dtype=np.int64) for v in buckets.values() if len(v) > 1]
 
 
+def text_key(text: str) -> str:
+    """What a query encoder sees of a query, for text ties: NFC, whitespace runs collapsed.
+    Queries with equal keys get one vector from any encoder, so the probe gives them one w."""
+    import unicodedata
+
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def document_groups(corpus, embeddings: np.ndarray | None = None) -> list[np.ndarray]:
+    """Documents that must score identically (the tie rule, point 1): identical passage texts
+    of ``corpus`` (a ``capgap.data.Corpus``), merged with bit-identical rows of ``embeddings``
+    ``(n_docs, dim)`` (index order = corpus order, which the index fingerprint guarantees).
+    Returns groups of two or more row indices, ``int64`` ascending (``merge_groups``)."""
+    groups = [duplicate_groups(corpus.passages())]
+    if embeddings is not None:
+        groups.append(duplicate_groups(embeddings))
+    return merge_groups(len(corpus), *groups)
+
+
+def duplicate_summary(ids: Sequence[str], texts: Sequence[str], examples: int = 5) -> dict:
+    """Groups of identical ``texts`` for a dataset's status: ``{"groups": int, "items": int
+    (items in groups), "examples": [[id, ...] (first 4 ids), ...] (first ``examples`` groups)}``."""
+    groups = duplicate_groups(list(texts))
+    return {"groups": len(groups), "items": int(sum(len(g) for g in groups)),
+            "examples": [[ids[i] for i in g[:4]] for g in groups[:examples]]}
+
+
 def merge_groups(n: int, *group_lists: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The union of several groupings of ``n`` items (e.g. bit-identical index rows and
     identical document texts): items linked by any group end in one group. Returns groups of

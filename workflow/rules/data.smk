@@ -17,6 +17,7 @@ checkpoint data:
         runtime=rule_resource("data", "runtime"),
         gpu=rule_resource("data", "gpu"),
     params:
+        dataset=lambda wc: wc.dataset,
         spec=lambda wc: dataset_spec(wc.dataset),
         # "local" or "remote:offline/online": reruns the rule when a missing dataset appears
         availability=lambda wc: dataset_availability(wc.dataset),

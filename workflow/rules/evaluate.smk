@@ -21,6 +21,7 @@ rule pretrained:
         runtime=rule_resource("pretrained", "runtime"),
         gpu=rule_resource("pretrained", "gpu"),
     params:
+        encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],

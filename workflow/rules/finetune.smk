@@ -23,6 +23,7 @@ rule finetune:
         runtime=rule_resource("finetune", "runtime"),
         gpu=rule_resource("finetune", "gpu"),
     params:
+        encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
         finetune=lambda wc: finetune_params(wc.encoder),
         ks=config["eval"]["ks"],

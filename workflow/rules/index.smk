@@ -20,6 +20,7 @@ rule index:
         runtime=rule_resource("index", "runtime"),
         gpu=rule_resource("index", "gpu"),
     params:
+        encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
     script:
         "../scripts/index.py"

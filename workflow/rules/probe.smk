@@ -22,6 +22,7 @@ rule probe:
         runtime=rule_resource("probe", "runtime"),
         gpu=rule_resource("probe", "gpu"),
     params:
+        encoder_name=lambda wc: wc.encoder,
         probe=canonical({k: v for k, v in config["probe"].items() if k != "enabled"}),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],

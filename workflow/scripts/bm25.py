@@ -1,15 +1,7 @@
-"""Snakemake adapter: see capgap.stages."""
+"""Snakemake adapter of rule bm25: see capgap.stages.bm25."""
 from capgap.stages import log_to
 
 log_to(snakemake.log[0])
-from capgap.stages import evaluate_bm25
+from capgap import stages
 
-evaluate_bm25(
-    snakemake.input.data,
-    snakemake.wildcards.dataset,
-    snakemake.params.bm25,
-    snakemake.params.ks,
-    snakemake.params.ndcg_k,
-    snakemake.output.metrics,
-    snakemake.output.run,
-)
+stages.bm25(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,7 +1,7 @@
-"""Snakemake adapter: see capgap.stages."""
+"""Snakemake adapter of rule data: see capgap.stages.data."""
 from capgap.stages import log_to
 
 log_to(snakemake.log[0])
-from capgap.stages import prepare_dataset
+from capgap import stages
 
-prepare_dataset(snakemake.wildcards.dataset, snakemake.params.spec, snakemake.output[0])
+stages.data(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

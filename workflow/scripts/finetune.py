@@ -1,22 +1,7 @@
-"""Snakemake adapter: see capgap.stages."""
+"""Snakemake adapter of rule finetune: see capgap.stages.finetune."""
 from capgap.stages import log_to
 
 log_to(snakemake.log[0])
-from capgap.stages import run_finetune
+from capgap import stages
 
-run_finetune(
-    snakemake.input.data,
-    snakemake.input.fingerprint.rsplit("/", 1)[0],
-    snakemake.wildcards.dataset,
-    snakemake.wildcards.encoder,
-    snakemake.params.encoder,
-    snakemake.params.finetune,
-    snakemake.params.ks,
-    snakemake.params.ndcg_k,
-    snakemake.output.metrics,
-    snakemake.output.curve,
-    snakemake.output.run,
-    snakemake.output.adapter,
-    snakemake.params.checkpoint,
-    threads=snakemake.threads,
-)
+stages.finetune(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

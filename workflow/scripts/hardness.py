@@ -1,7 +1,7 @@
-"""Snakemake adapter: see capgap.stages."""
+"""Snakemake adapter of rule hardness: see capgap.stages.hardness."""
 from capgap.stages import log_to
 
 log_to(snakemake.log[0])
-from capgap.stages import run_hardness
+from capgap import stages
 
-run_hardness(snakemake.params.hardness, snakemake.params.probe, snakemake.output.metrics, snakemake.output.summary)
+stages.hardness(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,15 +1,7 @@
-"""Snakemake adapter: see capgap.stages."""
+"""Snakemake adapter of rule index: see capgap.stages.index."""
 from capgap.stages import log_to
 
 log_to(snakemake.log[0])
-from pathlib import Path
+from capgap import stages
 
-from capgap.stages import build_frozen_index
-
-build_frozen_index(
-    snakemake.input.data,
-    snakemake.wildcards.encoder,
-    snakemake.params.encoder,
-    Path(snakemake.output.fingerprint).parent,
-    threads=snakemake.threads,
-)
+stages.index(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,20 +1,7 @@
-"""Snakemake adapter: see capgap.stages."""
+"""Snakemake adapter of rule pretrained: see capgap.stages.pretrained."""
 from capgap.stages import log_to
 
 log_to(snakemake.log[0])
-from pathlib import Path
+from capgap import stages
 
-from capgap.stages import evaluate_pretrained
-
-evaluate_pretrained(
-    snakemake.input.data,
-    Path(snakemake.input.fingerprint).parent,
-    snakemake.wildcards.dataset,
-    snakemake.wildcards.encoder,
-    snakemake.params.encoder,
-    snakemake.params.ks,
-    snakemake.params.ndcg_k,
-    snakemake.output.metrics,
-    snakemake.output.run,
-    threads=snakemake.threads,
-)
+stages.pretrained(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
