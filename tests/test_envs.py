@@ -24,13 +24,13 @@ ENVS = ROOT / "envs"
 SRC = ROOT / "src" / "capgap"
 # rule family -> the stage functions its scripts call (workflow/scripts/*.py)
 FAMILIES = {
-    "data": [("stages", "prepare_dataset")],
-    "index": [("stages", "build_frozen_index"), ("stages", "evaluate_pretrained")],
-    "probe": [("stages", "run_probe")],
-    "finetune": [("stages", "run_finetune")],
-    "baselines": [("stages", "evaluate_bm25")],
-    "colbert": [("stages", "run_colbert")],
-    "hardness": [("stages", "run_hardness")],
+    "data": [("stages", "data")],
+    "index": [("stages", "index"), ("stages", "pretrained")],
+    "probe": [("stages", "probe")],
+    "finetune": [("stages", "finetune")],
+    "baselines": [("stages", "bm25")],
+    "colbert": [("stages", "colbert")],
+    "hardness": [("stages", "hardness")],
     "report": [("report", "build_report")],
 }
 RULE_FAMILY = {"data": "data", "index": "index", "pretrained": "index", "probe": "probe", "finetune": "finetune",
@@ -111,6 +111,20 @@ def _imports_in(node, skip_try=True):
     return out
 
 
+def _path(module: str) -> Path:
+    """The source file of capgap module ``module`` (dotted below capgap: ``colbert.scores``)."""
+    base = SRC / module.replace(".", "/")
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _resolve(module: str, imp: ast.ImportFrom) -> str:
+    """The capgap module a relative ``from .x import ...`` in ``module`` names ('' = capgap)."""
+    pkg = module if _path(module).name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(imp.level - 1):
+        pkg = pkg.rpartition(".")[0]
+    return ".".join(p for p in (pkg, imp.module or "") if p)
+
+
 def _closure(module, name=None, seen=None) -> set[str]:
     """Top-level third-party import names reachable from capgap ``module`` (``name``: one
     function or class of it and what it calls in the same module; None: the whole module)."""
@@ -118,8 +132,7 @@ def _closure(module, name=None, seen=None) -> set[str]:
     if (module, name) in seen:
         return set()
     seen.add((module, name))
-    path = SRC / f"{module}.py"
-    tree = ast.parse(path.read_text())
+    tree = ast.parse(_path(module).read_text())
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     nodes = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]  # module level
     found = set()
@@ -136,15 +149,15 @@ def _closure(module, name=None, seen=None) -> set[str]:
             found |= {a.name.split(".")[0] for a in imp.names}
         elif imp.level == 0:
             found.add(imp.module.split(".")[0])
-        elif imp.module:  # from .x import a, b
-            sub = imp.module.split(".")[0]
+        else:
+            target = _resolve(module, imp)
             for a in imp.names:
-                target = ast.parse((SRC / f"{sub}.py").read_text())
-                names = {n.name for n in target.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-                found |= _closure(sub, a.name if a.name in names else None, seen)
-        else:  # from . import x
-            for a in imp.names:
-                found |= _closure(a.name, None, seen)
+                sub = ".".join(p for p in (target, a.name) if p)
+                if (SRC / sub.replace(".", "/")).is_dir() or (SRC / (sub.replace(".", "/") + ".py")).is_file():
+                    found |= _closure(sub, None, seen)  # from . import x: a whole module
+                else:
+                    names = {n.name for n in ast.parse(_path(target).read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+                    found |= _closure(target, a.name if a.name in names else None, seen)
     return found - set(sys.stdlib_module_names) - {"capgap", "__future__"}
 
 

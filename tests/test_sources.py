@@ -1,9 +1,15 @@
-"""Dataset resolution and downloads, tested on files in the exact upstream formats (file:// URLs)."""
+"""Dataset resolution and downloads, tested on files in the exact upstream formats, served by a
+local HTTP server at the upstream URL paths (and as file:// URLs)."""
 
 import hashlib
+import json
 import shutil
+import socket
+import threading
 import time
 import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,35 +29,251 @@ def _beir_zip(mirror, tmp_path, name="scifact"):
     return z
 
 
-def test_download_beir_from_archive(mirror, tmp_path):
+@pytest.fixture
+def server(monkeypatch):
+    """A local HTTP server. ``routes``: URL path -> bytes (else 404); a path in ``partial``
+    announces its full Content-Length but sends half, then closes; ``hits``: paths asked for."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    routes, partial, hits = {}, set(), []
+
+    class Handler(BaseHTTPRequestHandler):  # HTTP/1.0: the connection closes after each reply
+        def do_GET(self):
+            hits.append(self.path)
+            if self.path not in routes:
+                return self.send_error(404)
+            body = routes[self.path]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2] if self.path in partial else body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield SimpleNamespace(url=f"http://127.0.0.1:{httpd.server_port}", routes=routes, partial=partial, hits=hits)
+    httpd.shutdown()
+    httpd.server_close()
+
+
+BEIR_PATH = "/thakur/BEIR/datasets/scifact.zip"  # the official archive's path
+
+
+def _lines(path):
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def test_download_beir_over_http(mirror, tmp_path, server, monkeypatch):
+    monkeypatch.delenv("CAPGAP_DATA_MIRROR")
     z = _beir_zip(mirror, tmp_path)
+    server.routes[BEIR_PATH] = z.read_bytes()
     md5 = hashlib.md5(z.read_bytes()).hexdigest()
-    folder = download_beir("scifact", tmp_path / "cache", url=z.as_uri(), md5=md5)
-    assert (folder / "corpus.jsonl").read_bytes() == (mirror / "scifact" / "corpus.jsonl").read_bytes()
-    assert (folder / "qrels" / "test.tsv").is_file()
-    assert not list((tmp_path / "cache").glob(".scifact.*"))  # no temp folder left behind
+    cache = tmp_path / "cache"
+    folder = download_beir("scifact", cache, url=server.url + BEIR_PATH, md5=md5)
+    assert folder == cache / "scifact"
+    for rel in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        assert (folder / rel).read_bytes() == (mirror / "scifact" / rel).read_bytes()
+    assert sorted(p.name for p in cache.iterdir()) == ["scifact", "scifact.zip"]  # no temp file or folder
+    assert hashlib.md5((cache / "scifact.zip").read_bytes()).hexdigest() == md5
+    # loaded from the cache (offline: conftest), and reused without asking the server again
+    rs = obtain("scifact", {"source": "beir"}, mirror=None, cache_dir=cache)
+    assert rs.source["kind"] == "download:beir"
+    assert len(rs.corpus) == _lines(mirror / "scifact" / "corpus.jsonl")
+    assert download_beir("scifact", cache, url=server.url + BEIR_PATH, md5=md5) == folder
+    assert server.hits == [BEIR_PATH]
 
 
-def test_download_beir_checksum_mismatch(mirror, tmp_path):
+def test_download_beir_checksum_mismatch(mirror, tmp_path, server):
     z = _beir_zip(mirror, tmp_path)
+    server.routes[BEIR_PATH] = z.read_bytes()
+    got = hashlib.md5(z.read_bytes()).hexdigest()
+    url = server.url + BEIR_PATH
+    with pytest.raises(DataFormatError) as e:
+        download_beir("scifact", tmp_path / "cache", url=url, md5="0" * 32)
+    msg = str(e.value)
+    assert url in msg and "0" * 32 in msg and got in msg and "scifact.zip" in e.value.path
+    assert list((tmp_path / "cache").iterdir()) == []  # nothing kept: not the archive, not a temp file
+    # file:// URLs work too (pooch itself knows only network protocols)
     with pytest.raises(DataFormatError, match="md5"):
         download_beir("scifact", tmp_path / "cache", url=z.as_uri(), md5="0" * 32)
-    assert not (tmp_path / "cache" / "scifact").exists()
+    assert download_beir("scifact", tmp_path / "cache", url=z.as_uri(), md5=got) == tmp_path / "cache" / "scifact"
     # the official scifact archive's published md5 is pinned
     assert sources.BEIR_MD5["scifact"] == "5f7d1de60b170fc8027bb7898e2efca1"
 
 
-def test_download_limit_verifies_pinned_sha(mirror, tmp_path):
-    base = (mirror.as_uri()) + "/{name}/{file}"
-    folder = download_limit("limit-small", tmp_path, base_url=base)
+def test_download_limit_verifies_pinned_sha(mirror, tmp_path, server):
+    """LIMIT's files at their GitHub raw path: /<commit>/data/<name>/<file>."""
+    base = server.url + "/{commit}/data/{name}/{file}"
+    for f in ("corpus.jsonl", "queries.jsonl", "qrels.jsonl"):
+        server.routes[f"/{sources.LIMIT_COMMIT}/data/limit-small/{f}"] = (mirror / "limit-small" / f).read_bytes()
+    folder = download_limit("limit-small", tmp_path / "dl", base_url=base)
     for f in ("corpus.jsonl", "queries.jsonl", "qrels.jsonl"):
         assert (folder / f).read_bytes() == (mirror / "limit-small" / f).read_bytes()
-    # a file that differs from the pinned sha256 is rejected
-    bad = tmp_path / "bad" / "limit-small"
-    shutil.copytree(mirror / "limit-small", bad)
-    (bad / "corpus.jsonl").write_text('{"_id": "x", "text": "y"}\n')
+    # a file that differs from the pinned sha256 is rejected, naming the URL and both hashes
+    bad = b'{"_id": "x", "text": "y"}\n'
+    path = f"/{sources.LIMIT_COMMIT}/data/limit-small/corpus.jsonl"
+    server.routes[path] = bad
+    with pytest.raises(DataFormatError, match="sha256") as e:
+        download_limit("limit-small", tmp_path / "dl2", base_url=base)
+    msg = str(e.value)
+    assert server.url + path in msg and hashlib.sha256(bad).hexdigest() in msg
+    assert hashlib.sha256((mirror / "limit-small" / "corpus.jsonl").read_bytes()).hexdigest() in msg
+    assert not (tmp_path / "dl2" / "limit-small" / "corpus.jsonl").exists()
+    assert [p.name for p in (tmp_path / "dl2" / "limit-small").iterdir()] == []
+    # the same from file:// URLs
+    shutil.copytree(mirror / "limit-small", tmp_path / "bad" / "limit-small")
+    (tmp_path / "bad" / "limit-small" / "corpus.jsonl").write_bytes(bad)
     with pytest.raises(DataFormatError, match="sha256"):
-        download_limit("limit-small", tmp_path / "dl2", base_url=(tmp_path / "bad").as_uri() + "/{name}/{file}")
+        download_limit("limit-small", tmp_path / "dl3", base_url=(tmp_path / "bad").as_uri() + "/{name}/{file}")
+
+
+def test_download_bright_over_http(tmp_path, server):
+    """One BRIGHT category at its Hugging Face path: /<revision>/<config>/<category>-00000-of-00001.parquet."""
+    import pandas as pd
+
+    examples = pd.DataFrame({"id": ["0", "1"], "query": ["Why do cats purr?", "Do bees sleep?"],
+                             "gold_ids": [["d1", "d1"], ["d2"]], "gold_ids_long": [["d1"], ["d2"]],
+                             "excluded_ids": [["N/A"], ["d3"]]})
+    documents = pd.DataFrame({"id": ["d1", "d2", "d3", "d4"], "content": ["Purring.", "Bees rest.", "Bee farms.", " "]})
+    for config, frame in (("examples", examples), ("documents", documents)):
+        frame.to_parquet(tmp_path / f"{config}.parquet")
+        server.routes[f"/main/{config}/biology-00000-of-00001.parquet"] = (tmp_path / f"{config}.parquet").read_bytes()
+    base = server.url + "/{revision}/{config}/{category}-00000-of-00001.parquet"
+    folder = sources.download_bright("biology", tmp_path / "cache", base_url=base)
+    assert folder == tmp_path / "cache" / "bright-biology"
+    corpus = [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
+    assert [d["_id"] for d in corpus] == ["d1", "d2", "d3"]  # the blank document is left out
+    assert (folder / "qrels" / "test.tsv").read_text() == "query-id\tcorpus-id\tscore\n0\td1\t1\n1\td2\t1\n"
+    assert (folder / "excluded.tsv").read_text() == "query-id\tcorpus-id\n1\td3\n"
+    raw = tmp_path / "cache" / ".bright-raw" / "main" / "biology"
+    assert (raw / "examples.parquet").read_bytes() == (tmp_path / "examples.parquet").read_bytes()
+    assert sorted(p.name for p in raw.iterdir()) == ["documents.parquet", "examples.parquet"]
+
+
+def test_silent_server_times_out(tmp_path):
+    """A server that accepts the connection and never answers fails within the timeout."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)  # the kernel completes the handshakes; nobody ever reads or replies
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+        t = time.perf_counter()
+        with pytest.raises(OSError, match="(?i)timed? ?out"):
+            download_beir("scifact", tmp_path / "b", url=url + BEIR_PATH, timeout=0.5)
+        with pytest.raises(OSError, match="(?i)timed? ?out"):
+            download_limit("limit-small", tmp_path / "l", base_url=url + "/{commit}/{name}/{file}", timeout=0.5)
+        assert time.perf_counter() - t < 10
+    assert list((tmp_path / "b").iterdir()) == [] and list((tmp_path / "l" / "limit-small").iterdir()) == []
+
+
+def test_partial_download_is_never_trusted(mirror, tmp_path, server):
+    """A transfer cut short (fewer bytes than its Content-Length) fails and leaves nothing that a
+    later call would use, even where no hash is known; a later complete transfer works."""
+    z = _beir_zip(mirror, tmp_path)
+    server.routes[BEIR_PATH] = z.read_bytes()
+    server.partial.add(BEIR_PATH)
+    cache = tmp_path / "cache"
+    with pytest.raises(OSError):
+        download_beir("scifact", cache, url=server.url + BEIR_PATH, md5="")  # "": no md5 check
+    assert list(cache.iterdir()) == []
+    spec = {"source": "beir", "url": server.url + BEIR_PATH, "md5": ""}
+    assert sources.availability("scifact", spec, mirror=tmp_path, cache_dir=cache) == "remote:offline"
+    # LIMIT at an unpinned commit (no sha256 known)
+    path = "/abc/data/limit-small/corpus.jsonl"
+    server.routes[path] = (mirror / "limit-small" / "corpus.jsonl").read_bytes()
+    server.partial.add(path)
+    with pytest.raises(OSError):
+        download_limit("limit-small", cache, base_url=server.url + "/{commit}/data/{name}/{file}", commit="abc")
+    assert list((cache / "limit-small").iterdir()) == []
+    # the complete transfer, later
+    server.partial.clear()
+    folder = download_beir("scifact", cache, url=server.url + BEIR_PATH, md5="")
+    assert (folder / "corpus.jsonl").read_bytes() == (mirror / "scifact" / "corpus.jsonl").read_bytes()
+
+
+def test_stale_archive_is_not_trusted(mirror, tmp_path, server):
+    """A truncated archive already in the cache: with an md5 it is downloaded again; without one
+    it is rejected and deleted, and the next call downloads it."""
+    z = _beir_zip(mirror, tmp_path)
+    data = z.read_bytes()
+    server.routes[BEIR_PATH] = data
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "scifact.zip").write_bytes(data[: len(data) // 2])
+    folder = download_beir("scifact", cache, url=server.url + BEIR_PATH, md5=hashlib.md5(data).hexdigest())
+    assert server.hits == [BEIR_PATH] and (cache / "scifact.zip").read_bytes() == data
+    shutil.rmtree(folder)
+    (cache / "scifact.zip").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataFormatError, match="not a zip"):
+        download_beir("scifact", cache, url=server.url + BEIR_PATH, md5="")
+    assert list(cache.iterdir()) == []
+    assert (download_beir("scifact", cache, url=server.url + BEIR_PATH, md5="") / "queries.jsonl").read_bytes() == \
+        (mirror / "scifact" / "queries.jsonl").read_bytes()
+
+
+def test_offline_never_connects(tmp_path, server, monkeypatch):
+    """Offline (conftest sets HF_HUB_OFFLINE=1), no source is downloaded, and no socket connects."""
+    def refuse(*args):
+        raise AssertionError(f"a connection was attempted offline: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    specs = {"scifact": {"source": "beir", "url": server.url + BEIR_PATH},
+             "limit-small": {"source": "limit"},
+             "bright-biology": {"source": "bright", "url": server.url + "/{revision}/{config}/{category}"}}
+    for name, spec in specs.items():
+        assert sources.availability(name, spec, mirror=tmp_path, cache_dir=tmp_path / "c") == "remote:offline"
+        with pytest.raises(DatasetUnavailable) as e:
+            obtain(name, spec, mirror=tmp_path, cache_dir=tmp_path / "c")
+        assert "offline" in e.value.reason and "CAPGAP_OFFLINE" in e.value.hint
+    assert server.hits == []
+
+
+def test_http_error_is_unavailable(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    url = server.url + "/thakur/BEIR/datasets/nothing.zip"  # not served: 404
+    with pytest.raises(DatasetUnavailable, match="download failed") as e:
+        obtain("nothing", {"source": "beir", "url": url}, mirror=tmp_path, cache_dir=tmp_path / "c")
+    assert "404" in e.value.reason and server.hits == ["/thakur/BEIR/datasets/nothing.zip"]
+
+
+LIMIT_FILES = ["corpus.jsonl", "queries.jsonl", "qrels.jsonl"]
+
+
+@pytest.mark.parametrize("case, spec, files, expected", [
+    ("mirror", {"source": "limit", "mirror_name": "m"}, ["mirror/m/"], "local"),
+    ("generated", {"source": "generated", "generator": {"n_queries": 3, "pool_size": 4, "n_distractors": 2}}, [], "local"),
+    ("path missing, generated", {"source": "generated", "path": "nowhere"}, [], "remote:offline"),
+    ("path missing, cached", {"source": "beir", "path": "nowhere"}, ["cache/x/"], "remote:offline"),
+    ("beir cached", {"source": "beir", "beir_name": "b"}, ["cache/b/"], "local"),
+    ("limit partly cached", {"source": "limit"}, ["cache/x/corpus.jsonl"], "remote:offline"),
+    ("limit cached", {"source": "limit"}, [f"cache/x/{f}" for f in LIMIT_FILES], "local"),
+    ("bright partly cached", {"source": "bright", "category": "pony"}, ["cache/bright-pony/excluded.tsv"], "remote:offline"),
+    ("bright cached", {"source": "bright", "category": "pony"}, ["cache/bright-pony/", "cache/bright-pony/excluded.tsv"], "local"),
+    ("undownloadable, cached", {"source": "local"}, ["cache/x/"], "remote:offline"),
+])
+def test_availability_and_obtain_agree(tmp_path, monkeypatch, case, spec, files, expected):
+    """``availability`` says "local" exactly when ``obtain`` (offline) succeeds: both ask ``locate``.
+    ``files``: "folder/" is a complete BEIR-layout folder, else one LIMIT-format file."""
+    monkeypatch.chdir(tmp_path)
+    contents = {"corpus.jsonl": '{"_id": "d1", "title": "", "text": "Cats purr."}\n',
+                "queries.jsonl": '{"_id": "q1", "text": "Who purrs?"}\n',
+                "qrels.jsonl": '{"query-id": "q1", "corpus-id": "d1", "score": 1}\n',
+                "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t1\n",
+                "excluded.tsv": "query-id\tcorpus-id\n"}
+    for rel in files:
+        folder, _, single = rel.rpartition("/")
+        for n in [single] if single else ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"]:
+            (tmp_path / folder / n).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / folder / n).write_text(contents[n])
+    args = dict(mirror=tmp_path / "mirror", cache_dir=tmp_path / "cache")
+    assert sources.availability("x", spec, **args) == expected
+    if expected == "local":
+        assert len(obtain("x", spec, **args).queries) == (3 if spec["source"] == "generated" else 1)
+    else:
+        with pytest.raises(DatasetUnavailable):
+            obtain("x", spec, **args)
 
 
 def test_obtain_order_mirror_then_generated(mirror, tmp_path):

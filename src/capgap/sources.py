@@ -4,6 +4,8 @@ Public API
 ----------
 - ``obtain(name, spec, mirror=None, cache_dir=None)`` -> ``RetrievalSet``; raises
   ``DatasetUnavailable`` (with a hint for the user) when no source works.
+- ``locate(name, spec, mirror=None, cache_dir=None)`` -> ``(kind, folder)``: the one decision
+  of where a dataset comes from, behind both ``availability`` and ``obtain``.
 - ``download_beir(name, dest, url=None, md5=None, timeout=30)``: the official BEIR zip,
   md5-verified, extracted atomically.
 - ``download_limit(name, dest, base_url=None, commit=LIMIT_COMMIT, timeout=30)``: LIMIT's
@@ -16,9 +18,15 @@ Public API
 - ``is_offline()``: true when ``HF_HUB_OFFLINE``/``CAPGAP_OFFLINE`` is set; no network is
   tried then.
 
-Resolution order for a dataset spec (config ``datasets.<name>``): ``path`` (a local BEIR-layout
-folder) -> ``$CAPGAP_DATA_MIRROR/<mirror_name>`` -> ``generated`` (no files needed) ->
-download (``source: beir``, ``limit`` or ``bright``) unless offline -> ``DatasetUnavailable``.
+Downloads use pooch (L. Uieda et al., "Pooch: A friend to fetch your data files", JOSS 5(45):1943,
+2020, doi:10.21105/joss.01943): ``pooch.retrieve`` streams into a temporary file, verifies the
+hash and only then renames it into place (``_retrieve``).
+
+Resolution order for a dataset spec (config ``datasets.<name>``), decided by ``locate``: ``path``
+(a local BEIR-layout folder; configured but missing: unavailable) ->
+``$CAPGAP_DATA_MIRROR/<mirror_name>`` -> ``generated`` (no files needed) -> an earlier download
+in the cache -> download (``source: beir``, ``limit`` or ``bright``) unless offline ->
+``DatasetUnavailable``.
 
 Exclusions (``RetrievalSet.excluded``): BRIGHT's ``excluded_ids`` (``["N/A"]`` = none) and, for
 BEIR sets whose queries are also documents (ArguAna, Quora: ``BEIR_SELF_RETRIEVAL``, or
@@ -35,7 +43,7 @@ import logging
 import os
 import shutil
 import tempfile
-import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from dataclasses import replace
@@ -97,36 +105,75 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("CAPGAP_CACHE") or Path.home() / ".cache" / "capgap")
 
 
-def _fetch(url: str, dest: Path, timeout: float) -> None:
-    """Download ``url`` to ``dest`` atomically (temp file, then rename)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+def _retrieve(url: str, known_hash: str | None, folder: Path, fname: str, timeout: float,
+              unzip_to: Path | None = None) -> Path:
+    """``pooch.retrieve`` ``url`` as ``folder/fname`` and return that path (a file already there
+    is reused when it matches ``known_hash``, e.g. ``"md5:…"``, or when there is none); with
+    ``unzip_to``, also extract the zip into that folder (``pooch.Unzip``; ``zipfile`` keeps every
+    member inside it).
+
+    A partial download is never trusted: pooch streams into a temporary file in ``folder``,
+    checks the hash and only then renames it to ``fname``; an error (an interrupted transfer
+    included: requests/urllib3 enforce ``Content-Length``) deletes the temporary file.
+    ``timeout`` bounds the connection and every read (requests semantics), so a server that
+    stops answering fails within it. ``file://`` URLs (local copies, tests) are copied: pooch
+    knows only network protocols. A hash mismatch raises ``DataFormatError`` naming the file,
+    the URL and both hashes; network errors propagate as ``OSError``
+    (``requests.RequestException`` is one).
+    """
+    import pooch
+
+    http = pooch.HTTPDownloader(timeout=timeout, progressbar=False)
+
+    def download(u: str, out: str, p) -> None:
+        os.chmod(out, 0o666 & ~_umask())  # pooch's temporary file is created 0600
+        if u.startswith("file:"):
+            shutil.copyfile(urllib.request.url2pathname(urllib.parse.urlparse(u).path), out)
+        else:
+            http(u, out, p)
+
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            shutil.copyfileobj(resp, out, 1 << 20)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _md5(path: Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
+        pooch.retrieve(url, known_hash, fname=fname, path=folder, progressbar=False, downloader=download,
+                       processor=pooch.Unzip(extract_dir=str(unzip_to)) if unzip_to else None)
+    except ValueError as e:  # pooch's hash mismatch; requests' InvalidURL & co. are OSErrors too
+        if isinstance(e, OSError):
+            raise
+        raise DataFormatError(Path(folder) / fname, None, None, f"{e} (downloaded from {url})") from e
+    return Path(folder) / fname
 
 
 def download_beir(name: str, dest: str | Path, url: str | None = None, md5: str | None = None, timeout: float = 30) -> Path:
     """Download and extract a BEIR dataset; return the folder holding ``corpus.jsonl``.
 
-    ``url`` defaults to the official archive; ``md5`` to the published checksum (BEIR_MD5),
-    and a mismatch raises ``DataFormatError``. The archive holds ``<name>/corpus.jsonl``,
-    ``<name>/queries.jsonl`` and ``<name>/qrels/*.tsv``; it is extracted into a temporary
-    folder and renamed to ``dest/<name>`` only when complete. An existing complete folder is
-    reused. Network errors propagate as ``urllib.error.URLError``/``OSError``.
+    The archive holds ``<name>/corpus.jsonl``, ``<name>/queries.jsonl`` and
+    ``<name>/qrels/*.tsv``; it is kept as ``dest/<name>.zip``, extracted into a temporary folder
+    and renamed to ``dest/<name>`` only when complete. An existing complete folder is reused.
+
+    Parameters
+    ----------
+    name : str
+        The BEIR dataset name (``scifact``, ...).
+    dest : str or Path
+        The download cache folder.
+    url : str, optional
+        The archive URL (default: the official archive, ``BEIR_URL``); ``file://`` works too.
+    md5 : str, optional
+        The archive's md5 (default: the published checksum, ``BEIR_MD5``; ``""``: none).
+    timeout : float
+        Seconds the connection and each read may take.
+
+    Returns
+    -------
+    Path
+        ``dest/<name>``.
+
+    Raises
+    ------
+    DataFormatError
+        The md5 does not match (the message names the URL and both hashes), the file is not a
+        zip archive (it is deleted), or the archive holds no ``corpus.jsonl``.
+    OSError
+        The download failed (``requests.RequestException`` for HTTP; the timeout included).
     """
     dest = Path(dest)
     final = dest / name
@@ -134,21 +181,14 @@ def download_beir(name: str, dest: str | Path, url: str | None = None, md5: str 
         return final
     url = url or BEIR_URL.format(name=name)
     md5 = md5 if md5 is not None else BEIR_MD5.get(name)
-    archive = dest / f"{name}.zip"
-    if not archive.is_file():
-        _fetch(url, archive, timeout)
-    if md5 and _md5(archive) != md5:
-        bad = _md5(archive)
-        archive.unlink()
-        raise DataFormatError(archive, None, None, f"md5 {bad} does not match the published {md5}")
+    dest.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest))
     try:
-        with zipfile.ZipFile(archive) as zf:
-            for member in zf.namelist():
-                target = (tmp / member).resolve()
-                if not str(target).startswith(str(tmp.resolve())):
-                    raise DataFormatError(archive, None, member, "archive member escapes the target folder")
-            zf.extractall(tmp)
+        try:
+            archive = _retrieve(url, f"md5:{md5}" if md5 else None, dest, f"{name}.zip", timeout, unzip_to=tmp)
+        except zipfile.BadZipFile as e:  # only possible without an md5: do not keep it
+            (dest / f"{name}.zip").unlink(missing_ok=True)
+            raise DataFormatError(dest / f"{name}.zip", None, None, f"not a zip archive ({e}; from {url}), deleted") from e
         inner = tmp / name if (tmp / name / "corpus.jsonl").is_file() else tmp
         if not (inner / "corpus.jsonl").is_file():
             raise DataFormatError(archive, None, None, "archive has no corpus.jsonl")
@@ -161,21 +201,41 @@ def download_beir(name: str, dest: str | Path, url: str | None = None, md5: str 
 def download_limit(name: str, dest: str | Path, base_url: str | None = None, commit: str = LIMIT_COMMIT, timeout: float = 30) -> Path:
     """Download LIMIT's JSONL files (``corpus``, ``queries``, ``qrels``) for ``name``.
 
-    ``base_url`` is a format string with ``{commit}``, ``{name}``, ``{file}`` (default: the
-    GitHub raw URL of google-deepmind/limit). Files with a pinned sha256 (LIMIT_SHA256, at
-    LIMIT_COMMIT) are verified; a mismatch raises ``DataFormatError``.
+    Files already in ``dest/<name>`` are reused (those with a pinned sha256 only when they
+    match it).
+
+    Parameters
+    ----------
+    name : str
+        The LIMIT dataset (``limit-small``, ``limit``).
+    dest : str or Path
+        The download cache folder.
+    base_url : str, optional
+        A format string with ``{commit}``, ``{name}``, ``{file}`` (default: the GitHub raw URL
+        of google-deepmind/limit, ``LIMIT_RAW``).
+    commit : str
+        The repository commit; at ``LIMIT_COMMIT`` the files with a pinned sha256
+        (``LIMIT_SHA256``) are verified.
+    timeout : float
+        Seconds the connection and each read may take.
+
+    Returns
+    -------
+    Path
+        ``dest/<name>``.
+
+    Raises
+    ------
+    DataFormatError
+        A file's sha256 does not match the pinned one (the message names the URL and both hashes).
+    OSError
+        A download failed (``requests.RequestException`` for HTTP; the timeout included).
     """
     final = Path(dest) / name
-    base_url = base_url or LIMIT_RAW
     for f in LIMIT_FILES:
-        target = final / f
-        if target.is_file():
-            continue
-        _fetch(base_url.format(commit=commit, name=name, file=f), target, timeout)
         want = LIMIT_SHA256.get((name, f)) if commit == LIMIT_COMMIT else None
-        if want and sha256_file(target) != want:
-            target.unlink()
-            raise DataFormatError(target, None, None, f"sha256 does not match the pinned {want[:12]}…")
+        url = (base_url or LIMIT_RAW).format(commit=commit, name=name, file=f)
+        _retrieve(url, want and f"sha256:{want}", final, f, timeout)
     return final
 
 
@@ -189,9 +249,18 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
     content are left out (capgap's corpus forbids them) and so are exclusions of ids not in the
     corpus (they cannot be retrieved anyway); both are counted in the returned dict.
 
-    Raises ``DataFormatError(file, row, field)`` for a missing column, a missing id, an id with
-    a control character (``capgap.data.check_id``), or an id both gold and excluded (BRIGHT's
-    own evaluation asserts there is none).
+    Returns
+    -------
+    dict
+        Counts: documents, empty documents left out, queries, gold and excluded pairs,
+        exclusions of unknown ids.
+
+    Raises
+    ------
+    DataFormatError
+        ``(file, row, field)`` for a missing column, a missing id, an id with a control
+        character (``capgap.data.check_id``), or an id both gold and excluded (BRIGHT's own
+        evaluation asserts there is none).
     """
     import pandas as pd
 
@@ -251,14 +320,43 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
 
 def download_bright(category: str, dest: str | Path, base_url: str | None = None, revision: str = BRIGHT_REVISION,
                     long: bool = False, timeout: float = 30) -> Path:
-    """Download one BRIGHT category and convert it to BEIR layout; return the folder.
+    """Download one BRIGHT category and convert it to BEIR layout (``bright_to_beir``).
 
     Fetches ``examples/{category}-00000-of-00001.parquet`` and ``documents/...`` (or
-    ``long_documents/...`` with ``gold_ids_long`` when ``long``) from ``base_url`` (a format
-    string with ``{revision}``, ``{config}``, ``{category}``; default the Hugging Face resolve URL
-    of ``xlangai/BRIGHT``), keeps them under ``dest/.bright-raw/``, and writes
-    ``dest/bright-{category}[-long]/`` atomically (an existing complete folder is reused).
-    Raises ``ValueError`` for an unknown category; network errors propagate.
+    ``long_documents/...`` with ``gold_ids_long`` when ``long``), keeps them under
+    ``dest/.bright-raw/<revision>/<category>/`` (no hash is published: a file there is reused),
+    and writes ``dest/bright-{category}[-long]/`` atomically (an existing complete folder is
+    reused without any download).
+
+    Parameters
+    ----------
+    category : str
+        One of ``BRIGHT_CATEGORIES``.
+    dest : str or Path
+        The download cache folder.
+    base_url : str, optional
+        A format string with ``{revision}``, ``{config}``, ``{category}`` (default: the Hugging
+        Face resolve URL of ``xlangai/BRIGHT``, ``BRIGHT_URL``).
+    revision : str
+        The dataset revision (pin a commit for reproducibility).
+    long : bool
+        The ``long_documents`` corpus with ``gold_ids_long``.
+    timeout : float
+        Seconds the connection and each read may take.
+
+    Returns
+    -------
+    Path
+        ``dest/bright-{category}[-long]``.
+
+    Raises
+    ------
+    ValueError
+        An unknown category.
+    DataFormatError
+        The parquet files do not hold BRIGHT's columns or ids (``bright_to_beir``).
+    OSError
+        A download failed (``requests.RequestException`` for HTTP; the timeout included).
     """
     if category not in BRIGHT_CATEGORIES:
         raise ValueError(f"unknown BRIGHT category {category!r}; expected one of {BRIGHT_CATEGORIES}")
@@ -267,14 +365,10 @@ def download_bright(category: str, dest: str | Path, base_url: str | None = None
     final = dest / name
     if (final / "corpus.jsonl").is_file() and (final / "excluded.tsv").is_file():
         return final
-    base_url = base_url or BRIGHT_URL
     raw = dest / ".bright-raw" / revision / category
-    files = {}
-    for config in ("examples", "long_documents" if long else "documents"):
-        target = raw / f"{config}.parquet"
-        if not target.is_file():
-            _fetch(base_url.format(revision=revision, config=config, category=category), target, timeout)
-        files[config] = target
+    files = {config: _retrieve((base_url or BRIGHT_URL).format(revision=revision, config=config, category=category),
+                               None, raw, f"{config}.parquet", timeout)
+             for config in ("examples", "long_documents" if long else "documents")}
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest))
     try:
         info = bright_to_beir(files["examples"], files["long_documents" if long else "documents"], tmp,
@@ -368,21 +462,68 @@ def source_digest(name: str, spec: Mapping, mirror: str | Path | None = None) ->
     return folder_digest(src[1]) if src else ""
 
 
-def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> str:
-    """Cheap, network-free class of how ``name`` can be obtained right now.
+def _datasets_cache(cache_dir: str | Path | None) -> Path:
+    return Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
 
-    ``"local"`` when a configured path, the mirror, the generator or an earlier download can
-    provide it; else ``"remote:offline"`` or ``"remote:online"``. The data rule takes this as a
-    parameter, so a dataset that was unavailable is fetched as soon as it becomes available,
-    while one that stays local never reruns because a mirror path changed.
+
+def locate(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> tuple[str, Path | None]:
+    """Where dataset ``name`` comes from right now, without any network: the one decision
+    behind both ``availability`` and ``obtain``, so the two cannot disagree.
+
+    Parameters
+    ----------
+    name : str
+        The dataset's name (config ``datasets.<name>``).
+    spec : Mapping
+        Its config (``source``, ``path``, ``mirror_name``, ``beir_name``, ``category``, ...).
+    mirror : str or Path, optional
+        The data mirror (default ``$CAPGAP_DATA_MIRROR``).
+    cache_dir : str or Path, optional
+        The download cache (default ``default_cache_dir() / "datasets"``).
+
+    Returns
+    -------
+    (str, Path or None)
+        The first that applies: ``("path", folder)`` or ``("mirror", folder)``
+        (``local_source``); ``("missing-path", None)`` for a configured ``path:`` that does not
+        exist; ``("generated", None)``; ``("undownloadable", None)`` for a source other than
+        ``beir``, ``limit``, ``bright``; ``("download:<source>", folder)`` for a complete earlier
+        download (every file the download writes); else ``("download", None)``.
     """
+    source = spec.get("source", "beir")
+    local = local_source(name, spec, mirror)
+    if local:
+        return local
+    if spec.get("path"):
+        return "missing-path", None
+    if source == "generated":
+        return "generated", None
+    if source not in ("beir", "limit", "bright"):
+        return "undownloadable", None
     mirror_name = spec.get("mirror_name", name)
-    if local_source(name, spec, mirror) or spec.get("source", "beir") == "generated":
-        return "local"
-    cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
-    if (cache / spec.get("beir_name", mirror_name) / "corpus.jsonl").is_file():
-        return "local"
-    if spec.get("source") == "bright" and (cache / _bright_folder(name, spec)[1] / "excluded.tsv").is_file():
+    folder_name = {"beir": spec.get("beir_name", mirror_name), "bright": _bright_folder(name, spec)[1]}.get(source, mirror_name)
+    folder = _datasets_cache(cache_dir) / folder_name
+    files = {"beir": ("corpus.jsonl",), "bright": ("corpus.jsonl", "excluded.tsv")}.get(source, LIMIT_FILES)
+    if all((folder / f).is_file() for f in files):  # an earlier download: usable offline too
+        return f"download:{source}", folder
+    return "download", None
+
+
+def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> str:
+    """Cheap, network-free class of how ``name`` can be obtained right now (``locate``).
+
+    The data rule takes this as a parameter, so a dataset that was unavailable is fetched as
+    soon as it becomes available, while one that stays local never reruns because a mirror
+    path changed.
+
+    Returns
+    -------
+    str
+        ``"local"`` when a configured path, the mirror, the generator or an earlier download
+        provides it; else ``"remote:offline"`` or ``"remote:online"`` (``is_offline``).
+    """
+    kind, folder = locate(name, spec, mirror, cache_dir)
+    if folder is not None or kind == "generated":
         return "local"
     return "remote:offline" if is_offline() else "remote:online"
 
@@ -390,11 +531,26 @@ def availability(name: str, spec: Mapping, mirror: str | Path | None = None, cac
 def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None) -> RetrievalSet:
     """Load dataset ``name`` per its config ``spec`` (see module docstring for the order).
 
-    ``mirror`` defaults to ``$CAPGAP_DATA_MIRROR``. The returned set's ``source`` dict records
-    where it came from (kind, folder, file sha256s). With ``spec["expand"]`` the corpus is
-    grown with LIMIT-style distractors (``capgap.generate.expand_limit``; queries, qrels and
-    split unchanged). Raises ``DatasetUnavailable`` when no source works, ``DataFormatError``
-    when a source exists but holds bad data.
+    The returned set's ``source`` dict records where it came from (kind, folder, file
+    sha256s). With ``spec["expand"]`` the corpus is grown with LIMIT-style distractors
+    (``capgap.generate.expand_limit``; queries, qrels and split unchanged).
+
+    Parameters
+    ----------
+    name, spec, mirror, cache_dir
+        As for ``locate`` (``mirror`` defaults to ``$CAPGAP_DATA_MIRROR``).
+
+    Returns
+    -------
+    RetrievalSet
+
+    Raises
+    ------
+    DatasetUnavailable
+        No source works: a configured path is missing, the source cannot be downloaded,
+        offline mode is on, or the download failed (with a hint for the user).
+    DataFormatError
+        A source exists but holds bad data (a download's checksum mismatch included).
     """
     rs = _obtain(name, spec, mirror, cache_dir)
     if spec.get("ignore_identical_ids", spec.get("beir_name", spec.get("mirror_name", name)) in BEIR_SELF_RETRIEVAL):
@@ -415,46 +571,35 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
     mirror_name = spec.get("mirror_name", name)
     if mirror is None:
         mirror = os.environ.get(MIRROR_ENV) or None
-
-    def from_folder(folder: Path, kind: str) -> RetrievalSet:
-        rs = load_beir_dir(folder, name, split_cfg)
-        hashes = file_hashes(folder)
-        src = {"kind": kind, "folder": str(folder.resolve()), "sha256": hashes,
-               "digest": folder_digest(folder, hashes) if kind in ("path", "mirror") else ""}
-        return replace(rs, source=src)
-
-    local = local_source(name, spec, mirror)
-    if spec.get("path") and local is None:
+    kind, folder = locate(name, spec, mirror, cache_dir)
+    if kind == "missing-path":
         raise DatasetUnavailable(name, f"configured path {spec['path']} does not exist", "Fix 'path:' in the config.")
-    if local:
-        return from_folder(local[1], local[0])
-    if source == "generated":
+    if kind == "generated":
         from .generate import generate_limit_style
 
         gen = dict(spec.get("generator", {}))
         corpus, queries, qrels = generate_limit_style(**gen)
         return assemble(name, corpus, queries, {"all": qrels}, split_cfg, {"kind": "generated", "generator": gen})
-    downloadable = source in ("beir", "limit", "bright")
-    hint = HINT.format(env=MIRROR_ENV, mirror=mirror_name, online=ONLINE_HINT if downloadable and is_offline() else "")
+    hint = HINT.format(env=MIRROR_ENV, mirror=mirror_name, online=ONLINE_HINT if kind == "download" and is_offline() else "")
     where = f"not in the data mirror ({mirror})" if mirror else f"no data mirror (${MIRROR_ENV} unset)"
-    if not downloadable:
+    if kind == "undownloadable":
         raise DatasetUnavailable(name, f"{where}; source '{source}' cannot be downloaded", hint)
-    cache = Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
-    category, bright_name = _bright_folder(name, spec)
-    cached = cache / {"beir": spec.get("beir_name", mirror_name), "bright": bright_name}.get(source, mirror_name)
-    files = {"beir": ("corpus.jsonl",), "bright": ("corpus.jsonl", "excluded.tsv")}.get(source, LIMIT_FILES)
-    if all((cached / f).is_file() for f in files):  # an earlier download: usable offline too
-        return from_folder(cached, f"download:{source}")
-    if is_offline():
-        raise DatasetUnavailable(name, f"{where}, and offline mode is on (HF_HUB_OFFLINE/CAPGAP_OFFLINE)", hint)
-    try:
-        if source == "beir":
-            folder = download_beir(spec.get("beir_name", mirror_name), cache, spec.get("url"), spec.get("md5"))
-        elif source == "bright":
-            folder = download_bright(category, cache, spec.get("url"), spec.get("revision", BRIGHT_REVISION),
-                                     bool(spec.get("long_documents")))
-        else:
-            folder = download_limit(mirror_name, cache)
-    except (urllib.error.URLError, OSError, TimeoutError) as e:
-        raise DatasetUnavailable(name, f"{where}, and the download failed ({e})", hint) from e
-    return from_folder(folder, f"download:{source}")
+    if kind == "download":
+        if is_offline():
+            raise DatasetUnavailable(name, f"{where}, and offline mode is on (HF_HUB_OFFLINE/CAPGAP_OFFLINE)", hint)
+        cache = _datasets_cache(cache_dir)
+        try:
+            if source == "beir":
+                folder = download_beir(spec.get("beir_name", mirror_name), cache, spec.get("url"), spec.get("md5"))
+            elif source == "bright":
+                folder = download_bright(_bright_folder(name, spec)[0], cache, spec.get("url"), spec.get("revision", BRIGHT_REVISION),
+                                         bool(spec.get("long_documents")))
+            else:
+                folder = download_limit(mirror_name, cache)
+        except OSError as e:  # requests' errors and timeouts are OSErrors
+            raise DatasetUnavailable(name, f"{where}, and the download failed ({e})", hint) from e
+        kind = f"download:{source}"
+    rs = load_beir_dir(folder, name, split_cfg)
+    hashes = file_hashes(folder)
+    return replace(rs, source={"kind": kind, "folder": str(folder.resolve()), "sha256": hashes,
+                               "digest": folder_digest(folder, hashes) if kind in ("path", "mirror") else ""})
