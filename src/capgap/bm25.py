@@ -29,9 +29,11 @@ import unicodedata
 
 import numpy as np
 
+from .config import section_defaults
 from .retrieval import topk_from_scores
 
 log = logging.getLogger(__name__)
+_D = section_defaults("bm25")  # the schema holds every default (capgap.config)
 BACKENDS = ("bm25s", "rank-bm25")
 IDF_RULES = {
     ("bm25s", "lucene"): "idf = ln(1 + (N - df + .5)/(df + .5)), always positive",
@@ -77,8 +79,8 @@ class BM25:
     backend or a method the backend lacks.
     """
 
-    def __init__(self, doc_texts: list[str], backend: str = "bm25s", method: str = "lucene", k1: float = 1.5, b: float = 0.75,
-                 epsilon: float = 0.25, stopwords: str | None = "en"):
+    def __init__(self, doc_texts: list[str], backend: str = _D["backend"], method: str = _D["method"], k1: float = _D["k1"],
+                 b: float = _D["b"], epsilon: float = _D["epsilon"], stopwords: str | None = _D["stopwords"]):
         if backend not in BACKENDS:
             raise ValueError(f"bm25 backend must be one of {BACKENDS}, got {backend!r}")
         self.variant = variant_name(backend, method, k1, b, epsilon, stopwords)

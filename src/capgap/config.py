@@ -32,6 +32,16 @@ def section_defaults(section: str) -> dict:
     return {k: v["default"] for k, v in props.items() if "default" in v}
 
 
+def item_defaults(*path: str) -> dict:
+    """``{key: default}`` of a keyed collection's items or a nested object: ``item_defaults(
+    "encoders")`` for one encoder's keys, ``item_defaults("datasets", "split")`` for a dataset's
+    ``split``. Raises ``KeyError`` for an unknown path."""
+    node = schema()["properties"][path[0]]["additionalProperties"]
+    for key in path[1:]:
+        node = node["properties"][key]
+    return {k: v["default"] for k, v in node["properties"].items() if "default" in v}
+
+
 def field_defaults(cls) -> dict:
     """``{field: default}`` of a dataclass (``default_factory`` called); fields without a
     default are left out."""

@@ -54,12 +54,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from .config import item_defaults
 from .errors import DataFormatError
 from .io import atomic_open, write_jsonl
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "heldout")
+_SPLIT = item_defaults("datasets", "split")  # the schema holds every default (capgap.config)
 
 
 # --------------------------------------------------------------------------- records
@@ -443,7 +445,7 @@ def _stable_key(seed: int, qid: str) -> str:
     return hashlib.sha256(f"{seed}\x00{qid}".encode()).hexdigest()
 
 
-def split_queries(query_ids, heldout_fraction: float = 0.5, seed: int = 0) -> Split:
+def split_queries(query_ids, heldout_fraction: float = _SPLIT["heldout_fraction"], seed: int = _SPLIT["seed"]) -> Split:
     """Seeded, stable train/held-out split.
 
     Queries are ordered by ``sha256(seed, query_id)`` and the first
@@ -492,9 +494,9 @@ def assemble(
     ``["train"]`` / ``["test"]``) used when *both* exist; otherwise ``heldout_fraction``
     (default 0.5) and ``seed`` (default 0) over all judged queries.
     """
-    split_cfg = dict(split_cfg or {})
-    train_files = [f for f in split_cfg.get("train_qrels", ["train"]) if f in qrels_by_file]
-    held_files = [f for f in split_cfg.get("heldout_qrels", ["test"]) if f in qrels_by_file]
+    split_cfg = {**item_defaults("datasets", "split"), **dict(split_cfg or {})}
+    train_files = [f for f in split_cfg["train_qrels"] if f in qrels_by_file]
+    held_files = [f for f in split_cfg["heldout_qrels"] if f in qrels_by_file]
     use_files = bool(train_files and held_files)
     chosen = train_files + held_files if use_files else list(qrels_by_file)
     merged: dict[str, dict[str, int]] = {}
@@ -521,7 +523,7 @@ def assemble(
             rule=f"dataset qrels files: train={train_files}, heldout={held_files}",
         )
     else:
-        split = split_queries(kept.ids, float(split_cfg.get("heldout_fraction", 0.5)), int(split_cfg.get("seed", 0)))
+        split = split_queries(kept.ids, float(split_cfg["heldout_fraction"]), int(split_cfg["seed"]))
     # keep only judgements of kept queries
     qrels = Qrels({q: dict(qrels.judgements[q]) for q in kept.ids})
     return RetrievalSet(name, corpus, kept, qrels, split, dropped, dict(source or {}))

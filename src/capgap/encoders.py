@@ -33,11 +33,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import item_defaults
 from .errors import ModelIntegrityError, ModelNotFound
 from .io import sha256_file
 from .sources import default_cache_dir, is_offline
 
 log = logging.getLogger(__name__)
+_D = item_defaults("encoders")  # the schema holds every default (capgap.config)
 
 
 @dataclass(frozen=True)
@@ -84,14 +86,14 @@ class EncoderSpec:
 
     name: str
     model: str
-    path: str | None = None
-    sha256: str | None = None
-    max_length: int | None = None
-    normalize: bool | None = None
-    batch_size: int = 64
-    query_prompt: str = ""
-    document_prompt: str = ""
-    dtype: str | None = None
+    path: str | None = _D["path"]
+    sha256: str | None = _D["sha256"]
+    max_length: int | None = _D["max_length"]
+    normalize: bool | None = _D["normalize"]
+    batch_size: int = _D["batch_size"]
+    query_prompt: str = _D["query_prompt"]
+    document_prompt: str = _D["document_prompt"]
+    dtype: str | None = None  # unset in the schema: float32
 
     @classmethod
     def from_config(cls, name: str, cfg: dict) -> "EncoderSpec":

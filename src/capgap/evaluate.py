@@ -15,11 +15,13 @@ from typing import Sequence
 
 import numpy as np
 
+from .config import section_defaults
 from .data import SPLITS, RetrievalSet
 from .io import atomic_open
 from .metrics import ndcg_from_ranks, recall_from_ranks
 from .trec import write_run  # noqa: F401  (re-exported: run files live in capgap.trec)
 
+EVAL_DEFAULTS = section_defaults("eval")  # the schema holds every default (capgap.config)
 COLUMNS = ("dataset", "encoder", "method", "split", "metric", "k", "value")
 EVAL_SPLITS = SPLITS + ("all",)
 
@@ -63,7 +65,7 @@ def rows_from_ranks(
     judged: Judged,
     ranks: Sequence[np.ndarray],
     ks: Sequence[int],
-    ndcg_k: int = 10,
+    ndcg_k: int = EVAL_DEFAULTS["ndcg_k"],
     dataset: str | None = None,
     encoder: str = "",
     method: str = "",

@@ -271,7 +271,10 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
     """
     from .probe import ProbeConfig, probe
 
-    seed = int(cfg.get("seed", 0))
+    from .config import section_defaults
+
+    cfg = {**section_defaults("hardness"), **dict(cfg)}
+    seed = int(cfg["seed"])
     rho = int(cfg["rho"])
     rows, table, chance = [], [], []
 
@@ -288,7 +291,7 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
 
     sweep = cfg.get("m_sweep") or {}
     for P in cfg["P"]:
-        d = dimension(P, **cfg.get("d_rule", {}))
+        d = dimension(P, **cfg["d_rule"])
         task = make_task(P, d, rho, seed + P)
         ds = f"parity-P{P}"
         tr, ho = split_queries(P, int(cfg["m_train"]), int(cfg["m_heldout"]), seed + P)

@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from . import figures, paper, provenance
-from .evaluate import COLUMNS
+from .evaluate import COLUMNS, EVAL_DEFAULTS
 from .figures import HARDNESS_PREFIX
 from .io import atomic_open, write_json, write_text
 
@@ -461,7 +461,7 @@ def render_paper(rows: Sequence[dict]) -> list[str]:
     return out
 
 
-def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], ndcg_k: int = 10, *,
+def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["ndcg_k"], *,
                     golds: Mapping[str, dict] | None = None, table: pd.DataFrame | None = None,
                     paper_rows: Sequence[dict] = (), figs: Mapping[str, str | None] | None = None,
                     bm25: str | None = None, construction: Mapping[tuple[str, str], str] | None = None) -> str:
@@ -872,7 +872,7 @@ def paper_points() -> list[dict]:
 
 
 
-def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
+def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["ndcg_k"]) -> dict:
     """Every number as a nested dict (``summary.json``): dataset -> method[/encoder] -> split -> metric@k -> value
     (just ``metric`` for metrics without a cut-off: certified, slack_median, ...)."""
     out: dict = {}
@@ -883,7 +883,7 @@ def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = 10) -> dict:
     return out
 
 
-def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int], ndcg_k: int = 10, *,
+def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["ndcg_k"], *,
                  config: Mapping | None = None, models: Mapping[str, str] | None = None,
                  colbert_model: str | None = None) -> pd.DataFrame:
     """Render every report output from the per-job tables; return results.csv's frame.

@@ -1,0 +1,106 @@
+"""One default per key: the config schema is the only place a setting's default is written.
+
+Every settings dataclass and every function that takes a config key as a keyword argument
+must default to the schema's value, and must know every key the schema lets a user set
+(besides the DAG's own switches). A default changed in one place only fails here.
+"""
+
+import inspect
+
+import pytest
+import yaml
+
+from capgap.config import SCHEMA_PATH, field_defaults, item_defaults, schema, section_defaults
+
+# keys the workflow consumes itself (switches, per-dataset / per-encoder overrides)
+DAG_ONLY = {"probe": {"enabled"}, "finetune": {"enabled", "steps_by_encoder"}, "colbert": {"enabled", "datasets", "steps_by_dataset"}}
+
+
+def _props(section):
+    return schema()["properties"][section]["properties"]
+
+
+def _dataclasses():
+    from capgap.colbert import ColbertConfig
+    from capgap.finetune import FinetuneConfig
+    from capgap.probe import ProbeConfig
+
+    return {"probe": ProbeConfig, "finetune": FinetuneConfig, "colbert": ColbertConfig}
+
+
+@pytest.mark.parametrize("section", ["probe", "finetune", "colbert"])
+def test_settings_dataclass_defaults_are_the_schema_defaults(section):
+    cls = _dataclasses()[section]
+    props = _props(section)
+    assert set(cls.__dataclass_fields__) == set(props) - DAG_ONLY[section], "a key the schema has and the dataclass lacks, or the reverse"
+    # every field has a schema default, and they are equal (the raw YAML, not the module's cache)
+    raw = yaml.safe_load(SCHEMA_PATH.read_text())["properties"][section]["properties"]
+    want = {k: raw[k]["default"] for k in cls.__dataclass_fields__}
+    assert field_defaults(cls) == want
+
+
+def test_probe_function_defaults_are_the_probe_config():
+    from capgap.probe import ProbeConfig, probe
+
+    sig = inspect.signature(probe).parameters
+    for key, value in field_defaults(ProbeConfig).items():
+        assert sig[key].default == value, key
+    assert ProbeConfig().kwargs() == {k: v for k, v in section_defaults("probe").items() if k != "enabled"}
+
+
+def test_probe_config_rejects_unknown_keys_and_ignores_enabled():
+    from capgap.probe import ProbeConfig
+
+    assert ProbeConfig.from_config({"enabled": False, "C": 5.0}) == ProbeConfig(C=5.0)
+    with pytest.raises(ValueError, match="C_maxx"):
+        ProbeConfig.from_config({"C_maxx": 1.0})
+
+
+def test_bm25_defaults_are_the_schema_defaults():
+    from capgap.bm25 import BM25
+
+    sig = inspect.signature(BM25.__init__).parameters
+    want = {k: v for k, v in section_defaults("bm25").items() if k != "enabled"}
+    assert {k: sig[k].default for k in want} == want
+    assert set(want) == set(sig) - {"self", "doc_texts"}
+
+
+def test_encoder_spec_defaults_are_the_schema_defaults():
+    from capgap.encoders import EncoderSpec
+
+    want = item_defaults("encoders")
+    got = field_defaults(EncoderSpec)
+    assert {k: got[k] for k in want} == want
+    assert set(EncoderSpec.__dataclass_fields__) - {"name"} == set(schema()["properties"]["encoders"]["additionalProperties"]["properties"])
+    assert got["dtype"] is None  # the only key without a schema default: unset means float32
+
+
+def test_split_and_eval_defaults_are_the_schema_defaults():
+    from capgap import data, evaluate, report
+
+    split = item_defaults("datasets", "split")
+    sig = inspect.signature(data.split_queries).parameters
+    assert (sig["heldout_fraction"].default, sig["seed"].default) == (split["heldout_fraction"], split["seed"])
+    ndcg_k = section_defaults("eval")["ndcg_k"]
+    for fn in (evaluate.rows_from_ranks, report.render_markdown, report.summary, report.build_report):
+        assert inspect.signature(fn).parameters["ndcg_k"].default == ndcg_k, fn.__name__
+
+
+def test_hardness_takes_missing_keys_from_the_schema():
+    """run_grid fills what a section leaves out from the schema, as Snakemake's validate does."""
+    from capgap.hardness import run_grid
+
+    d = section_defaults("hardness")
+    cfg = {**{k: d[k] for k in ("rho", "steps", "lr", "temperature", "width_factor")}, "P": [4], "m_train": 4, "m_heldout": 4,
+           "archs": ["perfect"], "losses": ["regression"], "chance_pairs": 0, "chance_queries": 8, "steps": 1}
+    rows, summary = run_grid(cfg)  # no seed, no d_rule: the schema's (seed 0, d = ceil(log2 4) + 1 = 3)
+    assert summary["sizes"][0]["d"] == 3
+    assert run_grid({**cfg, "seed": d["seed"], "d_rule": d["d_rule"]}) == (rows, summary)
+
+
+def test_section_defaults_in_the_schema_hold_no_values():
+    """A section's own ``default`` may only switch it off: its keys' defaults live on the keys,
+    so they are written once."""
+    for name, node in schema()["properties"].items():
+        if isinstance(node.get("default"), dict):
+            assert set(node["default"]) <= {"enabled"}, name
