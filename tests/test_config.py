@@ -104,3 +104,12 @@ def test_section_defaults_in_the_schema_hold_no_values():
     for name, node in schema()["properties"].items():
         if isinstance(node.get("default"), dict):
             assert set(node["default"]) <= {"enabled"}, name
+
+
+def test_hardness_train_encoder_defaults_are_the_schema_defaults():
+    from capgap.hardness import train_encoder
+
+    sig = inspect.signature(train_encoder).parameters
+    d = section_defaults("hardness")
+    assert {k: sig[k].default for k in ("steps", "lr", "temperature", "width_factor", "seed")} == \
+        {k: d[k] for k in ("steps", "lr", "temperature", "width_factor", "seed")}

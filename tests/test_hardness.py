@@ -74,10 +74,10 @@ def test_bad_sizes():
 def test_recall_at_k_by_hand():
     # d = 2, documents (-1,-1), (-1,1), (1,-1), (1,1); code (1, 0.5) ranks 3, 2, 1, 0
     gold = [np.array([3, 1]), np.array([0, 2])]
-    r = h.recall_at_k(np.array([[1.0, 0.5], [1.0, 0.5]]), gold, 2)
+    r = h.ball_recall_at_k(np.array([[1.0, 0.5], [1.0, 0.5]]), gold, 2)
     assert r.tolist() == [0.5, 0.5]  # top-2 = {3, 2}
     # the zero code ties every vertex: pessimistic ties, so no gold vertex counts
-    assert h.recall_at_k(np.zeros((1, 2)), [np.array([3, 1])], 2).tolist() == [0.0]
+    assert h.ball_recall_at_k(np.zeros((1, 2)), [np.array([3, 1])], 2).tolist() == [0.0]
 
 
 def test_train_encoder_from_the_perfect_weights_keeps_recall_one_and_is_seeded():

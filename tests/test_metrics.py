@@ -34,3 +34,22 @@ def test_against_pytrec_eval():
         assert np.allclose(recall_at_k(ranked, gold, k), ref)
     ref = np.array([ev[f"q{q}"]["ndcg_cut_10"] for q in range(40)])
     assert np.allclose(ndcg_at_k(ranked, gold, 10), ref)
+
+
+def test_every_metric_refuses_a_query_without_gold():
+    """recall and nDCG agree: a query with no document of grade > 0 is an error in all four
+    functions (not 0 in one and an error in the other)."""
+    import pytest
+
+    from capgap.metrics import ndcg_from_ranks, recall_from_ranks
+
+    for fn in (recall_at_k, ndcg_at_k):
+        with pytest.raises(ValueError, match="query 1"):
+            fn([["a"], ["b"]], [{"a": 1}, {"b": 0}], 1)
+    with pytest.raises(ValueError, match="query 0"):
+        recall_from_ranks([np.array([])], 1)
+    with pytest.raises(ValueError, match="query 0"):
+        ndcg_from_ranks([np.array([1.0])], [np.array([0.0])], 1)
+    # one gold document at rank 2 (graded 2): recall@1 = 0, recall@2 = 1, nDCG@2 = (2 / log2 3) / 2
+    assert recall_from_ranks([np.array([2.0])], 1).tolist() == [0.0]
+    assert np.isclose(ndcg_from_ranks([np.array([2.0])], [np.array([2.0])], 2)[0], 1 / np.log2(3))

@@ -137,9 +137,21 @@ class BM25:
         return out, match
 
     def search(self, query_texts: list[str], k: int, block: int = 256) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k documents per query by score, ties by lower index (``topk_from_scores``), for
-        inspection; evaluation uses ``scores_and_matches`` with the evaluation tie rule. A
-        document without a query term gets score -inf here."""
+        """Top-k documents per query by BM25 score, ties by lower index (``topk_from_scores``),
+        for inspection; evaluation uses ``scores_and_matches`` with the evaluation tie rule.
+
+        Parameters
+        ----------
+        query_texts : the queries (tokenised as the corpus: NFC, lower case, stopwords).
+        k : documents per query; capped at the corpus size.
+        block : queries scored per ``(block, n_docs)`` float32 score matrix (memory bound).
+
+        Returns
+        -------
+        ``(indices, scores)``: ``(n_queries, min(k, n_docs)) int64`` row indices into the corpus
+        and their ``float32`` scores (unnormalised BM25 units), best first. A document holding
+        no query term scores ``-inf`` (it is not retrieved).
+        """
         k = min(k, self.n_docs)
         idx = np.empty((len(query_texts), k), dtype=np.int64)
         sc = np.empty((len(query_texts), k), dtype=np.float32)

@@ -661,7 +661,9 @@ def query_records(rs: RetrievalSet) -> list[list]:
 
 
 def excluded_positions(rs: RetrievalSet, query_ids, doc_ids) -> list[list[int]]:
-    """Row indices (into ``doc_ids``, the index order) of each query's excluded documents."""
+    """Each query's excluded documents (BRIGHT ``excluded_ids``, BEIR self-retrieval) as row
+    indices into ``doc_ids`` (the index order): one ``list[int]`` per id of ``query_ids``, empty
+    when ``rs`` has no exclusions. Raises ``KeyError`` for an excluded id not in ``doc_ids``."""
     if not rs.excluded:
         return [[] for _ in query_ids]
     pos = {d: i for i, d in enumerate(doc_ids)}

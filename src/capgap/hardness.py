@@ -25,6 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .config import section_defaults
+
+_D = section_defaults("hardness")  # the schema holds every default (capgap.config)
+
 
 def dimension(P: int, a: int = 1, b: int = 1) -> int:
     """Code length d = a * ceil(log2 P) + b (>= 1) for P keywords: d = Theta(log P)."""
@@ -161,12 +165,26 @@ def gf2_rank(M: np.ndarray) -> int:
 
 
 def chance_agreement(A: np.ndarray, B: np.ndarray, queries: np.ndarray) -> tuple[float, float]:
-    """(measured fraction of ``queries`` with A q = B q mod 2, theoretical 2^{-rank(A - B)})."""
+    """How often two intent maps agree on random queries: the paper's chance-agreement check
+    (arXiv 2610.02749, the parity construction): two different intents A, B agree on q
+    exactly when (A - B) q = 0 mod 2, which a uniform q satisfies with probability
+    2^{-rank_GF(2)(A - B)}.
+
+    Parameters
+    ----------
+    A, B : ``(d, P) uint8`` 0/1 intent matrices.
+    queries : ``(n, P) uint8`` 0/1 query bit vectors.
+
+    Returns
+    -------
+    ``(measured, theory)``: the fraction of ``queries`` with ``A q = B q (mod 2)`` and
+    ``2^{-rank(A - B)}``, both floats in (0, 1].
+    """
     same = ((queries.astype(np.int64) @ ((A.astype(np.int64) - B.astype(np.int64)) % 2).T) % 2 == 0).all(axis=1)
     return float(same.mean()), 2.0 ** (-gf2_rank((A.astype(np.int64) - B.astype(np.int64)) % 2))
 
 
-def recall_at_k(codes: np.ndarray, gold: list[np.ndarray], d: int) -> np.ndarray:
+def ball_recall_at_k(codes: np.ndarray, gold: list[np.ndarray], d: int) -> np.ndarray:
     """Per-query recall@k, k = |gold|, of inner-product retrieval on ``hypercube(d)`` with query
     codes ``(n, d)``: |gold ranked <= k| / k under capgap's evaluation tie rule (a non-gold
     vertex tied with a gold one ranks first: ``capgap.retrieval.rank_gold``). Returns ``(n,)
@@ -179,9 +197,13 @@ def recall_at_k(codes: np.ndarray, gold: list[np.ndarray], d: int) -> np.ndarray
 
 
 def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, arch: str = "mlp",
-                  loss: str = "infonce", steps: int = 500, lr: float = 1e-2, temperature: float = 0.1,
-                  width_factor: int = 2, seed: int = 0, init: ReluEncoder | None = None) -> dict:
-    """Train a query encoder q -> R^d by full-batch Adam on ``q_train`` and measure recall@k.
+                  loss: str = "infonce", steps: int = _D["steps"], lr: float = _D["lr"], temperature: float = _D["temperature"],
+                  width_factor: int = _D["width_factor"], seed: int = _D["seed"], init: ReluEncoder | None = None) -> dict:
+    """Train a query encoder q -> R^d by full-batch Adam on ``q_train`` and measure recall@k
+    (arXiv 2610.02749: gradient learners on the parity task; defaults: config ``hardness``).
+
+    ``q_train`` / ``q_heldout``: ``(m, P) uint8`` query bit vectors (``split_parity_queries``);
+    ``lr``: Adam learning rate; ``temperature``: InfoNCE tau.
 
     ``arch``: ``perfect`` (one hidden ReLU layer with exactly ``perfect_encoder(task).hidden``
     units, randomly initialised unless ``init`` is given) or ``mlp`` (one hidden layer,
@@ -190,7 +212,7 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
     ``temperature``) or ``regression`` (mean squared error to the code 2c - 1). Returns a dict
     with train/held-out recall@k (mean), the random baseline k/n, the hidden units and
     parameters of the trained network, and the final loss. Seeded: same arguments, same numbers
-    (CPU).
+    (CPU). Raises ``ValueError`` for an unknown ``arch`` or ``loss``.
     """
     import torch
 
@@ -226,8 +248,8 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
         codes_tr = net(qt).numpy()
         codes_ho = net(torch.from_numpy(q_heldout.astype(np.float64))).numpy()
     return {
-        "train_recall": float(recall_at_k(codes_tr, task.gold(q_train), task.d).mean()),
-        "heldout_recall": float(recall_at_k(codes_ho, task.gold(q_heldout), task.d).mean()),
+        "train_recall": float(ball_recall_at_k(codes_tr, task.gold(q_train), task.d).mean()),
+        "heldout_recall": float(ball_recall_at_k(codes_ho, task.gold(q_heldout), task.d).mean()),
         "random_baseline": task.k / 2**task.d,
         "hidden": H,
         "parameters": sum(p.numel() for p in net.parameters()),
@@ -235,7 +257,7 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
     }
 
 
-def split_queries(P: int, m_train: int, m_heldout: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def split_parity_queries(P: int, m_train: int, m_heldout: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint train and held-out queries, uniform over {0,1}^P without replacement (seeded).
     When 2^P < m_train + m_heldout the whole cube is split in the same proportion."""
     rng = np.random.default_rng(seed)
@@ -271,9 +293,7 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
     """
     from .probe import ProbeConfig, probe
 
-    from .config import section_defaults
-
-    cfg = {**section_defaults("hardness"), **dict(cfg)}
+    cfg = {**_D, **dict(cfg)}
     seed = int(cfg["seed"])
     rho = int(cfg["rho"])
     rows, table, chance = [], [], []
@@ -294,10 +314,10 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
         d = dimension(P, **cfg["d_rule"])
         task = make_task(P, d, rho, seed + P)
         ds = f"parity-P{P}"
-        tr, ho = split_queries(P, int(cfg["m_train"]), int(cfg["m_heldout"]), seed + P)
+        tr, ho = split_parity_queries(P, int(cfg["m_train"]), int(cfg["m_heldout"]), seed + P)
         enc = perfect_encoder(task)
         for split, q in (("train", tr), ("heldout", ho)):
-            row(ds, "", "perfect", split, "recall", task.k, recall_at_k(enc(q), task.gold(q), d).mean())
+            row(ds, "", "perfect", split, "recall", task.k, ball_recall_at_k(enc(q), task.gold(q), d).mean())
             row(ds, "", "random", split, "recall", task.k, task.k / 2**d)
         # the probe: one query per distinct gold ball (a ball is decided by its center)
         centers = np.unique(task.centers(np.concatenate([tr, ho])), axis=0)
@@ -311,7 +331,7 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
             for loss in cfg["losses"]:
                 train_rows(task, ds, tr, ho, f"{arch}-{loss}", arch, loss)
         if sweep and P == sweep.get("P"):
-            pool, ho_s = split_queries(P, max(sweep["m"]), int(cfg["m_heldout"]), seed + P + 1)
+            pool, ho_s = split_parity_queries(P, max(sweep["m"]), int(cfg["m_heldout"]), seed + P + 1)
             for m in sweep["m"]:
                 train_rows(task, ds, pool[:m], ho_s, f"mlp-infonce-m{m}", "mlp", "infonce")
         rng = np.random.default_rng(seed + 7 * P)

@@ -14,52 +14,124 @@ from typing import Mapping, Sequence
 import numpy as np
 
 
-def recall_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], k: int) -> np.ndarray:
-    """Per-query recall@k: ``(n_queries,) float64``.
+def _gold_of(i: int, grades: Mapping[str, int]) -> set[str]:
+    """Query i's gold set (grade > 0); raises ``ValueError`` when it is empty."""
+    rel = {d for d, s in grades.items() if s > 0}
+    if not rel:
+        raise ValueError(f"query {i} has no gold document (grade > 0): recall and nDCG are undefined")
+    return rel
 
-    ``ranked[i]``: document ids in rank order (at least ``k`` or all documents);
-    ``gold[i]``: ``{doc_id: grade}`` of query i; grades <= 0 are not relevant. Raises
-    ``ValueError`` for a query with no relevant document.
+
+def recall_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], k: int) -> np.ndarray:
+    """Per-query recall@k, ``|top-k ∩ gold| / |gold|`` (trec_eval ``recall_k``).
+
+    Parameters
+    ----------
+    ranked : ``ranked[i]``, query i's document ids in rank order (at least ``k``, or all).
+    gold : ``gold[i]``, ``{doc_id: grade}`` of query i; grades <= 0 are not gold.
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``(n_queries,) float64`` in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A query with no gold document (so does ``ndcg_at_k``).
     """
     out = np.empty(len(ranked), dtype=np.float64)
     for i, (r, g) in enumerate(zip(ranked, gold)):
-        rel = {d for d, s in g.items() if s > 0}
-        if not rel:
-            raise ValueError(f"query {i} has no relevant document")
+        rel = _gold_of(i, g)
         out[i] = len(rel.intersection(r[:k])) / len(rel)
     return out
 
 
-def ndcg_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], k: int = 10) -> np.ndarray:
-    """Per-query nDCG@k with linear gain (trec_eval ``ndcg_cut``): ``(n_queries,) float64``."""
+def ndcg_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], k: int) -> np.ndarray:
+    """Per-query nDCG@k with linear gain and ``1/log2(rank + 1)`` discount, the ideal DCG from
+    the query's own grades (trec_eval / pytrec_eval ``ndcg_cut_k``).
+
+    Parameters
+    ----------
+    ranked : ``ranked[i]``, query i's document ids in rank order.
+    gold : ``gold[i]``, ``{doc_id: grade}``; grades <= 0 carry no gain.
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``(n_queries,) float64`` in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A query with no gold document (as ``recall_at_k``; trec_eval would score it 0).
+    """
     disc = 1.0 / np.log2(np.arange(2, k + 2))
     out = np.empty(len(ranked), dtype=np.float64)
     for i, (r, g) in enumerate(zip(ranked, gold)):
+        _gold_of(i, g)
         gains = np.array([max(g.get(d, 0), 0) for d in r[:k]], dtype=np.float64)
         dcg = float((gains * disc[: len(gains)]).sum())
         ideal = np.sort(np.array([s for s in g.values() if s > 0], dtype=np.float64))[::-1][:k]
-        idcg = float((ideal * disc[: len(ideal)]).sum())
-        out[i] = dcg / idcg if idcg > 0 else 0.0
+        out[i] = dcg / float((ideal * disc[: len(ideal)]).sum())
     return out
 
 
 def recall_from_ranks(gold_ranks: Sequence[np.ndarray], k: int) -> np.ndarray:
-    """Per-query recall@k from the 1-based ranks of each query's gold documents."""
-    return np.array([float(np.mean(np.asarray(r) <= k)) for r in gold_ranks], dtype=np.float64)
+    """Per-query recall@k from each query's gold ranks (equal to ``recall_at_k`` on the full
+    ranking).
+
+    Parameters
+    ----------
+    gold_ranks : ``gold_ranks[i]``, ``(g_i,) float`` 1-based ranks of query i's gold documents
+        in its full ranking (``capgap.retrieval.rank_gold``; ``inf`` = not retrieved), g_i >= 1.
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``(n_queries,) float64`` in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A query with an empty gold set.
+    """
+    out = np.empty(len(gold_ranks), dtype=np.float64)
+    for i, r in enumerate(gold_ranks):
+        r = np.asarray(r)
+        if r.size == 0:
+            raise ValueError(f"query {i} has no gold document: recall is undefined")
+        out[i] = float(np.mean(r <= k))
+    return out
 
 
-def ndcg_from_ranks(gold_ranks: Sequence[np.ndarray], grades: Sequence[np.ndarray], k: int = 10) -> np.ndarray:
-    """Per-query nDCG@k from gold ranks and their grades (same gains/discounts as ``ndcg_at_k``).
+def ndcg_from_ranks(gold_ranks: Sequence[np.ndarray], grades: Sequence[np.ndarray], k: int) -> np.ndarray:
+    """Per-query nDCG@k from gold ranks and their grades (the gains and discounts of
+    ``ndcg_at_k``): only gold documents carry gain, so DCG needs nothing but their ranks.
 
-    Only gold documents carry gain, so DCG needs nothing but their ranks.
+    Parameters
+    ----------
+    gold_ranks : ``gold_ranks[i]``, ``(g_i,) float`` 1-based ranks (``inf`` = not retrieved).
+    grades : ``grades[i]``, ``(g_i,) float`` their grades (> 0), aligned with ``gold_ranks[i]``.
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``(n_queries,) float64`` in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A query with no document of grade > 0 (as ``ndcg_at_k``).
     """
     out = np.empty(len(gold_ranks), dtype=np.float64)
     for q, (r, g) in enumerate(zip(gold_ranks, grades)):
         r = np.asarray(r)
         g = np.asarray(g, dtype=np.float64)
+        ideal = np.sort(g[g > 0])[::-1][:k]
+        if ideal.size == 0:
+            raise ValueError(f"query {q} has no gold document: nDCG is undefined")
         keep = r <= k
         dcg = float((g[keep] / np.log2(r[keep] + 1)).sum())
-        ideal = np.sort(g[g > 0])[::-1][:k]
-        idcg = float((ideal / np.log2(np.arange(2, len(ideal) + 2))).sum())
-        out[q] = dcg / idcg if idcg > 0 else 0.0
+        out[q] = dcg / float((ideal / np.log2(np.arange(2, len(ideal) + 2))).sum())
     return out

@@ -65,7 +65,8 @@ def write_run(path: str | Path, query_ids: Sequence[str], indices: np.ndarray, s
               doc_ids: Sequence[str], tag: str) -> None:
     """Atomically write a TREC run file: one ``qid Q0 docid rank score tag`` line per result.
 
-    ``indices``/``scores``: ``(n_queries, k)`` row indices into ``doc_ids`` and their scores,
+    ``indices``/``scores``: ``(n_queries, k) int64`` row indices into ``doc_ids`` and their
+    ``float32``/``float64`` scores (the method's own units),
     best first; index -1 (padding of a query with fewer than k candidates) is skipped. Ids are
     percent-encoded (``encode_id``); the rank column counts 1, 2, ... per query; each score is
     written with full precision (``repr(float(s))``), so distinct float32/float64 scores never
