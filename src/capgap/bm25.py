@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -160,3 +161,22 @@ class BM25:
             S[~M] = -np.inf
             idx[s : s + block], sc[s : s + block] = topk_from_scores(S, k)
         return idx, sc
+
+
+def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dict], "Run"]:
+    """BM25 on a ``capgap.data.RetrievalSet``: index its passages with settings ``cfg``
+    (config ``bm25`` minus ``enabled``: backend, method, k1, b, epsilon, stopwords), rank every
+    query by the evaluation tie rule (only documents sharing a query term are retrieved;
+    identical texts tie), evaluate every split (method ``bm25``). Returns the result rows and
+    the run (tag ``bm25``, depth ``eval_depth(ks, ndcg_k)``)."""
+    from .evaluate import Judged, eval_depth, rows_from_ranks
+    from .retrieval import document_groups, rank_queries
+    from .trec import Run
+
+    bm = BM25(rs.corpus.passages(), **dict(cfg))
+    log.info("bm25: %s", bm.variant)
+    qids, texts = list(rs.queries.ids), list(rs.queries.texts)
+    j = Judged.of(rs, qids, rs.corpus.ids)
+    ranks, top, top_s = rank_queries(lambda a, b: bm.scores_and_matches(texts[a:b]), len(qids), j.gold, j.grades, j.excluded,
+                                     eval_depth(ks, ndcg_k), len(rs.corpus), document_groups(rs.corpus), block=256)
+    return rows_from_ranks(rs, j, ranks, ks, ndcg_k, method="bm25"), Run(qids, top, top_s, rs.corpus.ids, "bm25")

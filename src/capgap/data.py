@@ -650,6 +650,23 @@ def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
     return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded)
 
 
+def describe(rs: RetrievalSet) -> dict:
+    """A dataset's sizes, split rule, source and duplicates, as its ``status.json`` records
+    them: ``n_docs``, ``n_queries``, ``n_train``, ``n_heldout``, ``dropped_queries_without_gold``,
+    ``split_rule``, ``source``, ``text_normalization`` and ``duplicate_documents`` /
+    ``duplicate_queries`` (``capgap.retrieval.duplicate_summary``: identical passages, and
+    queries identical after ``text_key``)."""
+    from .retrieval import duplicate_summary, text_key
+
+    return {
+        "n_docs": len(rs.corpus), "n_queries": len(rs.queries), "n_train": len(rs.split.train),
+        "n_heldout": len(rs.split.heldout), "dropped_queries_without_gold": rs.dropped_queries,
+        "split_rule": rs.split.rule, "source": rs.source, "text_normalization": "NFC",
+        "duplicate_documents": duplicate_summary(rs.corpus.ids, rs.corpus.passages()),
+        "duplicate_queries": duplicate_summary(rs.queries.ids, [text_key(t) for t in rs.queries.texts]),
+    }
+
+
 def query_records(rs: RetrievalSet) -> list[list]:
     """What a fine-tuning job learns from and evaluates its curve on, for checkpoint digests:
     one ``[split, query id, text, sorted (gold id, grade) pairs, excluded ids]`` per query, in

@@ -19,7 +19,7 @@ from .config import section_defaults
 from .data import SPLITS, RetrievalSet
 from .io import atomic_open
 from .metrics import ndcg_from_ranks, recall_from_ranks
-from .trec import write_run  # noqa: F401  (re-exported: run files live in capgap.trec)
+from .trec import Run, write_run  # noqa: F401  (write_run re-exported: run files live in capgap.trec)
 
 EVAL_DEFAULTS = section_defaults("eval")  # the schema holds every default (capgap.config)
 COLUMNS = ("dataset", "encoder", "method", "split", "metric", "k", "value")
@@ -122,3 +122,25 @@ def write_curve(path: str | Path, curve: list[dict]) -> None:
         w = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n")
         w.writeheader()
         w.writerows(curve)
+
+
+def evaluate_encoder(rs: RetrievalSet, encoder, index, ks: Sequence[int], ndcg_k: int, encoder_name: str, method: str,
+                     threads: int | None = 1) -> tuple[list[dict], Run]:
+    """A single-vector query encoder on its frozen index: encode every query, rank the whole
+    index exactly (``capgap.retrieval.rank_queries`` with ``dense_scores``: the evaluation tie
+    rule, identical texts and bit-identical rows tied), evaluate every split.
+
+    ``encoder``: a ``capgap.encoders.Encoder`` (pre-trained or with a LoRA adapter); ``index``:
+    its ``capgap.index.FrozenIndex`` (``embeddings`` ``(n_docs, dim) float32``, inner product).
+    Returns the result rows (``rows_from_ranks``, method ``method``) and the run of depth
+    ``eval_depth(ks, ndcg_k)``, tagged ``{encoder_name}-{method}``.
+    """
+    from .retrieval import dense_scores, document_groups, rank_queries
+
+    qids = list(rs.queries.ids)
+    q = encoder.encode_queries(list(rs.queries.texts), progress=True)
+    j = Judged.of(rs, qids, index.doc_ids)
+    ranks, top, top_s = rank_queries(dense_scores(q, index.embeddings, threads), len(qids), j.gold, j.grades, j.excluded,
+                                     eval_depth(ks, ndcg_k), len(index.doc_ids), document_groups(rs.corpus, index.embeddings))
+    rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder_name, method=method)
+    return rows, Run(qids, top, top_s, index.doc_ids, f"{encoder_name}-{method}")

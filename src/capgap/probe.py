@@ -647,3 +647,39 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
         rows.append({**b, "metric": "iterations_median", "value": float(np.median([r.iterations for r in res]))})
         rows.append({**b, "metric": "not_converged", "value": float(np.mean([not r.converged for r in res]))})
     return rows
+
+
+def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], ndcg_k: int,
+             threads: int | None = 1) -> tuple[list[dict], list[dict], "Run"]:
+    """The capacity probe on every query of a dataset's frozen index, as the DAG reports it.
+
+    ``rs``: a ``capgap.data.RetrievalSet``; ``index``: its ``capgap.index.FrozenIndex``
+    (``embeddings`` ``(n_docs, dim) float32``, rows in corpus order). Queries with identical
+    text (``retrieval.text_key``) share one w; documents with identical text are twins
+    (``retrieval.document_groups``). Returns ``(rows, records, run)``: recall@k / nDCG per split
+    from the same ranks as every method, each split followed by ``summary_rows``; one
+    ``query_records`` record per query; and the run of every query's w (tag
+    ``{encoder_name}-probe``, depth ``eval_depth(ks, ndcg_k)``).
+    """
+    import time
+
+    from .data import SPLITS
+    from .evaluate import Judged, eval_depth, interleave_rows, rows_from_ranks
+    from .retrieval import document_groups, text_key
+    from .trec import Run
+
+    qids = list(rs.queries.ids)
+    j = Judged.of(rs, qids, index.doc_ids)
+    t = time.perf_counter()
+    results = probe(index.embeddings, j.gold, threads=threads, progress=True, excluded_sets=j.excluded, grades=j.grades,
+                    tie_groups=[text_key(x) for x in rs.queries.texts], depth=eval_depth(ks, ndcg_k),
+                    duplicates=document_groups(rs.corpus), **cfg.kwargs())
+    log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
+    split_of = {q: s for s in SPLITS for q in rs.split.ids(s)}
+    records = query_records(results, qids, j.gold, index.doc_ids, split_of, ks)
+    run = Run(qids, np.stack([r.top_rows for r in results]), np.stack([r.top_scores for r in results]), index.doc_ids,
+              f"{encoder_name}-probe")
+    rows = rows_from_ranks(rs, j, [r.gold_ranks for r in results], ks, ndcg_k, encoder=encoder_name, method="probe")
+    splits = {"train": list(rs.split.train), "heldout": list(rs.split.heldout), "all": qids}
+    extra = summary_rows(results, qids, splits, {"dataset": rs.name, "encoder": encoder_name, "method": "probe"})
+    return interleave_rows(rows, extra), records, run

@@ -565,6 +565,28 @@ def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
     return replace(rs, corpus=corpus, source={**rs.source, "expanded": info})
 
 
+def prepare(name: str, spec: Mapping, mirror: str | Path | None = None) -> tuple[RetrievalSet | None, dict]:
+    """What the data rule records for dataset ``name``: the set (``obtain``) and its status.
+
+    An unobtainable dataset is not an error here unless ``spec["required"]`` (set for every
+    dataset by config ``require_datasets``): the set is then ``None`` and the status says
+    ``available: false`` with the reason and a hint (the report lists it). When required,
+    ``DatasetUnavailable`` propagates. Bad data (``DataFormatError``) always propagates.
+    Otherwise the status is ``capgap.data.describe`` of the set plus ``dataset`` and
+    ``available: true``.
+    """
+    from .data import describe
+
+    try:
+        rs = obtain(name, spec, mirror=mirror)
+    except DatasetUnavailable as e:
+        if spec.get("required"):
+            raise
+        log.warning("%s", e)
+        return None, {"dataset": name, "available": False, "reason": e.reason, "hint": e.hint}
+    return rs, {"dataset": name, "available": True, **describe(rs)}
+
+
 def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str | Path | None) -> RetrievalSet:
     split_cfg = spec.get("split", {})
     source = spec.get("source", "beir")

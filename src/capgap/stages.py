@@ -25,39 +25,17 @@ log = logging.getLogger(__name__)
 
 def data(inputs, outputs, params, threads: int = 1) -> dict:
     """Rule ``data``: obtain dataset ``params.dataset`` as ``params.spec`` (its config section)
-    says and write the canonical copy plus ``status.json`` to ``outputs[0]``; returns the status.
-
-    An unobtainable dataset is not an error here unless ``spec["required"]`` (set for every
-    dataset by config ``require_datasets``): ``status.json`` then says ``available: false`` with
-    the reason and a hint, and the report lists it. When required, ``DatasetUnavailable``
-    propagates and the job fails. Bad data (``DataFormatError``) is an error: nothing
-    downstream runs on it.
-    """
+    says (``sources.prepare``); write its canonical copy, then ``status.json`` (last: it marks
+    the copy complete) to ``outputs[0]``. Returns the status."""
     from .data import write_canonical
-    from .errors import DatasetUnavailable
-    from .retrieval import duplicate_summary, text_key
-    from .sources import obtain
+    from .sources import prepare
 
-    name, spec, out = params.dataset, params.spec, Path(outputs[0])
+    out = Path(outputs[0])
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        rs = obtain(name, spec)
-    except DatasetUnavailable as e:
-        if spec.get("required"):
-            raise
-        log.warning("%s", e)
-        status = {"dataset": name, "available": False, "reason": e.reason, "hint": e.hint}
-        write_json(out / "status.json", status)
-        return status
-    write_canonical(rs, out)
-    status = {
-        "dataset": name, "available": True, "n_docs": len(rs.corpus), "n_queries": len(rs.queries),
-        "n_train": len(rs.split.train), "n_heldout": len(rs.split.heldout), "dropped_queries_without_gold": rs.dropped_queries,
-        "split_rule": rs.split.rule, "source": rs.source, "text_normalization": "NFC",
-        "duplicate_documents": duplicate_summary(rs.corpus.ids, rs.corpus.passages()),
-        "duplicate_queries": duplicate_summary(rs.queries.ids, [text_key(t) for t in rs.queries.texts]),
-    }
-    write_json(out / "status.json", status)  # written last: marks the copy complete
+    rs, status = prepare(params.dataset, params.spec)
+    if rs is not None:
+        write_canonical(rs, out)
+    write_json(out / "status.json", status)
     return status
 
 
@@ -77,63 +55,37 @@ def index(inputs, outputs, params, threads: int = 1) -> dict:
 
 def pretrained(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``pretrained``: recall@k / nDCG of the pre-trained encoder's own query embeddings
-    on the frozen index; writes ``outputs.metrics`` (method ``pretrained``) and ``outputs.run``.
-    The index must match this encoder and corpus (else ``FingerprintMismatch``)."""
+    on its frozen index (``evaluate.evaluate_encoder``); writes ``outputs.run`` and
+    ``outputs.metrics``. The index must match this encoder and corpus (else
+    ``FingerprintMismatch``)."""
+    from .evaluate import evaluate_encoder
+
     rs, enc, idx = _load_with_index(inputs, params, threads)
-    return _evaluate_encoder(rs, enc, idx, params, "pretrained", outputs, threads)
+    return _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads))
 
 
 def bm25(inputs, outputs, params, threads: int = 1) -> list[dict]:
-    """Rule ``bm25``: recall@k / nDCG of BM25 (``params.bm25``: backend, method, k1, b,
-    epsilon, stopwords; ``capgap.bm25.evaluate``); writes ``outputs.metrics`` and ``outputs.run``."""
-    from .bm25 import BM25
-    from .retrieval import rank_queries
+    """Rule ``bm25``: BM25 with settings ``params.bm25`` (``capgap.bm25.evaluate``); writes
+    ``outputs.run`` and ``outputs.metrics``."""
+    from .bm25 import evaluate
 
-    rs = load_canonical(inputs.data)
-    bm = BM25(rs.corpus.passages(), **dict(params.bm25))
-    log.info("bm25: %s", bm.variant)
-    qids, texts = list(rs.queries.ids), list(rs.queries.texts)
-    j = Judged.of(rs, qids, rs.corpus.ids)
-    ranks, top, top_s = rank_queries(lambda a, b: bm.scores_and_matches(texts[a:b]), len(qids), j.gold, j.grades, j.excluded,
-                                     eval_depth(params.ks, params.ndcg_k), len(rs.corpus), document_groups(rs.corpus), block=256)
-    write_run(outputs.run, qids, top, top_s, rs.corpus.ids, "bm25")
-    return _write_rows(outputs.metrics, rows_from_ranks(rs, j, ranks, params.ks, params.ndcg_k, method="bm25"))
+    return _write(outputs, *evaluate(load_canonical(inputs.data), params.bm25, params.ks, params.ndcg_k))
 
 
 def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
-    """Rule ``probe``: the capacity probe (``capgap.probe``, settings ``params.probe``) on every
-    query of the frozen index. Queries with identical text (``retrieval.text_key``) share one w.
-    Writes ``outputs.per_query`` (``probe.query_records``), ``outputs.run`` (every query's w)
-    and ``outputs.metrics``: recall@k / nDCG per split from the same ranks as every method,
-    each split followed by ``probe.summary_rows``. The index must have been built from this
-    corpus (else ``FingerprintMismatch``)."""
-    import numpy as np
-
-    from .data import SPLITS
+    """Rule ``probe``: the capacity probe with settings ``params.probe`` on every query of the
+    frozen index (``capgap.probe.evaluate``); writes ``outputs.per_query`` (one JSON line per
+    query), ``outputs.run`` (every query's w) and ``outputs.metrics``. The index must have been
+    built from this corpus (else ``FingerprintMismatch``)."""
     from .index import load_index
     from .io import write_jsonl
-    from .probe import ProbeConfig, query_records, summary_rows
-    from .probe import probe as run
-    from .retrieval import text_key
+    from .probe import ProbeConfig, evaluate
 
     rs = load_canonical(inputs.data)
     idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
-    qids = list(rs.queries.ids)
-    j = Judged.of(rs, qids, idx.doc_ids)
-    t = time.perf_counter()
-    results = run(idx.embeddings, j.gold, threads=threads, progress=True, excluded_sets=j.excluded, grades=j.grades,
-                  tie_groups=[text_key(x) for x in rs.queries.texts], depth=eval_depth(params.ks, params.ndcg_k),
-                  duplicates=document_groups(rs.corpus), **ProbeConfig.from_config(params.probe).kwargs())
-    log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
-    split_of = {q: s for s in SPLITS for q in rs.split.ids(s)}
-    write_jsonl(outputs.per_query, query_records(results, qids, j.gold, idx.doc_ids, split_of, params.ks))
-    write_run(outputs.run, qids, np.stack([r.top_rows for r in results]), np.stack([r.top_scores for r in results]), idx.doc_ids,
-              f"{params.encoder_name}-probe")
-    rows = rows_from_ranks(rs, j, [r.gold_ranks for r in results], params.ks, params.ndcg_k, encoder=params.encoder_name,
-                           method="probe")
-    splits = {"train": list(rs.split.train), "heldout": list(rs.split.heldout), "all": qids}
-    extra = summary_rows(results, qids, splits, {"dataset": rs.name, "encoder": params.encoder_name, "method": "probe"})
-    return _write_rows(outputs.metrics, interleave_rows(rows, extra))
+    rows, records, run = evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k, threads)
+    write_jsonl(outputs.per_query, records)
+    return _write(outputs, rows, run)
 
 
 def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
@@ -177,7 +129,9 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
              cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
     write_curve(outputs.curve, res.curve)
     save_adapter(enc.model[0].auto_model, outputs.adapter)
-    rows = _evaluate_encoder(rs, enc, idx, params, "finetuned", outputs, threads)
+    from .evaluate import evaluate_encoder
+
+    rows = _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads))
     Path(params.checkpoint).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
 
@@ -351,20 +305,12 @@ def _load_with_index(inputs, params, threads):
     return rs, enc, load_index(Path(inputs.fingerprint).parent, index_fingerprint(enc.fingerprint(), rs.corpus))
 
 
-def _evaluate_encoder(rs, enc, idx, params, method, outputs, threads) -> list[dict]:
-    """Encode every query, rank the whole frozen index (evaluation tie rule), evaluate; write
-    ``outputs.run`` and ``outputs.metrics``."""
-    from .retrieval import dense_scores, rank_queries
-
-    qids = list(rs.queries.ids)
-    q = enc.encode_queries(list(rs.queries.texts), progress=True)
-    j = Judged.of(rs, qids, idx.doc_ids)
-    ranks, top, top_s = rank_queries(dense_scores(q, idx.embeddings, threads), len(qids), j.gold, j.grades, j.excluded,
-                                     eval_depth(params.ks, params.ndcg_k), len(idx.doc_ids), document_groups(rs.corpus, idx.embeddings))
-    write_run(outputs.run, qids, top, top_s, idx.doc_ids, f"{params.encoder_name}-{method}")
-    return _write_rows(outputs.metrics, rows_from_ranks(rs, j, ranks, params.ks, params.ndcg_k, encoder=params.encoder_name, method=method))
-
-
 def _write_rows(path, rows: list[dict]) -> list[dict]:
     write_rows(path, rows)
     return rows
+
+
+def _write(outputs, rows: list[dict], run) -> list[dict]:
+    """Write a method's run to ``outputs.run`` and its rows to ``outputs.metrics``."""
+    run.write(outputs.run)
+    return _write_rows(outputs.metrics, rows)

@@ -13,7 +13,7 @@ evaluator (``trec_eval``, ``pytrec_eval``) scores capgap's run files against
 ``write_qrels_trec`` output directly and agrees with capgap's own metrics, up to ties: those
 evaluators order a run by score and break ties by document id, not by capgap's rank column.
 
-Public API: ``encode_id(s)``, ``decode_id(s)``, ``write_run(path, query_ids, indices, scores,
+Public API: ``encode_id(s)``, ``decode_id(s)``, ``Run``, ``write_run(path, query_ids, indices, scores,
 doc_ids, tag)``, ``read_run(path)``, ``write_qrels_trec(path, qrels)``.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -59,6 +60,25 @@ def decode_id(s: str) -> str:
         return _ESCAPES.sub(lambda m: bytes.fromhex(m.group().replace("%", "")).decode("utf-8"), s)
     except UnicodeDecodeError:
         raise ValueError(f"{s!r}: percent-escapes are not valid UTF-8") from None
+
+
+@dataclass(frozen=True)
+class Run:
+    """A method's ranking of every query, as a TREC run file holds it (``write_run``).
+
+    ``query_ids``: the queries in order; ``rows``: ``(n_queries, depth) int64`` row indices into
+    ``doc_ids``, best first (-1: padding); ``scores``: their ``(n_queries, depth)`` scores in the
+    method's own units; ``tag``: the run's name (no whitespace)."""
+
+    query_ids: Sequence[str]
+    rows: np.ndarray
+    scores: np.ndarray
+    doc_ids: Sequence[str]
+    tag: str
+
+    def write(self, path: str | Path) -> None:
+        """Atomically write the run file (``write_run``)."""
+        write_run(path, self.query_ids, self.rows, self.scores, self.doc_ids, self.tag)
 
 
 def write_run(path: str | Path, query_ids: Sequence[str], indices: np.ndarray, scores: np.ndarray,
