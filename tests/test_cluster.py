@@ -34,13 +34,13 @@ def cluster():
 
 
 def test_slurm_run_matches_local_run(cluster, mirror, tmp_path):
-    cfg = yaml.safe_load(TINY.read_text())
     # one thread and 3 GB per job: fits this node, and the local run uses the same threads so
-    # the numbers must agree exactly
-    cfg["resources"] = {r: {"threads": 1, "mem_mb": 3000, "runtime": 30} for r in RULES}
-    conf = tmp_path / "tiny_cluster.yaml"
-    conf.write_text(yaml.safe_dump(cfg))
-    base = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--configfile", str(conf)]
+    # the numbers must agree exactly. A workflow profile in place of profiles/default (a
+    # --profile's set-threads/set-resources would be overridden by the workflow profile's).
+    prof = tmp_path / "tiny_cluster_profile.yaml"
+    prof.write_text(yaml.safe_dump({"set-threads": {r: 1 for r in RULES},
+                                    "set-resources": {r: {"mem_mb": 3000, "runtime": 30, "gpu": 0} for r in RULES}}))
+    base = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--configfile", str(TINY), "--workflow-profile", str(prof)]
     local = subprocess.run(base + ["--directory", str(tmp_path / "local"), "--cores", "2"], env=_env(mirror),
                            capture_output=True, text=True, timeout=1200)
     assert local.returncode == 0, local.stderr[-3000:]

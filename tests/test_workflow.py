@@ -238,7 +238,7 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPGAP_DATA_MIRROR")}
     env.update(PATH=f"{BIN}:{os.environ['PATH']}", CAPGAP_CACHE=str(tmp_path / "cache"))
     cmd = [sys.executable, "-c", NO_NETWORK, "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "work"),
-           "--configfile", str(PAPER), "--cores", "8"]
+           "--configfile", str(PAPER), "--cores", "8", "--workflow-profile", str(ROOT / "profiles" / "gpu")]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     jobs = _jobs(r.stdout + r.stderr)
@@ -250,9 +250,72 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert sorted(d for d, s in ds.items() if s["source"] == "beir") == sorted(["trec-covid", "nfcorpus", "fiqa", "arguana", "scidocs", "scifact", "quora"])
     assert {e["model"] for e in cfg["encoders"].values()} == {"distilbert-base-uncased", "Qwen/Qwen3-Embedding-4B"}
     assert cfg["finetune"]["lora_rank"] == 16 and cfg["finetune"]["steps"] == 3000
-    # GPU rules ask the scheduler for a GPU
+    # GPU rules ask the scheduler for a GPU (profiles/gpu); threads are capped at --cores
     out = r.stdout + r.stderr
+    assert "workflow specific profile" in out and str(ROOT / "profiles" / "gpu") in out
     assert re.search(r"rule finetune:.*?gpu=1", out, re.S) and re.search(r"rule probe:.*?gpu=0", out, re.S)
+    assert re.search(r"rule colbert:\n(?:    .*\n)*?    threads: 8\n    resources: [^\n]*\bmem_mb=128000\b", out)
+
+
+RULES = ("data", "index", "pretrained", "probe", "finetune", "bm25", "colbert", "hardness", "report")
+
+
+def _rules_in_workflow():
+    """The rules the rule files define, by file name: each file holds the rule it is named after."""
+    found = {}
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        for name in re.findall(r"^(?:rule|checkpoint) (\w+):", smk.read_text(), re.M):
+            found[name] = smk.stem
+    return found
+
+
+def test_rule_files_are_named_after_their_rules():
+    assert _rules_in_workflow() == {r: r for r in RULES}
+    for inc in re.findall(r'include: "workflow/rules/(\w+)\.smk"', (ROOT / "Snakefile").read_text()):
+        assert (ROOT / "workflow" / "rules" / f"{inc}.smk").is_file()
+
+
+@pytest.mark.parametrize("profile", ["default", "gpu"])
+def test_workflow_profiles_give_every_rule_its_resources(profile):
+    """Threads, memory, wall time and GPUs live in the workflow profiles (profiles/default is the
+    one Snakemake loads by itself), one entry per rule and none in the rules."""
+    prof = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())
+    assert set(prof["set-threads"]) == set(RULES) and all(isinstance(t, int) and t >= 1 for t in prof["set-threads"].values())
+    assert set(prof["set-resources"]) == set(RULES)
+    for rule, res in prof["set-resources"].items():
+        assert set(res) == {"mem_mb", "runtime", "gpu"}, rule
+    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+        assert not re.search(r"^\s+(threads|resources):", smk.read_text(), re.M), smk.name
+    if profile == "default":  # the CPU defaults: no GPU anywhere
+        assert all(res["gpu"] == 0 for res in prof["set-resources"].values())
+    else:
+        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "pretrained", "finetune", "colbert"}
+
+
+def _report_outputs():
+    """The report rule's output paths, read from its output: block (one path per named output)."""
+    text = (ROOT / "workflow" / "rules" / "report.smk").read_text()
+    block = re.search(r"^rule report:\n.*?^    output:\n(.*?)^    \w+:", text, re.S | re.M).group(1)
+    names = re.findall(r"^        (\w+)=", block, re.M)
+    paths = re.findall(r'"(reports/[^"]+)"', block)
+    assert len(names) == len(paths) >= 13, (names, paths)  # every output is a literal path
+    return paths
+
+
+def test_dvc_report_stage_tracks_exactly_the_report_rules_outputs():
+    """dvc.yaml cannot read Snakemake: its report stage's outs, metrics and plots must cover the
+    report rule's outputs, each one once, and name nothing else."""
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]
+    tracked = [next(iter(o)) if isinstance(o, dict) else o for key in ("outs", "metrics", "plots") for o in stage.get(key, [])]
+    outputs = _report_outputs()
+
+    def covers(t, path):
+        return path == t or path.startswith(t.rstrip("/") + "/")
+
+    for path in outputs:
+        assert sum(covers(t, path) for t in tracked) == 1, f"{path}: tracked by {[t for t in tracked if covers(t, path)]}"
+    for t in tracked:
+        assert any(covers(t, path) for path in outputs), f"dvc.yaml tracks {t}, which the report rule does not write"
 
 
 def test_default_config_dry_run_online_without_mirror(tmp_path):

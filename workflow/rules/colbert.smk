@@ -3,7 +3,7 @@
 
 rule colbert:
     input:
-        data="results/{dataset}/data",
+        data=rules.data.output[0],
     output:
         metrics="results/{dataset}/colbert/metrics.csv",
         curve="results/{dataset}/colbert/curve.csv",
@@ -14,11 +14,6 @@ rule colbert:
         "benchmarks/rules/colbert/{dataset}.tsv"
     conda:
         "../../envs/colbert.yaml"
-    threads: rule_threads("colbert")
-    resources:
-        mem_mb=rule_resource("colbert", "mem_mb"),
-        runtime=rule_resource("colbert", "runtime"),
-        gpu=rule_resource("colbert", "gpu"),
     params:
         colbert=lambda wc: colbert_params(wc.dataset),
         ks=config["eval"]["ks"],

@@ -49,6 +49,11 @@ def dataset_spec(dataset):
     return canonical(spec)
 
 
+def status_json(dataset):
+    """status.json in one dataset's data folder (the data checkpoint's output), if written."""
+    return Path(expand(rules.data.output[0], dataset=dataset)[0]) / "status.json"
+
+
 def dataset_source_digest(dataset):
     """capgap.sources.source_digest of the dataset's local folder; when that folder is gone
     (a run without the mirror), the digest its data job recorded, so a good copy is kept.
@@ -56,7 +61,7 @@ def dataset_source_digest(dataset):
     from capgap.sources import source_digest
 
     digest = source_digest(dataset, config["datasets"][dataset])
-    status = Path(f"results/{dataset}/data/status.json")
+    status = status_json(dataset)
     if not digest and status.is_file():
         digest = json.loads(status.read_text()).get("source", {}).get("digest", "")
     return digest
@@ -70,7 +75,7 @@ def dataset_availability(dataset):
     """
     from capgap.sources import availability
 
-    status = Path(f"results/{dataset}/data/status.json")
+    status = status_json(dataset)
     if status.is_file() and json.loads(status.read_text()).get("available"):
         return "local"
     return availability(dataset, config["datasets"][dataset])
@@ -79,7 +84,7 @@ def dataset_availability(dataset):
 def report_unavailable():
     """Print the datasets that could not be obtained (also listed in reports/report.md)."""
     for ds in datasets():
-        status = Path(f"results/{ds}/data/status.json")
+        status = status_json(ds)
         if status.is_file():
             st = json.loads(status.read_text())
             if not st.get("available"):
@@ -88,42 +93,23 @@ def report_unavailable():
                 )
 
 
-# threads, memory (MB), wall time (minutes) and GPUs per rule: what a cluster scheduler needs to
-# place a job. A config's `resources: {rule: {key: value}}` overrides any of them (config/paper.yaml
-# gives the GPU rules gpu: 1); locally Snakemake caps threads at --cores.
-DEFAULT_RESOURCES = {
-    "data": {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpu": 0},
-    "index": {"threads": 8, "mem_mb": 8000, "runtime": 240, "gpu": 0},
-    "pretrained": {"threads": 8, "mem_mb": 8000, "runtime": 60, "gpu": 0},
-    "probe": {"threads": 8, "mem_mb": 8000, "runtime": 480, "gpu": 0},
-    "finetune": {"threads": 8, "mem_mb": 8000, "runtime": 480, "gpu": 0},
-    "bm25": {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpu": 0},
-    "colbert": {"threads": 8, "mem_mb": 16000, "runtime": 720, "gpu": 0},
-    "hardness": {"threads": 2, "mem_mb": 2000, "runtime": 30, "gpu": 0},
-    "report": {"threads": 1, "mem_mb": 2000, "runtime": 30, "gpu": 0},
-}
-
-
-def rule_resource(rule, key):
-    """One resource of a rule: config `resources.<rule>.<key>`, else DEFAULT_RESOURCES."""
-    return (
-        config.get("resources", {}).get(rule, {}).get(key, DEFAULT_RESOURCES[rule][key])
+def settings(section, drop=()):
+    """A config section as a rule's params: without `enabled` (and the keys in `drop`), keys
+    sorted (see canonical)."""
+    return canonical(
+        {
+            k: v
+            for k, v in config.get(section, {}).items()
+            if k not in ("enabled", *drop)
+        }
     )
-
-
-def rule_threads(rule):
-    return rule_resource(rule, "threads")
 
 
 def colbert_params(dataset):
     """The colbert section for one dataset: steps_by_dataset[dataset] overrides steps (the
     paper fine-tunes GTE-ModernColBERT on LIMIT only; steps 0 elsewhere = zero-shot)."""
     cb = config.get("colbert", {})
-    out = {
-        k: v
-        for k, v in cb.items()
-        if k not in ("enabled", "datasets", "steps_by_dataset")
-    }
+    out = settings("colbert", drop=("datasets", "steps_by_dataset"))
     if "steps_by_dataset" in cb:
         out["steps"] = cb["steps_by_dataset"].get(dataset, cb.get("steps", 100))
     return canonical(out)
@@ -131,14 +117,9 @@ def colbert_params(dataset):
 
 def finetune_params(encoder):
     """The finetune section for one encoder: steps_by_encoder[encoder] overrides steps."""
-    ft = {
-        k: v
-        for k, v in config["finetune"].items()
-        if k not in ("enabled", "steps_by_encoder")
-    }
-    ft["steps"] = (
-        config["finetune"].get("steps_by_encoder", {}).get(encoder, ft["steps"])
-    )
+    ft = settings("finetune", drop=("steps_by_encoder",))
+    by_encoder = config["finetune"].get("steps_by_encoder", {})
+    ft["steps"] = by_encoder.get(encoder, ft["steps"])
     return canonical(ft)
 
 
@@ -205,37 +186,6 @@ def dataset_available(dataset):
     return dataset_status(dataset)["available"]
 
 
-def result_tables(wildcards=None):
-    """Every per-job metrics.csv for the datasets that could be obtained."""
-    files = []
-    for ds in datasets():
-        if not dataset_available(ds):
-            continue
-        files += [
-            f"results/{ds}/{enc}/pretrained/metrics.csv" for enc in encoders_for(ds)
-        ]
-        if is_enabled("finetune"):
-            files += [
-                f"results/{ds}/{enc}/finetune/metrics.csv" for enc in encoders_for(ds)
-            ]
-        if is_enabled("probe"):
-            files += [
-                f"results/{ds}/{enc}/probe/metrics.csv" for enc in encoders_for(ds)
-            ]
-        if is_enabled("bm25"):
-            files.append(f"results/{ds}/bm25/metrics.csv")
-        if colbert_on(ds):
-            files.append(f"results/{ds}/colbert/metrics.csv")
-    if is_enabled("hardness"):
-        files.append("results/hardness/metrics.csv")
-    return files
-
-
-def hardness_summary(wildcards=None):
-    """The hardness rule's summary.json (empty when hardness is disabled)."""
-    return ["results/hardness/summary.json"] if is_enabled("hardness") else []
-
-
 def colbert_on(dataset):
     """Whether ColBERT runs on a dataset, i.e. colbert.enabled and (colbert.datasets unset
     or naming it)."""
@@ -245,77 +195,79 @@ def colbert_on(dataset):
     return cb.get("datasets") is None or dataset in cb["datasets"]
 
 
-def curve_files(wildcards=None):
-    """Fine-tuning curves (single-vector and ColBERT) of the available datasets."""
+# Input functions: called when the DAG is built, after every rule file is included, so they can
+# take paths from the rules' outputs (rules.<rule>.output.<name>).
+
+
+def available_datasets():
+    """The datasets whose experiments are in the DAG, in config order."""
+    return [ds for ds in datasets() if dataset_available(ds)]
+
+
+def per_index(path, dataset):
+    """`path` (a rule output with {dataset} and {encoder}) for each of a dataset's encoders."""
+    return expand(path, dataset=dataset, encoder=encoders_for(dataset))
+
+
+def every_index(path):
+    """per_index over the available datasets, in config order."""
+    return [f for ds in available_datasets() for f in per_index(path, ds)]
+
+
+def result_tables(wildcards=None):
+    """Every per-job metrics.csv for the datasets that could be obtained."""
     files = []
-    for ds in datasets():
-        if not dataset_available(ds):
-            continue
+    for ds in available_datasets():
+        files += per_index(rules.pretrained.output.metrics, ds)
         if is_enabled("finetune"):
-            files += [
-                f"results/{ds}/{enc}/finetune/curve.csv" for enc in encoders_for(ds)
-            ]
+            files += per_index(rules.finetune.output.metrics, ds)
+        if is_enabled("probe"):
+            files += per_index(rules.probe.output.metrics, ds)
+        if is_enabled("bm25"):
+            files += expand(rules.bm25.output.metrics, dataset=ds)
         if colbert_on(ds):
-            files.append(f"results/{ds}/colbert/curve.csv")
+            files += expand(rules.colbert.output.metrics, dataset=ds)
+    if is_enabled("hardness"):
+        files.append(rules.hardness.output.metrics)
     return files
 
 
 def status_files(wildcards=None):
-    return [f"results/{ds}/data" for ds in datasets()]
+    """The data checkpoint's folder of every dataset, available or not (its status.json)."""
+    return expand(rules.data.output[0], dataset=datasets())
+
+
+def curve_files(wildcards=None):
+    """Fine-tuning curves (single-vector and ColBERT) of the available datasets."""
+    files = []
+    for ds in available_datasets():
+        if is_enabled("finetune"):
+            files += per_index(rules.finetune.output.curve, ds)
+        if colbert_on(ds):
+            files += expand(rules.colbert.output.curve, dataset=ds)
+    return files
+
+
+def hardness_summary(wildcards=None):
+    """The hardness rule's summary.json (empty when hardness is disabled)."""
+    return [rules.hardness.output.summary] if is_enabled("hardness") else []
 
 
 def probe_per_query_files(wildcards=None):
     """The probe's per-query JSONL of every (available dataset, encoder): the slack figure."""
-    if not is_enabled("probe"):
-        return []
-    return [
-        f"results/{ds}/{enc}/probe/per_query.jsonl"
-        for ds in datasets()
-        if dataset_available(ds)
-        for enc in encoders_for(ds)
-    ]
+    return every_index(rules.probe.output.per_query) if is_enabled("probe") else []
 
 
 def pretrained_run_files(wildcards=None):
     """The pre-trained encoders' TREC runs: the report's "geometrically easy but missed" lists."""
-    return [
-        f"results/{ds}/{enc}/pretrained/run.trec"
-        for ds in datasets()
-        if dataset_available(ds)
-        for enc in encoders_for(ds)
-    ]
+    return every_index(rules.pretrained.output.run)
 
 
 def fingerprint_files(wildcards=None):
     """Frozen-index fingerprints (model, weights and corpus hashes): the report's provenance."""
-    return [
-        f"results/{ds}/{enc}/index/fingerprint.json"
-        for ds in datasets()
-        if dataset_available(ds)
-        for enc in encoders_for(ds)
-    ]
+    return every_index(rules.index.output.fingerprint)
 
 
-REPORT_OUTPUTS = [
-    "results.csv",
-    "report.md",
-    "report.html",
-    "summary.json",
-    "metrics.json",
-    "plots/recall_at_k.csv",
-] + [
-    f"figures/{f}.png"
-    for f in (
-        "recall_at_k",
-        "capacity_gap",
-        "train_vs_heldout",
-        "probe_slack",
-        "finetune_curves",
-        "hardness_vs_P",
-        "hardness_vs_m",
-    )
-]
-
-
-def all_outputs():
-    return [f"reports/{f}" for f in REPORT_OUTPUTS]
+def reported(path, category):
+    """An output flagged for Snakemake's report, captioned by workflow/report/<its stem>.rst."""
+    return report(path, caption=f"../report/{Path(path).stem}.rst", category=category)

@@ -11,11 +11,6 @@ checkpoint data:
         "benchmarks/rules/data/{dataset}.tsv"
     conda:
         "../../envs/data.yaml"
-    threads: rule_threads("data")
-    resources:
-        mem_mb=rule_resource("data", "mem_mb"),
-        runtime=rule_resource("data", "runtime"),
-        gpu=rule_resource("data", "gpu"),
     params:
         dataset=lambda wc: wc.dataset,
         spec=lambda wc: dataset_spec(wc.dataset),

@@ -3,9 +3,9 @@
 
 rule finetune:
     input:
-        data="results/{dataset}/data",
-        fingerprint="results/{dataset}/{encoder}/index/fingerprint.json",
-        embeddings="results/{dataset}/{encoder}/index/embeddings.npy",
+        data=rules.data.output[0],
+        fingerprint=rules.index.output.fingerprint,
+        embeddings=rules.index.output.embeddings,
     output:
         metrics="results/{dataset}/{encoder}/finetune/metrics.csv",
         curve="results/{dataset}/{encoder}/finetune/curve.csv",
@@ -17,11 +17,6 @@ rule finetune:
         "benchmarks/rules/finetune/{dataset}/{encoder}.tsv"
     conda:
         "../../envs/finetune.yaml"
-    threads: rule_threads("finetune")
-    resources:
-        mem_mb=rule_resource("finetune", "mem_mb"),
-        runtime=rule_resource("finetune", "runtime"),
-        gpu=rule_resource("finetune", "gpu"),
     params:
         encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),

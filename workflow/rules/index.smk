@@ -3,7 +3,7 @@
 
 rule index:
     input:
-        data="results/{dataset}/data",
+        data=rules.data.output[0],
     output:
         embeddings="results/{dataset}/{encoder}/index/embeddings.npy",
         doc_ids="results/{dataset}/{encoder}/index/doc_ids.json",
@@ -14,11 +14,6 @@ rule index:
         "benchmarks/rules/index/{dataset}/{encoder}.tsv"
     conda:
         "../../envs/index.yaml"
-    threads: rule_threads("index")
-    resources:
-        mem_mb=rule_resource("index", "mem_mb"),
-        runtime=rule_resource("index", "runtime"),
-        gpu=rule_resource("index", "gpu"),
     params:
         encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),

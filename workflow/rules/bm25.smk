@@ -3,7 +3,7 @@
 
 rule bm25:
     input:
-        data="results/{dataset}/data",
+        data=rules.data.output[0],
     output:
         metrics="results/{dataset}/bm25/metrics.csv",
         run="results/{dataset}/bm25/run.trec",
@@ -13,13 +13,8 @@ rule bm25:
         "benchmarks/rules/bm25/{dataset}.tsv"
     conda:
         "../../envs/baselines.yaml"
-    threads: rule_threads("bm25")
-    resources:
-        mem_mb=rule_resource("bm25", "mem_mb"),
-        runtime=rule_resource("bm25", "runtime"),
-        gpu=rule_resource("bm25", "gpu"),
     params:
-        bm25=canonical({k: v for k, v in config["bm25"].items() if k != "enabled"}),
+        bm25=settings("bm25"),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

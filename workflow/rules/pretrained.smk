@@ -3,9 +3,9 @@
 
 rule pretrained:
     input:
-        data="results/{dataset}/data",
-        fingerprint="results/{dataset}/{encoder}/index/fingerprint.json",
-        embeddings="results/{dataset}/{encoder}/index/embeddings.npy",
+        data=rules.data.output[0],
+        fingerprint=rules.index.output.fingerprint,
+        embeddings=rules.index.output.embeddings,
     output:
         metrics="results/{dataset}/{encoder}/pretrained/metrics.csv",
         run="results/{dataset}/{encoder}/pretrained/run.trec",
@@ -15,11 +15,6 @@ rule pretrained:
         "benchmarks/rules/pretrained/{dataset}/{encoder}.tsv"
     conda:
         "../../envs/index.yaml"
-    threads: rule_threads("pretrained")
-    resources:
-        mem_mb=rule_resource("pretrained", "mem_mb"),
-        runtime=rule_resource("pretrained", "runtime"),
-        gpu=rule_resource("pretrained", "gpu"),
     params:
         encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
