@@ -36,7 +36,7 @@ def datasets():
 
 def encoders_for(dataset):
     """Encoder names configured for one dataset."""
-    return list(config["datasets"][dataset].get("encoders", []))
+    return list(config["datasets"][dataset]["encoders"])
 
 
 def dataset_spec(dataset):
@@ -44,7 +44,7 @@ def dataset_spec(dataset):
     the data, so adding an encoder must not rerun the data rule), plus ``required: true`` under
     ``require_datasets`` (then an unobtainable dataset fails its data job)."""
     spec = {k: v for k, v in config["datasets"][dataset].items() if k != "encoders"}
-    if config.get("require_datasets", False):
+    if config["require_datasets"]:
         spec["required"] = True
     return canonical(spec)
 
@@ -97,21 +97,17 @@ def settings(section, drop=()):
     """A config section as a rule's params: without `enabled` (and the keys in `drop`), keys
     sorted (see canonical)."""
     return canonical(
-        {
-            k: v
-            for k, v in config.get(section, {}).items()
-            if k not in ("enabled", *drop)
-        }
+        {k: v for k, v in config[section].items() if k not in ("enabled", *drop)}
     )
 
 
 def colbert_params(dataset):
     """The colbert section for one dataset: steps_by_dataset[dataset] overrides steps (the
     paper fine-tunes GTE-ModernColBERT on LIMIT only; steps 0 elsewhere = zero-shot)."""
-    cb = config.get("colbert", {})
+    cb = config["colbert"]
     out = settings("colbert", drop=("datasets", "steps_by_dataset"))
     if "steps_by_dataset" in cb:
-        out["steps"] = cb["steps_by_dataset"].get(dataset, cb.get("steps", 100))
+        out["steps"] = cb["steps_by_dataset"].get(dataset, cb["steps"])
     return canonical(out)
 
 
@@ -125,7 +121,7 @@ def finetune_params(encoder):
 
 def is_enabled(name):
     """Whether an optional method (bm25, ...) is switched on in the config."""
-    return bool(config.get(name, {}).get("enabled", True))
+    return bool(config[name]["enabled"])
 
 
 if "hardness" in config["datasets"]:
@@ -139,7 +135,7 @@ for _e in config["encoders"]:
         raise ValueError(
             f"encoder name {_e!r} is reserved (used as a results/ folder name)"
         )
-for _d in config.get("colbert", {}).get("datasets") or []:
+for _d in config["colbert"]["datasets"] or []:
     if _d not in config["datasets"]:
         raise ValueError(
             f"colbert.datasets names unknown dataset {_d!r}; known: {datasets()}"
@@ -176,7 +172,7 @@ def dataset_available(dataset):
     not run a missing checkpoint job when the files downstream of it exist, so a dataset added
     to an existing results tree must reach the DAG as a plain input, not through a checkpoint.
     """
-    if config.get("require_datasets", False):
+    if config["require_datasets"]:
         return True
     av = dataset_availability(dataset)
     if av == "local":
@@ -189,10 +185,8 @@ def dataset_available(dataset):
 def colbert_on(dataset):
     """Whether ColBERT runs on a dataset, i.e. colbert.enabled and (colbert.datasets unset
     or naming it)."""
-    cb = config.get("colbert", {})
-    if not cb.get("enabled", False):
-        return False
-    return cb.get("datasets") is None or dataset in cb["datasets"]
+    cb = config["colbert"]
+    return cb["enabled"] and (cb["datasets"] is None or dataset in cb["datasets"])
 
 
 # Input functions: called when the DAG is built, after every rule file is included, so they can

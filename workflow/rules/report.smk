@@ -38,8 +38,6 @@ rule report:
         ndcg_k=config["eval"]["ndcg_k"],
         config=canonical(config),
         models={name: enc["model"] for name, enc in config["encoders"].items()},
-        colbert_model=config.get("colbert", {}).get(
-            "model", "sentence-transformers/all-MiniLM-L6-v2"
-        ),
+        colbert_model=config["colbert"]["model"],
     script:
         "../scripts/report.py"
