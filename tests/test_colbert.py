@@ -135,6 +135,10 @@ def test_train_colbert_deterministic_and_resumes(tmp_path):
     assert r3["resumed_from"] == 1
     s1, s3 = m1.state_dict(), m3.state_dict()
     assert all(torch.equal(s1[k], s3[k]) for k in s1)
+    # the checkpoint (now at the last step) belongs to these documents: other texts start over
+    cfg, m4 = _tiny_model(tmp_path)
+    r4 = cb.train_colbert(m4, cfg, [d + " Eve likes tea." for d in docs], queries, gold, ckpt_path=tmp_path / "b.pt")
+    assert r4["resumed_from"] == 0 and [p["step"] for p in r4["curve"]] == [1, 2]
     # training changed the model: the projection differs from a freshly seeded one
     _, m0 = _tiny_model(tmp_path)
     assert not torch.equal(m0.state_dict()["1.linear.weight"], s1["1.linear.weight"])
@@ -181,3 +185,27 @@ def test_work_folder_key_covers_the_training_data():
     assert run_data(replace(rs, queries=Queries(("q1", "q2"), ("find x", "find y please")))) != base  # held-out: the curve
     assert run_data(replace(rs, qrels=Qrels({"q1": {"b": 1}, "q2": {"b": 1}}))) != base
     assert run_data(replace(rs, excluded={"q1": ("b",)})) != base
+
+
+def test_indexes_refuse_search_before_build(tmp_path):
+    q = np.zeros((1, 2, 4), dtype=np.float32)
+    with pytest.raises(RuntimeError, match="before build"):
+        cb.FaissTokenIndex().search(q)
+    with pytest.raises(RuntimeError, match="before build"):
+        cb.PlaidIndex(tmp_path / "plaid", tmp_path / "ext").search(q, 5)
+
+
+def test_load_colbert_missing_folder(tmp_path):
+    from capgap.errors import ModelNotFound
+
+    with pytest.raises(ModelNotFound, match="does not exist"):
+        cb.load_colbert(cb.ColbertConfig(), path=str(tmp_path / "nowhere"))
+
+
+def test_backend_choice_and_work_folders(tmp_path):
+    cfg = cb.ColbertConfig(exact_max_docs=10)
+    assert cb.resolve_backend(cfg, 10) == "exact" and cb.resolve_backend(cfg, 11) == "faiss"
+    assert cb.resolve_backend(cb.ColbertConfig(backend="plaid"), 1) == "plaid"
+    (tmp_path / "old" / "parts").mkdir(parents=True)
+    work = cb.prepare_work_dir(tmp_path, "new")
+    assert work == tmp_path / "new" and sorted(p.name for p in tmp_path.iterdir()) == ["new"]

@@ -253,3 +253,70 @@ def test_save_adapter_takes_the_encoder_and_rejects_a_plain_model(tmp_path):
     out = save_adapter(enc, tmp_path / "a")
     assert json.loads((out / "adapter_config.json").read_text())["target_modules"] == ["key", "query", "value"]
     assert not (tmp_path / "none").exists()
+
+
+# --- the shared training loop (capgap.training) ----------------------------------------------
+
+
+def _toy_run(ckpt=None, digest=None, stop_after=None, steps=7):
+    """A tiny regression trained by run_loop: dropout (torch RNG), noise targets drawn from the
+    sampler inside the batch loss, 10 items in batches of 4 (a new epoch every 2 steps)."""
+    from capgap.training import run_loop, seed_everything
+
+    sampler = seed_everything(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.2), torch.nn.Linear(8, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    X = torch.linspace(-1, 1, 40).reshape(10, 4)
+
+    def batch_loss(batch):
+        target = torch.from_numpy(sampler.standard_normal(len(batch)).astype(np.float32))
+        return ((model(X[batch]).squeeze(1) - target) ** 2).mean()
+
+    res = run_loop(batch_loss, model, opt, steps, 10, 4, sampler, ckpt_path=ckpt, digest=digest, checkpoint_every=2,
+                   evaluate=lambda step: {"w": float(model[0].weight.sum())}, eval_every=3, stop_after=stop_after)
+    return model, res
+
+
+def test_run_loop_resumes_exactly_and_only_for_its_digest(tmp_path, caplog):
+    ref, r_ref = _toy_run()
+    assert [p["step"] for p in r_ref.curve] == [3, 6, 7] and r_ref.resumed_from == 0 and r_ref.steps_run == 7
+    assert not ref.training  # eval mode on return
+    ckpt = tmp_path / "toy.pt"
+    with pytest.raises(KeyboardInterrupt):
+        _toy_run(ckpt, {"settings": "s", "data": "d"}, stop_after=3)
+    assert ckpt.is_file() and not list(tmp_path.glob(".*tmp"))  # atomic: no temporary left
+    back, r_back = _toy_run(ckpt, {"settings": "s", "data": "d"})
+    assert r_back.resumed_from == 2 and r_back.steps_run == 5 and r_back.curve == r_ref.curve
+    assert all(torch.equal(a, b) for a, b in zip(ref.state_dict().values(), back.state_dict().values()))
+    # another digest: never resumed, the log names what differs, and it ends like a clean run
+    ckpt.unlink()
+    with pytest.raises(KeyboardInterrupt):
+        _toy_run(ckpt, {"settings": "s", "data": "d"}, stop_after=3)
+    with caplog.at_level(logging.WARNING, logger="capgap.training"):
+        other, r_other = _toy_run(ckpt, {"settings": "s", "data": "other"})
+    assert r_other.resumed_from == 0 and "the data differ" in caplog.text and "the settings" not in caplog.text
+    assert all(torch.equal(a, b) for a, b in zip(ref.state_dict().values(), other.state_dict().values()))
+    # a finished checkpoint: nothing left to train, the final curve point again
+    _, r_done = _toy_run(ckpt, {"settings": "s", "data": "other"})
+    assert r_done.resumed_from == 7 and r_done.steps_run == 0 and r_done.curve[-1] == r_ref.curve[-1]
+
+
+def test_curve_evaluator_recall_per_split():
+    from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
+    from capgap.training import curve_evaluator
+
+    rs = RetrievalSet("t", Corpus(("a", "b", "c"), ("", "", ""), ("x", "y", "z")),
+                      Queries(("q1", "q2", "q3"), ("find x", "find y", "find z")),
+                      Qrels({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}), Split(("q1", "q2"), ("q3",)))
+    table = {"find x": [3.0, 2.0, 1.0], "find y": [3.0, 2.0, 1.0], "find z": [1.0, 2.0, 3.0]}  # q2's gold ranks 2nd
+    prepared = []
+
+    def scorer():
+        prepared.append(1)
+        return lambda texts: (lambda a, b: np.array([table[t] for t in texts[a:b]]))
+
+    ev = curve_evaluator(rs, rs.corpus.ids, scorer, ks=[1, 2, 20])
+    assert ev(5) == {"train_recall@1": 0.5, "train_recall@2": 1.0, "heldout_recall@1": 1.0, "heldout_recall@2": 1.0}
+    assert prepared == [1]  # the scorer is prepared once per curve point, for both splits
+    assert curve_evaluator(rs, rs.corpus.ids, scorer, ks=[20, 50], max_queries=1)(0) == {"train_recall@20": 1.0,
+                                                                                          "heldout_recall@20": 1.0}

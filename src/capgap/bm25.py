@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import logging
 import unicodedata
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from .config import section_defaults
 from .retrieval import topk_from_scores
+
+if TYPE_CHECKING:
+    from .trec import Run
 
 log = logging.getLogger(__name__)
 _D = section_defaults("bm25")  # the schema holds every default (capgap.config)
@@ -163,7 +166,7 @@ class BM25:
         return idx, sc
 
 
-def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dict], "Run"]:
+def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dict], Run]:
     """BM25 on a ``capgap.data.RetrievalSet``: index its passages with settings ``cfg``
     (config ``bm25`` minus ``enabled``: backend, method, k1, b, epsilon, stopwords), rank every
     query by the evaluation tie rule (only documents sharing a query term are retrieved;

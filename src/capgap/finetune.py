@@ -10,8 +10,14 @@ Public API
 - ``FinetuneConfig``: steps, batch size, learning rate, temperature, LoRA rank/alpha/dropout,
   target modules per architecture, loss form, candidates, checkpointing, seed.
 - ``infonce_loss(scores, gold_mask, temperature, form)``: the loss (see below).
-- ``train_query_encoder(encoder, index, rs, cfg, ckpt_path, ...)`` -> ``TrainResult``: trains
-  in place, resumable from ``ckpt_path``.
+- ``add_lora(encoder, cfg)``: wraps the encoder's attention projections with LoRA adapters.
+- ``train_query_encoder(encoder, doc_embeddings, train_queries, train_gold, cfg, ckpt_path,
+  ...)`` -> ``TrainResult``: trains in place, resumable from ``ckpt_path`` (the loop is
+  ``capgap.training.run_loop``; this module owns the batches and the loss).
+- ``training_digest(...)``: what a checkpoint must match to be resumed.
+- ``finetune_encoder(rs, encoder, index, cfg, ks, ckpt_path, ...)`` -> ``TrainResult``: the
+  pipeline's fine-tuning step on a retrieval set's train split, with its learning curve
+  (``capgap.training.curve_evaluator``).
 - ``save_adapter(model, out_dir)``: the LoRA adapter (peft ``save_pretrained``) written
   atomically, with an ``adapter_config.json`` that does not depend on ``PYTHONHASHSEED``.
 
@@ -39,13 +45,11 @@ import hashlib
 import json
 import logging
 import os
-import random
 import shutil
-import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -165,36 +169,14 @@ def add_lora(encoder, cfg: FinetuneConfig) -> list[str]:
 @dataclass
 class TrainResult:
     """``curve``: list of dicts (step, loss, train/held-out recall@k); ``steps_per_s``;
-    ``resumed_from``: the step a checkpoint restored (0 if none); ``trainable``: parameter count."""
+    ``resumed_from``: the step a checkpoint restored (0 if none); ``trainable``: parameter count;
+    ``adapted_modules``: the module names LoRA wraps."""
 
     curve: list
     steps_per_s: float
     resumed_from: int
     trainable: int
     adapted_modules: list
-
-
-def _rng_state(sampler_rng: np.random.Generator) -> dict:
-    import torch
-
-    return {"torch": torch.get_rng_state(), "numpy": sampler_rng.bit_generator.state, "python": random.getstate()}
-
-
-def _set_rng_state(state: dict, sampler_rng: np.random.Generator) -> None:
-    import torch
-
-    torch.set_rng_state(state["torch"])
-    sampler_rng.bit_generator.state = state["numpy"]
-    random.setstate(state["python"])
-
-
-def _save_checkpoint(path: Path, payload: dict) -> None:
-    import torch
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
 
 
 def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str], train_gold: list[list[int]],
@@ -233,24 +215,32 @@ def train_query_encoder(
 
     ``doc_embeddings``: the frozen index ``(n_docs, dim) float32`` (read only, no gradient);
     ``train_queries[i]`` / ``train_gold[i]``: train-split query texts and their gold row indices.
+    The loop (batches, checkpoints, curve, progress) is ``capgap.training.run_loop``:
     ``evaluate(step)`` -> dict of curve metrics, called every ``cfg.eval_every`` steps and at
-    the end (the model is in eval mode meanwhile). ``ckpt_path``: checkpoint file; resumed only
-    when its ``training_digest`` matches (config, encoder, index, train queries, gold sets and
-    exclusions), else training starts over and the log says what differs. ``stop_after``: raise ``KeyboardInterrupt`` after that many steps
-    of this call (tests simulate a kill with it). ``train_excluded[i]``: row indices left out of
-    query i's softmax (neither gold nor negative). ``context``: JSON-able data the curve also
-    depends on (``evaluate``'s queries), part of the checkpoint digest. On CUDA the forward pass runs under bf16
-    autocast (``cfg.precision`` "auto" or "bf16"; the loss is computed in float32). Returns a
-    ``TrainResult``.
+    the end (the model is in eval mode meanwhile; without ``evaluate`` the curve holds the loss
+    only). ``ckpt_path``: checkpoint file (the LoRA weights, optimiser, RNG states, sampler
+    position, curve); resumed only when the config digest and the ``training_digest`` match
+    (config, encoder, index, train queries, gold sets and exclusions, ``context``), else
+    training starts over and the log says which differ. ``stop_after``: raise
+    ``KeyboardInterrupt`` after that many steps of this call (tests simulate a kill with it).
+    ``train_excluded[i]``: row indices left out of query i's softmax (neither gold nor
+    negative). ``context``: JSON-able data the curve also depends on (``evaluate``'s queries),
+    part of the checkpoint digest. On CUDA the forward pass runs under bf16 autocast
+    (``cfg.precision`` "auto" or "bf16"; the loss is computed in float32). Returns a
+    ``TrainResult``. Raises ``ValueError`` without train queries or (``add_lora``) for an
+    architecture without target modules.
     """
     import torch
 
+    from .training import PartialState, run_loop, seed_everything
+
     if threads:
         torch.set_num_threads(int(threads))
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
-    sampler = np.random.default_rng(cfg.seed)
-    adapted = add_lora(encoder, cfg)
+    n_train = len(train_queries)
+    if n_train == 0:
+        raise ValueError("finetune: no train queries")
+    sampler = seed_everything(cfg.seed)
+    adapted = add_lora(encoder, cfg)  # LoRA's initial weights come from the seeded torch RNG
     model = encoder.model
     device = next(model.parameters()).device
     bf16 = device.type == "cuda" and cfg.precision in ("auto", "bf16")
@@ -259,49 +249,8 @@ def train_query_encoder(
     # a private copy (the index may be a read-only memory map); never given requires_grad
     D = torch.from_numpy(np.array(doc_embeddings, dtype=np.float32, copy=True)).to(device)
     n_docs = D.shape[0]
-    n_train = len(train_queries)
-    if n_train == 0:
-        raise ValueError("finetune: no train queries")
-    perm, pos, step, curve, resumed = sampler.permutation(n_train), 0, 0, [], 0
-    losses: list[float] = []
-    ckpt = Path(ckpt_path) if ckpt_path else None
-    data_digest = training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg, context) if ckpt else ""
-    if ckpt and ckpt.is_file():
-        state = torch.load(ckpt, map_location=device, weights_only=False)
-        if state.get("digest") == cfg.digest() and state.get("data") == data_digest:
-            model.load_state_dict(state["lora"], strict=False)
-            opt.load_state_dict(state["optim"])
-            _set_rng_state(state["rng"], sampler)
-            perm, pos, step, curve, losses = state["perm"], state["pos"], state["step"], state["curve"], state["losses"]
-            resumed = step
-            log.info("resumed from %s at step %d", ckpt, step)
-        else:
-            why = "the fine-tuning config differs" if state.get("digest") != cfg.digest() else \
-                "the data differ (train or held-out queries, gold sets, exclusions, frozen index or encoder)"
-            log.warning("ignoring checkpoint %s and starting over: %s", ckpt, why)
 
-    def run_eval(at: int):
-        if evaluate is None:
-            return
-        model.eval()
-        with torch.no_grad():
-            point = {"step": at, "loss": float(np.mean(losses)) if losses else float("nan"), **evaluate(at)}
-        model.train()
-        curve.append(point)
-        losses.clear()
-
-    model.train()
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.steps, initial=step, desc="finetune", unit="step")
-    t0, done_here = time.perf_counter(), 0
-    while step < cfg.steps:
-        if pos + cfg.batch_size > n_train and pos > 0:
-            perm, pos = sampler.permutation(n_train), 0
-        batch = perm[pos : pos + cfg.batch_size]
-        pos += len(batch)
+    def batch_loss(batch):
         excl = None
         if cfg.candidates == "full":
             cand = None
@@ -332,30 +281,70 @@ def train_query_encoder(
         if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
             q = torch.nn.functional.normalize(q, dim=-1)
         docs = D if cand is None else D[torch.from_numpy(cand)]
-        loss = infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        step += 1
-        done_here += 1
-        losses.append(float(loss.detach()))
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}", steps_per_s=f"{done_here / (time.perf_counter() - t0):.2f}")
-        if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-            run_eval(step)
-        if ckpt and (step % cfg.checkpoint_every == 0 or step == cfg.steps):
-            lora = {k: v.detach().clone() for k, v in model.state_dict().items() if "lora_" in k}
-            _save_checkpoint(ckpt, {"digest": cfg.digest(), "data": data_digest, "n_train": n_train, "step": step, "lora": lora, "optim": opt.state_dict(),
-                                    "rng": _rng_state(sampler), "perm": perm, "pos": pos, "curve": curve, "losses": losses})
-        if stop_after is not None and done_here >= stop_after and step < cfg.steps:
-            raise KeyboardInterrupt(f"stopped after {done_here} steps (test hook)")
-    elapsed = time.perf_counter() - t0
-    if bar is not None:
-        bar.close()
-    run_eval(step)
-    model.eval()
-    return TrainResult(curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, sum(p.numel() for p in params), adapted)
+        return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
+
+    digest = {}
+    if ckpt_path:
+        digest = {"fine-tuning config": cfg.digest(),
+                  "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg, context)}
+    res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
+                   checkpoint_every=cfg.checkpoint_every, weights=PartialState(model, lambda k: "lora_" in k),
+                   evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc="finetune", stop_after=stop_after)
+    return TrainResult(res.curve, res.steps_per_s, res.resumed_from, sum(p.numel() for p in params), adapted)
+
+
+def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int], ckpt_path: str | Path | None = None,
+                     threads: int | None = None, progress: bool = True) -> TrainResult:
+    """Fine-tune ``encoder`` on the train split of ``rs`` against its frozen ``index`` (the
+    pipeline's ``finetune`` rule, before the final evaluation).
+
+    Parameters
+    ----------
+    rs : capgap.data.RetrievalSet
+        Train-split queries are the training data (texts, gold documents, exclusions); the
+        curve evaluates the first ``cfg.eval_max_queries`` train and held-out queries.
+    encoder : capgap.encoders.Encoder
+        Trained in place (``add_lora``); the caller saves the adapter (``save_adapter``).
+    index : capgap.index.FrozenIndex
+        ``embeddings`` ``(n_docs, dim) float32`` (never changed) and ``doc_ids`` (corpus order).
+    cfg : FinetuneConfig
+    ks : sequence of int
+        Evaluation cut-offs; the curve reports recall at every k <= 10
+        (``capgap.training.curve_ks``).
+    ckpt_path : path, optional
+        Checkpoint to resume from and write (``train_query_encoder``); its digest covers the
+        config, encoder, index and ``capgap.data.query_records(rs)``.
+    threads : int, optional
+        torch / BLAS threads.
+
+    Returns
+    -------
+    TrainResult
+        Its ``curve`` has the loss and ``{split}_recall@{k}`` every ``cfg.eval_every`` steps and
+        at the end. Raises ``ValueError`` without train queries; ``KeyError`` when a gold
+        document is not in the index.
+    """
+    from .data import excluded_positions, query_records
+    from .retrieval import dense_scores, document_groups
+    from .training import curve_evaluator
+
+    D, doc_ids = index.embeddings, index.doc_ids
+    pos = {d: i for i, d in enumerate(doc_ids)}
+    text = dict(zip(rs.queries.ids, rs.queries.texts))
+    train_ids = list(rs.split.train)
+
+    def scorer():  # inner products of the queries, encoded by the model as it is now
+        return lambda texts: dense_scores(encoder.encode_queries(texts), D, threads)
+
+    evaluate = curve_evaluator(rs, doc_ids, scorer, ks, document_groups(rs.corpus, D), cfg.eval_max_queries)
+    res = train_query_encoder(
+        encoder, D, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.relevant(q)] for q in train_ids],
+        cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
+        train_excluded=excluded_positions(rs, train_ids, doc_ids) if rs.excluded else None,
+    )
+    log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
+             cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
+    return res
 
 
 def _sort_key(x):

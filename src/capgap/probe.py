@@ -50,11 +50,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from .config import section_defaults
+
+if TYPE_CHECKING:
+    from .trec import Run
 
 log = logging.getLogger(__name__)
 PRUNE_AFTER = 50  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
@@ -650,7 +653,7 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
 
 
 def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], ndcg_k: int,
-             threads: int | None = 1) -> tuple[list[dict], list[dict], "Run"]:
+             threads: int | None = 1) -> tuple[list[dict], list[dict], Run]:
     """The capacity probe on every query of a dataset's frozen index, as the DAG reports it.
 
     ``rs``: a ``capgap.data.RetrievalSet``; ``index``: its ``capgap.index.FrozenIndex``

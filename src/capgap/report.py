@@ -18,7 +18,7 @@ import base64
 import json
 import re
 import statistics
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence

@@ -1,0 +1,109 @@
+"""ColBERT fine-tuning (both towers, as ColBERT is trained) with PyLate's contrastive loss.
+
+Each step: ``batch_size`` train queries; per query one gold document (the positive) and
+``n_negatives`` random non-gold documents; ``pylate.losses.Contrastive`` over all the batch's
+documents. LIMIT's gold sets overlap across queries, so an in-batch document that is gold for a
+query is masked out of its softmax (a false negative), never pushed away. The loop (batches,
+checkpoints, curve, progress) is ``capgap.training.run_loop``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .models import ColbertConfig
+
+
+class _MaskedScores:
+    """``pylate.scores.ColBERTScores`` with the batch's false negatives set to -inf: an in-batch
+    document that is gold for a query (other than its own positive) leaves that query's softmax."""
+
+    def __init__(self):
+        from pylate.scores import ColBERTScores
+
+        self.inner = ColBERTScores()
+        self.mask = None  # (B, B*N) bool, set before each loss call
+
+    def __call__(self, queries_embeddings, documents_embeddings, queries_mask=None, documents_mask=None):
+        s = self.inner(queries_embeddings, documents_embeddings, queries_mask=queries_mask, documents_mask=documents_mask)
+        return s if self.mask is None else s.masked_fill(self.mask.to(s.device), float("-inf"))
+
+
+def false_negative_mask(batch_gold: list[set[int]], slots: list[list[int]]) -> np.ndarray:
+    """``(B, B*N) bool``: True where slot ``t`` of doc group ``j`` is gold for query ``i`` but is
+    not query ``i``'s own positive (group ``i``, slot 0). ``slots[j][t]``: a document index."""
+    B, N = len(slots), len(slots[0])
+    m = np.zeros((B, B * N), dtype=bool)
+    for i, gold in enumerate(batch_gold):
+        for j in range(B):
+            for t in range(N):
+                if (i, t) != (j, 0) and slots[j][t] in gold:
+                    m[i, j * N + t] = True
+    return m
+
+
+def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_queries: Sequence[str],
+                  train_gold: Sequence[Sequence[int]], ckpt_path: str | Path | None = None,
+                  evaluate: Callable[[int], dict] | None = None, stop_after: int | None = None,
+                  progress: bool = False, train_excluded: Sequence[Sequence[int]] | None = None) -> dict:
+    """Fine-tune ``model`` (``pylate.models.ColBERT``) in place with PyLate's contrastive loss.
+
+    Each step: ``cfg.batch_size`` train queries from a seeded per-epoch permutation; per query
+    one gold document drawn uniformly as the positive and ``cfg.n_negatives`` documents drawn
+    uniformly from its non-gold documents; the loss is ``pylate.losses.Contrastive``
+    (temperature ``cfg.temperature``) over all the batch's documents with false negatives
+    masked (``false_negative_mask``). AdamW. Checkpoints (weights, optimiser, RNG states, sampler
+    position, curve) are written atomically every ``cfg.checkpoint_every`` steps and resumed
+    only when ``cfg.training_digest()`` and a digest of the training data (document texts,
+    train queries, gold sets, exclusions) match. ``evaluate(step)``: curve metrics every
+    ``cfg.eval_every`` steps and at the end (without it the curve holds the loss only).
+    ``train_excluded[i]``: documents that are neither gold nor negative for query i (never drawn
+    as its negatives, masked like false negatives). ``stop_after``: raise ``KeyboardInterrupt``
+    after that many steps of this call (tests simulate a kill with it).
+
+    Returns ``{"curve", "steps_per_s", "resumed_from"}``. Raises ``ValueError`` without train
+    queries.
+    """
+    import torch
+    from pylate import losses
+
+    from ..training import json_digest, run_loop, seed_everything
+
+    n_train, n_docs = len(train_queries), len(doc_texts)
+    if n_train == 0:
+        raise ValueError("colbert: no train queries")
+    sampler = seed_everything(cfg.seed)
+    scorer = _MaskedScores()
+    loss_fn = losses.Contrastive(model=model, score_metric=scorer, temperature=cfg.temperature)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    gold_sets = [set(int(g) for g in gs) for gs in train_gold]
+    avoid = [g | set(int(e) for e in train_excluded[i]) for i, g in enumerate(gold_sets)] if train_excluded else gold_sets
+
+    def batch_loss(batch):
+        slots = []
+        for qi in batch:
+            gold = sorted(gold_sets[qi])
+            row = [gold[int(sampler.integers(len(gold)))]]
+            while len(row) < 1 + cfg.n_negatives and len(avoid[qi]) < n_docs:
+                d = int(sampler.integers(n_docs))
+                if d not in avoid[qi]:
+                    row.append(d)
+            slots.append(row)
+        scorer.mask = torch.from_numpy(false_negative_mask([avoid[qi] for qi in batch], slots))
+        feats = [model.tokenize([train_queries[qi] for qi in batch], is_query=True)]
+        feats += [model.tokenize([doc_texts[row[t]] for row in slots], is_query=False, pad=True) for t in range(len(slots[0]))]
+        feats = [{k: v.to(model.device) for k, v in f.items()} for f in feats]
+        return loss_fn(feats)
+
+    digest = {}
+    if ckpt_path:
+        data = [list(doc_texts), list(train_queries), [sorted(g) for g in gold_sets],
+                [sorted(int(e) for e in ex) for ex in (train_excluded or [])]]
+        digest = {"ColBERT training settings": cfg.training_digest(), "training data": json_digest(data)}
+    res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
+                   checkpoint_every=cfg.checkpoint_every, evaluate=evaluate, eval_every=cfg.eval_every, progress=progress,
+                   desc="colbert", stop_after=stop_after)
+    return {"curve": res.curve, "steps_per_s": res.steps_per_s, "resumed_from": res.resumed_from}

@@ -1,0 +1,325 @@
+"""The resumable training loop and the learning-curve evaluator shared by capgap's trainers.
+
+``finetune.train_query_encoder`` (LoRA on a query encoder against a frozen index) and
+``colbert.train_colbert`` (a PyLate ColBERT) differ only in their batches and losses; this
+module owns everything else:
+
+- ``seed_everything(seed)``: seeds torch and Python's ``random`` and returns the numpy sampler
+  that draws every batch (call it before building anything random, e.g. LoRA weights).
+- ``run_loop(batch_loss, model, optimizer, n_steps, n_items, batch_size, sampler, ...)``:
+  batches of item indices from a seeded permutation per epoch, one optimiser step per batch,
+  a learning-curve point every ``eval_every`` steps and at the end, a tqdm progress bar with
+  loss and steps/s, and atomic checkpoints every ``checkpoint_every`` steps (weights,
+  optimiser, RNG states, sampler position, curve) resumed only when their digest matches, so a
+  killed run ends with the same weights and curve as an uninterrupted one.
+- ``curve_evaluator(rs, doc_ids, scorer, ks, groups, max_queries)``: the curve's
+  ``evaluate(step)``: train/held-out recall@k (k <= 10) on the first ``max_queries`` queries
+  of each split, ranked with the evaluation tie rule.
+
+Per step the loop does, in this order: a new permutation when the epoch is used up, the batch,
+``batch_loss(batch)`` (which may draw more from the sampler), ``zero_grad``, ``backward``,
+``optimizer.step()``, the curve point, the checkpoint. RNG consumption is therefore fixed by
+the seed, the batch size and what ``batch_loss`` draws.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+def seed_everything(seed: int) -> np.random.Generator:
+    """Seed torch's and Python's global RNGs with ``seed``; return ``np.random.default_rng(seed)``
+    (the sampler ``run_loop`` draws batches from)."""
+    import torch
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    return np.random.default_rng(seed)
+
+
+def json_digest(obj) -> str:
+    """sha256 (hex) of ``obj``'s canonical JSON (keys sorted): a digest of training inputs."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def rng_state(sampler: np.random.Generator) -> dict:
+    """The RNG states a resumed run needs: ``{"torch", "numpy" (the sampler), "python"}`` plus
+    ``"cuda"`` (every device's generator) when CUDA is initialised."""
+    import torch
+
+    state = {"torch": torch.get_rng_state(), "numpy": sampler.bit_generator.state, "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict, sampler: np.random.Generator) -> None:
+    """Restore what ``rng_state`` captured (``sampler`` in place)."""
+    import torch
+
+    torch.set_rng_state(state["torch"])
+    sampler.bit_generator.state = state["numpy"]
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: str | Path, payload: dict) -> None:
+    """``torch.save(payload)`` to ``path`` atomically: written to a hidden sibling, then renamed,
+    so a kill leaves the previous checkpoint or the new one (a failed save removes its
+    temporary file). Creates the parent folder."""
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class PartialState:
+    """The entries of ``module.state_dict()`` whose key passes ``keep`` (e.g. LoRA weights only),
+    with ``state_dict()`` / ``load_state_dict()`` like a module, for ``run_loop(weights=...)``.
+    ``load_state_dict`` raises ``KeyError`` unless it gets exactly the kept keys."""
+
+    def __init__(self, module, keep: Callable[[str], bool]):
+        self.module, self.keep = module, keep
+
+    def state_dict(self) -> dict:
+        return {k: v.detach().clone() for k, v in self.module.state_dict().items() if self.keep(k)}
+
+    def load_state_dict(self, state: dict) -> None:
+        want = {k for k in self.module.state_dict() if self.keep(k)}
+        if set(state) != want:
+            raise KeyError(f"checkpoint weights do not match the model: {sorted(set(state) ^ want)[:5]}")
+        self.module.load_state_dict(state, strict=False)
+
+
+@dataclass
+class LoopResult:
+    """``curve``: one dict per curve point (``step``, ``loss``: the mean training loss since the
+    previous point, NaN if none, then ``evaluate``'s metrics); ``steps_per_s``: optimiser steps
+    of this call per second of its loop (NaN when no time elapsed); ``resumed_from``: the step a
+    checkpoint restored (0 if none); ``steps_run``: steps this call ran."""
+
+    curve: list
+    steps_per_s: float
+    resumed_from: int
+    steps_run: int
+
+
+def _load(ckpt: Path, digest: Mapping[str, str], desc: str):
+    """The checkpoint's payload if its digest parts all equal ``digest``, else None (logged)."""
+    import torch
+
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    saved = state.get("digest")
+    saved = saved if isinstance(saved, dict) else {}
+    differ = [name for name in digest if saved.get(name) != digest[name]]
+    if not differ and set(saved) == set(digest):
+        return state
+    why = " and ".join(f"the {name}" for name in differ) or "the checkpoint's format"
+    log.warning("%s: ignoring checkpoint %s and starting over: %s differ", desc, ckpt, why)
+    return None
+
+
+def run_loop(
+    batch_loss: Callable[[np.ndarray], object],
+    model,
+    optimizer,
+    n_steps: int,
+    n_items: int,
+    batch_size: int,
+    sampler: np.random.Generator,
+    *,
+    ckpt_path: str | Path | None = None,
+    digest: Mapping[str, str] | None = None,
+    checkpoint_every: int = 0,
+    weights=None,
+    evaluate: Callable[[int], dict] | None = None,
+    eval_every: int = 0,
+    progress: bool = False,
+    desc: str = "train",
+    stop_after: int | None = None,
+) -> LoopResult:
+    """Train ``model`` for ``n_steps`` optimiser steps from step 0 or from a checkpoint.
+
+    Parameters
+    ----------
+    batch_loss : callable
+        ``batch_loss(batch)`` -> 0-d loss tensor for ``batch``, an ``(b,) int64`` array of item
+        indices (``b = min(batch_size, n_items)``); it may draw from ``sampler`` (negatives).
+    model : torch.nn.Module
+        Put in train mode while training, in eval mode (under ``torch.no_grad``) for
+        ``evaluate`` and when the loop returns.
+    optimizer : torch.optim.Optimizer
+        Stepped once per batch after ``zero_grad(set_to_none=True)`` and ``backward``.
+    n_steps, n_items, batch_size : int
+        Total steps, number of items (e.g. train queries), items per batch. Batches walk a
+        permutation of ``range(n_items)`` drawn from ``sampler`` (one before resuming, a new one
+        when fewer than ``batch_size`` items are left).
+    sampler : numpy.random.Generator
+        The seeded sampler (``seed_everything``); its state is checkpointed.
+    ckpt_path : path, optional
+        Checkpoint file, written atomically (``save_checkpoint``) every ``checkpoint_every``
+        steps and at the last step; resumed when it exists and its digest matches. Its payload:
+        ``digest``, ``n_items``, ``step``, ``weights``, ``optim``, ``rng`` (``rng_state``),
+        ``perm``, ``pos``, ``curve``, ``losses`` (losses since the last curve point).
+    digest : mapping of str to str
+        Named digests of everything the run depends on (e.g. ``{"settings": ..., "data": ...}``).
+        A checkpoint whose parts differ is never resumed: training starts over and the log
+        names the parts that differ.
+    weights : object with ``state_dict`` / ``load_state_dict``, optional
+        What of the model the checkpoint holds (default ``model``; ``PartialState`` for a part).
+    evaluate : callable, optional
+        ``evaluate(step)`` -> dict of curve metrics. Without it the curve points hold ``step`` and
+        ``loss`` only.
+    eval_every : int
+        A curve point every ``eval_every`` steps before the last (0: none); the last step always
+        gets one, after the loop (also when a resumed run has nothing left to train).
+    progress : bool
+        A tqdm bar (``desc``) with the last loss and steps/s.
+    stop_after : int, optional
+        Raise ``KeyboardInterrupt`` after this many steps of this call, after that step's
+        checkpoint (tests simulate a kill with it); ignored at the last step.
+
+    Returns
+    -------
+    LoopResult
+    """
+    import torch
+
+    perm, pos, step, curve, losses, resumed = sampler.permutation(n_items), 0, 0, [], [], 0
+    ckpt = Path(ckpt_path) if ckpt_path else None
+    digest = dict(digest or {})
+    weights = model if weights is None else weights
+    if ckpt and ckpt.is_file():
+        state = _load(ckpt, digest, desc)
+        if state is not None:
+            weights.load_state_dict(state["weights"])
+            optimizer.load_state_dict(state["optim"])
+            set_rng_state(state["rng"], sampler)
+            perm, pos, step, curve, losses = state["perm"], state["pos"], state["step"], state["curve"], state["losses"]
+            resumed = step
+            log.info("%s: resumed from %s at step %d", desc, ckpt, step)
+
+    def curve_point(at: int) -> None:
+        point = {"step": at, "loss": float(np.mean(losses)) if losses else float("nan")}
+        if evaluate is not None:
+            model.eval()
+            with torch.no_grad():
+                point.update(evaluate(at))
+        model.train()
+        curve.append(point)
+        losses.clear()
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n_steps, initial=step, desc=desc, unit="step")
+    model.train()
+    t0, done_here = time.perf_counter(), 0
+    while step < n_steps:
+        if pos + batch_size > n_items and pos > 0:
+            perm, pos = sampler.permutation(n_items), 0
+        batch = perm[pos : pos + batch_size]
+        pos += len(batch)
+        loss = batch_loss(batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+        done_here += 1
+        losses.append(float(loss.detach()))
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}", steps_per_s=f"{done_here / (time.perf_counter() - t0):.2f}")
+        if eval_every and step % eval_every == 0 and step < n_steps:
+            curve_point(step)
+        if ckpt and ((checkpoint_every and step % checkpoint_every == 0) or step == n_steps):
+            save_checkpoint(ckpt, {"digest": digest, "n_items": n_items, "step": step, "weights": weights.state_dict(),
+                                   "optim": optimizer.state_dict(), "rng": rng_state(sampler), "perm": perm, "pos": pos,
+                                   "curve": curve, "losses": losses})
+        if stop_after is not None and done_here >= stop_after and step < n_steps:
+            raise KeyboardInterrupt(f"stopped after {done_here} steps (test hook)")
+    elapsed = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+    curve_point(step)
+    model.eval()
+    return LoopResult(curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, done_here)
+
+
+def curve_ks(ks: Sequence[int]) -> list[int]:
+    """The curve's cut-offs: every k <= 10 of ``ks``, else the smallest."""
+    return [k for k in ks if k <= 10] or [min(ks)]
+
+
+def curve_evaluator(rs, doc_ids: Sequence[str], scorer: Callable[[], Callable], ks: Sequence[int],
+                    groups: Sequence[np.ndarray] = (), max_queries: int | None = None) -> Callable[[int], dict]:
+    """The learning curve's ``evaluate(step)`` for ``run_loop``.
+
+    Parameters
+    ----------
+    rs : capgap.data.RetrievalSet
+        Queries, qrels, splits and exclusions.
+    doc_ids : sequence of str
+        Document ids in score-column order (the index order).
+    scorer : callable
+        Called once per curve point (e.g. to encode the documents with the model as it is
+        then); returns ``score(texts)`` -> a ``capgap.retrieval.rank_queries`` ``score_block``
+        over the query ``texts``: ``score_block(a, b)`` -> ``(b - a, len(doc_ids)) float``.
+    ks : sequence of int
+        The evaluation cut-offs; the curve uses ``curve_ks(ks)``.
+    groups : sequence of arrays
+        Duplicate groups (``capgap.retrieval.document_groups``) tied before ranking.
+    max_queries : int, optional
+        The first ``max_queries`` queries of each split (all when None).
+
+    Returns
+    -------
+    callable
+        ``evaluate(step)`` -> ``{"train_recall@k": float, "heldout_recall@k": float, ...}`` for
+        each non-empty split (train first) and each curve k; the mean recall@k over the split's
+        sampled queries, from full rankings (``capgap.metrics.recall_from_ranks``).
+    """
+    from .evaluate import Judged
+    from .metrics import recall_from_ranks
+    from .retrieval import rank_queries
+
+    text = dict(zip(rs.queries.ids, rs.queries.texts))
+    cks = curve_ks(ks)
+    judged = {}
+    for split in ("train", "heldout"):
+        ids = list(rs.split.ids(split))[:max_queries]
+        if ids:
+            judged[split] = Judged.of(rs, ids, doc_ids)
+
+    def evaluate(step: int) -> dict:
+        score = scorer()
+        out = {}
+        for split, j in judged.items():
+            ranks = rank_queries(score([text[q] for q in j.query_ids]), len(j.query_ids), j.gold, j.grades, j.excluded, 0,
+                                 len(doc_ids), groups)[0]
+            for k in cks:
+                out[f"{split}_recall@{k}"] = float(recall_from_ranks(ranks, k).mean())
+        return out
+
+    return evaluate
