@@ -70,7 +70,7 @@ def main():
 
     corpus, queries, qrels = generate_limit_style(n_queries=400, pool_size=40, n_distractors=60, attributes_per_doc=30, seed=0)
     pos = {d: i for i, d in enumerate(corpus.ids)}
-    gold = [[pos[d] for d in qrels.relevant(q)] for q in queries.ids]
+    gold = [[pos[d] for d in qrels.gold(q)] for q in queries.ids]
     docs = [corpus.texts[g[0]] for g in gold]  # one positive document per query, as MNRL pairs
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)")
     print(f"batch 32, LoRA rank 16, {args.steps} steps each (after the model is loaded); frozen index: {args.docs} documents\n")

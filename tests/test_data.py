@@ -25,7 +25,7 @@ def test_limit_small_real(mirror):
     # counts of the LIMIT-small release (google-deepmind/limit)
     assert len(rs.corpus) == 46 and len(rs.queries) == 1000
     assert rs.qrels.n_judgements() == 2000
-    assert all(len(rs.qrels.relevant(q)) == 2 for q in rs.queries.ids)
+    assert all(len(rs.qrels.gold(q)) == 2 for q in rs.queries.ids)
     first = json.loads((mirror / "limit-small" / "corpus.jsonl").read_text().splitlines()[0])["_id"]
     assert rs.corpus.ids[0] == first and " " in first  # ids are names with spaces, in file order
     assert len(rs.split.train) == 500 and len(rs.split.heldout) == 500
@@ -116,7 +116,7 @@ def test_query_without_gold_is_dropped_and_counted(tmp_path):
 
 def test_score_zero_not_relevant():
     q = Qrels({"q": {"a": 1, "b": 0, "c": -1, "d": 2}})
-    assert q.relevant("q") == {"a": 1, "d": 2}
+    assert q.gold("q") == {"a": 1, "d": 2}
 
 
 def test_empty_text(tmp_path):

@@ -52,8 +52,8 @@ def test_bright_download_and_conversion(bright_repo, tmp_path):
     rs = obtain("bright-biology", {"source": "bright", "split": {"heldout_fraction": 0.5, "seed": 0}}, mirror=None, cache_dir=tmp_path / "cache")
     # the empty document is left out; every other document is kept, with its id
     assert list(rs.corpus.ids) == ["doc_cat_1", "doc_cat_2", "doc_bee", "doc_leaf", "doc_other"]
-    assert rs.qrels.relevant("2") == {"doc_leaf": 1}  # the duplicated gold id counted once
-    assert rs.qrels.relevant("0") == {"doc_cat_1": 1, "doc_cat_2": 1}
+    assert rs.qrels.gold("2") == {"doc_leaf": 1}  # the duplicated gold id counted once
+    assert rs.qrels.gold("0") == {"doc_cat_1": 1, "doc_cat_2": 1}
     # "N/A" means no exclusion; an excluded id not in the corpus cannot be retrieved anyway
     assert dict(rs.excluded) == {"1": ("doc_cat_2",), "2": ("doc_bee",)}
     assert rs.source["kind"] == "download:bright"
@@ -94,7 +94,7 @@ def test_beir_self_retrieval_and_score_zero(tmp_path):
     md5 = hashlib.md5(z.read_bytes()).hexdigest()
     download_beir("arguana", tmp_path / "cache", url=z.as_uri(), md5=md5)
     rs = obtain("arguana", {"source": "beir", "split": {"heldout_fraction": 0.5, "seed": 0}}, cache_dir=tmp_path / "cache")
-    assert rs.qrels.relevant("a3") == {"a4": 1}  # score 0: judged, not relevant
+    assert rs.qrels.gold("a3") == {"a4": 1}  # score 0: judged, not relevant
     assert dict(rs.excluded) == {"a1": ("a1",), "a3": ("a3",)} and rs.source["ignore_identical_ids"] == 2
     # the convention is per dataset: off for a set not in BEIR_SELF_RETRIEVAL unless asked
     rs2 = obtain("other", {"source": "local", "path": str(tmp_path / "cache" / "arguana")})

@@ -18,7 +18,7 @@ MINILM = EncoderSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2")
 
 
 def test_single_positive_matches_seed_example():
-    # seed 003: scores [2, 1, 0], tau = 1, positive first -> -log softmax_0 = 0.408
+    # by hand: scores [2, 1, 0], tau = 1, positive first -> -log softmax_0 = 0.408
     loss = infonce_loss(torch.tensor([[2.0, 1.0, 0.0]]), torch.tensor([[True, False, False]]), 1.0)
     assert math.isclose(float(loss), -math.log(math.exp(2) / (math.exp(2) + math.exp(1) + 1)), rel_tol=1e-6)
     assert abs(float(loss) - 0.408) < 1e-3
@@ -44,7 +44,7 @@ def tiny(tmp_path_factory):
     folder = tmp_path_factory.mktemp("idx")
     build_index(corpus, load_encoder(MINILM, threads=2), folder, progress=False)
     pos = {d: i for i, d in enumerate(corpus.ids)}
-    gold = [[pos[d] for d in qrels.relevant(q)] for q in queries.ids]
+    gold = [[pos[d] for d in qrels.gold(q)] for q in queries.ids]
     return folder, list(queries.texts), gold
 
 

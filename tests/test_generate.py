@@ -15,7 +15,7 @@ def test_construction_invariants():
     pool = set()
     for qid, qtext in zip(queries.ids, queries.texts):
         attr = re.fullmatch(r"Who likes (.+)\?", qtext).group(1)
-        gold = qrels.relevant(qid)
+        gold = qrels.gold(qid)
         assert len(gold) == 2 and set(gold.values()) == {1}
         # exactly the gold documents like the attribute
         likers = {d for d, t in text.items() if re.search(rf"(likes |, |and ){re.escape(attr)}(,|\.)", t)}

@@ -101,7 +101,7 @@ def test_every_tsv_reader_checks_ids(tmp_path):
 def test_ids_round_trip_through_the_canonical_copy(tmp_path):
     rs = load_beir_dir(DATA / "trec-id-collision")
     assert {"doc 0", "doc_0", "piano doc"} <= set(rs.corpus.ids) and "q 3" in rs.queries.ids
-    assert rs.qrels.relevant("q1") == {"doc 0": 1} and rs.qrels.relevant("q2") == {"doc_0": 1}
+    assert rs.qrels.gold("q1") == {"doc 0": 1} and rs.qrels.gold("q2") == {"doc_0": 1}
     write_canonical(rs, tmp_path / "canon")
     back = load_canonical(tmp_path / "canon")
     assert back.corpus == rs.corpus and back.queries == rs.queries and back.split == rs.split
@@ -114,7 +114,7 @@ def test_ids_round_trip_through_the_canonical_copy(tmp_path):
     rs2 = load_beir_dir(ds, split_cfg={"heldout_fraction": 0.5})
     write_canonical(rs2, tmp_path / "canon2")
     back2 = load_canonical(tmp_path / "canon2")
-    assert back2.qrels.relevant("q1 ") == {" d1": 1} and back2.qrels.relevant("q1") == {"d1": 1}
+    assert back2.qrels.gold("q1 ") == {" d1": 1} and back2.qrels.gold("q1") == {"d1": 1}
     assert back2.split == rs2.split
 
 
@@ -182,7 +182,7 @@ def test_pytrec_eval_on_written_run_matches_recall_by_hand(tmp_path):
     assert len(res) == len(qids)
     for q in qids:
         ranked = [doc_ids[i] for i in order[q]]
-        gold = set(rs.qrels.relevant(q))
+        gold = set(rs.qrels.gold(q))
         for kk in (1, 2, 5):
             by_hand = len(set(ranked[:kk]) & gold) / len(gold)
             assert res[trec.encode_id(q)][f"recall_{kk}"] == pytest.approx(by_hand), (q, kk)

@@ -21,7 +21,7 @@ def test_against_pytrec_eval():
     qrels, run, ranked, gold = {}, {}, [], []
     for q in range(40):
         g = {d: int(rng.integers(1, 4)) for d in rng.choice(docs, size=rng.integers(1, 6), replace=False)}
-        g.update({d: 0 for d in rng.choice(docs, size=3, replace=False) if d not in g})  # judged non-relevant
+        g.update({d: 0 for d in rng.choice(docs, size=3, replace=False) if d not in g})  # judged non-gold
         scores = rng.random(len(docs))  # continuous: no ties, so trec_eval's order is ours
         order = [docs[i] for i in np.argsort(-scores)]
         qrels[f"q{q}"] = g

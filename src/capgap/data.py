@@ -20,7 +20,7 @@ Public API
   top-k (BRIGHT's ``excluded_ids``; BEIR's self-retrieval convention, where a document whose id
   equals the query id is ignored). They are neither gold nor non-gold, for the probe too.
 
-Conventions (BEIR, Thakur et al. 2021): a qrels score <= 0 is *not relevant*; a query with no relevant
+Conventions (BEIR, Thakur et al. 2021): a qrels score <= 0 is *not gold*; a query with no gold
 document is dropped and counted (``RetrievalSet.dropped_queries``), never silently kept; a
 document whose title and text are both empty, or a query with empty text, is an error.
 
@@ -114,11 +114,11 @@ class Queries:
 
 @dataclass(frozen=True)
 class Qrels:
-    """Relevance judgements ``judgements[query_id][doc_id] = score`` (int; <= 0 not relevant)."""
+    """Relevance judgements ``judgements[query_id][doc_id] = score`` (int; <= 0 not gold)."""
 
     judgements: Mapping[str, Mapping[str, int]]
 
-    def relevant(self, query_id: str) -> dict[str, int]:
+    def gold(self, query_id: str) -> dict[str, int]:
         """The gold set of one query: ``{doc_id: score}`` for score > 0."""
         return {d: s for d, s in self.judgements.get(query_id, {}).items() if s > 0}
 
@@ -150,7 +150,7 @@ class Split:
 
 @dataclass(frozen=True)
 class RetrievalSet:
-    """One dataset: corpus, queries (only those with >= 1 relevant document), qrels, split."""
+    """One dataset: corpus, queries (only those with >= 1 gold document), qrels, split."""
 
     name: str
     corpus: Corpus
@@ -167,16 +167,16 @@ class RetrievalSet:
         for q, docs in self.excluded.items():
             if q not in qids:
                 raise ValueError(f"{self.name}: excluded documents for unknown query {q!r}")
-            both = set(docs) & set(self.qrels.relevant(q))
+            both = set(docs) & set(self.qrels.gold(q))
             if both:
                 raise ValueError(f"{self.name}: query {q!r} has documents both gold and excluded: {sorted(both)[:3]}")
             unknown = [d for d in docs if d not in doc_ids]
             if unknown:
                 raise ValueError(f"{self.name}: query {q!r} excludes unknown documents {unknown[:3]}")
         for q in self.queries.ids:
-            gold = self.qrels.relevant(q)
+            gold = self.qrels.gold(q)
             if not gold:
-                raise ValueError(f"{self.name}: query {q!r} has no relevant document")
+                raise ValueError(f"{self.name}: query {q!r} has no gold document")
             missing = [d for d in gold if d not in doc_ids]
             if missing:
                 raise ValueError(f"{self.name}: query {q!r} judges unknown documents {missing[:3]}")
@@ -504,13 +504,13 @@ def assemble(
         for q, docs in qrels_by_file[f].judgements.items():
             merged.setdefault(q, {}).update(docs)
     qrels = Qrels(merged)
-    keep = [q for q in queries.ids if qrels.relevant(q)]
+    keep = [q for q in queries.ids if qrels.gold(q)]
     dropped = len(queries) - len(keep)
     if dropped:
-        log.warning("%s: dropped %d of %d queries without any relevant document", name, dropped, len(queries))
+        log.warning("%s: dropped %d of %d queries without any gold document", name, dropped, len(queries))
     kept = queries.subset(keep)
     if not len(kept):
-        raise ValueError(f"{name}: no query has a relevant document")
+        raise ValueError(f"{name}: no query has a gold document")
     if use_files:
         train_q = {q for f in train_files for q, d in qrels_by_file[f].judgements.items() if any(s > 0 for s in d.values())}
         held_q = {q for f in held_files for q, d in qrels_by_file[f].judgements.items() if any(s > 0 for s in d.values())}
@@ -673,7 +673,7 @@ def query_records(rs: RetrievalSet) -> list[list]:
     split order (train, then held-out). A checkpoint or work folder made from other data is
     never resumed (a held-out edit changes the training curve)."""
     text = dict(zip(rs.queries.ids, rs.queries.texts))
-    return [[split, q, text[q], sorted(rs.qrels.relevant(q).items()), list(rs.excluded.get(q, ()))]
+    return [[split, q, text[q], sorted(rs.qrels.gold(q).items()), list(rs.excluded.get(q, ()))]
             for split in SPLITS for q in rs.split.ids(split)]
 
 

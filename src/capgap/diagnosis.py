@@ -14,7 +14,7 @@ the two the ANN literature separates, the encoder and the approximate search):
 
 Recall here is *capped*: |top-k ∩ gold| / min(k, |gold|), so a query with more gold documents
 than k can still be fully served. ANN recall against exact search (|ANN top-k ∩ exact top-k| /
-k) is reported apart from relevant-document recall.
+k) is reported apart from gold-document recall.
 
 Metrics. ``ip`` ranks by q.d; ``cosine`` by q.d of L2-normalised rows (copies: inputs are never
 written, and a ``.npy`` is memory-mapped read-only); ``l2`` by -|q - d|^2, a faiss
@@ -229,7 +229,7 @@ def load_ids(path: str | Path) -> list[str]:
 def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
     """Qrels as query id -> {document id: grade}: BEIR tsv (``query-id corpus-id score``, header
     optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1),
-    read by ``capgap.data.iter_qrels``. Grades <= 0 are judged non-relevant. Raises
+    read by ``capgap.data.iter_qrels``. Grades <= 0 are judged non-gold. Raises
     ``DataFormatError`` (file, line, field)."""
     from .data import iter_qrels
 
@@ -413,7 +413,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     non-finite value (``"documents: row 3 (0-based) is not finite: column 1 holds nan"``), a
     dimension mismatch, an unknown metric, id counts that differ from the row counts, no query
     row judged by the qrels (naming ids of both sides), qrels that name documents not in
-    ``doc_ids``, or a query whose judged documents are all non-relevant.
+    ``doc_ids``, or a query whose judged documents are all non-gold.
     """
     from .probe import ProbeConfig, probe
     from .retrieval import dense_scores, duplicate_groups, rank_queries

@@ -52,7 +52,7 @@ class Judged:
         pos = {d: i for i, d in enumerate(doc_ids)}
         gold, grades, excluded = [], [], []
         for q in query_ids:
-            rel = rs.qrels.relevant(q)
+            rel = rs.qrels.gold(q)
             rows = np.array(sorted(pos[d] for d in rel), dtype=np.int64)
             gold.append(rows)
             grades.append(np.array([rel[doc_ids[r]] for r in rows], dtype=np.float64))

@@ -129,7 +129,7 @@ def infonce_loss(scores, gold_mask, temperature: float, form: str = "avg", exclu
         logits = logits.masked_fill(exclude_mask, neg_inf)
     lse_neg = torch.logsumexp(logits.masked_fill(gold_mask, neg_inf), dim=1)  # (batch,)
     # -log(e^a / (e^a + e^b)) = softplus(b - a): computed from the difference, so large scores
-    # cannot cancel (seed 003: "subtract the maximum and compute the loss directly")
+    # cannot cancel (subtract the maximum and compute the loss directly: log-sum-exp)
     softplus = torch.nn.functional.softplus
     if form == "avg":
         per = softplus(lse_neg[:, None] - logits)
@@ -338,7 +338,7 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
 
     evaluate = curve_evaluator(rs, doc_ids, scorer, ks, document_groups(rs.corpus, D), cfg.eval_max_queries)
     res = train_query_encoder(
-        encoder, D, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.relevant(q)] for q in train_ids],
+        encoder, D, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
         cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
         train_excluded=excluded_positions(rs, train_ids, doc_ids) if rs.excluded else None,
     )

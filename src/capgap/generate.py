@@ -56,7 +56,7 @@ def generate_limit_style(
     ``n_distractors`` documents that never like a query's attribute; every document lists at
     least ``attributes_per_doc`` attributes (query attributes first, padded with filler).
     Returns ``(corpus, queries, qrels)`` with ``pool_size + n_distractors`` documents whose ids
-    are the people's names, queries ``query_0..`` and exactly 2 relevant documents (score 1)
+    are the people's names, queries ``query_0..`` and exactly 2 gold documents (score 1)
     per query. Same arguments, same output. Raises ``ValueError`` on impossible sizes.
     """
     if pool_size < 2 or n_queries < 1 or n_distractors < 0 or attributes_per_doc < 1:

@@ -273,7 +273,7 @@ def split_parity_queries(P: int, m_train: int, m_heldout: int, seed: int = 0) ->
 
 
 def sizes(P: int, d: int, rho: int) -> dict:
-    """The construction's sizes (seed 000): n = 2^d documents, k = |ball|, k/n (the random
+    """The construction's sizes (arXiv 2610.02749, the parity construction): n = 2^d documents, k = |ball|, k/n (the random
     baseline), log2 of the intent family (d*P bits of A), and the SQ lower bound's order as the
     paper states it (2^Omega(P) statistical queries to beat k/n by an inverse-polynomial margin)."""
     k = ball_size(d, rho)

@@ -119,7 +119,7 @@ def _side_by_side(df: pd.DataFrame) -> list[str]:
         ann = "ColBERT scored every document by exact MaxSim here (no index), so there is no ANN recall to report."
     else:
         ann = ("ColBERT ANN recall: the index's top-k (faiss or PLAID candidates re-scored) against exact MaxSim top-k on "
-               "a query sample (it is not relevant-document recall; – where exact MaxSim was used).")
+               "a query sample (it is not gold-document recall; – where exact MaxSim was used).")
     return [
         "## Single vector vs late interaction vs BM25 (the paper's LIMIT comparison)",
         "",

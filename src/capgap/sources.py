@@ -554,7 +554,7 @@ def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
     """
     rs = _obtain(name, spec, mirror, cache_dir)
     if spec.get("ignore_identical_ids", spec.get("beir_name", spec.get("mirror_name", name)) in BEIR_SELF_RETRIEVAL):
-        selfx = {q: d for q, d in self_retrieval_exclusions(rs.corpus, rs.queries).items() if q not in rs.qrels.relevant(q)}
+        selfx = {q: d for q, d in self_retrieval_exclusions(rs.corpus, rs.queries).items() if q not in rs.qrels.gold(q)}
         merged = {q: tuple(dict.fromkeys(rs.excluded.get(q, ()) + selfx.get(q, ()))) for q in set(rs.excluded) | set(selfx)}
         rs = replace(rs, excluded=merged, source={**rs.source, "ignore_identical_ids": len(selfx)})
     if not spec.get("expand"):

@@ -22,7 +22,7 @@ capgap runs the same comparison with PyLate:
   k-means over 32,768 centroids is estimated at most of an hour for LIMIT's 6M token
   embeddings on 2 CPU cores, so it suits a GPU or a smaller corpus). The index's own recall
   against exact MaxSim top-k (ANN recall) is measured on a query sample and reported apart
-  from relevant-document recall (seed 003).
+  from gold-document recall.
 
 Documents are stored once per run as one ``(n_tokens, dim) float16`` token matrix plus
 ``(n_docs + 1,) int64`` offsets (document i owns rows ``offsets[i]:offsets[i+1]``).

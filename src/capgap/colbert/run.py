@@ -110,7 +110,7 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
     if len(doc_texts) <= cfg.curve_max_docs:
         evaluate = curve_evaluator(rs, rs.corpus.ids, scorer, ks, groups, cfg.eval_max_queries)
     res = train_colbert(model, cfg, doc_texts, [text[q] for q in train_ids],
-                        [[pos[d] for d in rs.qrels.relevant(q)] for q in train_ids], ckpt_path=ckpt, evaluate=evaluate,
+                        [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids], ckpt_path=ckpt, evaluate=evaluate,
                         progress=progress,
                         train_excluded=excluded_positions(rs, train_ids, rs.corpus.ids) if rs.excluded else None)
     log.info("colbert: %d steps at %.2f steps/s (resumed from %d)", cfg.steps, res["steps_per_s"], res["resumed_from"])
@@ -127,7 +127,7 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
 
 def ann_recall_rows(dataset: str, queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, top: np.ndarray,
                     ks: Sequence[int], sample_size: int, seed: int) -> list[dict]:
-    """results.csv rows of an index's recall against exact MaxSim top-k (not relevant-document
+    """results.csv rows of an index's recall against exact MaxSim top-k (not gold-document
     recall), on ``sample_size`` queries drawn with ``np.random.default_rng(seed)``.
 
     ``queries``: ``(n_queries, query_tokens, dim)``; ``tokens``/``offsets``: packed documents;

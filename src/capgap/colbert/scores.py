@@ -179,6 +179,6 @@ def candidate_score_block(queries: np.ndarray, tokens: np.ndarray, offsets: np.n
 
 def ann_recall(approx: np.ndarray, exact: np.ndarray, k: int) -> float:
     """Mean over queries of |approx top-k ∩ exact top-k| / k (ANN recall against exact search,
-    not relevant-document recall). ``approx``/``exact``: ``(n_queries, >=k) int64``."""
+    not gold-document recall). ``approx``/``exact``: ``(n_queries, >=k) int64``."""
     k = min(k, exact.shape[1])
     return float(np.mean([len(set(a[:k]) & set(e[:k])) / k for a, e in zip(approx, exact)]))
