@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from capgap.cli import main
-from capgap.diagnosis import (diagnose, load_embeddings, load_ids, load_matrix, load_qrels_file, load_run_file,
+from capgap.compress import compress
+from capgap.diagnosis import (diagnose, document_ids, load_embeddings, load_ids, load_matrix, load_qrels_file, load_run_file,
                               resolve_metric)
 from capgap.errors import DataFormatError
 
@@ -41,7 +42,7 @@ def test_each_verdict_by_construction():
     # qd: everything finds d0 (d4 is judged, grade 0: not gold)
     assert by["qd"]["verdict"] == "ok" and by["qd"]["n_gold"] == 1 and by["qd"]["best_gold_rank"] == 1
     s = diag.summary
-    assert s["verdicts"] == {"index-limited": 1, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
     assert s["probe_recall@1"] == 0.75 and s["encoder_recall@1"] == 0.5 and s["unused_capacity"] == 0.25
     assert s["ann_recall@1"] == 0.5 and "limited by" in s["reading"]
 
@@ -125,7 +126,7 @@ def test_command_line(tmp_path):
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["verdicts"] == {"index-limited": 1, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
     lines = (tmp_path / "out" / "per_query.tsv").read_text().splitlines()
     assert lines[0].split("\t")[0] == "query_id" and len(lines) == 5
     assert (tmp_path / "out" / "verdicts.png").read_bytes()[:4] == b"\x89PNG" and "| ok | 1 |" in (tmp_path / "out" / "summary.md").read_text()
@@ -214,7 +215,7 @@ def test_cosine_never_writes_its_inputs(tmp_path):
         assert r.exit_code == 0, (docs, r.output)
         s = json.loads((tmp_path / f"out{i}" / "summary.json").read_text())
         assert s["metric"] == "cosine" and s["encoder_recall@2"] == 0.5 and s["probe_recall@2"] == 1.0, docs
-        assert s["verdicts"] == {"index-limited": 0, "encoder-limited": 1, "ann-limited": 0, "ok": 1}, docs
+        assert s["verdicts"] == {"index-limited": 0, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 0, "ok": 1}, docs
         assert all(p.read_bytes() == b for p, b in before.items()), docs
     # the Python API on the read-only memory map, and the original arrays are untouched
     Dm = load_matrix(case / "docs.npy")
@@ -356,3 +357,235 @@ def test_ann_run_ids_that_meet_nothing_are_an_error(tmp_path):
     (tmp_path / "ids.txt").write_text("d0\n\nd1\n")
     with pytest.raises(DataFormatError, match="ids.txt:2: empty id"):
         load_ids(tmp_path / "ids.txt")
+
+
+# --------------------------------------------------------------------------- compressed faiss indexes
+def _write(index, path):
+    faiss.write_index(index, str(path))
+    return path
+
+
+def _trained(index, X):
+    index.train(X)
+    index.add(X)
+    return index
+
+
+def test_compressed_faiss_indexes_are_read_as_their_reconstructed_vectors(tmp_path):
+    """Each supported type, written and read back, gives exactly faiss's own reconstruction of
+    the in-memory index, and its kind and bytes per vector (derived from the code layout:
+    SQ8 one byte a coordinate, SQ4 half a byte, PQ m * nbits / 8, flat 4 * dim; IVF lists hold
+    the same codes)."""
+    X = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
+    ip = faiss.METRIC_INNER_PRODUCT
+    SQ = faiss.ScalarQuantizer
+    cases = {  # name: (index, kind, bytes per vector)
+        "flat": (faiss.IndexFlatIP(8), "flat", 32),
+        "sq8": (faiss.IndexScalarQuantizer(8, SQ.QT_8bit, ip), "sq8", 8),
+        "sq4": (faiss.IndexScalarQuantizer(8, SQ.QT_4bit, ip), "sq4", 4),
+        "pq": (faiss.IndexPQ(8, 4, 4, ip), "pq-4x4", 2),
+        "pq_l2": (faiss.IndexPQ(8, 2, 4), "pq-2x4", 1),
+        "ivfpq": (faiss.IndexIVFPQ(faiss.IndexFlatIP(8), 8, 4, 4, 4, ip), "ivf4-pq-4x4", 2),
+        "ivfflat": (faiss.IndexIVFFlat(faiss.IndexFlatL2(8), 8, 4), "ivf4-flat", 32),
+        "ivfsq8": (faiss.IndexIVFScalarQuantizer(faiss.IndexFlatL2(8), 8, 4, SQ.QT_8bit), "ivf4-sq8", 8),
+        "hnswsq8": (faiss.IndexHNSWSQ(8, SQ.QT_8bit, 4, ip), "hnsw-sq8", 8),
+    }
+    for name, (index, kind, nbytes) in cases.items():
+        if isinstance(index, faiss.IndexPQ):
+            index.pq.cp.min_points_per_centroid = 1  # no faiss warning for a small training set
+        _trained(index, X)
+        if isinstance(index, faiss.IndexIVF):
+            index.make_direct_map()  # written with a direct map (the case without: the next test)
+        e = load_embeddings(_write(index, tmp_path / f"{name}.faiss"))
+        assert np.array_equal(e.matrix, index.reconstruct_n(0, 300)), name
+        assert e.matrix.dtype == np.float32 and e.ids is None, name
+        assert (e.kind, e.bytes_per_vector) == (kind, nbytes), name
+        assert e.metric == ("ip" if index.metric_type == ip else "l2"), name
+    # the compressed ones really are lossy; flat is the input itself
+    assert np.array_equal(load_matrix(tmp_path / "flat.faiss"), X)
+    assert not np.array_equal(load_matrix(tmp_path / "sq4.faiss"), X)
+    assert load_embeddings(tmp_path / "ivfpq.faiss").faiss_type == "IndexIVFPQ"
+    # arrays: the dtype and itemsize * dim
+    e = load_embeddings(_save(tmp_path / "x16.npy", X.astype(np.float16)))
+    assert (e.kind, e.bytes_per_vector, e.faiss_type, e.ids) == ("float16", 16.0, None, None)
+
+
+def test_ivf_without_direct_map_and_faiss_ids(tmp_path):
+    """An IVF index written without a direct map is read without one: faiss's
+    IndexIVF.reconstruct_n scans the inverted lists (reconstruct(i) would need the map), and
+    the file is not written. Ids given with add_with_ids (IVF or IndexIDMap) order the rows;
+    they name documents as line numbers of --doc-ids, or as themselves."""
+    X = np.random.default_rng(1).standard_normal((200, 8)).astype(np.float32)
+    index = _trained(faiss.IndexIVFPQ(faiss.IndexFlatIP(8), 8, 4, 4, 4, faiss.METRIC_INNER_PRODUCT), X)
+    path = _write(index, tmp_path / "ivfpq_nomap.faiss")
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError, match="direct map not initialized"):  # faiss itself, on a loaded copy
+        faiss.read_index(str(path)).reconstruct(0)
+    e = load_embeddings(path)
+    index.make_direct_map()
+    assert np.array_equal(e.matrix, np.stack([index.reconstruct(i) for i in range(200)]))  # one by one, through the map
+    assert e.kind == "ivf4-pq-4x4" and e.ids is None and path.read_bytes() == before
+    # IVF with ids: rows ascending by id
+    ids = (np.arange(200) * 7 + 3)[::-1].astype(np.int64)
+    ivf = faiss.IndexIVFFlat(faiss.IndexFlatL2(8), 8, 4)
+    ivf.train(X)
+    ivf.add_with_ids(X, ids)
+    e = load_embeddings(_write(ivf, tmp_path / "ivf_ids.faiss"))
+    assert np.array_equal(e.ids, np.sort(ids)) and np.array_equal(e.matrix, X[::-1])  # IVF-Flat stores X exactly
+    assert document_ids(e)[:2] == ["3", "10"]
+    listed = [f"doc{i}" for i in range(1400)]
+    assert document_ids(e, listed)[:2] == ["doc3", "doc10"]
+    with pytest.raises(ValueError, match=r"holds faiss ids up to 1396, taken as line numbers \(0-based\) of ids.txt, which names only 5"):
+        document_ids(e, listed[:5], "ids.txt")
+    # IndexIDMap around PQ: ids from id_map; a permutation of 0..n-1 is row numbers again
+    pq = faiss.IndexPQ(8, 4, 4, faiss.METRIC_INNER_PRODUCT)
+    pq.pq.cp.min_points_per_centroid = 1
+    pq.train(X)
+    idmap = faiss.IndexIDMap(pq)
+    idmap.add_with_ids(X, np.arange(200)[::-1].astype(np.int64))
+    e = load_embeddings(_write(idmap, tmp_path / "idmap_pq.faiss"))
+    assert e.ids is None and e.faiss_type == "IndexIDMap(IndexPQ)" and e.kind == "pq-4x4" and e.bytes_per_vector == 2
+    assert np.array_equal(e.matrix, pq.reconstruct_n(0, 200)[::-1])
+    assert faiss.vector_to_array(idmap.id_map)[0] == 199  # row 0 of the inner index is id 199, the last row here
+
+
+def test_unsupported_or_ambiguous_faiss_indexes_are_errors(tmp_path):
+    """A type capgap cannot reconstruct is refused by name, before faiss is asked: faiss's default
+    reconstruct_n runs reconstruct inside an OpenMP loop, so an IndexIDMap or an index without
+    reconstruct would abort the process instead of raising. Repeated or negative ids are
+    refused too."""
+    X = np.random.default_rng(2).standard_normal((50, 8)).astype(np.float32)
+    lsh = _trained(faiss.IndexLSH(8, 16), X)
+    idlsh = faiss.IndexIDMap(faiss.IndexLSH(8, 16))
+    idlsh.train(X)
+    idlsh.add_with_ids(X, np.arange(50, dtype=np.int64))
+    dup = faiss.IndexIDMap(faiss.IndexFlatIP(8))
+    dup.add_with_ids(X, np.r_[np.arange(49), 3].astype(np.int64))
+    neg = faiss.IndexIDMap(faiss.IndexFlatIP(8))
+    neg.add_with_ids(X, np.arange(-1, 49, dtype=np.int64))
+    for name, index, reason in (("lsh", lsh, "faiss IndexLSH is not supported: capgap reconstructs the vectors of IndexFlat"),
+                                ("idlsh", idlsh, "faiss IndexLSH is not supported"),
+                                ("dup", dup, r"faiss IndexIDMap\(IndexFlatIP\) holds id 3 2 times"),
+                                ("neg", neg, r"faiss IndexIDMap\(IndexFlatIP\) holds a negative id \(-1\): ids must be >= 0")):
+        with pytest.raises(DataFormatError, match=rf"{name}.faiss: {reason}"):
+            load_embeddings(_write(index, tmp_path / f"{name}.faiss"))
+
+
+# Compression-limited by construction. 2-d documents; every coordinate spans [0, 15], so SQ4
+# (faiss QT_4bit, min/max ranges: code floor(15 (x - 0) / 15) = floor(x), clipped to 15; decoded
+# code + 0.5) has bins [c, c + 1) decoding to c + 0.5, and 15 decodes to 15.5.
+#   d0 = (10.8, 10.8) and d1 = (10.2, 10.2) both decode to (10.5, 10.5): twins.
+#   d2 = (15, 0) -> (15.5, 0.5), d3 = (0, 15) -> (0.5, 15.5), d4 = (0, 0) -> (0.5, 0.5),
+#   d5 = (5, 5) -> (5.5, 5.5).
+# Uncompressed, d0 is strictly first for w = (1, 1) (21.6 against 20.4, 15, 15, 10, 0); after SQ4
+# its twin d1 ties it for every w: not certified (cause duplicate), probe recall@1 0 (ties are
+# pessimistic). d5 lies inside the triangle d2 d3 d4 (5 + 5 < 15; decoded 5.5 + 5.5 < 16) and
+# below d0's line: no w ranks it first, compressed or not. d2 and d4 are vertices of the
+# hull in both geometries, and the queries (1, 0) and (-1, -1) put them first.
+SQ4_D = np.array([[10.8, 10.8], [10.2, 10.2], [15, 0], [0, 15], [0, 0], [5, 5]], dtype=np.float32)
+SQ4_DECODED = np.array([[10.5, 10.5], [10.5, 10.5], [15.5, 0.5], [0.5, 15.5], [0.5, 0.5], [5.5, 5.5]], dtype=np.float32)
+SQ4_Q = np.array([[1, 1], [1, 0], [1, 1], [-1, -1]], dtype=np.float32)
+SQ4_QIDS = ["q_twin", "q_corner", "q_inside", "q_origin"]
+SQ4_QRELS = {"q_twin": {"d0": 1}, "q_corner": {"d2": 1}, "q_inside": {"d5": 1}, "q_origin": {"d4": 1}}
+SQ4_DOCS = [f"d{i}" for i in range(6)]
+SQ4_COMPRESSED = {"q_twin": "compression-limited", "q_corner": "ok", "q_inside": "index-limited", "q_origin": "ok"}
+
+
+def _sq4_index(D):
+    return _trained(faiss.IndexScalarQuantizer(2, faiss.ScalarQuantizer.QT_4bit, faiss.METRIC_INNER_PRODUCT), D)
+
+
+def test_compression_limited_by_construction(tmp_path):
+    e = load_embeddings(_write(_sq4_index(SQ4_D), tmp_path / "sq4.faiss"))
+    np.testing.assert_allclose(e.matrix, SQ4_DECODED, atol=1e-5)
+    assert np.array_equal(e.matrix[0], e.matrix[1])  # the same code: bit-identical twins
+    assert (e.kind, e.bytes_per_vector) == ("sq4", 1.0)  # 2 coordinates x 4 bits
+    assert np.array_equal(compress(SQ4_D, "sq4").documents, e.matrix)  # capgap.compress builds the same geometry
+    diag = diagnose(e.matrix, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1, uncompressed=SQ4_D, index_info=e.info())
+    by = {r["query_id"]: r for r in diag.rows}
+    assert {q: r["verdict"] for q, r in by.items()} == SQ4_COMPRESSED
+    assert by["q_twin"]["cause"] == "duplicate" and by["q_twin"]["probe_recall@1"] == 0.0 and not by["q_twin"]["certified"]
+    assert by["q_twin"]["uncompressed_certified"] and by["q_twin"]["uncompressed_probe_recall@1"] == 1.0
+    assert by["q_twin"]["best_gold_rank"] == 2  # tied with its twin: pessimistic rank 2
+    assert not by["q_inside"]["certified"] and not by["q_inside"]["uncompressed_certified"]
+    s = diag.summary
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 1, "encoder-limited": 0, "ann-limited": 0, "ok": 2}
+    assert s["index"]["kind"] == "sq4" and s["index"]["bytes_per_vector"] == 1.0
+    u = s["uncompressed"]
+    assert (u["admitted"], u["admitted_by_index"], u["lost_to_compression"], u["admitted_only_by_index"]) == (3, 2, 1, 0)
+    assert u["probe_recall@1"] == 0.75 and u["kind"] == "float32" and u["bytes_per_vector"] == 8.0
+    assert "lose 1 queries to compression" in s["reading"]
+    # without the uncompressed vectors nothing tells compression from geometry: index-limited
+    diag = diagnose(e.matrix, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1)
+    assert {r["query_id"]: r["verdict"] for r in diag.rows} == {**SQ4_COMPRESSED, "q_twin": "index-limited"}
+    assert diag.summary["uncompressed"] is None and diag.summary["verdicts"]["compression-limited"] == 0
+    assert diag.summary["index"]["kind"] == "float32"  # an array: its dtype
+    # uncompressed, both are admitted and the float query (1, 1) finds d0: ok
+    diag = diagnose(SQ4_D, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1, uncompressed=SQ4_D)
+    assert diag.rows[0]["verdict"] == "ok" and diag.summary["uncompressed"]["lost_to_compression"] == 0
+    with pytest.raises(ValueError, match=r"uncompressed documents have shape \(5, 2\), documents \(6, 2\)"):
+        diagnose(e.matrix, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1, uncompressed=SQ4_D[:5])
+    with pytest.raises(ValueError, match=r"uncompressed documents: row 2 \(0-based\) is not finite"):
+        diagnose(e.matrix, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1, uncompressed=np.where(np.arange(6)[:, None] == 2, np.nan, SQ4_D))
+
+
+def test_compression_limited_on_the_command_line(tmp_path):
+    """The CLI end to end on files: an SQ4 index, the uncompressed .npy, and the same with an
+    IndexIDMap whose ids are row numbers of a larger corpus (the odd rows of 12)."""
+    _write(_sq4_index(SQ4_D), tmp_path / "sq4.faiss")
+    np.save(tmp_path / "docs.npy", SQ4_D)
+    np.save(tmp_path / "queries.npy", SQ4_Q)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(SQ4_DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(SQ4_QIDS) + "\n")
+    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, r in SQ4_QRELS.items() for d in r))
+    base = (tmp_path / "sq4.faiss", tmp_path / "queries.npy", tmp_path / "qrels.tsv", "--doc-ids", tmp_path / "doc_ids.txt",
+            "--query-ids", tmp_path / "query_ids.txt", "--k", 1)
+
+    def per_query(out):
+        lines = (out / "per_query.tsv").read_text().splitlines()
+        cols = lines[0].split("\t")
+        return {ln.split("\t")[0]: ln.split("\t")[cols.index("verdict")] for ln in lines[1:]}
+
+    r = _diagnose_cli(tmp_path / "with", *base, "--uncompressed-embeddings", tmp_path / "docs.npy")
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "with" / "summary.json").read_text())
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 1, "encoder-limited": 0, "ann-limited": 0, "ok": 2}
+    assert s["index"] == {"path": str(tmp_path / "sq4.faiss"), "kind": "sq4", "faiss_type": "IndexScalarQuantizer",
+                          "bytes_per_vector": 1.0, "n": 6, "dim": 2}
+    assert s["uncompressed"]["kind"] == "float32" and s["uncompressed"]["lost_to_compression"] == 1
+    assert "NaN" not in (tmp_path / "with" / "summary.json").read_text()
+    md = (tmp_path / "with" / "summary.md").read_text()
+    assert "| compression-limited | 1 |" in md and "`sq4` (faiss `IndexScalarQuantizer`), 1 bytes per vector" in md
+    assert per_query(tmp_path / "with") == SQ4_COMPRESSED
+    r = _diagnose_cli(tmp_path / "without", *base)
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "without" / "summary.json").read_text())
+    assert s["verdicts"]["index-limited"] == 2 and s["verdicts"]["compression-limited"] == 0 and s["uncompressed"] is None
+    assert "| compression-limited | not measured" in (tmp_path / "without" / "summary.md").read_text()
+    # the uncompressed file must be the same documents: rows and dimension, both files named
+    np.save(tmp_path / "five.npy", SQ4_D[:5])
+    np.save(tmp_path / "wide.npy", np.c_[SQ4_D, SQ4_D])
+    r = _diagnose_cli(tmp_path / "bad", *base, "--uncompressed-embeddings", tmp_path / "five.npy")
+    assert r.exit_code != 0 and "sq4.faiss holds 6 documents" in r.output and "five.npy (the uncompressed documents) 5" in r.output
+    r = _diagnose_cli(tmp_path / "bad", *base, "--uncompressed-embeddings", tmp_path / "wide.npy")
+    assert r.exit_code != 0 and "sq4.faiss has dim 2" in r.output and "wide.npy (the uncompressed documents) has dim 4" in r.output
+    assert not (tmp_path / "bad").exists()
+    # IndexIDMap: the index holds corpus rows 1, 3, ..., 11 (faiss ids), in reverse order; the
+    # uncompressed corpus has 12 rows (even rows: other documents, not in the index)
+    sq = faiss.IndexScalarQuantizer(2, faiss.ScalarQuantizer.QT_4bit, faiss.METRIC_INNER_PRODUCT)
+    sq.train(SQ4_D)
+    idmap = faiss.IndexIDMap(sq)
+    idmap.add_with_ids(SQ4_D[::-1].copy(), (2 * np.arange(6) + 1)[::-1].astype(np.int64))
+    _write(idmap, tmp_path / "idmap.faiss")
+    corpus = np.full((12, 2), 7.0, dtype=np.float32)
+    corpus[1::2] = SQ4_D
+    np.save(tmp_path / "corpus.npy", corpus)
+    (tmp_path / "corpus_ids.txt").write_text("".join(f"c{i}\n" for i in range(12)))
+    (tmp_path / "qrels_c.tsv").write_text("".join(f"{q}\tc{2 * int(d[1:]) + 1}\t1\n" for q, r in SQ4_QRELS.items() for d in r))
+    r = _diagnose_cli(tmp_path / "idmap", tmp_path / "idmap.faiss", tmp_path / "queries.npy", tmp_path / "qrels_c.tsv",
+                      "--doc-ids", tmp_path / "corpus_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--k", 1,
+                      "--uncompressed-embeddings", tmp_path / "corpus.npy")
+    assert r.exit_code == 0, r.output
+    assert per_query(tmp_path / "idmap") == SQ4_COMPRESSED
+    s = json.loads((tmp_path / "idmap" / "summary.json").read_text())
+    assert s["index"]["faiss_type"] == "IndexIDMap(IndexScalarQuantizer)" and s["index"]["n"] == 6

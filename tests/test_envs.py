@@ -27,13 +27,14 @@ FAMILIES = {
     "data": [("stages", "data")],
     "index": [("stages", "index"), ("stages", "pretrained")],
     "probe": [("stages", "probe")],
+    "compress": [("stages", "compress")],
     "finetune": [("stages", "finetune")],
     "baselines": [("stages", "bm25")],
     "colbert": [("stages", "colbert")],
     "hardness": [("stages", "hardness")],
     "report": [("report", "build_report")],
 }
-RULE_FAMILY = {"data": "data", "index": "index", "pretrained": "index", "probe": "probe", "finetune": "finetune",
+RULE_FAMILY = {"data": "data", "index": "index", "pretrained": "index", "probe": "probe", "compress": "compress", "finetune": "finetune",
                "bm25": "baselines", "colbert": "colbert", "hardness": "hardness", "report": "report"}
 
 

@@ -16,7 +16,8 @@ import pytest
 from capgap import paper
 from capgap.errors import DataFormatError
 from capgap.evaluate import COLUMNS
-from capgap.report import FIGURES, ReportInputs, ReportOutputs, build_report, gold_sizes, headline_metrics, summary_table
+from capgap.report import (FIGURES, ReportInputs, ReportOutputs, build_report, collect, compression_onset, compression_sentence,
+                           compression_table, gold_sizes, headline_metrics, summary_table)
 
 from .conftest import ROOT
 
@@ -24,7 +25,7 @@ BIN = Path(sys.executable).parent
 KS = [2, 10, 100]
 QWEN, MINILM, COLBERT = "Qwen/Qwen3-Embedding-4B", "sentence-transformers/all-MiniLM-L6-v2", "lightonai/GTE-ModernColBERT-v1"
 
-# dataset, encoder, method, split, metric, k, value
+# dataset, encoder, method, split, metric, k, value (compression: empty, added by _csv)
 ROWS = [
     *(("limit", "qwen", "probe", "heldout", "recall", k, 1.0) for k in KS),
     ("limit", "qwen", "probe", "heldout", "certified", "", 1.0),
@@ -84,6 +85,57 @@ CAUSE_CELLS = ["0.000 / 0.000 / 0.000"] * 3 + ["0.150 / 0.050 / 0.000"] * 2 + ["
 SUMMARY = [r[:5] + [c] + r[5:] for r, c in zip(SUMMARY, CAUSE_CELLS)]  # the cause split follows "certified"
 
 
+# Rule compress's rows (column compression = the index variant), as (variant, bytes/doc, probe
+# recall@k, certified, pre-trained recall@k) on split all at the cell's stated k; every other k
+# holds half the value and the held-out split 0, so a wrong k or split shows. Written out of
+# byte order (binary before sq8) to check the sorting. scifact (stated k 10): the encoder's
+# recall drops first (sq4, 192 bytes; pca-192's 0.775 is exactly 0.01 below float32: within
+# tolerance), capacity only at pq-24x8 (binary's 0.995 is within 0.01). toy (stated k 2):
+# capacity drops at the first variant, the encoder only at binary.
+SCIFACT_COMPRESS = [("float32", 1536, 1.0, 1.0, 0.785), ("trunc-192", 768, 1.0, 1.0, 0.78), ("pca-192", 768, 1.0, 1.0, 0.775),
+                    ("binary", 48, 0.995, 0.99, 0.70), ("sq8", 384, 1.0, 1.0, 0.78), ("sq4", 192, 1.0, 0.98, 0.76),
+                    ("pq-24x8", 24, 0.93, 0.9, 0.5)]
+TOY_COMPRESS = [("float32", 1536, 1.0, 1.0, 0.5), ("trunc-96", 384, 0.9, 0.8, 0.5), ("binary", 48, 0.6, 0.5, 0.45)]
+
+
+def _compress_rows(dataset, encoder, points, k, ks=KS):
+    """Rows of one compress job (8 columns)."""
+    rows = []
+    for v, b, cap, cert, pt in points:
+        for m, rec in (("probe", cap), ("pretrained", pt)):
+            for sp in ("train", "heldout", "all"):
+                rows.append((dataset, encoder, m, sp, "n_queries", "", 2, v))
+                rows += [(dataset, encoder, m, sp, "recall", kk, (rec if kk == k else rec / 2) if sp == "all" else 0.0, v) for kk in ks]
+                rows.append((dataset, encoder, m, sp, "ndcg", 10, 0.0, v))
+            rows.append((dataset, encoder, m, "all", "bytes_per_doc", "", float(b), v))
+        rows += [(dataset, encoder, "probe", "all", "certified", "", cert, v), (dataset, encoder, "probe", "heldout", "certified", "", 0.0, v)]
+    return rows
+
+
+COMPRESS_ROWS = _compress_rows("scifact", "minilm", SCIFACT_COMPRESS, 10) + _compress_rows("toy", "minilm", TOY_COMPRESS, 2)
+SCIFACT_SENTENCE = ("scifact × minilm: capacity (probe recall@10) holds within 0.01 of its float32 value 1.000 (1536 bytes/doc) "
+                    "down to 48 bytes/doc (binary) and first drops below 0.990 at 24 bytes/doc (pq-24x8, 0.930); pre-trained "
+                    "recall@10 holds within 0.01 of its float32 value 0.785 (1536 bytes/doc) down to 384 bytes/doc (sq8) and "
+                    "first drops below 0.775 at 192 bytes/doc (sq4, 0.760) — compression costs the encoder's recall before it "
+                    "costs capacity.")
+TOY_SENTENCE = ("toy × minilm: capacity (probe recall@2) (1.000 at 1536 bytes/doc in float32) drops below 0.990 already at the "
+                "largest variant, 384 bytes/doc (trunc-96, 0.900); pre-trained recall@2 holds within 0.01 of its float32 value "
+                "0.500 (1536 bytes/doc) down to 384 bytes/doc (trunc-96) and first drops below 0.490 at 48 bytes/doc (binary, "
+                "0.450) — compression costs capacity before it costs the encoder's recall.")
+
+
+def _csv(rows) -> str:
+    """results.csv text: the COLUMNS header, rows of 7 values padded with an empty compression."""
+    return ",".join(COLUMNS) + "\n" + "".join(",".join(map(str, (*r, "")[:len(COLUMNS)])) + "\n" for r in rows)
+
+
+def _frame(rows):
+    """A results.csv frame from rows of 7 or 8 values (compression empty when absent)."""
+    import pandas as pd
+
+    return pd.DataFrame([(*r, "")[:len(COLUMNS)] for r in rows], columns=list(COLUMNS))
+
+
 def _status(name, n_docs, kind, **extra):
     return {"available": True, "dataset": name, "dropped_queries_without_gold": 0, "n_docs": n_docs, "n_queries": 4,
             "n_train": 2, "n_heldout": 2, "source": {"kind": kind, "folder": f"/data/{name}", "sha256": {"corpus.jsonl": "ab" * 32}},
@@ -118,12 +170,16 @@ def _write(path, text):
     return str(path)
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("report")
+def _render(tmp, compress: bool):
+    """Render the hand-written results (and, with ``compress``, two compress jobs' tables)."""
     res = tmp / "in" / "results.csv"
     res.parent.mkdir(parents=True)
-    res.write_text(",".join(COLUMNS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS + CAUSE_ROWS))
+    res.write_text(_csv(ROWS + CAUSE_ROWS))
+    tables = [str(res)]
+    if compress:
+        for name in ("scifact", "toy"):
+            tables.append(_write(tmp / "in" / "results" / name / "minilm" / "compress" / "metrics.csv",
+                                 _csv([r for r in COMPRESS_ROWS if r[0] == name])))
     data = []
     for name, n_docs in (("limit", 50000), ("scifact", 5183), ("toy", 46)):
         d = tmp / "in" / name / "data"
@@ -144,10 +200,23 @@ def rendered(tmp_path_factory):
                      "12.50\t0:00:12\t300.4\t1\t1\t1\t0\t0\t90\t11.25\n")
     cfg = {"eval": {"ks": KS, "ndcg_k": 10}, "encoders": {"qwen": {"model": QWEN}}, "bm25": BM25_CFG}
     out = ReportOutputs.under(tmp / "reports")
-    inputs = ReportInputs(tables=[str(res)], data=data, fingerprints=[fp, fp_toy], benchmarks=[str(bench)],
+    inputs = ReportInputs(tables=tables, data=data, fingerprints=[fp, fp_toy], benchmarks=[str(bench)],
                           per_query=[per_query], runs=[run])
     df = build_report(inputs, out, KS, 10, config=cfg, models={"qwen": QWEN, "minilm": MINILM}, colbert_model=COLBERT)
     return {"out": out, "md": Path(out.md).read_text(encoding="utf-8"), "cfg": cfg, "df": df, "tmp": tmp}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """The report with compress rows present: every test of the other sections runs on it, so
+    they check that those rows change nothing outside the compression section."""
+    return _render(tmp_path_factory.mktemp("report"), compress=True)
+
+
+@pytest.fixture(scope="module")
+def rendered_plain(tmp_path_factory):
+    """The same report without any compress rows."""
+    return _render(tmp_path_factory.mktemp("report_plain"), compress=False)
 
 
 def _table_after(md: str, heading: str) -> list[list[str]]:
@@ -214,11 +283,9 @@ def test_paper_verdicts(rendered):
 def test_bright_mean_over_categories():
     """Aggregated claims average the comparable categories: (0.95 + 0.97) / 2 = 0.96 train and
     (0.10 + 0.20) / 2 = 0.15 held-out, within 0.05 of the paper's 0.957 / 0.148."""
-    import pandas as pd
-
     rows = [(d, "distil", "finetuned", s, "recall", 10, v) for d, tr, ho in (("bright-biology", 0.95, 0.10), ("bright-pony", 0.97, 0.20))
             for s, v in (("train", tr), ("heldout", ho))]
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df = _frame(rows)
     infos = {d: paper.DatasetInfo(1000, None, True) for d in ("bright-biology", "bright-pony")}
     out = [r for r in paper.compare(df, infos, {("finetuned", "distil"): "distilbert-base-uncased"}) if r["claim"].startswith("BRIGHT")]
     assert out[0]["run"] == "mean of 2/12 categories / distil"
@@ -244,7 +311,7 @@ def test_html_embeds_every_figure(rendered):
     refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
     # drawn figures are referenced; the ones whose stage did not run say so instead
     assert set(refs) == {"figures/capacity_gap.png", "figures/train_vs_heldout.png", "figures/recall_at_k.png",
-                         "figures/probe_slack.png"}
+                         "figures/probe_slack.png", "figures/compression.png"}
     assert "## Fine-tuning curves\n\nNot drawn: fine-tuning was not run in this config." in md
     imgs = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(imgs) == len(refs) == html.count("<img")
@@ -352,7 +419,7 @@ def test_results_without_new_rows_still_render(tmp_path):
     """Older results (no cause / tie / by-construction rows, status files without duplicate
     counts, no run config): everything renders, nothing is invented."""
     res = tmp_path / "results.csv"
-    res.write_text(",".join(COLUMNS) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS))
+    res.write_text(_csv(ROWS))
     d = tmp_path / "limit" / "data"
     _write(d / "status.json", json.dumps(_status("limit", 50000, "mirror")))
     _write(d / "qrels.tsv", "query-id\tcorpus-id\tscore\n" + QRELS["limit"])
@@ -370,9 +437,7 @@ def test_results_without_new_rows_still_render(tmp_path):
 
 
 def test_summary_table_marks_missing_stages():
-    import pandas as pd
-
-    df = pd.DataFrame([("d", "e", "pretrained", "heldout", "recall", 10, 0.5)], columns=list(COLUMNS))
+    df = _frame([("d", "e", "pretrained", "heldout", "recall", 10, 0.5)])
     t = summary_table(df, {"d": paper.DatasetInfo(10, None, True)}, [10])
     assert len(t) == 1 and t["capacity"].isna().all() and t["gap_of"].iloc[0] == ""
     assert headline_metrics(t, df.iloc[0:0]) == {"d": {"e": {"pretrained@10": 0.5}}}
@@ -408,13 +473,138 @@ def test_dvc_metrics_diff_shows_a_change(tmp_path, rendered):
 def test_small_corpus_and_underfit_runs():
     """k >= the corpus size is left out of the summary (every method retrieves everything); an
     encoder that did not fit its train queries cannot test the paper's pattern."""
-    import pandas as pd
-
     rows = [("limit-small", "e", m, s, "recall", k, v) for k in (2, 10, 100)
             for m, s, v in (("probe", "heldout", 1.0), ("finetuned", "train", 0.2), ("finetuned", "heldout", 0.1))]
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df = _frame(rows)
     infos = {"limit-small": paper.DatasetInfo(46, 2, True)}
     t = summary_table(df, infos, [2, 10, 100])
     assert t["k"].tolist() == [2, 10]  # 100 >= 46 documents
     r = [x for x in paper.compare(df, infos, {("finetuned", "e"): "m"}) if x["claim"].startswith("LIMIT (50k documents), fine-tuned Qwen3")]
     assert r[0]["pattern"].startswith("not tested: the encoder did not fit its train queries (train 0.200 < 0.5")
+
+
+# ---- Capacity under index compression ---------------------------------------------------------
+
+def _cell(points, k=10, dataset="d", encoder="e"):
+    """One dataset x encoder cell of compression_table from compress rows built by hand (stated k: ``k``)."""
+    return compression_table(_frame(_compress_rows(dataset, encoder, points, k)), {dataset: paper.DatasetInfo(1000, k, True)}, KS)
+
+
+def test_collect_reads_compression_column(tmp_path):
+    """compression is text, empty for the frozen index's rows (also from a table written before
+    the column existed); compress rows come after every other row, in their job's variant order."""
+    plain = _write(tmp_path / "a.csv", ",".join(COLUMNS[:-1]) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS))
+    comp = _write(tmp_path / "b.csv", _csv(COMPRESS_ROWS))
+    df = collect([comp, plain])
+    alone = collect([plain])
+    assert list(df.columns) == list(COLUMNS) and (alone["compression"] == "").all()
+    assert df.iloc[:len(alone)].equals(alone)  # the frozen index's rows first, sorted as before
+    rest = df.iloc[len(alone):]
+    assert len(rest) == len(COMPRESS_ROWS) and (rest["compression"] != "").all()
+    assert list(dict.fromkeys(rest[rest["dataset"] == "scifact"]["compression"])) == [p[0] for p in SCIFACT_COMPRESS]
+    _write(tmp_path / "c.csv", "dataset,encoder,method\n")
+    with pytest.raises(ValueError, match="columns"):
+        collect([str(tmp_path / "c.csv")])
+
+
+def test_compression_table_by_hand():
+    """One row per variant at the stated k (10 here: no gold-set size known), split all; float32
+    first, then by decreasing bytes per document (trunc-192 and pca-192 tie: written order)."""
+    t = compression_table(_frame(COMPRESS_ROWS), {"toy": paper.DatasetInfo(46, 2, True)}, KS)
+    sc = t[t["dataset"] == "scifact"]
+    assert sc["variant"].tolist() == ["float32", "trunc-192", "pca-192", "sq8", "sq4", "binary", "pq-24x8"]
+    assert sc["family"].tolist() == ["float32", "truncation", "pca", "sq", "sq", "binary", "pq"]
+    assert sc["bytes_per_doc"].tolist() == [1536, 768, 768, 384, 192, 48, 24] and (sc["k"] == 10).all()
+    assert sc["capacity"].tolist() == [1.0, 1.0, 1.0, 1.0, 1.0, 0.995, 0.93]  # split all (held-out rows hold 0)
+    assert sc["certified"].tolist() == [1.0, 1.0, 1.0, 1.0, 0.98, 0.99, 0.9]
+    assert sc["pretrained"].tolist() == [0.785, 0.78, 0.775, 0.78, 0.76, 0.70, 0.5]
+    toy = t[t["dataset"] == "toy"]
+    assert (toy["k"] == 2).all() and toy["capacity"].tolist() == [1.0, 0.9, 0.6]  # toy's gold-set size: 2
+    assert compression_table(_frame(ROWS).iloc[0:0], {}, KS).empty
+
+
+def test_compression_onset_tolerance():
+    """The first variant by decreasing bytes more than 0.01 below float32; exactly 0.01 below
+    (pca-192's 0.775 against 0.785) is within tolerance."""
+    cell = _cell(SCIFACT_COMPRESS)
+    on = compression_onset(cell, "pretrained")
+    assert (on["variant"], on["previous"]["variant"], on["reference"]) == ("sq4", "sq8", 0.785)
+    on = compression_onset(cell, "capacity")
+    assert (on["variant"], on["bytes_per_doc"], on["previous"]["variant"]) == ("pq-24x8", 24, "binary")
+    assert compression_onset(cell, "certified")["variant"] == "sq4"
+    assert compression_onset(cell, "capacity", tol=0.1) is None
+    assert compression_onset(cell[cell["variant"] != "float32"], "capacity") is None  # no reference
+
+
+def test_compression_sentence_encoder_drops_first():
+    assert compression_sentence(_cell(SCIFACT_COMPRESS, dataset="scifact", encoder="minilm")) == SCIFACT_SENTENCE
+
+
+def test_compression_sentence_capacity_drops_first():
+    assert compression_sentence(_cell(TOY_COMPRESS, k=2, dataset="toy", encoder="minilm")) == TOY_SENTENCE
+
+
+def test_compression_sentence_neither_or_one_drops():
+    flat = [("float32", 1536, 1.0, 1.0, 0.8), ("sq8", 384, 1.0, 1.0, 0.795), ("binary", 48, 0.995, 0.97, 0.792)]
+    assert compression_sentence(_cell(flat)) == (
+        "d × e: capacity (probe recall@10) stays within 0.01 of its float32 value 1.000 (1536 bytes/doc) at every variant "
+        "measured, down to 48 bytes/doc (binary, 0.995); pre-trained recall@10 stays within 0.01 of its float32 value 0.800 "
+        "(1536 bytes/doc) at every variant measured, down to 48 bytes/doc (binary, 0.792) — neither falls more than 0.01 "
+        "below float32 within the variants measured.")
+    enc_only = [("float32", 1536, 1.0, 1.0, 0.8), ("sq8", 384, 1.0, 1.0, 0.7)]
+    assert compression_sentence(_cell(enc_only)).endswith(
+        "— compression costs the encoder's recall but not capacity within the variants measured.")
+    cap_only = [("float32", 1536, 1.0, 1.0, 0.8), ("sq8", 384, 0.9, 0.9, 0.8)]
+    assert compression_sentence(_cell(cap_only)).endswith(
+        "— compression costs capacity but not the encoder's recall within the variants measured.")
+    same = [("float32", 1536, 1.0, 1.0, 0.8), ("sq8", 384, 0.9, 0.9, 0.7)]
+    assert compression_sentence(_cell(same)).endswith(
+        "— compression costs capacity and the encoder's recall at the same size (384 bytes/doc).")
+
+
+def test_plot_compression(tmp_path):
+    from capgap import figures
+
+    t = compression_table(_frame(COMPRESS_ROWS), {}, KS)
+    assert figures.plot_compression(t, tmp_path / "c.png") is True
+    png = (tmp_path / "c.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
+    assert figures.plot_compression(t.iloc[0:0], tmp_path / "none.png") is False  # placeholder, still written
+    assert (tmp_path / "none.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compression_section(rendered):
+    md = rendered["md"]
+    part = md.split("## Capacity under index compression", 1)[1].split("\n## ", 1)[0]
+    assert "![capacity and pre-trained recall against bytes per document](figures/compression.png)" in part
+    assert SCIFACT_SENTENCE in part and TOY_SENTENCE in part and "split all" in part and "more than 0.01" in part
+    assert _table_after(part, SCIFACT_SENTENCE) == [
+        ["float32", "1536", "1.000", "1.000", "0.785"], ["trunc-192", "768", "1.000", "1.000", "0.780"],
+        ["pca-192", "768", "1.000", "1.000", "0.775"], ["sq8", "384", "1.000", "1.000", "0.780"],
+        ["sq4", "192", "1.000", "0.980", "0.760"], ["binary", "48", "0.995", "0.990", "0.700"],
+        ["pq-24x8", "24", "0.930", "0.900", "0.500"]]
+    assert _table_after(part, TOY_SENTENCE)[1] == ["trunc-96", "384", "0.900", "0.800", "0.500"]
+    assert "| variant | bytes/doc | capacity (probe R@2) | certified | pre-trained R@2 |" in part
+    assert md.index("## Geometrically easy but missed") < md.index("## Capacity under index compression") < md.index("## Hardness")
+
+
+def test_compress_rows_change_nothing_else(rendered, rendered_plain):
+    """With compress rows present, every output but the compression section and figure (and
+    results.csv, which holds every row) is what it is without them."""
+    a, b = rendered["out"], rendered_plain["out"]
+    for f in ("summary", "metrics", "recall_csv"):
+        assert Path(getattr(a, f)).read_bytes() == Path(getattr(b, f)).read_bytes(), f
+    for key in ("gap_png", "recall_png", "scatter_png"):
+        assert Path(getattr(a, key)).read_bytes() == Path(getattr(b, key)).read_bytes(), key
+
+    def strip(md):
+        md = re.sub(r"## Capacity under index compression\n.*?(?=\n## )", "", md, flags=re.S)
+        return re.sub(r"Rendered \d{4}-\d\d-\d\d \d\d:\d\d UTC", "Rendered", md).replace("\n\n\n", "\n\n")
+
+    assert "## Capacity under index compression" not in rendered_plain["md"]
+    assert strip(rendered["md"]) == strip(rendered_plain["md"])
+    plain_png = Path(b.compression_png).read_bytes()  # a placeholder: Snakemake needs every output
+    assert plain_png[:8] == b"\x89PNG\r\n\x1a\n" and len(plain_png) < len(Path(a.compression_png).read_bytes())
+    df, plain = rendered["df"], rendered_plain["df"]
+    assert df.iloc[:len(plain)].equals(plain) and (df.iloc[len(plain):]["compression"] != "").all()
+    assert len(df) == len(plain) + len(COMPRESS_ROWS)

@@ -96,6 +96,23 @@ def test_rows(tiny_run):
     assert not any(r["method"] == "colbert" and r["metric"] == "ann_recall" for r in rows)
 
 
+def test_compress_reference_is_the_probe_and_pretrained_jobs(tiny_run):
+    """The compress job's uncompressed reference (compression float32) gives exactly the rows
+    of the probe and pretrained jobs on the same index (one code path), and bytes per document
+    follow from the variants at dim 384: float32 4 x 384, trunc-32 4 x 32, sq4 384 / 2, binary
+    384 / 8."""
+    rows = _rows(tiny_run)
+    key = lambda r: (r["dataset"], r["encoder"], r["method"], r["split"], r["metric"], r["k"], r["value"])  # noqa: E731
+    ref = {key(r) for r in rows if r["compression"] == "float32" and r["metric"] != "bytes_per_doc"}
+    jobs = {key(r) for r in rows if r["compression"] == "" and r["dataset"] == "limit-gen" and r["encoder"] == "minilm"
+            and r["method"] in ("probe", "pretrained")}
+    assert ref and ref == jobs
+    nbytes = {(r["compression"], r["method"]): float(r["value"]) for r in rows if r["metric"] == "bytes_per_doc"}
+    want = {"float32": 1536.0, "trunc-32": 128.0, "sq4": 192.0, "binary": 48.0}
+    assert nbytes == {(v, m): b for v, b in want.items() for m in ("probe", "pretrained")}
+    assert {r["dataset"] for r in rows if r["compression"]} == {"limit-gen"}  # compress.datasets
+
+
 def test_report_lists_unavailable_dataset(tiny_run):
     md = (tiny_run / "reports" / "report.md").read_text()
     assert "## Datasets that could not be obtained" in md and "**not-there**" in md
@@ -257,7 +274,7 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert re.search(r"rule colbert:\n(?:    .*\n)*?    threads: 8\n    resources: [^\n]*\bmem_mb=128000\b", out)
 
 
-RULES = ("data", "index", "pretrained", "probe", "finetune", "bm25", "colbert", "hardness", "report")
+RULES = ("data", "index", "pretrained", "probe", "compress", "finetune", "bm25", "colbert", "hardness", "report")
 
 
 def _rules_in_workflow():

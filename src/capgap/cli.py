@@ -17,8 +17,14 @@ def main() -> None:
 
 @main.command()
 @click.option("--doc-embeddings", "docs", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="(n_docs, dim) float32/float16, finite: .npy (memory-mapped), .npz, or a faiss flat index (.faiss/.index; "
-                   "its metric, inner product or L2, is used).")
+              help="(n_docs, dim) float32/float16, finite: .npy (memory-mapped), .npz, or a faiss index (.faiss/.index) whose "
+                   "vectors can be reconstructed: flat, SQ, PQ, IVF-Flat/SQ/PQ, HNSW, or an IndexIDMap around one (its "
+                   "reconstructed vectors are probed; its metric, inner product or L2, is used; faiss ids that are not "
+                   "0..n-1 are the document ids, or line numbers of --doc-ids).")
+@click.option("--uncompressed-embeddings", "uncompressed", type=click.Path(exists=True, dir_okay=False),
+              help="The same documents' full-precision vectors, same formats, same row order (for an index with faiss "
+                   "ids: row = id). The probe also runs on them: a query they admit but the index's own vectors do not "
+                   "is compression-limited.")
 @click.option("--query-embeddings", "queries", required=True, type=click.Path(exists=True, dir_okay=False),
               help="(n_queries, dim), same formats.")
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -37,9 +43,21 @@ def main() -> None:
 @click.option("--key", default=None, help="Array name inside .npz files holding several.")
 @click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
-def diagnose(docs, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, key, threads, out) -> None:
-    """Per-query verdict: index-limited, encoder-limited, ann-limited or ok."""
-    from .diagnosis import diagnose as run, load_embeddings, load_ids, load_qrels_file, load_run_file, resolve_metric, write_diagnosis
+def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, key, threads,
+             out) -> None:
+    """Per-query verdict: index-limited, compression-limited (with --uncompressed-embeddings), encoder-limited,
+    ann-limited or ok."""
+    from .diagnosis import diagnose as run
+    from .diagnosis import (
+        document_ids,
+        load_embeddings,
+        load_ids,
+        load_qrels_file,
+        load_run_file,
+        match_uncompressed,
+        resolve_metric,
+        write_diagnosis,
+    )
     from .errors import DataFormatError
 
     logging.basicConfig(level=logging.WARNING, format="capgap: %(message)s")
@@ -48,11 +66,16 @@ def diagnose(docs, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_
         if D.matrix.shape[1] != Q.matrix.shape[1]:
             raise ValueError(f"dimension mismatch: {docs} has dim {D.matrix.shape[1]}, {queries} has dim {Q.matrix.shape[1]}")
         metric = resolve_metric(metric, D.metric, docs)
+        U = load_embeddings(uncompressed, key) if uncompressed else None
+        U_matrix = match_uncompressed(D, U) if U is not None else None  # same documents, rows and dim; named errors
+        if U is not None and U.metric is not None:
+            resolve_metric(metric, U.metric, uncompressed)  # a faiss file of uncompressed vectors: scored by its own metric too
         qr = load_qrels_file(qrels)
-        dids = load_ids(doc_ids) if doc_ids else [str(i) for i in range(D.matrix.shape[0])]
+        dids = document_ids(D, load_ids(doc_ids) if doc_ids else None, doc_ids or "--doc-ids")
         qids = load_ids(query_ids) if query_ids else list(qr)
         diag = run(D.matrix, Q.matrix, qr, dids, qids, k=k, ann_run=load_run_file(ann_run, ann_run_percent_encoded) if ann_run else None,
-                   metric=metric, threads=threads)
+                   metric=metric, threads=threads, uncompressed=U_matrix, index_info=D.info(),
+                   uncompressed_info=U.info() if U is not None else None)
     except (DataFormatError, ValueError) as e:
         raise click.ClickException(str(e)) from e
     paths = write_diagnosis(diag, out)

@@ -6,6 +6,12 @@ the two the ANN literature separates, the encoder and the approximate search):
 - **index-limited**: the index geometry does not admit the answer: the probe (a per-query
   ranking SVM, ``capgap.probe``) cannot place the gold documents in the top k (not certified
   and its recall@k below 1);
+- **compression-limited** (only with the documents' uncompressed vectors, ``uncompressed``):
+  the index's own vectors do not admit the answer, as for index-limited, but the uncompressed
+  vectors of the same documents do (certified or probe recall@k 1 there): compression (SQ,
+  PQ, ...) lost it. It takes the place of index-limited; a query admitted by neither stays
+  index-limited, and a query the index's vectors admit goes on to the encoder and ANN verdicts
+  whatever the uncompressed vectors say (the index is what is searched);
 - **encoder-limited**: the probe can, but exact search with the user's query embedding misses
   gold documents at k;
 - **ann-limited**: exact search finds them, the user's approximate search (``--ann-run``)
@@ -29,16 +35,26 @@ which the L2 queries t*w approach as t grows (strict orders kept, ties pessimist
 bound; certified only if that ranking puts every gold document first (else cause
 ``l2-unreachable``).
 
+Compressed indexes. ``load_embeddings`` reconstructs the vectors of a faiss flat, SQ, PQ,
+IVF-Flat/SQ/PQ or HNSW index (``SUPPORTED_FAISS``): for SQ and PQ the decoded vectors, which
+the index's search scores a float query against (asymmetric scoring, ``capgap.compress``), so
+the probe and exact search run on the geometry the index really has. An IVF index's coarse
+quantizer and an HNSW graph only choose which vectors a search visits: an ANN effect, judged
+through ``ann_run``, not a change of geometry (IVF codes are decoded and added back to their
+centroid, the vector IVF search scores).
+
 Inputs are checked before anything is scored: matrices 2-d, float32/float16 (``diagnose`` also
 takes float64), every value finite (blockwise, naming the first bad row), matching dims, ids
 matching the rows, at least one query row judged by the qrels (a partial mismatch is counted
 in the summary and logged), qrels naming only known documents, and a gold document per judged
 query.
 
-Public API: ``diagnose(D, Q, qrels, doc_ids, query_ids, k=10, ann_run=None, metric="ip")`` ->
-``Diagnosis`` (per-query rows and a summary), ``write_diagnosis(diag, out_dir)``, the loaders
-``load_embeddings`` (matrix and faiss metric), ``load_matrix`` (matrix), ``load_ids``,
-``load_qrels_file``, ``load_run_file``, and ``validate_matrix``, ``resolve_metric``.
+Public API: ``diagnose(D, Q, qrels, doc_ids, query_ids, k=10, ann_run=None, metric="ip",
+uncompressed=None)`` -> ``Diagnosis`` (per-query rows and a summary), ``write_diagnosis(diag,
+out_dir)``, the loaders ``load_embeddings`` (matrix, faiss metric, index kind, bytes per
+vector, faiss ids), ``load_matrix`` (matrix), ``load_ids``, ``load_qrels_file``,
+``load_run_file``, ``document_ids`` and ``match_uncompressed`` (faiss ids to rows), and
+``validate_matrix``, ``resolve_metric``.
 ``capgap.cli`` wraps them.
 """
 
@@ -57,7 +73,7 @@ from .errors import DataFormatError
 from .io import atomic_open, write_json, write_text
 
 log = logging.getLogger(__name__)
-VERDICTS = ("index-limited", "encoder-limited", "ann-limited", "ok")
+VERDICTS = ("index-limited", "compression-limited", "encoder-limited", "ann-limited", "ok")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -70,13 +86,48 @@ _METRIC_NAMES = {"ip": "inner product", "cosine": "cosine", "l2": "L2 distance"}
 class Embeddings:
     """An embedding matrix as ``load_embeddings`` read it.
 
-    ``matrix``: ``(n, dim)`` float32, float16 or float64 (a read-only memory map for ``.npy``);
-    ``metric``: the metric a faiss index file searches by (``"ip"`` or ``"l2"``), None for
-    ``.npy``/``.npz`` (the file does not say); ``path``: the file."""
+    Attributes
+    ----------
+    matrix : numpy.ndarray
+        ``(n, dim)`` float32, float16 or float64 (a read-only memory map for ``.npy``); for a
+        faiss index the reconstructed vectors, float32: what the index's search scores a query
+        against (decoded SQ/PQ codes, IVF residuals added back to their centroid).
+    metric : str or None
+        The metric a faiss index searches by (``"ip"`` or ``"l2"``); None for ``.npy``/``.npz``
+        (the file does not say).
+    path : pathlib.Path
+        The file.
+    kind : str or None
+        What the vectors are: for arrays the dtype name (``"float32"``, ``"float16"``,
+        ``"float64"``); for a faiss index its compression, ``"flat"``, ``"sq8"``, ``"sq4"``,
+        ``"sq6"``, ``"sq-fp16"``, ... (``_SQ_KINDS``), ``"pq-<M>x<nbits>"``, and for IVF and
+        HNSW indexes ``"ivf<nlist>-"`` / ``"hnsw-"`` followed by the code, e.g. ``"ivf256-pq-48x8"``.
+    bytes_per_vector : float or None
+        Stored bytes per vector: ``itemsize * dim`` for arrays; faiss's ``sa_code_size()`` for
+        flat, SQ and PQ; for IVF the code stored in the inverted lists (``code_size``: faiss's
+        ``sa_code_size()`` adds the list number, which the lists hold implicitly). Ids (8 bytes
+        each in IVF lists and id maps), graph links and shared tables (codebooks, SQ ranges,
+        centroids) are not counted.
+    faiss_type : str or None
+        The faiss class, wrappers outside in (``"IndexIDMap(IndexPQ)"``); None for arrays.
+    ids : numpy.ndarray or None
+        ``(n,)`` int64: the faiss ids of the rows, ascending, for an index whose ids are not
+        0..n-1 (``IndexIDMap``, IVF ``add_with_ids``); None when row i is id i (always for
+        arrays).
+    """
 
     matrix: np.ndarray
     metric: str | None
     path: Path
+    kind: str | None = None
+    bytes_per_vector: float | None = None
+    faiss_type: str | None = None
+    ids: np.ndarray | None = None
+
+    def info(self) -> dict:
+        """``{"path", "kind", "faiss_type", "bytes_per_vector", "n", "dim"}`` for a summary."""
+        return {"path": str(self.path), "kind": self.kind, "faiss_type": self.faiss_type,
+                "bytes_per_vector": self.bytes_per_vector, "n": int(self.matrix.shape[0]), "dim": int(self.matrix.shape[1])}
 
 
 def _block_rows(dim: int) -> int:
@@ -123,21 +174,173 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name}: {problem}")
 
 
-def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
-    """An embedding matrix ``(n, dim)`` and, for a faiss index, its metric: ``.npy``
-    (memory-mapped read-only, float32, float16 or float64), ``.npz`` (array ``key`` when the file holds
-    it, else its only array), or a faiss index file (``.faiss``/``.index``) whose vectors can be
-    reconstructed (flat indexes), metric inner product (``"ip"``) or L2 (``"l2"``). float16
-    and float64 are returned as is (callers cast blockwise). The file is never written.
+# --------------------------------------------------------------------------- faiss index files
+# the scalar-quantizer types whose search scores a float query against the decoded vector
+_SQ_KINDS = {"QT_8bit": "sq8", "QT_4bit": "sq4", "QT_6bit": "sq6", "QT_8bit_uniform": "sq8-uniform",
+             "QT_4bit_uniform": "sq4-uniform", "QT_fp16": "sq-fp16", "QT_bf16": "sq-bf16",
+             "QT_8bit_direct": "sq8-direct", "QT_8bit_direct_signed": "sq8-direct-signed"}
+SUPPORTED_FAISS = ("IndexFlat (IndexFlatIP, IndexFlatL2)", "IndexScalarQuantizer", "IndexPQ", "IndexIVFFlat",
+                   "IndexIVFScalarQuantizer", "IndexIVFPQ", "IndexHNSWFlat/SQ/PQ (their storage)",
+                   "IndexIDMap/IndexIDMap2 around any of these")
 
-    Every value is checked to be finite, block by block. Raises ``DataFormatError`` naming the
-    file for another suffix, an ``.npz`` holding several arrays and no ``key`` among them, a
-    file faiss cannot read, a faiss index without stored vectors or with another metric, a shape that is not 2-d with at
-    least one row and column, a dtype other than float32/float16/float64, or a non-finite value (the
-    reason names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite:
-    column 1 holds nan``)."""
+
+@dataclass(frozen=True)
+class _FaissVectors:
+    matrix: np.ndarray  # (n, dim) float32, rows in ascending id order when ids is not None
+    ids: np.ndarray | None  # (n,) int64 faiss ids of the rows, None: the ids are the row numbers 0..n-1
+    kind: str
+    bytes_per_vector: float
+    faiss_type: str
+
+
+def _ivf_ids(ivf) -> np.ndarray:
+    """All ids stored in an IVF index's inverted lists, ``(ntotal,)`` int64 (list by list)."""
+    import faiss
+
+    inv = ivf.invlists
+    out = []
+    for lst in range(ivf.nlist):
+        size = inv.list_size(lst)
+        if size == 0:
+            continue
+        buf = np.empty(size, dtype=np.int64)
+        ptr = inv.get_ids(lst)
+        try:
+            faiss.memcpy(faiss.swig_ptr(buf), ptr, buf.nbytes)
+        finally:
+            inv.release_ids(lst, ptr)
+        out.append(buf)
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
+def _faiss_vectors(idx, path: Path) -> _FaissVectors:
+    """The vectors a faiss index searches against, reconstructed, for the types in
+    ``SUPPORTED_FAISS`` (checked by exact class: faiss's default ``reconstruct_n`` calls
+    ``reconstruct`` inside an OpenMP loop, and a type without ``reconstruct`` then aborts the
+    process instead of raising). Raises ``DataFormatError`` for another type, nested ids, or
+    ids that are negative or repeated."""
+    import faiss
+
+    idx = faiss.downcast_index(idx)
+    name = type(idx).__name__
+    n = int(idx.ntotal)
+    if isinstance(idx, faiss.IndexIDMap):  # IndexIDMap2 is a subclass
+        inner = _faiss_vectors(idx.index, path)
+        if inner.ids is not None:
+            raise DataFormatError(path, None, None, f"a faiss {name} around an index that has its own ids is not supported")
+        ids = faiss.vector_to_array(idx.id_map).astype(np.int64, copy=False)
+        if len(ids) != inner.matrix.shape[0]:
+            raise DataFormatError(path, None, None, f"faiss {name}: {len(ids)} ids for {inner.matrix.shape[0]} vectors")
+        return _with_ids(inner, ids, f"{name}({inner.faiss_type})", path)
+    if isinstance(idx, faiss.IndexHNSW):
+        inner = _faiss_vectors(idx.storage, path)  # the graph only decides which vectors are visited: an ANN effect
+        return _FaissVectors(inner.matrix, inner.ids, f"hnsw-{inner.kind}", inner.bytes_per_vector, f"{name}({inner.faiss_type})")
+    if type(idx) in (faiss.IndexFlat, faiss.IndexFlatIP, faiss.IndexFlatL2):
+        return _FaissVectors(idx.reconstruct_n(0, n), None, "flat", float(idx.sa_code_size()), name)
+    if type(idx) is faiss.IndexScalarQuantizer:
+        return _FaissVectors(idx.reconstruct_n(0, n), None, _sq_kind(idx.sq, path), float(idx.sa_code_size()), name)
+    if type(idx) is faiss.IndexPQ:
+        if int(idx.search_type) != int(faiss.IndexPQ.ST_PQ):
+            log.warning("%s: this IndexPQ searches with search_type %d, not ST_PQ (asymmetric: float query against the "
+                        "decoded vectors); the diagnosis scores the decoded vectors", path, int(idx.search_type))
+        return _FaissVectors(idx.reconstruct_n(0, n), None, f"pq-{idx.pq.M}x{idx.pq.nbits}", float(idx.sa_code_size()), name)
+    if type(idx) in (faiss.IndexIVFFlat, faiss.IndexIVFPQ, faiss.IndexIVFScalarQuantizer):
+        inner = {faiss.IndexIVFFlat: lambda: "flat", faiss.IndexIVFPQ: lambda: f"pq-{idx.pq.M}x{idx.pq.nbits}",
+                 faiss.IndexIVFScalarQuantizer: lambda: _sq_kind(idx.sq, path)}[type(idx)]()
+        kind = f"ivf{idx.nlist}-{inner}"
+        # the inverted lists store code_size bytes a vector (and its 8-byte id); sa_code_size() would add the list number
+        nbytes = float(idx.code_size)
+        ids = np.sort(_ivf_ids(idx))
+        if np.array_equal(ids, np.arange(n)):
+            # IndexIVF.reconstruct_n scans the inverted lists for ids i0..i0+ni-1: no direct map needed
+            return _FaissVectors(idx.reconstruct_n(0, n), None, kind, nbytes, name)
+        # ids given with add_with_ids: a hash-table direct map on this in-memory copy (the file is not written)
+        _check_ids(ids, name, path)
+        if idx.direct_map.type != faiss.DirectMap.Hashtable:
+            idx.set_direct_map_type(faiss.DirectMap.Hashtable)
+        return _FaissVectors(idx.reconstruct_batch(ids), ids, kind, nbytes, name)
+    raise DataFormatError(path, None, None, f"faiss {name} is not supported: capgap reconstructs the vectors of "
+                                            f"{', '.join(SUPPORTED_FAISS)}")
+
+
+def _sq_kind(sq, path: Path) -> str:
+    import faiss
+
+    for attr, kind in _SQ_KINDS.items():
+        if hasattr(faiss.ScalarQuantizer, attr) and int(sq.qtype) == int(getattr(faiss.ScalarQuantizer, attr)):
+            return kind
+    names = [a for a in dir(faiss.ScalarQuantizer) if a.startswith("QT_") and int(getattr(faiss.ScalarQuantizer, a)) == int(sq.qtype)]
+    raise DataFormatError(path, None, None, f"faiss scalar quantizer type {names[0] if names else int(sq.qtype)} is not "
+                                            f"supported: capgap reads {', '.join(_SQ_KINDS)}")
+
+
+def _check_ids(ids: np.ndarray, name: str, path: Path) -> None:
+    if len(ids) and ids.min() < 0:
+        raise DataFormatError(path, None, None, f"faiss {name} holds a negative id ({int(ids.min())}): ids must be >= 0")
+    u, c = np.unique(ids, return_counts=True)
+    if (c > 1).any():
+        raise DataFormatError(path, None, None, f"faiss {name} holds id {int(u[c > 1][0])} {int(c[c > 1][0])} times: "
+                                                "each document needs its own id")
+
+
+def _with_ids(v: _FaissVectors, ids: np.ndarray, faiss_type: str, path: Path) -> _FaissVectors:
+    """``v`` with faiss ids ``ids`` (one per row of ``v.matrix``), rows sorted by id; ids that
+    are exactly 0..n-1 in order are dropped (row numbers)."""
+    _check_ids(ids, faiss_type, path)
+    if np.array_equal(ids, np.arange(len(ids))):
+        return _FaissVectors(v.matrix, None, v.kind, v.bytes_per_vector, faiss_type)
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    keep = None if np.array_equal(ids, np.arange(len(ids))) else ids  # a permutation of 0..n-1: row numbers again
+    return _FaissVectors(np.ascontiguousarray(v.matrix[order]), keep, v.kind, v.bytes_per_vector, faiss_type)
+
+
+def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
+    """Read an embedding matrix, or the vectors a faiss index searches against.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        ``.npy`` (memory-mapped read-only; float32, float16 or float64), ``.npz`` (array
+        ``key`` when the file holds it, else its only array), or a faiss index file
+        (``.faiss``/``.index``) of a type in ``SUPPORTED_FAISS``, metric inner product
+        (``"ip"``) or L2 (``"l2"``). The file is never written.
+    key : str, optional
+        The array to take from an ``.npz`` holding several.
+
+    Returns
+    -------
+    Embeddings
+        ``matrix`` ``(n, dim)``: arrays as stored (float16 and float64 are returned as is;
+        callers cast blockwise); for a faiss index its vectors reconstructed as float32
+        (``reconstruct_n``: decoded SQ/PQ codes; IVF codes decoded and added to their coarse
+        centroid), rows in ascending faiss-id order. Also the metric, ``kind``,
+        ``bytes_per_vector``, ``faiss_type`` and ``ids`` (see ``Embeddings``).
+
+    Notes
+    -----
+    faiss indexes: ``IndexIDMap``/``IndexIDMap2`` take their ids from ``id_map``; IVF indexes
+    from their inverted lists. When those ids are 0..n-1 (a plain ``add``), row i is the vector
+    with id i and ``ids`` is None; otherwise the rows are sorted by id and ``ids`` holds them.
+    IVF needs no direct map: ``IndexIVF.reconstruct_n`` scans the inverted lists; for ids that
+    are not 0..n-1 a hash-table direct map is built on the loaded copy (the file is untouched).
+    An IVF index's coarse quantizer and an HNSW graph only decide which vectors a search
+    visits, an approximation ``diagnose`` judges through its ANN run, not a change of geometry.
+
+    Raises
+    ------
+    DataFormatError
+        Naming the file: another suffix; an ``.npz`` holding several arrays and no ``key``
+        among them; a file faiss cannot read; a faiss index without vectors, of an unsupported
+        type or scalar-quantizer type, with another metric, or with negative or repeated ids; a
+        shape that is not 2-d with at least one row and column; a dtype other than
+        float32/float16/float64; or a non-finite value, checked block by block (the reason
+        names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite: column 1
+        holds nan``).
+    """
     path = Path(path)
     metric = None
+    fv = None
     if path.suffix == ".npy":
         a = np.load(path, mmap_mode="r")
     elif path.suffix == ".npz":
@@ -154,22 +357,25 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
             idx = faiss.read_index(str(path))
         except RuntimeError as e:
             raise DataFormatError(path, None, None, f"faiss cannot read it as an index: {e}") from e
-        if not hasattr(idx, "reconstruct_n") or idx.ntotal == 0:
+        if idx.ntotal == 0:
             raise DataFormatError(path, None, None, "not a faiss index with stored vectors")
         metric = _FAISS_METRICS.get(int(idx.metric_type))
         if metric is None:
             raise DataFormatError(path, None, None, f"faiss metric_type {idx.metric_type} is not supported: "
                                                     "capgap scores inner product (METRIC_INNER_PRODUCT) or L2 (METRIC_L2)")
         try:
-            a = idx.reconstruct_n(0, idx.ntotal)
+            fv = _faiss_vectors(idx, path)
         except RuntimeError as e:
-            raise DataFormatError(path, None, None, f"faiss cannot reconstruct its vectors (a flat index is needed): {e}") from e
+            raise DataFormatError(path, None, None, f"faiss cannot reconstruct its vectors: {e}") from e
+        a = fv.matrix
     else:
         raise DataFormatError(path, None, None, "expected .npy, .npz or a faiss index (.faiss/.index)")
     problem = _matrix_problem(a)
     if problem:
         raise DataFormatError(path, None, None, problem)
-    return Embeddings(a, metric, path)
+    if fv is not None:
+        return Embeddings(a, metric, path, fv.kind, fv.bytes_per_vector, fv.faiss_type, fv.ids)
+    return Embeddings(a, metric, path, a.dtype.name, float(a.dtype.itemsize * a.shape[1]))
 
 
 def load_matrix(path: str | Path, key: str | None = None) -> np.ndarray:
@@ -224,6 +430,97 @@ def load_ids(path: str | Path) -> list[str]:
         seen[x] = i
         ids.append(x)
     return ids
+
+
+def document_ids(docs: Embeddings, listed: Sequence[str] | None = None, listed_path: str | Path = "--doc-ids") -> list[str]:
+    """The id of each row of ``docs.matrix``.
+
+    Row i of an array, or of a faiss index whose ids are 0..n-1, is document ``listed[i]``
+    (default: ``str(i)``). A faiss index with other ids (``docs.ids``) takes them as row
+    numbers into ``listed``: the row with faiss id j is document ``listed[j]``, the usual use
+    of ``add_with_ids`` (the list may name more documents than the index holds); without
+    ``listed`` the ids themselves, as decimal strings, are the document ids.
+
+    Parameters
+    ----------
+    docs : Embeddings
+        From ``load_embeddings``.
+    listed : sequence of str, optional
+        The ids file's lines (``load_ids``).
+    listed_path : str or pathlib.Path
+        The ids file, for messages.
+
+    Returns
+    -------
+    list of str
+        ``n_docs`` ids, one per row (``diagnose`` checks the count for arrays).
+
+    Raises
+    ------
+    ValueError
+        A faiss id beyond the end of ``listed`` (naming both files).
+    """
+    if docs.ids is None:
+        return list(listed) if listed is not None else [str(i) for i in range(docs.matrix.shape[0])]
+    if listed is None:
+        return [str(int(i)) for i in docs.ids]
+    top = int(docs.ids[-1])
+    if top >= len(listed):
+        raise ValueError(f"{docs.path} holds faiss ids up to {top}, taken as line numbers (0-based) of {listed_path}, "
+                         f"which names only {len(listed)} documents")
+    return [listed[int(i)] for i in docs.ids]
+
+
+def match_uncompressed(docs: Embeddings, unc: Embeddings) -> np.ndarray:
+    """The uncompressed vectors of the documents in ``docs``, row for row.
+
+    Row i of ``unc`` is the document of row i of ``docs`` (the same row order); when ``docs``
+    has faiss ids (``docs.ids``) they are row numbers of an uncompressed array, as in
+    ``document_ids``, and an uncompressed faiss index with ids must hold the same ids.
+
+    Parameters
+    ----------
+    docs : Embeddings
+        The index diagnosed (e.g. a compressed faiss index), ``(n_docs, dim)``.
+    unc : Embeddings
+        The same documents at full precision (``--uncompressed-embeddings``).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_docs, dim)``: ``unc.matrix`` itself, or its rows at ``docs.ids`` (a copy).
+
+    Raises
+    ------
+    ValueError
+        Naming both files: different dimensions, row counts, or ids; a faiss id beyond the
+        uncompressed rows; or two faiss indexes searching by different metrics.
+    """
+    both = f"{docs.path} and {unc.path}"
+    if docs.metric and unc.metric and docs.metric != unc.metric:
+        raise ValueError(f"{both} are faiss indexes searching by different metrics ({_METRIC_NAMES[docs.metric]}, "
+                         f"{_METRIC_NAMES[unc.metric]}): the uncompressed vectors must be scored like the index's own")
+    (n, dim), (nu, dimu) = docs.matrix.shape, unc.matrix.shape
+    if dim != dimu:
+        raise ValueError(f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has dim "
+                         f"{dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension")
+    U = unc.matrix
+    if unc.ids is not None:
+        if docs.ids is None:
+            raise ValueError(f"{unc.path} holds faiss ids that are not 0..n-1, {docs.path} does not: its rows cannot be "
+                             "matched to the documents; give the uncompressed vectors in the index's row order")
+        if not np.array_equal(docs.ids, unc.ids):
+            raise ValueError(f"{both} hold different faiss ids: the uncompressed vectors must be the same documents")
+    elif docs.ids is not None:
+        top = int(docs.ids[-1])
+        if top >= nu:
+            raise ValueError(f"{docs.path} holds faiss ids up to {top}, taken as row numbers of {unc.path}, which has "
+                             f"only {nu} rows")
+        U = U[docs.ids]
+    if U.shape[0] != n:
+        raise ValueError(f"{docs.path} holds {n} documents, {unc.path} (the uncompressed documents) {U.shape[0]}: "
+                         "they must be the same documents in the same row order")
+    return U
 
 
 def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
@@ -392,30 +689,98 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, 
     return out, dev
 
 
+def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, metric: str, kk: int, threads: int | None,
+                    probe_cfg: Mapping | None, groups) -> dict:
+    """Run the probe on one scoring matrix ``Ds`` ``(n_docs, dim')`` float32 (``_scoring_matrix``).
+
+    Returns ``{"results", "ranks", "certified", "causes", "reachable", "off"}``: the probe's
+    results, per query the gold documents' ranks under the probe's vector, certified and cause;
+    under ``l2`` whether the probe's ``(w, c)`` is an L2 query (``c > 0``) and the queries
+    where it is not, whose ranks come from ``w`` alone (module docstring); else None and []."""
+    from .probe import ProbeConfig, probe
+    from .retrieval import dense_scores, rank_queries
+
+    results = probe(Ds, gold_rows, threads=threads, grades=grades, **ProbeConfig.from_config(probe_cfg).kwargs())
+    ranks = [res.gold_ranks for res in results]
+    certified = [bool(res.certified) for res in results]
+    causes = [res.cause for res in results]
+    reachable = [bool(res.w[-1] > 0) for res in results] if metric == "l2" else None
+    off = [i for i, r in enumerate(reachable) if not r] if reachable is not None else []
+    if off:
+        # (w, c) with c <= 0 is no L2 query; w alone is the limit of the L2 queries t*w, t -> oo
+        W = np.stack([results[i].w for i in off]).astype(np.float32)
+        W[:, -1] = 0.0
+        f_ranks, _, _ = rank_queries(dense_scores(W, Ds, threads), len(off), [gold_rows[i] for i in off],
+                                     [grades[i] for i in off], None, kk, Ds.shape[0], groups)
+        for i, r in zip(off, f_ranks):
+            ranks[i] = r
+            certified[i] = bool(r.max() <= len(r))  # pessimistic ranks 1..|G|: every gold strictly first
+            causes[i] = None if certified[i] else (results[i].cause or "l2-unreachable")
+    return {"results": results, "ranks": ranks, "certified": certified, "causes": causes, "reachable": reachable, "off": off}
+
+
 def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]], doc_ids: Sequence[str],
              query_ids: Sequence[str], k: int = 10, ann_run: Mapping[str, Sequence[str]] | None = None,
-             metric: str = "ip", probe_cfg: Mapping | None = None, threads: int | None = None) -> Diagnosis:
-    """Verdict per query: index-limited, encoder-limited, ann-limited or ok (module docstring).
+             metric: str = "ip", probe_cfg: Mapping | None = None, threads: int | None = None,
+             uncompressed: np.ndarray | None = None, index_info: Mapping | None = None,
+             uncompressed_info: Mapping | None = None) -> Diagnosis:
+    """Verdict per query: index-limited, compression-limited, encoder-limited, ann-limited or ok
+    (module docstring).
 
-    ``D``: ``(n_docs, dim)`` document embeddings, ``Q``: ``(n_queries, dim)`` query embeddings,
-    float16/float32/float64 (scored as float32; a memory map is read in place and never
-    written); ``doc_ids``/``query_ids``: the rows' ids; ``qrels``: query id -> {doc id: grade}
-    (grade > 0 = gold); ``ann_run``: query id -> the user's approximate top documents;
-    ``metric``: ``ip`` (inner product), ``cosine`` (rows L2-normalised into new arrays; a note
-    says how far they were from unit length) or ``l2`` (ranked by ``-|q - d|^2``; the probe runs
-    on ``(d, -|d|^2/2)``: module docstring); ``probe_cfg``: overrides of the probe's defaults (``capgap.probe.ProbeConfig``: the DAG's).
+    Parameters
+    ----------
+    D : numpy.ndarray
+        ``(n_docs, dim)`` document embeddings as the index stores them (for a compressed faiss
+        index its reconstructed vectors, ``load_embeddings``), float16/float32/float64 (scored
+        as float32; a memory map is read in place and never written).
+    Q : numpy.ndarray
+        ``(n_queries, dim)`` query embeddings, same dtypes.
+    qrels : mapping
+        Query id -> {doc id: grade} (grade > 0 = gold).
+    doc_ids, query_ids : sequence of str
+        The rows' ids.
+    k : int
+        The cut-off of every recall and verdict.
+    ann_run : mapping, optional
+        Query id -> the user's approximate top documents.
+    metric : str
+        ``ip`` (inner product), ``cosine`` (rows L2-normalised into new arrays; a note says how
+        far they were from unit length) or ``l2`` (ranked by ``-|q - d|^2``; the probe runs on
+        ``(d, -|d|^2/2)``: module docstring).
+    probe_cfg : mapping, optional
+        Overrides of the probe's defaults (``capgap.probe.ProbeConfig``: the DAG's).
+    threads : int, optional
+        BLAS threads.
+    uncompressed : numpy.ndarray, optional
+        ``(n_docs, dim)``: the same documents at full precision, row for row
+        (``match_uncompressed``). The probe also runs on them, scored by the same ``metric``;
+        a query the index's own vectors do not admit but these do is **compression-limited**.
+    index_info, uncompressed_info : mapping, optional
+        What the two matrices are (``Embeddings.info()``: kind, bytes per vector, ...), copied
+        into the summary's ``index`` / ``uncompressed``; default: the dtype and
+        ``itemsize * dim``.
 
+    Returns
+    -------
+    Diagnosis
+        Per-query rows and the summary (module docstring).
+
+    Notes
+    -----
     Query rows whose id the qrels do not judge are left out, judged queries without a row are
     not evaluated: both are counted in the summary (``rows_without_judgements``,
     ``judged_queries_without_row``) and in a note logged as a warning.
 
-    Raises ``ValueError`` for a matrix that is not 2-d, not floating point, empty, or holds a
-    non-finite value (``"documents: row 3 (0-based) is not finite: column 1 holds nan"``), a
-    dimension mismatch, an unknown metric, id counts that differ from the row counts, no query
-    row judged by the qrels (naming ids of both sides), qrels that name documents not in
-    ``doc_ids``, or a query whose judged documents are all non-gold.
+    Raises
+    ------
+    ValueError
+        A matrix that is not 2-d, not floating point, empty, or holds a non-finite value
+        (``"documents: row 3 (0-based) is not finite: column 1 holds nan"``; the uncompressed
+        matrix is named ``"uncompressed documents"``), a dimension mismatch, ``uncompressed``
+        of another shape than ``D``, an unknown metric, id counts that differ from the row
+        counts, no query row judged by the qrels (naming ids of both sides), qrels that name
+        documents not in ``doc_ids``, or a query whose judged documents are all non-gold.
     """
-    from .probe import ProbeConfig, probe
     from .retrieval import dense_scores, duplicate_groups, rank_queries
 
     if metric not in METRICS:
@@ -425,6 +790,12 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     validate_matrix(Q, "queries")
     if D.shape[1] != Q.shape[1]:
         raise ValueError(f"dimension mismatch: documents {D.shape}, queries {Q.shape}")
+    if uncompressed is not None:
+        uncompressed = np.asarray(uncompressed)
+        validate_matrix(uncompressed, "uncompressed documents")
+        if uncompressed.shape != D.shape:
+            raise ValueError(f"uncompressed documents have shape {uncompressed.shape}, documents {D.shape}: they must be "
+                             "the same documents, row for row, at the same dimension")
     if len(doc_ids) != D.shape[0]:
         raise ValueError(f"{len(doc_ids)} document ids for {D.shape[0]} document rows")
     if len(query_ids) != Q.shape[0]:
@@ -442,7 +813,8 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         raise ValueError(f"{len(empty)} queries have an empty gold set (every judged grade <= 0), e.g. {empty[:3]}")
     Ds, dev_d = _scoring_matrix(D, metric, "documents")
     Qs, dev_q = _scoring_matrix(Q[keep], metric, "queries")
-    for name, dev in (("documents", dev_d), ("queries", dev_q)):
+    Us, dev_u = _scoring_matrix(uncompressed, metric, "uncompressed documents") if uncompressed is not None else (None, 0.0)
+    for name, dev in (("documents", dev_d), ("queries", dev_q), ("uncompressed documents", dev_u)):
         if dev > 1e-3:
             _note(notes, f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
     if ann_run is not None:
@@ -453,26 +825,20 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     groups = duplicate_groups(Ds)  # bit-identical rows; under l2 the same groups as D's
     # no text ties here: equal query embeddings need not mean equal texts, and another encoder
     # could tell them apart, so each query keeps its own w
-    results = probe(Ds, gold_rows, threads=threads, grades=grades, **ProbeConfig.from_config(probe_cfg).kwargs())
-    probe_ranks = [res.gold_ranks for res in results]
-    certified = [bool(res.certified) for res in results]
-    causes = [res.cause for res in results]
-    reachable = [bool(res.w[-1] > 0) for res in results] if metric == "l2" else None
     kk = min(k, len(doc_ids))
-    if reachable is not None and not all(reachable):
-        # (w, c) with c <= 0 is no L2 query; w alone is the limit of the L2 queries t*w, t -> oo
-        off = [i for i, r in enumerate(reachable) if not r]
-        W = np.stack([results[i].w for i in off]).astype(np.float32)
-        W[:, -1] = 0.0
-        f_ranks, _, _ = rank_queries(dense_scores(W, Ds, threads), len(off), [gold_rows[i] for i in off],
-                                     [grades[i] for i in off], None, kk, len(doc_ids), groups)
-        for i, r in zip(off, f_ranks):
-            probe_ranks[i] = r
-            certified[i] = bool(r.max() <= len(r))  # pessimistic ranks 1..|G|: every gold strictly first
-            causes[i] = None if certified[i] else (results[i].cause or "l2-unreachable")
+    pr = _probe_geometry(Ds, gold_rows, grades, metric, kk, threads, probe_cfg, groups)
+    results, probe_ranks, certified, causes, reachable = pr["results"], pr["ranks"], pr["certified"], pr["causes"], pr["reachable"]
+    if pr["off"]:
+        off = pr["off"]
         _note(notes, f"metric l2: for {len(off)} of {len(qids)} queries the probe's vector (w, c) has c <= 0, so it is no "
                      f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), a "
                      f"lower bound, e.g. {[qids[i] for i in off[:3]]}")
+    pu = None
+    if Us is not None:
+        pu = _probe_geometry(Us, gold_rows, grades, metric, kk, threads, probe_cfg, duplicate_groups(Us))
+        if pu["off"]:
+            _note(notes, f"metric l2, uncompressed documents: for {len(pu['off'])} of {len(qids)} queries the probe's "
+                         f"vector is no L2 query; their uncompressed probe numbers come from w alone, a lower bound")
     # the encoder's full ranking under the evaluation tie rule (capgap.retrieval)
     enc_ranks, exact_top, _ = rank_queries(dense_scores(Qs, Ds, threads), len(qids), gold_rows, grades, None, kk, len(doc_ids), groups)
     rows = []
@@ -482,7 +848,13 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         row = {"query_id": q, "n_gold": len(gold), f"probe_recall@{k}": round(probe_r, 6), "certified": certified[i]}
         if reachable is not None:
             row["probe_l2_query"] = reachable[i]
-        row |= {"cause": causes[i], "slack": res.slack, f"encoder_recall@{k}": round(enc_r, 6), "best_gold_rank": int(er.min())}
+        row |= {"cause": causes[i], "slack": res.slack}
+        unc_admits = None
+        if pu is not None:
+            unc_r = float(np.sum(pu["ranks"][i] <= kk)) / min(kk, len(gold))
+            row |= {f"uncompressed_probe_recall@{k}": round(unc_r, 6), "uncompressed_certified": pu["certified"][i]}
+            unc_admits = pu["certified"][i] or unc_r >= 1
+        row |= {f"encoder_recall@{k}": round(enc_r, 6), "best_gold_rank": int(er.min())}
         ann_r = ann_vs_exact = None
         if ann_run is not None:
             ann = list(ann_run.get(q, []))  # a query the run lacks retrieved nothing
@@ -491,8 +863,9 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
             ann_vs_exact = len(set(ann[:kk]) & exact) / kk
             row[f"ann_recall@{k}"] = round(ann_r, 6)
             row[f"ann_vs_exact@{k}"] = round(ann_vs_exact, 6)
-        if not certified[i] and probe_r < 1:
-            verdict = "index-limited"
+        admits = certified[i] or probe_r >= 1
+        if not admits:
+            verdict = "compression-limited" if unc_admits else "index-limited"
         elif enc_r < 1:
             verdict = "encoder-limited"
         elif ann_r is not None and ann_r < 1:
@@ -504,7 +877,33 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     extra = {"metric": metric, "left_out_without_qrels": unmatched["rows_without_judgements"]["count"], **unmatched}
     if reachable is not None:
         extra["probe_not_l2_query"] = reachable.count(False)
+    extra["index"] = dict(index_info) if index_info is not None else _array_info(D)
+    extra["uncompressed"] = None
+    if pu is not None:
+        unc = dict(uncompressed_info) if uncompressed_info is not None else _array_info(uncompressed)
+        admitted_u = [r["uncompressed_certified"] or r[f"uncompressed_probe_recall@{k}"] >= 1 for r in rows]
+        admitted_c = [r["certified"] or r[f"probe_recall@{k}"] >= 1 for r in rows]
+        unc |= {f"probe_recall@{k}": float(np.mean([r[f"uncompressed_probe_recall@{k}"] for r in rows])),
+                "certified": float(np.mean([r["uncompressed_certified"] for r in rows])),
+                "admitted": int(sum(admitted_u)), "admitted_by_index": int(sum(admitted_c)),
+                "lost_to_compression": int(sum(u and not c for u, c in zip(admitted_u, admitted_c))),
+                "admitted_only_by_index": int(sum(c and not u for u, c in zip(admitted_u, admitted_c)))}
+        if pu["reachable"] is not None:
+            unc["probe_not_l2_query"] = pu["reachable"].count(False)
+        extra["uncompressed"] = unc
+        if unc["admitted_only_by_index"]:
+            _note(notes, f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
+                         "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
+    kind = str(extra["index"].get("kind") or "")
+    if kind.startswith(("ivf", "hnsw")) and ann_run is None:
+        _note(notes, f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search does; "
+                     "which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with --ann-run")
     return Diagnosis(rows, _summary(rows, k, ann_run is not None, notes, extra), k, notes)
+
+
+def _array_info(M: np.ndarray) -> dict:
+    return {"path": None, "kind": M.dtype.name, "faiss_type": None, "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
+            "n": int(M.shape[0]), "dim": int(M.shape[1])}
 
 
 def _summary(rows: list[dict], k: int, has_ann: bool, notes: list[str], extra: Mapping) -> dict:
@@ -531,12 +930,19 @@ def _reading(s: dict, k: int, has_ann: bool) -> str:
              f"the query encoder reaches {s[f'encoder_recall@{k}']:.3f} with exact search"]
     if has_ann:
         parts.append(f" and {s[f'ann_recall@{k}']:.3f} with your ANN (which returns {s[f'ann_vs_exact@{k}']:.3f} of the exact top-{k})")
+    unc = s.get("uncompressed")
+    if unc:
+        parts.append(f". Uncompressed, the same documents admit {unc[f'probe_recall@{k}']:.3f} recall; the index's "
+                     f"{s['index']['kind']} vectors lose {unc['lost_to_compression']} queries to compression")
     parts.append(f". {v['ok']} of {s['queries']} queries are fully served. ")
     if v[worst] == 0:
         parts.append("No bottleneck at this k.")
     else:
         where = {"index-limited": "the index itself: no query vector puts their gold documents in the top k; "
                                   "better document embeddings or a larger k, not query-side training, would help",
+                 "compression-limited": "the index's compression: the uncompressed vectors admit the answer, the "
+                                        "index's own reconstructed vectors do not; a finer code (more bytes per vector) "
+                                        "or re-ranking with the full-precision vectors would help",
                  "encoder-limited": "the query encoder: the index admits the answer but the encoder's query vectors miss it "
                                     f"({s['unused_capacity']:.3f} recall of capacity unused); tune or replace the query side",
                  "ann-limited": "the approximate search: exact search finds the gold documents, the ANN index loses them; "
@@ -560,14 +966,24 @@ def write_diagnosis(diag: Diagnosis, out_dir: str | Path) -> dict[str, Path]:
             w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
     write_json(paths["summary_json"], diag.summary)
     s, k = diag.summary, diag.k
-    md = ["# capgap diagnose", "", s["reading"], "", f"Metric: {_METRIC_NAMES[s['metric']]} (`{s['metric']}`).", "",
-          "| verdict | queries |", "|---|---|"]
-    md += [f"| {v} | {s['verdicts'][v]} |" for v in VERDICTS]
+    md = ["# capgap diagnose", "", s["reading"], "", f"Metric: {_METRIC_NAMES[s['metric']]} (`{s['metric']}`).", ""]
+    for what, info in (("Index", s.get("index")), ("Uncompressed documents", s.get("uncompressed"))):
+        if info:
+            src = f"`{info['path']}`, " if info.get("path") else ""
+            typ = f" (faiss `{info['faiss_type']}`)" if info.get("faiss_type") else ""
+            md += [f"{what}: {src}`{info['kind']}`{typ}, {info['bytes_per_vector']:g} bytes per vector.", ""]
+    md += ["| verdict | queries |", "|---|---|"]
+    md += [f"| {v} | {s['verdicts'][v]} |" if v != "compression-limited" or s.get("uncompressed")
+           else f"| {v} | not measured (no uncompressed documents) |" for v in VERDICTS]
     md += ["", f"| at k = {k} | mean |", "|---|---|", f"| probe (capacity) recall | {s[f'probe_recall@{k}']:.3f} |",
            f"| certified | {s['certified']:.3f} |", f"| encoder recall (exact search) | {s[f'encoder_recall@{k}']:.3f} |",
            f"| unused capacity (probe − encoder) | {s['unused_capacity']:.3f} |"]
     if f"ann_recall@{k}" in s:
         md += [f"| ANN recall | {s[f'ann_recall@{k}']:.3f} |", f"| ANN vs exact top-{k} | {s[f'ann_vs_exact@{k}']:.3f} |"]
+    if s.get("uncompressed"):
+        u = s["uncompressed"]
+        md += [f"| probe recall, uncompressed documents | {u[f'probe_recall@{k}']:.3f} |",
+               f"| certified, uncompressed documents | {u['certified']:.3f} |"]
     md += ["", "Recall is capped: |top-k ∩ gold| / min(k, |gold|). Per-query numbers: `per_query.tsv`.", ""]
     md += [f"- {n}" for n in s["notes"]]
     write_text(paths["summary_md"], "\n".join(md).rstrip() + "\n")
@@ -581,9 +997,10 @@ def _plot(diag: Diagnosis, path: Path) -> None:
     plt, sns = _mpl()
     s, k = diag.summary, diag.k
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
-    sns.barplot(x=list(VERDICTS), y=[s["verdicts"][v] for v in VERDICTS], ax=a, color="#4c72b0")
+    shown = [v for v in VERDICTS if v != "compression-limited" or s.get("uncompressed")]
+    sns.barplot(x=shown, y=[s["verdicts"][v] for v in shown], ax=a, color="#4c72b0")
     a.set(ylabel="queries", title="Verdicts")
-    a.tick_params(axis="x", labelrotation=15)
+    a.tick_params(axis="x", labelrotation=25)
     names = ["probe (capacity)", "encoder (exact)"] + (["ANN"] if f"ann_recall@{k}" in s else [])
     vals = [s[f"probe_recall@{k}"], s[f"encoder_recall@{k}"]] + ([s[f"ann_recall@{k}"]] if f"ann_recall@{k}" in s else [])
     sns.barplot(x=names, y=vals, ax=b, color="#55a868")

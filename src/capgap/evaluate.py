@@ -1,7 +1,10 @@
 """Turn rankings into tidy result rows: one row per (split, metric, k) number.
 
 Rows have the columns of ``reports/results.csv``: ``dataset, encoder, method, split, metric,
-k, value``. Splits: ``train``, ``heldout`` and ``all``. Metrics:
+k, value, compression``. ``compression`` names the index variant a row was measured on
+(``capgap.compress``: ``sq8``, ``pq-48x8``, ...; ``float32`` for the compress job's own
+uncompressed reference) and is empty for every other row (the frozen index as built). Splits:
+``train``, ``heldout`` and ``all``. Metrics:
 ``recall`` at every configured k and ``ndcg`` at ``ndcg_k`` (default 10), each the mean over
 the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is over.
 """
@@ -22,7 +25,7 @@ from .metrics import ndcg_from_ranks, recall_from_ranks
 from .trec import Run, write_run  # noqa: F401  (write_run re-exported: run files live in capgap.trec)
 
 EVAL_DEFAULTS = section_defaults("eval")  # the schema holds every default (capgap.config)
-COLUMNS = ("dataset", "encoder", "method", "split", "metric", "k", "value")
+COLUMNS = ("dataset", "encoder", "method", "split", "metric", "k", "value", "compression")
 EVAL_SPLITS = SPLITS + ("all",)
 
 
@@ -126,21 +129,32 @@ def write_curve(path: str | Path, curve: list[dict]) -> None:
 
 def evaluate_encoder(rs: RetrievalSet, encoder, index, ks: Sequence[int], ndcg_k: int, encoder_name: str, method: str,
                      threads: int | None = 1) -> tuple[list[dict], Run]:
-    """A single-vector query encoder on its frozen index: encode every query, rank the whole
-    index exactly (``capgap.retrieval.rank_queries`` with ``dense_scores``: the evaluation tie
-    rule, identical texts and bit-identical rows tied), evaluate every split.
+    """A single-vector query encoder on its frozen index: encode every query, then
+    ``evaluate_queries`` on ``index.embeddings``.
 
     ``encoder``: a ``capgap.encoders.Encoder`` (pre-trained or with a LoRA adapter); ``index``:
     its ``capgap.index.FrozenIndex`` (``embeddings`` ``(n_docs, dim) float32``, inner product).
+    """
+    q = encoder.encode_queries(list(rs.queries.texts), progress=True)
+    return evaluate_queries(rs, q, index.embeddings, index.doc_ids, ks, ndcg_k, encoder_name, method, threads)
+
+
+def evaluate_queries(rs: RetrievalSet, queries: np.ndarray, documents: np.ndarray, doc_ids: Sequence[str], ks: Sequence[int],
+                     ndcg_k: int, encoder_name: str, method: str, threads: int | None = 1) -> tuple[list[dict], Run]:
+    """Query vectors against a document matrix by inner product: rank the whole matrix exactly
+    (``capgap.retrieval.rank_queries`` with ``dense_scores``: the evaluation tie rule, identical
+    texts and bit-identical rows tied) and evaluate every split.
+
+    ``queries``: ``(n_queries, dim) float32``, one row per ``rs.queries`` id in order;
+    ``documents``: ``(n_docs, dim) float32`` in the order of ``doc_ids`` (= the corpus order).
     Returns the result rows (``rows_from_ranks``, method ``method``) and the run of depth
     ``eval_depth(ks, ndcg_k)``, tagged ``{encoder_name}-{method}``.
     """
     from .retrieval import dense_scores, document_groups, rank_queries
 
     qids = list(rs.queries.ids)
-    q = encoder.encode_queries(list(rs.queries.texts), progress=True)
-    j = Judged.of(rs, qids, index.doc_ids)
-    ranks, top, top_s = rank_queries(dense_scores(q, index.embeddings, threads), len(qids), j.gold, j.grades, j.excluded,
-                                     eval_depth(ks, ndcg_k), len(index.doc_ids), document_groups(rs.corpus, index.embeddings))
+    j = Judged.of(rs, qids, doc_ids)
+    ranks, top, top_s = rank_queries(dense_scores(queries, documents, threads), len(qids), j.gold, j.grades, j.excluded,
+                                     eval_depth(ks, ndcg_k), len(doc_ids), document_groups(rs.corpus, documents))
     rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder_name, method=method)
-    return rows, Run(qids, top, top_s, index.doc_ids, f"{encoder_name}-{method}")
+    return rows, Run(qids, top, top_s, doc_ids, f"{encoder_name}-{method}")

@@ -2,8 +2,8 @@
 placeholder saying why when there is nothing to plot (a stage not run), so the declared
 outputs always exist.
 
-Inputs are results.csv rows (tidy: dataset, encoder, method, split, metric, k, value; see
-capgap.report.collect) unless stated otherwise.
+Inputs are results.csv rows (tidy: dataset, encoder, method, split, metric, k, value,
+compression; see capgap.report.collect) unless stated otherwise.
 """
 
 from __future__ import annotations
@@ -238,3 +238,67 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     ax.set(xscale="log", ylabel="recall@k", ylim=(0, 1.02), title=f"{sw['dataset'].iloc[0]}: recall vs training queries")
     ax.legend()
     _save(fig, out_m)
+
+
+COMPRESSION_FAMILIES = ("truncation", "pca", "sq", "binary", "pq", "other")
+COMPRESSION_MARKERS = {"truncation": "o", "pca": "s", "sq": "^", "binary": "D", "pq": "v", "other": "X"}
+COMPRESSION_QUANTITIES = {"capacity": ("capacity (probe recall@k)", "-"), "certified": ("certified fraction (probe)", ":"),
+                          "pretrained": ("pre-trained recall@k", "--")}
+
+
+def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
+    """Capacity under index compression: one panel per dataset x encoder, x = bytes per
+    document (log scale), y = the probe's recall@k (solid), its certified fraction (dotted) and
+    the pre-trained encoder's recall@k (dashed), all queries (split all), at the cell's k. One
+    colour and marker per family (truncation, PCA, SQ, binary, PQ), each family's line starting
+    at the uncompressed float32 point (black star). Writes a placeholder when there is nothing
+    to plot; returns whether real panels were drawn.
+
+    ``table``: ``capgap.report.compression_table``'s frame (columns dataset, encoder, k,
+    variant, family, bytes_per_doc, capacity, certified, pretrained)."""
+    plt, sns = _mpl()
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
+
+    t = table[table["bytes_per_doc"].astype(float) > 0] if not table.empty else table
+    if t.empty:
+        _placeholder(path, "no compression results (compress not run)")
+        return False
+    cells = list(t.groupby(["dataset", "encoder"], sort=False))
+    ncols = min(3, len(cells))
+    nrows = -(-len(cells) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.6 * nrows), squeeze=False)
+    colours = dict(zip(COMPRESSION_FAMILIES, sns.color_palette(n_colors=len(COMPRESSION_FAMILIES))))
+    seen = set()
+    for ax, ((d, e), cell) in zip(axes.flat, cells):
+        ref = cell[cell["family"] == "float32"].head(1)
+        for fam in [f for f in COMPRESSION_FAMILIES if (cell["family"] == f).any()]:
+            seen.add(fam)
+            pts = pd.concat([ref, cell[cell["family"] == fam].sort_values("bytes_per_doc", ascending=False)])
+            for col, (_, style) in COMPRESSION_QUANTITIES.items():
+                p = pts[pts[col].notna()]
+                ax.plot(p["bytes_per_doc"], p[col], linestyle=style, color=colours[fam], linewidth=1.3, alpha=0.85)
+                v = p[p["family"] != "float32"]
+                ax.plot(v["bytes_per_doc"], v[col], linestyle="none", marker=COMPRESSION_MARKERS[fam], color=colours[fam],
+                        markersize=5 if col != "certified" else 4, alpha=0.9)
+        for col in COMPRESSION_QUANTITIES:
+            r = ref[ref[col].notna()]
+            ax.plot(r["bytes_per_doc"], r[col], linestyle="none", marker="*", color="black", markersize=11, zorder=5)
+        if not ref.empty:
+            ax.annotate("float32", (float(ref["bytes_per_doc"].iloc[0]), 1.02), fontsize=7, ha="right", va="bottom",
+                        xytext=(-4, 0), textcoords="offset points")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.set(ylim=(0, 1.08), xlabel="bytes per document (log scale)", ylabel="fraction of all queries",
+               title=f"{d} × {e} (recall@{int(cell['k'].iloc[0])})")
+        ax.grid(True, which="major", alpha=0.3)
+    for ax in list(axes.flat)[len(cells):]:
+        ax.set_visible(False)
+    handles = [Line2D([], [], color=colours[f], marker=COMPRESSION_MARKERS[f], label=f) for f in COMPRESSION_FAMILIES if f in seen]
+    handles += [Line2D([], [], color="grey", linestyle=style, label=name) for name, style in COMPRESSION_QUANTITIES.values()]
+    handles.append(Line2D([], [], color="black", marker="*", linestyle="none", markersize=11, label="float32 (uncompressed)"))
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(5, len(handles)), fontsize=8)
+    fig.suptitle("Capacity under index compression (all queries)", y=1.0)
+    fig.tight_layout()
+    _save(fig, path)
+    return True

@@ -87,6 +87,23 @@ def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
     return _write(outputs, rows, run)
 
 
+def compress(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``compress``: the capacity probe (settings ``params.probe``) and the pre-trained
+    encoder on the frozen index and on each compressed variant of it (``params.compress``:
+    ``variants``, ``seed``; ``capgap.compress.evaluate_variants``); writes ``outputs.metrics``
+    (column ``compression`` names the variant). The index must match this encoder and corpus
+    (else ``FingerprintMismatch``)."""
+    from .compress import evaluate_variants
+    from .probe import ProbeConfig
+
+    rs, enc, idx = _load_with_index(inputs, params, threads)
+    q = enc.encode_queries(list(rs.queries.texts), progress=True)
+    cfg = params.compress
+    rows = evaluate_variants(rs, idx, q, cfg["variants"], ProbeConfig.from_config(params.probe), params.encoder_name, params.ks,
+                             params.ndcg_k, seed=cfg["seed"], threads=threads)
+    return _write_rows(outputs.metrics, rows)
+
+
 def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``finetune``: LoRA fine-tuning of the query side against the frozen index
     (``capgap.finetune.finetune_encoder``, settings ``params.finetune``) on train-split queries only, resuming

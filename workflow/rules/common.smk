@@ -135,11 +135,12 @@ for _e in config["encoders"]:
         raise ValueError(
             f"encoder name {_e!r} is reserved (used as a results/ folder name)"
         )
-for _d in config["colbert"]["datasets"] or []:
-    if _d not in config["datasets"]:
-        raise ValueError(
-            f"colbert.datasets names unknown dataset {_d!r}; known: {datasets()}"
-        )
+for _section in ("colbert", "compress"):
+    for _d in config[_section]["datasets"] or []:
+        if _d not in config["datasets"]:
+            raise ValueError(
+                f"{_section}.datasets names unknown dataset {_d!r}; known: {datasets()}"
+            )
 for _d in datasets():
     for _e in encoders_for(_d):
         if _e not in config["encoders"]:
@@ -182,6 +183,13 @@ def dataset_available(dataset):
     return dataset_status(dataset)["available"]
 
 
+def compress_on(dataset):
+    """Whether the compress rule runs on a dataset, i.e. compress.enabled and
+    (compress.datasets unset or naming it)."""
+    cp = config["compress"]
+    return cp["enabled"] and (cp["datasets"] is None or dataset in cp["datasets"])
+
+
 def colbert_on(dataset):
     """Whether ColBERT runs on a dataset, i.e. colbert.enabled and (colbert.datasets unset
     or naming it)."""
@@ -219,6 +227,8 @@ def result_tables(wildcards=None):
             files += per_index(rules.probe.output.metrics, ds)
         if is_enabled("bm25"):
             files += expand(rules.bm25.output.metrics, dataset=ds)
+        if compress_on(ds):
+            files += per_index(rules.compress.output.metrics, ds)
         if colbert_on(ds):
             files += expand(rules.colbert.output.metrics, dataset=ds)
     if is_enabled("hardness"):

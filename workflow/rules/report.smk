@@ -27,6 +27,7 @@ rule report:
         curves_png=reported("reports/figures/finetune_curves.png", "Fine-tuning"),
         hardness_p=reported("reports/figures/hardness_vs_P.png", "Hardness"),
         hardness_m=reported("reports/figures/hardness_vs_m.png", "Hardness"),
+        compression_png=reported("reports/figures/compression.png", "Compression"),
     log:
         "logs/report/report.log",
     benchmark:
