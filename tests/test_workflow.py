@@ -50,14 +50,16 @@ def tiny_run(tmp_path_factory, mirror):
     return work
 
 
-def _rows(work):
+def _rows(work, compression=""):
+    """results.csv rows; by default those of the frozen index as built (``compression`` empty),
+    ``compression=None`` for every row."""
     with open(work / "reports" / "results.csv") as fh:
-        return list(csv.DictReader(fh))
+        return [r for r in csv.DictReader(fh) if compression is None or r["compression"] == compression]
 
 
 def test_rows(tiny_run):
     rows = _rows(tiny_run)
-    assert list(rows[0]) == ["dataset", "encoder", "method", "split", "metric", "k", "value"]
+    assert list(rows[0]) == ["dataset", "encoder", "method", "split", "metric", "k", "value", "compression"]
     got = {(r["dataset"], r["encoder"], r["method"]) for r in rows}
     assert got == {
         ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"), ("limit-gen", "minilm", "probe"),
@@ -101,7 +103,7 @@ def test_compress_reference_is_the_probe_and_pretrained_jobs(tiny_run):
     of the probe and pretrained jobs on the same index (one code path), and bytes per document
     follow from the variants at dim 384: float32 4 x 384, trunc-32 4 x 32, sq4 384 / 2, binary
     384 / 8."""
-    rows = _rows(tiny_run)
+    rows = _rows(tiny_run, compression=None)
     key = lambda r: (r["dataset"], r["encoder"], r["method"], r["split"], r["metric"], r["k"], r["value"])  # noqa: E731
     ref = {key(r) for r in rows if r["compression"] == "float32" and r["metric"] != "bytes_per_doc"}
     jobs = {key(r) for r in rows if r["compression"] == "" and r["dataset"] == "limit-gen" and r["encoder"] == "minilm"
@@ -190,7 +192,7 @@ def test_incremental_rerun(tiny_run, mirror, tmp_path):
     cfg["datasets"]["limit-gen"]["encoders"].append("minilm128")
     changed.write_text(yaml.safe_dump(cfg))
     r = _smk(tiny_run, changed, mirror, "-n")
-    assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "probe": 1, "finetune": 1, "report": 1, "all": 1}
+    assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "probe": 1, "compress": 1, "finetune": 1, "report": 1, "all": 1}
     # a new dataset next to existing reports enters the DAG (Snakemake would not run a missing
     # checkpoint whose downstream files exist: capgap.common decides availability at parse time)
     cfg = yaml.safe_load(TINY.read_text())
