@@ -31,3 +31,11 @@ def test_additions_pass_only_when_allowed(tmp_path):
     assert _run(tmp_path, HEAD + ROWS, new.replace("1.0,\n", "1.0,sq4\n"), "--allow-additions") == 1
     # a recorded row missing is never an addition
     assert _run(tmp_path, HEAD + ROWS, HEAD + ROWS.splitlines()[0] + "\n", "--allow-additions") == 1
+
+
+def test_malformed_files_are_refused(tmp_path):
+    """Rows of the wrong width or two rows with one key can hide a changed number: exit 2."""
+    dup = HEAD + "d,e,probe,all,recall,2,0.5\nd,e,probe,all,recall,2,0.7\n"
+    assert _run(tmp_path, dup, dup.replace("0.5", "0.9"), "--allow-additions") == 2
+    wide = HEAD + ROWS.replace("1.0\n", "1.0,0.9\n")
+    assert _run(tmp_path, HEAD + ROWS, wide, "--allow-additions") == 2

@@ -113,3 +113,33 @@ def test_hardness_train_encoder_defaults_are_the_schema_defaults():
     d = section_defaults("hardness")
     assert {k: sig[k].default for k in ("steps", "lr", "temperature", "width_factor", "seed")} == \
         {k: d[k] for k in ("steps", "lr", "temperature", "width_factor", "seed")}
+
+
+def test_helper_function_defaults_are_the_schema_defaults():
+    """Lower-level functions whose keyword arguments are config keys default to the schema."""
+    from capgap import bm25, compress, finetune, generate, hardness
+    from capgap.colbert import FaissTokenIndex, PlaidIndex, encode_documents
+
+    b, c, f, h, cb = (section_defaults(s) for s in ("bm25", "compress", "finetune", "hardness", "colbert"))
+    want = [
+        (bm25.tokenize, {"stopwords": b["stopwords"]}),
+        (bm25.variant_name, {k: b[k] for k in ("backend", "method", "k1", "b", "epsilon", "stopwords")}),
+        (compress.compress, {"seed": c["seed"]}),
+        (compress.evaluate_variants, {"seed": c["seed"]}),
+        (finetune.infonce_loss, {"form": f["loss"]}),
+        (hardness.dimension, {"a": h["d_rule"]["a"], "b": h["d_rule"]["b"]}),
+        (hardness.make_task, {"seed": h["seed"]}),
+        (hardness.sample_queries, {"seed": h["seed"]}),
+        (hardness.split_parity_queries, {"seed": h["seed"]}),
+        (generate.expand_limit, {"seed": item_defaults("datasets", "expand")["seed"]}),
+        (FaissTokenIndex.__init__, {"nlist": cb["faiss_nlist"], "nprobe": cb["faiss_nprobe"], "k_tokens": cb["faiss_k_tokens"],
+                                    "seed": cb["seed"]}),
+        (PlaidIndex.__init__, {"nbits": cb["plaid_nbits"], "candidates": cb["candidates"], "ncells": cb["plaid_ncells"],
+                               "ndocs": cb["plaid_ndocs"], "centroid_score_threshold": cb["plaid_centroid_score_threshold"]}),
+        (encode_documents, {"batch_size": cb["encode_batch_size"]}),
+    ]
+    raw = yaml.safe_load(SCHEMA_PATH.read_text())["properties"]
+    assert raw["bm25"]["properties"]["stopwords"]["default"] == b["stopwords"]  # the cache is the file
+    for fn, defaults in want:
+        sig = inspect.signature(fn).parameters
+        assert {k: sig[k].default for k in defaults} == defaults, fn.__qualname__

@@ -589,3 +589,31 @@ def test_compression_limited_on_the_command_line(tmp_path):
     assert per_query(tmp_path / "idmap") == SQ4_COMPRESSED
     s = json.loads((tmp_path / "idmap" / "summary.json").read_text())
     assert s["index"]["faiss_type"] == "IndexIDMap(IndexScalarQuantizer)" and s["index"]["n"] == 6
+
+
+def test_compression_limited_under_l2(tmp_path):
+    """L2: the uncompressed documents are probed as L2 documents ``(d, -|d|^2/2)``, like the
+    index's own. A gold document at the centre of a ring of 20 points at radius 10 and its
+    non-gold twin at (0.3, 0.3): an L2 query at (-1, -1) is nearer the gold one, so it is
+    admitted uncompressed; SQ4 over the range [-10, 10] decodes both to one vector (cell width
+    20/15 = 1.33 > 0.3), so the index's own vectors cannot separate them: compression-limited."""
+    t = np.linspace(0, 2 * np.pi, 20, endpoint=False)
+    D = np.vstack([[0, 0], [0.3, 0.3], np.stack([10 * np.cos(t), 10 * np.sin(t)], 1)]).astype(np.float32)
+    idx = faiss.IndexScalarQuantizer(2, faiss.ScalarQuantizer.QT_4bit, faiss.METRIC_L2)
+    idx.train(D)
+    idx.add(D)
+    rec = idx.reconstruct_n(0, len(D))
+    assert np.array_equal(rec[0], rec[1])  # the construction: the twins collapse
+    faiss.write_index(idx, str(tmp_path / "sq4.faiss"))
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", np.zeros((1, 2), np.float32))
+    (tmp_path / "qrels.tsv").write_text("q0\t0\t1\n")
+    (tmp_path / "qids.txt").write_text("q0\n")
+    args = ["diagnose", "--doc-embeddings", str(tmp_path / "sq4.faiss"), "--query-embeddings", str(tmp_path / "queries.npy"),
+            "--qrels", str(tmp_path / "qrels.tsv"), "--query-ids", str(tmp_path / "qids.txt"), "--k", "1"]
+    r = CliRunner().invoke(main, args + ["--uncompressed-embeddings", str(tmp_path / "docs.npy"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["verdicts"]["compression-limited"] == 1 and s["verdicts"]["index-limited"] == 0
+    r = CliRunner().invoke(main, args + ["--out", str(tmp_path / "o2")])
+    assert json.loads((tmp_path / "o2" / "summary.json").read_text())["verdicts"]["index-limited"] == 1

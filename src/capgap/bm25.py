@@ -51,7 +51,7 @@ IDF_RULES = {
 }
 
 
-def tokenize(texts: list[str], stopwords: str | None = "en") -> list[list[str]]:
+def tokenize(texts: list[str], stopwords: str | None = _D["stopwords"]) -> list[list[str]]:
     """Tokenise for both backends: ``list`` (per text) of ``list[str]`` tokens. Texts are NFC
     normalised first, so a decomposed accent (NFD) cannot split a word."""
     import bm25s
@@ -60,8 +60,8 @@ def tokenize(texts: list[str], stopwords: str | None = "en") -> list[list[str]]:
     return bm25s.tokenize(texts, lower=True, stopwords=stopwords or [], return_ids=False, show_progress=False)
 
 
-def variant_name(backend: str = "bm25s", method: str = "lucene", k1: float = 1.5, b: float = 0.75,
-                 epsilon: float = 0.25, stopwords: str | None = "en") -> str:
+def variant_name(backend: str = _D["backend"], method: str = _D["method"], k1: float = _D["k1"], b: float = _D["b"],
+                 epsilon: float = _D["epsilon"], stopwords: str | None = _D["stopwords"]) -> str:
     """A one-line name of the BM25 function a config selects, e.g. ``"bm25s robertson (idf =
     ... clipped at 0), k1=1.5, b=0.75, stopwords=en"``. Raises ``ValueError`` for an unknown
     backend/method pair."""

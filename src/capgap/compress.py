@@ -87,7 +87,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .config import section_defaults
+
 log = logging.getLogger(__name__)
+_SEED = section_defaults("compress")["seed"]  # the schema holds every default (capgap.config)
 
 FAMILIES = ("float32", "truncation", "pca", "sq", "binary", "pq")
 VARIANT_FORMS = ("float32", "trunc-<d>", "pca-<d>", "sq8", "sq4", "binary", "pq-<m>x<nbits>")
@@ -369,7 +372,7 @@ def _code_size_check(variant: str, faiss_size: int, formula: int) -> None:
         raise RuntimeError(f"{variant}: faiss sa_code_size() = {faiss_size} bytes, expected {formula}")
 
 
-def compress(D: np.ndarray, variant: str, seed: int = 0, threads: int | None = None) -> Compressed:
+def compress(D: np.ndarray, variant: str, seed: int = _SEED, threads: int | None = None) -> Compressed:
     """Build one compressed variant of a frozen index.
 
     Parameters
@@ -407,12 +410,14 @@ def compress(D: np.ndarray, variant: str, seed: int = 0, threads: int | None = N
     D = np.asarray(D)
     if D.ndim != 2 or D.shape[0] < 1 or D.shape[1] < 1:
         raise ValueError(f"index must be 2-d with at least one row and one column, got shape {D.shape}")
+    if not np.issubdtype(D.dtype, np.floating):
+        raise ValueError(f"index must hold real floating-point values, got dtype {D.dtype}")
     n, dim = D.shape
-    for b0 in range(0, n, _BLOCK):
-        if not np.isfinite(D[b0 : b0 + _BLOCK]).all():
-            raise ValueError("index contains NaN or Inf")
     spec = parse_variant(variant, dim=dim, n_docs=n)
     X = np.ascontiguousarray(D, dtype=np.float32)  # no copy for C-contiguous float32
+    for b0 in range(0, n, _BLOCK):  # after the cast: a float64 value beyond float32's range is inf here
+        if not np.isfinite(X[b0 : b0 + _BLOCK]).all():
+            raise ValueError("index contains NaN or Inf (as float32)")
     with _threads(threads):
         if spec.family == "float32":
             return Compressed(variant, "float32", 4.0 * dim, X, None, dim)
@@ -437,7 +442,8 @@ def compress(D: np.ndarray, variant: str, seed: int = 0, threads: int | None = N
                 raise ValueError(f"compression variant {variant!r}: the centred corpus spans fewer than {spec.d} dimensions "
                                  "(faiss's PCA axes are not orthonormal)")
             P = np.ascontiguousarray(A.T, dtype=np.float32)
-            return Compressed(variant, "pca", 4.0 * spec.d, np.ascontiguousarray(X @ P, dtype=np.float32), None, dim, projection=P)
+            docs = np.ascontiguousarray(X @ P, dtype=np.float32)
+            return Compressed(variant, "pca", 4.0 * spec.d, docs, None, dim, projection=P)
         if spec.family == "sq":
             qt = faiss.ScalarQuantizer.QT_8bit if spec.bits == 8 else faiss.ScalarQuantizer.QT_4bit
             index = faiss.IndexScalarQuantizer(dim, qt, faiss.METRIC_INNER_PRODUCT)
@@ -462,7 +468,7 @@ def compress(D: np.ndarray, variant: str, seed: int = 0, threads: int | None = N
 
 
 def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | None, probe_cfg, encoder_name: str,
-                      ks: Sequence[int], ndcg_k: int, seed: int = 0, threads: int | None = 1) -> list[dict]:
+                      ks: Sequence[int], ndcg_k: int, seed: int = _SEED, threads: int | None = 1) -> list[dict]:
     """Capacity and pre-trained recall on every compressed variant of a frozen index: the
     results.csv rows of rule ``compress``.
 
@@ -502,7 +508,7 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
         if unfit:
             log.warning("compress: %d documents are too few to fit %s (PCA to d' needs d' + 1 documents, 8-bit PQ 256): "
                         "left out of the default variants", n, ", ".join(unfit))
-    names = ["float32"] + [v for v in variants if v != "float32"]
+    names = list(dict.fromkeys(["float32", *variants]))  # each variant once, in order
     for v in names:
         parse_variant(v, D.shape[1], D.shape[0])  # every variant checked before any work
     rows = []

@@ -664,7 +664,7 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, 
     ``ip``: ``M`` itself (float32 C-contiguous input, e.g. a memory map, is read in place;
     other dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (norm 0
     stays 0). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
-    ``(q, 1)``, since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
+    ``(q, 1)`` (``side`` ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
     ``-|q - d|^2`` does. Built block by block (norms in float64). Returns the array and, for
     cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). Raises ``ValueError`` when
     a document's ``|d|^2/2`` overflows float32 (``l2``)."""
@@ -682,7 +682,7 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, 
             out[a : a + step] = x / np.maximum(norms, 1e-12)[:, None]
         else:
             out[a : a + step, :dim] = x
-            out[a : a + step, dim] = -0.5 * np.einsum("ij,ij->i", x, x) if side == "documents" else 1.0
+            out[a : a + step, dim] = 1.0 if side == "queries" else -0.5 * np.einsum("ij,ij->i", x, x)
             if not np.isfinite(out[a : a + step, dim]).all():
                 r = a + int(np.flatnonzero(~np.isfinite(out[a : a + step, dim]))[0])
                 raise ValueError(f"{side}: row {r} (0-based): |d|^2/2 overflows float32 (metric l2)")

@@ -112,7 +112,7 @@ class FinetuneConfig:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def infonce_loss(scores, gold_mask, temperature: float, form: str = "avg", exclude_mask=None):
+def infonce_loss(scores, gold_mask, temperature: float, form: str = _D["loss"], exclude_mask=None):
     """InfoNCE over candidates (module docstring for the two multi-positive forms).
 
     ``scores``: ``(batch, n_candidates) float`` inner products; ``gold_mask``: ``(batch,

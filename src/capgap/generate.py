@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 
+from .config import item_defaults
 from .data import Corpus, Qrels, Queries
 
 _STOP = {
@@ -125,7 +126,7 @@ def expand_limit(
     corpus: Corpus,
     queries: Queries,
     n_docs: int,
-    seed: int = 0,
+    seed: int = item_defaults("datasets", "expand")["seed"],
     attributes_per_doc: int | None = None,
 ) -> tuple[Corpus, dict]:
     """Grow a LIMIT corpus to ``n_docs`` documents with seeded LIMIT-style distractors.

@@ -30,7 +30,7 @@ from .config import section_defaults
 _D = section_defaults("hardness")  # the schema holds every default (capgap.config)
 
 
-def dimension(P: int, a: int = 1, b: int = 1) -> int:
+def dimension(P: int, a: int = _D["d_rule"]["a"], b: int = _D["d_rule"]["b"]) -> int:
     """Code length d = a * ceil(log2 P) + b (>= 1) for P keywords: d = Theta(log P)."""
     if P < 1 or a < 0:
         raise ValueError("dimension: need P >= 1 and a >= 0")
@@ -82,7 +82,7 @@ class ParityTask:
         return [np.flatnonzero(row <= self.rho) for row in dist]
 
 
-def make_task(P: int, d: int, rho: int, seed: int = 0) -> ParityTask:
+def make_task(P: int, d: int, rho: int, seed: int = _D["seed"]) -> ParityTask:
     """A uniformly random intent A in GF(2)^{d x P} (seeded)."""
     if rho < 0 or rho > d:
         raise ValueError(f"make_task: rho={rho} outside 0..d={d}")
@@ -90,7 +90,7 @@ def make_task(P: int, d: int, rho: int, seed: int = 0) -> ParityTask:
     return ParityTask(rng.integers(0, 2, size=(d, P), dtype=np.uint8), int(rho))
 
 
-def sample_queries(P: int, m: int, seed: int = 0) -> np.ndarray:
+def sample_queries(P: int, m: int, seed: int = _D["seed"]) -> np.ndarray:
     """m queries uniform over {0,1}^P (each keyword present with probability 1/2), seeded:
     ``(m, P) uint8``."""
     return np.random.default_rng(seed).integers(0, 2, size=(m, P), dtype=np.uint8)
@@ -257,7 +257,7 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
     }
 
 
-def split_parity_queries(P: int, m_train: int, m_heldout: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def split_parity_queries(P: int, m_train: int, m_heldout: int, seed: int = _D["seed"]) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint train and held-out queries, uniform over {0,1}^P without replacement (seeded).
     When 2^P < m_train + m_heldout the whole cube is split in the same proportion."""
     rng = np.random.default_rng(seed)

@@ -757,7 +757,7 @@ def _bm25_provenance(config: Mapping | None) -> list[str]:
     bm = (config or {}).get("bm25")
     if not isinstance(bm, Mapping):
         return ["**BM25**: variant not recorded (no run config).", ""]
-    off = "" if bm.get("enabled", True) else " (bm25.enabled is false: not run)"
+    off = "" if bm["enabled"] else " (bm25.enabled is false: not run)"
     return [f"**BM25**: {_bm25_text(bm25_variant(config))}{off}", ""]
 
 

@@ -50,12 +50,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
+from .config import item_defaults
 from .data import RetrievalSet, assemble, load_beir_dir, self_retrieval_exclusions
 from .errors import DataFormatError, DatasetUnavailable
 from .io import _umask, sha256_file
 
 log = logging.getLogger(__name__)
 
+_SOURCE_DEFAULT = item_defaults("datasets")["source"]  # the schema holds every default (capgap.config)
 MIRROR_ENV = "CAPGAP_DATA_MIRROR"
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 # md5 of the official archives as the BEIR README publishes them (the paper's 7 BEIR sets as
@@ -401,7 +403,7 @@ def local_source(name: str, spec: Mapping, mirror: str | Path | None = None) -> 
     if spec.get("path"):
         return None
     mirror_name = spec.get("mirror_name", name)
-    if spec.get("source", "beir") != "generated" and mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
+    if spec.get("source", _SOURCE_DEFAULT) != "generated" and mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
         return "mirror", Path(mirror) / mirror_name
     return None
 
@@ -490,7 +492,7 @@ def locate(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
         ``beir``, ``limit``, ``bright``; ``("download:<source>", folder)`` for a complete earlier
         download (every file the download writes); else ``("download", None)``.
     """
-    source = spec.get("source", "beir")
+    source = spec.get("source", _SOURCE_DEFAULT)
     local = local_source(name, spec, mirror)
     if local:
         return local
@@ -589,7 +591,7 @@ def prepare(name: str, spec: Mapping, mirror: str | Path | None = None) -> tuple
 
 def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str | Path | None) -> RetrievalSet:
     split_cfg = spec.get("split", {})
-    source = spec.get("source", "beir")
+    source = spec.get("source", _SOURCE_DEFAULT)
     mirror_name = spec.get("mirror_name", name)
     if mirror is None:
         mirror = os.environ.get(MIRROR_ENV) or None

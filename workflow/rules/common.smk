@@ -114,7 +114,7 @@ def colbert_params(dataset):
 def finetune_params(encoder):
     """The finetune section for one encoder: steps_by_encoder[encoder] overrides steps."""
     ft = settings("finetune", drop=("steps_by_encoder",))
-    by_encoder = config["finetune"].get("steps_by_encoder", {})
+    by_encoder = config["finetune"]["steps_by_encoder"]
     ft["steps"] = by_encoder.get(encoder, ft["steps"])
     return canonical(ft)
 
@@ -135,6 +135,10 @@ for _e in config["encoders"]:
         raise ValueError(
             f"encoder name {_e!r} is reserved (used as a results/ folder name)"
         )
+for _v in config["compress"]["variants"] or []:
+    from capgap.compress import parse_variant
+
+    parse_variant(_v)  # a malformed variant fails here, before any job runs
 for _section in ("colbert", "compress"):
     for _d in config[_section]["datasets"] or []:
         if _d not in config["datasets"]:

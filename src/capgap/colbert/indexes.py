@@ -16,6 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import section_defaults
+
+_D = section_defaults("colbert")  # the schema holds every default (capgap.config)
+
 
 class FaissTokenIndex:
     """Candidate generation as in ColBERT v1 (Khattab & Zaharia 2020, Sec. 3.6), with faiss.
@@ -28,7 +32,8 @@ class FaissTokenIndex:
     nearest 4·sqrt(n_tokens); k-means is seeded and trained on ``64 * nlist`` sampled tokens.
     """
 
-    def __init__(self, nlist: int | None = None, nprobe: int = 32, k_tokens: int = 64, seed: int = 0):
+    def __init__(self, nlist: int | None = _D["faiss_nlist"], nprobe: int = _D["faiss_nprobe"], k_tokens: int = _D["faiss_k_tokens"],
+                 seed: int = _D["seed"]):
         self.nlist, self.nprobe, self.k_tokens, self.seed = nlist, nprobe, k_tokens, seed
         self._index = None
         self._doc_of_token = None
@@ -99,8 +104,9 @@ class PlaidIndex:
     index sets ``TORCH_EXTENSIONS_DIR`` in this process's environment and creates the folder.
     """
 
-    def __init__(self, folder: str | Path, extensions_dir: str | Path, nbits: int = 4, candidates: int = 200,
-                 ncells: int = 8, ndocs: int = 8192, centroid_score_threshold: float = 0.35):
+    def __init__(self, folder: str | Path, extensions_dir: str | Path, nbits: int = _D["plaid_nbits"],
+                 candidates: int = _D["candidates"], ncells: int = _D["plaid_ncells"], ndocs: int = _D["plaid_ndocs"],
+                 centroid_score_threshold: float = _D["plaid_centroid_score_threshold"]):
         os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(extensions_dir).resolve())
         Path(extensions_dir).mkdir(parents=True, exist_ok=True)
         self.folder = Path(folder)

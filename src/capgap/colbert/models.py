@@ -134,7 +134,7 @@ def load_colbert(cfg: ColbertConfig, device: str | None = None, path: str | None
     return model
 
 
-def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_size: int = 32, chunk: int = 2048,
+def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_size: int = _D["encode_batch_size"], chunk: int = 2048,
                      progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Token embeddings of every document, packed (``pack_documents``, float16).
 
