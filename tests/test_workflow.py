@@ -115,6 +115,16 @@ def test_compress_reference_is_the_probe_and_pretrained_jobs(tiny_run):
     assert {r["dataset"] for r in rows if r["compression"]} == {"limit-gen"}  # compress.datasets
 
 
+@pytest.mark.parametrize("variants, says", [(["pq-0x8"], "pq-0x8"), (["sq8", "sq8"], "non-unique"), (["sq8\n"], "sq8")])
+def test_a_bad_compress_variant_stops_the_workflow_at_start(tmp_path, mirror, variants, says):
+    """Malformed, repeated or padded variant names fail the dry run, before any job runs."""
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["compress"]["variants"] = variants
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    r = _smk(tmp_path / "w", tmp_path / "c.yaml", mirror, "-n")
+    assert r.returncode != 0 and says in r.stdout + r.stderr
+
+
 def test_report_lists_unavailable_dataset(tiny_run):
     md = (tiny_run / "reports" / "report.md").read_text()
     assert "## Datasets that could not be obtained" in md and "**not-there**" in md
