@@ -172,14 +172,11 @@ def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dic
     query by the evaluation tie rule (only documents sharing a query term are retrieved;
     identical texts tie), evaluate every split (method ``bm25``). Returns the result rows and
     the run (tag ``bm25``, depth ``eval_depth(ks, ndcg_k)``)."""
-    from .evaluate import Judged, eval_depth, rows_from_ranks
-    from .retrieval import document_groups, rank_queries
-    from .trec import Run
+    from .evaluate import evaluate_scores
+    from .retrieval import document_groups
 
     bm = BM25(rs.corpus.passages(), **dict(cfg))
     log.info("bm25: %s", bm.variant)
-    qids, texts = list(rs.queries.ids), list(rs.queries.texts)
-    j = Judged.of(rs, qids, rs.corpus.ids)
-    ranks, top, top_s = rank_queries(lambda a, b: bm.scores_and_matches(texts[a:b]), len(qids), j.gold, j.grades, j.excluded,
-                                     eval_depth(ks, ndcg_k), len(rs.corpus), document_groups(rs.corpus), block=256)
-    return rows_from_ranks(rs, j, ranks, ks, ndcg_k, method="bm25"), Run(qids, top, top_s, rs.corpus.ids, "bm25")
+    texts = list(rs.queries.texts)
+    return evaluate_scores(rs, lambda a, b: bm.scores_and_matches(texts[a:b]), rs.corpus.ids, document_groups(rs.corpus), ks,
+                           ndcg_k, "", "bm25", "bm25", block=256)

@@ -150,11 +150,27 @@ def evaluate_queries(rs: RetrievalSet, queries: np.ndarray, documents: np.ndarra
     Returns the result rows (``rows_from_ranks``, method ``method``) and the run of depth
     ``eval_depth(ks, ndcg_k)``, tagged ``{encoder_name}-{method}``.
     """
-    from .retrieval import dense_scores, document_groups, rank_queries
+    from .retrieval import dense_scores, document_groups
+
+    return evaluate_scores(rs, dense_scores(queries, documents, threads), doc_ids, document_groups(rs.corpus, documents), ks,
+                           ndcg_k, encoder_name, method, f"{encoder_name}-{method}")
+
+
+def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], groups: Sequence[np.ndarray], ks: Sequence[int],
+                    ndcg_k: int, encoder: str, method: str, tag: str, block: int | None = None) -> tuple[list[dict], Run]:
+    """Any method's scores, ranked and evaluated the one way (``capgap.retrieval``'s tie rule):
+    ``rank_queries(score_block, ...)`` over every query of ``rs`` against ``doc_ids`` (``groups``:
+    documents that must tie, ``retrieval.document_groups``; ``block``: queries per score block),
+    then ``rows_from_ranks`` (columns ``encoder``, ``method``) and the run of depth
+    ``eval_depth(ks, ndcg_k)`` tagged ``tag``.
+
+    ``score_block(a, b)``: scores of queries ``a:b`` as ``(b - a, n_docs)`` float, or with a
+    ``(b - a, n_docs) bool`` mask of retrieved documents (``rank_queries``)."""
+    from .retrieval import rank_queries
 
     qids = list(rs.queries.ids)
     j = Judged.of(rs, qids, doc_ids)
-    ranks, top, top_s = rank_queries(dense_scores(queries, documents, threads), len(qids), j.gold, j.grades, j.excluded,
-                                     eval_depth(ks, ndcg_k), len(doc_ids), document_groups(rs.corpus, documents))
-    rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder_name, method=method)
-    return rows, Run(qids, top, top_s, doc_ids, f"{encoder_name}-{method}")
+    ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k), len(doc_ids),
+                                     groups, block=block)
+    rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder, method=method)
+    return rows, Run(qids, top, top_s, doc_ids, tag)

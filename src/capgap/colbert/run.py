@@ -13,7 +13,6 @@ encoded documents) and ``plaid/`` (a PLAID index). Folders with another key are 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..training import json_digest
 from ..trec import Run
 from .indexes import FaissTokenIndex, PlaidIndex
 from .models import ColbertConfig, encode_documents, encode_queries, load_colbert
@@ -40,8 +40,7 @@ def work_key(cfg: ColbertConfig, rs) -> str:
     held-out texts, gold sets, exclusions): other settings or data never reuse a folder."""
     from ..data import corpus_hash, query_records
 
-    blob = json.dumps([cfg.training_digest(), corpus_hash(rs.corpus), query_records(rs)], sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return json_digest([cfg.training_digest(), corpus_hash(rs.corpus), query_records(rs)])[:16]
 
 
 def prepare_work_dir(root: str | Path, key: str) -> Path:
@@ -184,8 +183,8 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
     """
     import torch
 
-    from ..evaluate import Judged, eval_depth, rows_from_ranks
-    from ..retrieval import document_groups, rank_queries
+    from ..evaluate import eval_depth, evaluate_scores
+    from ..retrieval import document_groups
 
     if threads:
         torch.set_num_threads(int(threads))
@@ -196,10 +195,7 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
     t = time.perf_counter()
     tokens, offsets = encode_documents(model, doc_texts, work / "parts", batch_size=cfg.encode_batch_size, progress=True)
     log.info("colbert: %d documents -> %d token embeddings in %.1f s", len(doc_texts), len(tokens), time.perf_counter() - t)
-    qids = list(rs.queries.ids)
-    text = dict(zip(rs.queries.ids, rs.queries.texts))
-    Q = encode_queries(model, [text[q] for q in qids])
-    j = Judged.of(rs, qids, rs.corpus.ids)
+    Q = encode_queries(model, list(rs.queries.texts))
     depth = eval_depth(ks, ndcg_k)
     n_docs = len(doc_texts)
     backend = resolve_backend(cfg, n_docs)
@@ -218,8 +214,7 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
         cand = ann.search(Q, max(cfg.candidates, depth))
         log.info("colbert: %.0f candidates per query on average (min %d)", np.mean([len(c) for c in cand]), min(len(c) for c in cand))
         score_block = candidate_score_block(Q, tokens, offsets, cand)  # the rest is not retrieved
-    ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, depth, n_docs, groups)
-    extra = [] if backend == "exact" else ann_recall_rows(rs.name, Q, tokens, offsets, top, ks, cfg.ann_sample, cfg.seed)
-    log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(qids), time.perf_counter() - t)
-    rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, method="colbert") + extra
-    return ColbertRun(rows, curve, Run(qids, top, top_s, rs.corpus.ids, "colbert"), backend)
+    rows, run = evaluate_scores(rs, score_block, rs.corpus.ids, groups, ks, ndcg_k, "", "colbert", "colbert")
+    extra = [] if backend == "exact" else ann_recall_rows(rs.name, Q, tokens, offsets, run.rows, ks, cfg.ann_sample, cfg.seed)
+    log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(rs.queries), time.perf_counter() - t)
+    return ColbertRun(rows + extra, curve, run, backend)
