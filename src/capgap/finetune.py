@@ -54,6 +54,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .config import section_defaults
+from .training import json_digest
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class FinetuneConfig:
         return cls(**cfg)
 
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+        return json_digest(asdict(self))[:16]
 
 
 def infonce_loss(scores, gold_mask, temperature: float, form: str = _D["loss"], exclude_mask=None):

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -77,20 +76,14 @@ def set_rng_state(state: dict, sampler: np.random.Generator) -> None:
 
 
 def save_checkpoint(path: str | Path, payload: dict) -> None:
-    """``torch.save(payload)`` to ``path`` atomically: written to a hidden sibling, then renamed,
-    so a kill leaves the previous checkpoint or the new one (a failed save removes its
-    temporary file). Creates the parent folder."""
+    """``torch.save(payload)`` to ``path`` atomically (``capgap.io.atomic_open``): a kill leaves
+    the previous checkpoint or the new one. Creates the parent folder."""
     import torch
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    from .io import atomic_open
+
+    with atomic_open(path, "wb") as fh:
+        torch.save(payload, fh)
 
 
 class PartialState:
@@ -179,7 +172,7 @@ def run_loop(
     ckpt_path : path, optional
         Checkpoint file, written atomically (``save_checkpoint``) every ``checkpoint_every``
         steps and at the last step; resumed when it exists and its digest matches. Its payload:
-        ``digest``, ``n_items``, ``step``, ``weights``, ``optim``, ``rng`` (``rng_state``),
+        ``digest`` (with ``n_items`` as the part "number of training items"), ``step``, ``weights``, ``optim``, ``rng`` (``rng_state``),
         ``perm``, ``pos``, ``curve``, ``losses`` (losses since the last curve point).
     digest : mapping of str to str
         Named digests of everything the run depends on (e.g. ``{"settings": ..., "data": ...}``).
@@ -207,7 +200,7 @@ def run_loop(
 
     perm, pos, step, curve, losses, resumed = sampler.permutation(n_items), 0, 0, [], [], 0
     ckpt = Path(ckpt_path) if ckpt_path else None
-    digest = dict(digest or {})
+    digest = {**dict(digest or {}), "number of training items": n_items}  # a resumed permutation must fit
     weights = model if weights is None else weights
     if ckpt and ckpt.is_file():
         state = _load(ckpt, digest, desc)
@@ -254,7 +247,7 @@ def run_loop(
         if eval_every and step % eval_every == 0 and step < n_steps:
             curve_point(step)
         if ckpt and ((checkpoint_every and step % checkpoint_every == 0) or step == n_steps):
-            save_checkpoint(ckpt, {"digest": digest, "n_items": n_items, "step": step, "weights": weights.state_dict(),
+            save_checkpoint(ckpt, {"digest": digest, "step": step, "weights": weights.state_dict(),
                                    "optim": optimizer.state_dict(), "rng": rng_state(sampler), "perm": perm, "pos": pos,
                                    "curve": curve, "losses": losses})
         if stop_after is not None and done_here >= stop_after and step < n_steps:

@@ -7,8 +7,6 @@ Documents are encoded once per run into one ``(n_tokens, dim) float16`` token ma
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import section_defaults
+from ..training import json_digest
 from .scores import pack_documents
 
 log = logging.getLogger(__name__)
@@ -80,7 +79,7 @@ class ColbertConfig:
         keys = ("model", "sha256", "embedding_size", "query_length", "document_length", "steps", "batch_size", "lr",
                 "weight_decay", "temperature", "n_negatives", "seed")
         d = {k: v for k, v in asdict(self).items() if k in keys}
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+        return json_digest(d)[:16]
 
 
 def load_colbert(cfg: ColbertConfig, device: str | None = None, path: str | None = None):
