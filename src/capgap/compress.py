@@ -510,7 +510,7 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
                         "left out of the default variants", n, ", ".join(unfit))
     names = list(dict.fromkeys(["float32", *variants]))  # each variant once, in order
     for v in names:
-        parse_variant(v, D.shape[1], D.shape[0])  # every variant checked before any work
+        parse_variant(v, dim, n)  # every variant checked before any work
     rows = []
     for v in names:
         t = time.perf_counter()

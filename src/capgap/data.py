@@ -494,7 +494,7 @@ def assemble(
     ``["train"]`` / ``["test"]``) used when *both* exist; otherwise ``heldout_fraction``
     (default 0.5) and ``seed`` (default 0) over all judged queries.
     """
-    split_cfg = {**item_defaults("datasets", "split"), **dict(split_cfg or {})}
+    split_cfg = {**_SPLIT, **dict(split_cfg or {})}
     train_files = [f for f in split_cfg["train_qrels"] if f in qrels_by_file]
     held_files = [f for f in split_cfg["heldout_qrels"] if f in qrels_by_file]
     use_files = bool(train_files and held_files)

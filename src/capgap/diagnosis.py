@@ -126,8 +126,8 @@ class Embeddings:
 
     def info(self) -> dict:
         """``{"path", "kind", "faiss_type", "bytes_per_vector", "n", "dim"}`` for a summary."""
-        return {"path": str(self.path), "kind": self.kind, "faiss_type": self.faiss_type,
-                "bytes_per_vector": self.bytes_per_vector, "n": int(self.matrix.shape[0]), "dim": int(self.matrix.shape[1])}
+        return {**_array_info(self.matrix), "path": str(self.path), "kind": self.kind, "faiss_type": self.faiss_type,
+                "bytes_per_vector": self.bytes_per_vector}
 
 
 def _block_rows(dim: int) -> int:
@@ -604,9 +604,7 @@ def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Ma
                       ("judged queries are missing from the ANN run (nothing retrieved)", missing_q),
                       ("ANN-run documents are not in the document ids (count as misses)", extra_d)):
         if ids:
-            msg = f"{len(ids)} {what}, e.g. {ids[:3]}; {hint}"
-            log.warning(msg)
-            notes.append(msg)
+            _note(notes, f"{len(ids)} {what}, e.g. {ids[:3]}; {hint}")
     return notes
 
 
@@ -842,6 +840,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     # the encoder's full ranking under the evaluation tie rule (capgap.retrieval)
     enc_ranks, exact_top, _ = rank_queries(dense_scores(Qs, Ds, threads), len(qids), gold_rows, grades, None, kk, len(doc_ids), groups)
     rows = []
+    admitted_c, admitted_u = [], []  # per query: the index's / the uncompressed vectors admit it
     for i, (q, gold, res, er) in enumerate(zip(qids, golds, results, enc_ranks)):
         probe_r = float(np.sum(probe_ranks[i] <= kk)) / min(kk, len(gold))
         enc_r = float(np.sum(er <= kk)) / min(kk, len(gold))
@@ -864,6 +863,8 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
             row[f"ann_recall@{k}"] = round(ann_r, 6)
             row[f"ann_vs_exact@{k}"] = round(ann_vs_exact, 6)
         admits = certified[i] or probe_r >= 1
+        admitted_c.append(admits)
+        admitted_u.append(unc_admits)
         if not admits:
             verdict = "compression-limited" if unc_admits else "index-limited"
         elif enc_r < 1:
@@ -881,8 +882,6 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     extra["uncompressed"] = None
     if pu is not None:
         unc = dict(uncompressed_info) if uncompressed_info is not None else _array_info(uncompressed)
-        admitted_u = [r["uncompressed_certified"] or r[f"uncompressed_probe_recall@{k}"] >= 1 for r in rows]
-        admitted_c = [r["certified"] or r[f"probe_recall@{k}"] >= 1 for r in rows]
         unc |= {f"probe_recall@{k}": float(np.mean([r[f"uncompressed_probe_recall@{k}"] for r in rows])),
                 "certified": float(np.mean([r["uncompressed_certified"] for r in rows])),
                 "admitted": int(sum(admitted_u)), "admitted_by_index": int(sum(admitted_c)),

@@ -96,14 +96,13 @@ def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus 
     fp = json.loads(fpf.read_text())
     if expected is not None and expected != fp:
         raise FingerprintMismatch(folder, expected, fp)
+    ids = tuple(json.loads((folder / "doc_ids.json").read_text()))
     if corpus is not None:
         want = {"corpus_sha256": corpus_hash(corpus), "n_docs": len(corpus)}
         got = {k: fp.get(k) for k in want}
-        ids = json.loads((folder / "doc_ids.json").read_text())
-        if got != want or tuple(ids) != tuple(corpus.ids):
+        if got != want or ids != tuple(corpus.ids):
             raise FingerprintMismatch(folder, want, got)
     emb = np.load(folder / "embeddings.npy", mmap_mode="r")
-    ids = tuple(json.loads((folder / "doc_ids.json").read_text()))
     if emb.dtype != np.float32 or emb.ndim != 2:
         raise DataFormatError(folder / "embeddings.npy", None, None, f"expected 2-d float32, got {emb.dtype} {emb.shape}")
     if emb.shape != (fp["n_docs"], fp["dim"]) or len(ids) != fp["n_docs"]:

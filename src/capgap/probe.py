@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
-from .config import section_defaults
+from .config import section_defaults, without
 
 if TYPE_CHECKING:
     from .trec import Run
@@ -227,7 +227,7 @@ class ProbeConfig:
     def from_config(cls, cfg: Mapping | None = None) -> "ProbeConfig":
         """From a config section (``enabled`` ignored; missing keys take the defaults).
         Raises ``ValueError`` naming unknown keys."""
-        cfg = {k: v for k, v in dict(cfg or {}).items() if k != "enabled"}
+        cfg = without(cfg or {}, "enabled")
         unknown = set(cfg) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"probe: unknown keys {sorted(unknown)}")
@@ -603,7 +603,7 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
     return out
 
 
-def query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], gold: Sequence[np.ndarray], doc_ids: Sequence[str],
+def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], gold: Sequence[np.ndarray], doc_ids: Sequence[str],
                   split_of: Mapping[str, str], ks: Sequence[int]) -> list[dict]:
     """One JSON-ready record per query (the probe's ``per_query.jsonl``): id, split, gold-set
     size, recall@k for each k in ``ks`` (pessimistic ties), certificate and its cause, slack
@@ -661,7 +661,7 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     text (``retrieval.text_key``) share one w; documents with identical text are twins
     (``retrieval.document_groups``). Returns ``(rows, records, run)``: recall@k / nDCG per split
     from the same ranks as every method, each split followed by ``summary_rows``; one
-    ``query_records`` record per query; and the run of every query's w (tag
+    ``per_query_records`` record per query; and the run of every query's w (tag
     ``{encoder_name}-probe``, depth ``eval_depth(ks, ndcg_k)``).
     """
     import time
@@ -678,11 +678,11 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
                     tie_groups=[text_key(x) for x in rs.queries.texts], depth=eval_depth(ks, ndcg_k),
                     duplicates=document_groups(rs.corpus), **cfg.kwargs())
     log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
-    split_of = {q: s for s in SPLITS for q in rs.split.ids(s)}
-    records = query_records(results, qids, j.gold, index.doc_ids, split_of, ks)
+    splits = {"train": list(rs.split.train), "heldout": list(rs.split.heldout), "all": qids}
+    split_of = {q: s for s in SPLITS for q in splits[s]}
+    records = per_query_records(results, qids, j.gold, index.doc_ids, split_of, ks)
     run = Run(qids, np.stack([r.top_rows for r in results]), np.stack([r.top_scores for r in results]), index.doc_ids,
               f"{encoder_name}-probe")
     rows = rows_from_ranks(rs, j, [r.gold_ranks for r in results], ks, ndcg_k, encoder=encoder_name, method="probe")
-    splits = {"train": list(rs.split.train), "heldout": list(rs.split.heldout), "all": qids}
     extra = summary_rows(results, qids, splits, {"dataset": rs.name, "encoder": encoder_name, "method": "probe"})
     return interleave_rows(rows, extra), records, run

@@ -146,12 +146,11 @@ def hardness(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``hardness``: the parity-task experiments (``capgap.hardness.run_grid``, settings
     ``params.hardness``, probe settings ``params.probe``): rows to ``outputs.metrics`` (the
     results.csv columns), sizes and chance agreement to ``outputs.summary`` (JSON)."""
-    from .config import without
     from .hardness import run_grid
     from .probe import ProbeConfig
 
     t = time.perf_counter()
-    rows, summary = run_grid(without(params.hardness, "enabled"), ProbeConfig.from_config(params.probe))
+    rows, summary = run_grid(params.hardness, ProbeConfig.from_config(params.probe))
     log.info("hardness: %d rows in %.1f s", len(rows), time.perf_counter() - t)
     write_json(outputs.summary, summary)
     return _write_rows(outputs.metrics, rows)

@@ -54,6 +54,22 @@ def status_json(dataset):
     return Path(expand(rules.data.output[0], dataset=dataset)[0]) / "status.json"
 
 
+_STATUS_CACHE = {}
+
+
+def recorded_status(dataset):
+    """The dataset's status.json as its data job wrote it ({} when not written), parsed once
+    per version of the file (the DAG asks for it many times per evaluation)."""
+    path = status_json(dataset)
+    if not path.is_file():
+        return {}
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _STATUS_CACHE:
+        _STATUS_CACHE[key] = json.loads(path.read_text())
+    return _STATUS_CACHE[key]
+
+
 def dataset_source_digest(dataset):
     """capgap.sources.source_digest of the dataset's local folder; when that folder is gone
     (a run without the mirror), the digest its data job recorded, so a good copy is kept.
@@ -61,9 +77,8 @@ def dataset_source_digest(dataset):
     from capgap.sources import source_digest
 
     digest = source_digest(dataset, config["datasets"][dataset])
-    status = status_json(dataset)
-    if not digest and status.is_file():
-        digest = json.loads(status.read_text()).get("source", {}).get("digest", "")
+    if not digest:
+        digest = recorded_status(dataset).get("source", {}).get("digest", "")
     return digest
 
 
@@ -75,8 +90,7 @@ def dataset_availability(dataset):
     """
     from capgap.sources import availability
 
-    status = status_json(dataset)
-    if status.is_file() and json.loads(status.read_text()).get("available"):
+    if recorded_status(dataset).get("available"):
         return "local"
     return availability(dataset, config["datasets"][dataset])
 
@@ -84,13 +98,11 @@ def dataset_availability(dataset):
 def report_unavailable():
     """Print the datasets that could not be obtained (also listed in reports/report.md)."""
     for ds in datasets():
-        status = status_json(ds)
-        if status.is_file():
-            st = json.loads(status.read_text())
-            if not st.get("available"):
-                print(
-                    f"capgap: dataset '{ds}' was not obtained: {st['reason']}. {st['hint']}"
-                )
+        st = recorded_status(ds)
+        if st and not st.get("available"):
+            print(
+                f"capgap: dataset '{ds}' was not obtained: {st['reason']}. {st['hint']}"
+            )
 
 
 def settings(section, drop=()):
