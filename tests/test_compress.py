@@ -353,3 +353,12 @@ def test_default_variants(dim, want):
     assert got == want
     for v in got:
         parse_variant(v, dim)
+
+
+def test_figure_families_are_the_compression_families():
+    """The report's figure (whose env has no faiss) names the same families as capgap.compress."""
+    from capgap.compress import FAMILIES
+    from capgap.figures import COMPRESSION_FAMILIES, COMPRESSION_MARKERS
+
+    assert COMPRESSION_FAMILIES == (*(f for f in FAMILIES if f != "float32"), "other")
+    assert set(COMPRESSION_MARKERS) == set(COMPRESSION_FAMILIES)

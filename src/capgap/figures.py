@@ -14,7 +14,6 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from . import compress
 from .io import atomic_open
 
 HARDNESS_PREFIX = "parity-P"
@@ -241,7 +240,8 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     _save(fig, out_m)
 
 
-COMPRESSION_FAMILIES = (*(f for f in compress.FAMILIES if f != "float32"), "other")
+# capgap.compress.FAMILIES (less float32) plus "other"; not imported: the report env has no faiss/quadprog
+COMPRESSION_FAMILIES = ("truncation", "pca", "sq", "binary", "pq", "other")
 COMPRESSION_MARKERS = {"truncation": "o", "pca": "s", "sq": "^", "binary": "D", "pq": "v", "other": "X"}
 COMPRESSION_QUANTITIES = {"capacity": ("capacity (probe recall@k)", "-"), "certified": ("certified fraction (probe)", ":"),
                           "pretrained": ("pre-trained recall@k", "--")}
