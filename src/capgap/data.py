@@ -15,7 +15,8 @@ Public API
 - ``split_queries(query_ids, heldout_fraction, seed)``: the seeded, stable fraction rule.
 - ``write_canonical(rs, folder)`` / ``load_canonical(folder)``: the normalised copy the
   pipeline's later stages read (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``,
-  ``split.tsv``, ``excluded.tsv``).
+  ``split.tsv``, ``excluded.tsv``, ``twins.tsv``).
+- ``RetrievalSet.twins``: near-miss twins of gold documents (``capgap.nearmiss``).
 - ``RetrievalSet.excluded``: per query, documents removed from every method's ranking before
   top-k (BRIGHT's ``excluded_ids``; BEIR's self-retrieval convention, where a document whose id
   equals the query id is ignored). They are neither gold nor non-gold, for the probe too.
@@ -150,7 +151,10 @@ class Split:
 
 @dataclass(frozen=True)
 class RetrievalSet:
-    """One dataset: corpus, queries (only those with >= 1 gold document), qrels, split."""
+    """One dataset: corpus, queries (only those with >= 1 gold document), qrels, split;
+    ``excluded``: query id -> documents removed from its ranking; ``twins``: document id ->
+    ``((twin id, type), ...)``, its near-miss twins (``capgap.nearmiss``), never gold for a
+    query whose gold set holds the document."""
 
     name: str
     corpus: Corpus
@@ -160,10 +164,22 @@ class RetrievalSet:
     dropped_queries: int = 0
     source: dict = field(default_factory=dict)
     excluded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    twins: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
     def __post_init__(self):
         doc_ids = set(self.corpus.ids)
         qids = set(self.queries.ids)
+        gold_of: dict[str, set[str]] = {}
+        for q in self.queries.ids:
+            for d in self.qrels.gold(q):
+                gold_of.setdefault(d, set()).add(q)
+        for d, pairs in self.twins.items():
+            for t, kind in pairs:
+                if d not in doc_ids or t not in doc_ids:
+                    raise ValueError(f"{self.name}: near-miss twin ({d!r}, {t!r}) names an unknown document")
+                if gold_of.get(d, set()) & gold_of.get(t, set()):
+                    q = sorted(gold_of[d] & gold_of[t])[0]
+                    raise ValueError(f"{self.name}: query {q!r} has both {d!r} and its {kind} twin {t!r} as gold")
         for q, docs in self.excluded.items():
             if q not in qids:
                 raise ValueError(f"{self.name}: excluded documents for unknown query {q!r}")
@@ -576,6 +592,11 @@ def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
         for q in rs.queries.ids:
             for d in rs.excluded.get(q, ()):
                 fh.write(f"{q}\t{d}\n")
+    with atomic_open(folder / "twins.tsv", "w", encoding="utf-8") as fh:
+        fh.write("corpus-id\ttwin-id\ttype\n")
+        for d in rs.corpus.ids:
+            for t, kind in rs.twins.get(d, ()):
+                fh.write(f"{d}\t{t}\t{kind}\n")
 
 
 def _tsv_pairs(path: Path, header: tuple[str, str], comments: bool = False) -> Iterator[tuple[int | None, str, str]]:
@@ -634,9 +655,38 @@ def load_excluded(path: str | Path, corpus: Corpus, queries: Queries) -> dict[st
     return {q: tuple(v) for q, v in out.items()}
 
 
+def load_twins(path: str | Path, corpus: Corpus) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Read ``twins.tsv`` (``corpus-id<TAB>twin-id<TAB>type``, header line; ``iter_lines``):
+    document id -> ``((twin id, type), ...)`` in file order. Bad UTF-8, a wrong column count,
+    an id with a control character (``check_id``), an unknown document id, an unknown type
+    (``capgap.nearmiss.TYPES``) or a pair listed twice raise ``DataFormatError`` naming the
+    line and field."""
+    from .nearmiss import TYPES
+
+    path = Path(path)
+    dids = set(corpus.ids)
+    out: dict[str, list[tuple[str, str]]] = {}
+    for lineno, line in iter_lines(path):
+        cols = line.split("\t")
+        if tuple(cols) == ("corpus-id", "twin-id", "type") or not line.strip():
+            continue
+        if len(cols) != 3:
+            raise DataFormatError(path, lineno, None, "expected 3 tab-separated columns")
+        d, t, kind = cols
+        for field_name, v in (("corpus-id", d), ("twin-id", t)):
+            if check_id(path, lineno, field_name, v) not in dids:
+                raise DataFormatError(path, lineno, field_name, f"unknown document id {v!r}")
+        if kind not in TYPES:
+            raise DataFormatError(path, lineno, "type", f"expected one of {TYPES}, got {kind!r}")
+        if (t, kind) in out.get(d, []):
+            raise DataFormatError(path, lineno, "twin-id", f"twin {t!r} of {d!r} listed twice")
+        out.setdefault(d, []).append((t, kind))
+    return {d: tuple(v) for d, v in out.items()}
+
+
 def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
-    """Load a folder written by ``write_canonical`` (``excluded.tsv`` is optional: folders
-    prepared before it existed have no exclusions). The set's name is ``name``, else the
+    """Load a folder written by ``write_canonical`` (``excluded.tsv`` and ``twins.tsv`` are
+    optional: folders prepared before they existed have no exclusions and no twins). The set's name is ``name``, else the
     ``dataset`` its ``status.json`` records (the data stage writes it), else the folder's name."""
     folder = Path(folder)
     status = folder / "status.json"
@@ -647,7 +697,8 @@ def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
     qrels = load_qrels(folder / "qrels.tsv", corpus, queries)
     split = load_split(folder / "split.tsv", queries)
     excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else {}
-    return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded)
+    twins = load_twins(folder / "twins.tsv", corpus) if (folder / "twins.tsv").is_file() else {}
+    return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded, twins=twins)
 
 
 def describe(rs: RetrievalSet) -> dict:
@@ -655,7 +706,7 @@ def describe(rs: RetrievalSet) -> dict:
     them: ``n_docs``, ``n_queries``, ``n_train``, ``n_heldout``, ``dropped_queries_without_gold``,
     ``split_rule``, ``source``, ``text_normalization`` and ``duplicate_documents`` /
     ``duplicate_queries`` (``capgap.retrieval.duplicate_summary``: identical passages, and
-    queries identical after ``text_key``)."""
+    queries identical after ``text_key``); ``twins`` (``twin_counts``) when it has any."""
     from .retrieval import duplicate_summary, text_key
 
     return {
@@ -664,7 +715,16 @@ def describe(rs: RetrievalSet) -> dict:
         "split_rule": rs.split.rule, "source": rs.source, "text_normalization": "NFC",
         "duplicate_documents": duplicate_summary(rs.corpus.ids, rs.corpus.passages()),
         "duplicate_queries": duplicate_summary(rs.queries.ids, [text_key(t) for t in rs.queries.texts]),
+        **({"twins": twin_counts(rs)} if rs.twins else {}),
     }
+
+
+def twin_counts(rs: RetrievalSet) -> dict[str, int]:
+    """Near-miss twins of ``rs`` by type (``capgap.nearmiss.TYPES`` order, types present)."""
+    from .nearmiss import TYPES
+
+    kinds = [k for pairs in rs.twins.values() for _, k in pairs]
+    return {t: kinds.count(t) for t in TYPES if t in kinds}
 
 
 def query_records(rs: RetrievalSet) -> list[list]:

@@ -6,7 +6,9 @@ k, value, compression``. ``compression`` names the index variant a row was measu
 uncompressed reference) and is empty for every other row (the frozen index as built). Splits:
 ``train``, ``heldout`` and ``all``. Metrics:
 ``recall`` at every configured k and ``ndcg`` at ``ndcg_k`` (default 10), each the mean over
-the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is over.
+the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is over. A set
+with near-miss twins adds ``twin_pairs``, ``twin_win``, ``twin_tie``, ``twin_gap`` and its
+quartiles per twin type (``capgap.nearmiss``; e.g. ``twin_win:role_swap``, k empty).
 """
 
 from __future__ import annotations
@@ -165,12 +167,36 @@ def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], group
     ``eval_depth(ks, ndcg_k)`` tagged ``tag``.
 
     ``score_block(a, b)``: scores of queries ``a:b`` as ``(b - a, n_docs)`` float, or with a
-    ``(b - a, n_docs) bool`` mask of retrieved documents (``rank_queries``)."""
+    ``(b - a, n_docs) bool`` mask of retrieved documents (``rank_queries``).
+
+    A set with near-miss twins (``rs.twins``) also gets, per split, the twin rows of
+    ``capgap.nearmiss.twin_rows`` from the same scores (``twin_win:<type>``, ...)."""
+    from .nearmiss import TwinPairs, TwinScores
     from .retrieval import rank_queries
 
     qids = list(rs.queries.ids)
     j = Judged.of(rs, qids, doc_ids)
-    ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k), len(doc_ids),
+    twins = TwinScores(TwinPairs.of(rs, qids, doc_ids)) if rs.twins else None
+    scores = score_block
+    if twins is not None:
+        def scores(a: int, b: int):
+            from .retrieval import tie_duplicates
+
+            got = score_block(a, b)
+            S, R = got if isinstance(got, tuple) else (got, None)
+            S = tie_duplicates(np.array(S, copy=True), groups) if len(groups) else np.asarray(S)  # as ranked
+            twins.observe(a, S, None if R is None else np.asarray(R, dtype=bool))
+            return got
+
+    ranks, top, top_s = rank_queries(scores, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k), len(doc_ids),
                                      groups, block=block)
     rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder, method=method)
+    if twins is not None:
+        base = {"dataset": rs.name, "encoder": encoder, "method": method}
+        rows = interleave_rows(rows, twins.rows(qids, split_members(rs), base))
     return rows, Run(qids, top, top_s, doc_ids, tag)
+
+
+def split_members(rs: RetrievalSet) -> dict[str, list[str]]:
+    """Query ids of every evaluation split (``EVAL_SPLITS``: train, heldout, all) of ``rs``."""
+    return {"train": list(rs.split.train), "heldout": list(rs.split.heldout), "all": list(rs.queries.ids)}

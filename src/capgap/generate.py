@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import Sequence
 
 from .config import item_defaults
 from .data import Corpus, Qrels, Queries
+
+_NM = item_defaults("datasets", "near_miss")  # the schema holds every default (capgap.config)
 
 _STOP = {
     "about", "above", "after", "again", "against", "also", "because", "before", "being", "below",
@@ -195,3 +198,131 @@ def expand_limit(
     info = {"n_docs": n_docs, "n_real": n_real, "seed": seed, "attributes_per_doc": per_doc,
             "vocabulary": len(vocab), "allowed_attributes": len(allowed)}
     return out, info
+
+
+# Near-miss statements (capgap.nearmiss): (statement verb phrase, query paraphrase), both third
+# person singular; the paraphrase shares no word with the statement's verb phrase but the function
+# words "is" / "of" (English stopwords, which BM25 drops).
+NEAR_MISS_RELATIONS = (
+    ("trusts", "has faith in"), ("admires", "looks up to"), ("helps", "assists"), ("teaches", "instructs"),
+    ("pays", "gives money to"), ("visits", "goes to see"), ("hires", "employs"), ("fears", "is afraid of"),
+    ("thanks", "expresses gratitude to"), ("warns", "alerts"), ("envies", "is jealous of"), ("rescues", "saves"),
+    ("calls", "phones"), ("ignores", "disregards"), ("forgives", "pardons"),
+)
+# Spatial / order relations, in families of two opposites (a pair of people is used once per
+# family, so a flip or swap twin is never another statement).
+NEAR_MISS_SPATIAL = (
+    (("is left of", "is to the west of"), ("is right of", "is to the east of")),
+    (("is above", "is higher up than"), ("is below", "is lower down than")),
+    (("is in front of", "is ahead of"), ("is behind", "is at the back of")),
+    (("arrives before", "gets there earlier than"), ("arrives after", "gets there later than")),
+)
+
+
+def generate_near_miss(
+    types: Sequence[str] = tuple(_NM["types"]),
+    n_people: int = _NM["n_people"],
+    n_train: int = _NM["n_train"],
+    n_heldout: int = _NM["n_heldout"],
+    spatial_fraction: float = _NM["spatial_fraction"],
+    heldout_people_fraction: float = _NM["heldout_people_fraction"],
+    seed: int = _NM["seed"],
+):
+    """A seeded near-miss retrieval set (``capgap.nearmiss``): short statements about two named
+    people ("Alice trusts Bob.", "Alice is left of Bob."), each with its twins of ``types``
+    made by the ``capgap.nearmiss`` edit rules, and one query per statement that paraphrases
+    it without the statement's relation words ("Alice has faith in Bob").
+
+    Relations: ``NEAR_MISS_RELATIONS`` (15 verbs) and, for a ``spatial_fraction`` share of the
+    statements, ``NEAR_MISS_SPATIAL`` (4 families of opposite spatial/order relations; only
+    these have a ``spatial_flip`` twin). A pair of people is used at most once per relation
+    family, so a twin's text is never another statement. Split by entity-relation combination:
+    for each relation family a seeded ``heldout_people_fraction`` of the ``n_people`` people is
+    reserved; a held-out statement uses two reserved people, a train statement two others, so
+    no (person, relation) combination of a held-out query occurs in training, while its people
+    and relation do (``info`` records how many).
+
+    Returns ``(rs, info)``: a ``capgap.data.RetrievalSet`` named ``"near-miss"`` (statements
+    ``s0000``.., twins ``twin_id(statement, type)``, queries ``q0000``.., one gold statement of
+    grade 1 each, corpus shuffled) and a JSON-ready ``info`` dict. Same arguments, same output.
+    Raises ``ValueError`` when a family has too few people pairs for its share of statements.
+    """
+    from .data import Corpus, Qrels, Queries, RetrievalSet, Split
+    from .nearmiss import EDITS, TYPES, twin_id
+
+    for t in types:
+        if t not in TYPES:
+            raise ValueError(f"near_miss.types: unknown type {t!r}; expected some of {TYPES}")
+    rng = random.Random(seed)
+    from faker import Faker
+
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    people: list[str] = []
+    tries = 0
+    while len(people) < n_people:
+        name = fake.first_name()
+        tries += 1
+        if name.isalpha() and name not in people:
+            people.append(name)
+        if tries > 100 * n_people:
+            raise ValueError(f"generate_near_miss: Faker has fewer than {n_people} distinct single-word first names")
+    families = [((v, p),) for v, p in NEAR_MISS_RELATIONS] + list(NEAR_MISS_SPATIAL)
+    n_total = n_train + n_heldout
+    n_spatial = int(round(spatial_fraction * n_total))
+    reserved = {f: set(rng.sample(people, max(2, int(round(heldout_people_fraction * n_people))))) for f in range(len(families))}
+    free = {}
+    for f in range(len(families)):
+        for split, pool in (("train", [p for p in people if p not in reserved[f]]), ("heldout", sorted(reserved[f]))):
+            pairs = list(itertools.combinations(pool, 2))
+            rng.shuffle(pairs)
+            free[f, split] = pairs
+    verb_f, spatial_f = list(range(len(NEAR_MISS_RELATIONS))), list(range(len(NEAR_MISS_RELATIONS), len(families)))
+    statements = []  # (split, family, relation index within family, A, B)
+    n_sp_train = int(round(n_spatial * n_train / max(n_total, 1)))
+    for split, n, n_sp in (("train", n_train, n_sp_train), ("heldout", n_heldout, n_spatial - n_sp_train)):
+        for i in range(n):
+            f = spatial_f[i % len(spatial_f)] if i < n_sp else verb_f[(i - n_sp) % len(verb_f)]
+            if not free[f, split]:
+                raise ValueError(f"generate_near_miss: relation family {families[f][0][0]!r} has no {split} pair of people "
+                                 f"left; raise n_people or lower n_{split}")
+            a, b = free[f, split].pop()
+            if rng.random() < 0.5:
+                a, b = b, a
+            statements.append((split, f, rng.randrange(len(families[f])), a, b))
+    rng.shuffle(statements)
+    ids, texts, twins, qtexts, split_of = [], [], {}, [], {}
+    for i, (split, f, r, a, b) in enumerate(statements):
+        verb, para = families[f][r]
+        sid, qid = f"s{i:04d}", f"q{i:04d}"
+        text = f"{a} {verb} {b}."
+        ids.append(sid)
+        texts.append(text)
+        qtexts.append(f"{a} {para} {b}")
+        split_of[qid] = split
+        for t in types:
+            new = EDITS[t](text)
+            if new is not None:
+                twins.setdefault(sid, []).append((twin_id(sid, t), t))
+                ids.append(twin_id(sid, t))
+                texts.append(new)
+    order = list(range(len(ids)))
+    rng.shuffle(order)
+    corpus = Corpus(tuple(ids[i] for i in order), tuple("" for _ in order), tuple(texts[i] for i in order))
+    qids = tuple(f"q{i:04d}" for i in range(len(statements)))
+    queries = Queries(qids, tuple(qtexts))
+    qrels = Qrels({q: {f"s{i:04d}": 1} for i, q in enumerate(qids)})
+    split = Split(tuple(q for q in qids if split_of[q] == "train"), tuple(q for q in qids if split_of[q] == "heldout"),
+                  rule=f"near-miss entity-relation split: per relation family a seeded {heldout_people_fraction} of the "
+                       f"people is reserved for held-out statements (seed={seed})")
+    train_people = {p for s, f, r, a, b in statements if s == "train" for p in (a, b)}
+    train_fams = {f for s, f, *_ in statements if s == "train"}
+    held = [(f, a, b) for s, f, r, a, b in statements if s == "heldout"]
+    info = {"kind": "generated", "generator": "near-miss", "n_people": n_people, "n_train": n_train, "n_heldout": n_heldout,
+            "spatial_fraction": spatial_fraction, "heldout_people_fraction": heldout_people_fraction, "seed": seed,
+            "types": list(types),
+            "heldout_people_seen_in_train": sum(a in train_people and b in train_people for _, a, b in held),
+            "heldout_relations_seen_in_train": sum(f in train_fams for f, _, _ in held)}
+    rs = RetrievalSet("near-miss", corpus, queries, qrels, split, source=info,
+                      twins={d: tuple(v) for d, v in twins.items()})
+    return rs, info

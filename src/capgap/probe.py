@@ -684,5 +684,32 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     run = Run(qids, np.stack([r.top_rows for r in results]), np.stack([r.top_scores for r in results]), index.doc_ids,
               f"{encoder_name}-probe")
     rows = rows_from_ranks(rs, j, [r.gold_ranks for r in results], ks, ndcg_k, encoder=encoder_name, method="probe")
-    extra = summary_rows(results, qids, splits, {"dataset": rs.name, "encoder": encoder_name, "method": "probe"})
+    base = {"dataset": rs.name, "encoder": encoder_name, "method": "probe"}
+    extra = summary_rows(results, qids, splits, base)
+    if rs.twins:
+        extra = interleave_rows(extra, twin_margins(rs, index, results, qids, records, splits, base))
     return interleave_rows(rows, extra), records, run
+
+
+def twin_margins(rs, index, results: Sequence[ProbeResult], query_ids: Sequence[str], records: list[dict],
+                 splits: Mapping[str, Sequence[str]], base: Mapping) -> list[dict]:
+    """The probe's margin between each gold document and its near-miss twins
+    (``capgap.nearmiss``): with the query's witness scaled to unit norm, ``w/|w| . (gold -
+    twin)`` in float64, i.e. how far the twin lies behind the gold document along the best
+    direction the probe found (the geometric margin of that pair; > 0: separated). Adds
+    ``twin_margin: {twin id: margin}`` to each of ``records`` (aligned with ``query_ids``) and
+    returns ``capgap.nearmiss.twin_rows`` of the margins (``twin_gap:<type>`` is the median
+    margin, ``twin_win`` the fraction separated)."""
+    from .nearmiss import TwinPairs, twin_rows
+
+    pairs = TwinPairs.of(rs, query_ids, index.doc_ids)
+    D = index.embeddings
+    g = np.zeros(len(pairs))
+    t = np.zeros(len(pairs))
+    for i, (qi, gr, tr) in enumerate(zip(pairs.query, pairs.gold, pairs.twin)):
+        w = np.asarray(results[qi].w, dtype=np.float64)
+        w = w / max(float(np.linalg.norm(w)), 1e-300)
+        g[i] = float(np.asarray(D[gr], dtype=np.float64) @ w)
+        t[i] = float(np.asarray(D[tr], dtype=np.float64) @ w)
+        records[qi].setdefault("twin_margin", {})[index.doc_ids[tr]] = g[i] - t[i]
+    return twin_rows(pairs, g, t, query_ids, splits, base)

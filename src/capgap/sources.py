@@ -24,7 +24,7 @@ hash and only then renames it into place (``_retrieve``).
 
 Resolution order for a dataset spec (config ``datasets.<name>``), decided by ``locate``: ``path``
 (a local BEIR-layout folder; configured but missing: unavailable) ->
-``$CAPGAP_DATA_MIRROR/<mirror_name>`` -> ``generated`` (no files needed) -> an earlier download
+``$CAPGAP_DATA_MIRROR/<mirror_name>`` -> ``generated`` / ``near-miss`` (no files needed) -> an earlier download
 in the cache -> download (``source: beir``, ``limit`` or ``bright``) unless offline ->
 ``DatasetUnavailable``.
 
@@ -57,7 +57,8 @@ from .io import _umask, sha256_file
 
 log = logging.getLogger(__name__)
 
-_SOURCE_DEFAULT = item_defaults("datasets")["source"]  # the schema holds every default (capgap.config)
+_SOURCE_DEFAULT = item_defaults("datasets")["source"]
+_NEAR_MISS_TYPES = item_defaults("datasets", "near_miss")["types"]  # the schema holds every default (capgap.config)
 MIRROR_ENV = "CAPGAP_DATA_MIRROR"
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 # md5 of the official archives as the BEIR README publishes them (the paper's 7 BEIR sets as
@@ -403,7 +404,7 @@ def local_source(name: str, spec: Mapping, mirror: str | Path | None = None) -> 
     if spec.get("path"):
         return None
     mirror_name = spec.get("mirror_name", name)
-    if spec.get("source", _SOURCE_DEFAULT) != "generated" and mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
+    if spec.get("source", _SOURCE_DEFAULT) not in ("generated", "near-miss") and mirror and (Path(mirror) / mirror_name / "corpus.jsonl").is_file():
         return "mirror", Path(mirror) / mirror_name
     return None
 
@@ -498,7 +499,7 @@ def locate(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
         return local
     if spec.get("path"):
         return "missing-path", None
-    if source == "generated":
+    if source in ("generated", "near-miss"):
         return "generated", None
     if source not in ("beir", "limit", "bright"):
         return "undownloadable", None
@@ -535,7 +536,10 @@ def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
 
     The returned set's ``source`` dict records where it came from (kind, folder, file
     sha256s). With ``spec["expand"]`` the corpus is grown with LIMIT-style distractors
-    (``capgap.generate.expand_limit``; queries, qrels and split unchanged).
+    (``capgap.generate.expand_limit``; queries, qrels and split unchanged). With
+    ``spec["near_miss"]`` (``{"types": [...]}``) every gold document gets its near-miss twins
+    (``capgap.nearmiss.add_twins``; ``source["near_miss"]`` counts the added and skipped ones);
+    ``source: near-miss`` generates the whole set (``capgap.generate.generate_near_miss``).
 
     Parameters
     ----------
@@ -559,12 +563,18 @@ def obtain(name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir
         selfx = {q: d for q, d in self_retrieval_exclusions(rs.corpus, rs.queries).items() if q not in rs.qrels.gold(q)}
         merged = {q: tuple(dict.fromkeys(rs.excluded.get(q, ()) + selfx.get(q, ()))) for q in set(rs.excluded) | set(selfx)}
         rs = replace(rs, excluded=merged, source={**rs.source, "ignore_identical_ids": len(selfx)})
-    if not spec.get("expand"):
-        return rs
-    from .generate import expand_limit
+    if spec.get("expand"):
+        from .generate import expand_limit
 
-    corpus, info = expand_limit(rs.corpus, rs.queries, **dict(spec["expand"]))
-    return replace(rs, corpus=corpus, source={**rs.source, "expanded": info})
+        corpus, info = expand_limit(rs.corpus, rs.queries, **dict(spec["expand"]))
+        rs = replace(rs, corpus=corpus, source={**rs.source, "expanded": info})
+    if spec.get("near_miss") and spec.get("source", _SOURCE_DEFAULT) != "near-miss":
+        from .nearmiss import add_twins
+
+        # the generator's sizes (filled in by the schema's defaults) mean nothing here
+        rs, info = add_twins(rs, spec["near_miss"].get("types", _NEAR_MISS_TYPES))
+        rs = replace(rs, source={**rs.source, "near_miss": info})
+    return rs
 
 
 def prepare(name: str, spec: Mapping, mirror: str | Path | None = None) -> tuple[RetrievalSet | None, dict]:
@@ -598,6 +608,12 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
     kind, folder = locate(name, spec, mirror, cache_dir)
     if kind == "missing-path":
         raise DatasetUnavailable(name, f"configured path {spec['path']} does not exist", "Fix 'path:' in the config.")
+    if kind == "generated" and source == "near-miss":
+        from .generate import generate_near_miss
+
+        nm = dict(spec.get("near_miss", {}))
+        rs, _ = generate_near_miss(**nm)
+        return replace(rs, name=name)
     if kind == "generated":
         from .generate import generate_limit_style
 
