@@ -25,6 +25,7 @@ include: "workflow/rules/compress.smk"
 include: "workflow/rules/finetune.smk"
 include: "workflow/rules/bm25.smk"
 include: "workflow/rules/colbert.smk"
+include: "workflow/rules/twin_negatives.smk"
 include: "workflow/rules/hardness.smk"
 include: "workflow/rules/report.smk"
 

@@ -28,13 +28,14 @@ FAMILIES = {
     "index": [("stages", "index"), ("stages", "pretrained")],
     "probe": [("stages", "probe")],
     "compress": [("stages", "compress")],
-    "finetune": [("stages", "finetune")],
+    "finetune": [("stages", "finetune"), ("stages", "twin_negatives")],
     "baselines": [("stages", "bm25")],
     "colbert": [("stages", "colbert")],
     "hardness": [("stages", "hardness")],
     "report": [("report", "build_report")],
 }
 RULE_FAMILY = {"data": "data", "index": "index", "pretrained": "index", "probe": "probe", "compress": "compress", "finetune": "finetune",
+               "twin_negatives": "finetune",
                "bm25": "baselines", "colbert": "colbert", "hardness": "hardness", "report": "report"}
 
 

@@ -295,7 +295,7 @@ def train_query_encoder(
 
 
 def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int], ckpt_path: str | Path | None = None,
-                     threads: int | None = None, progress: bool = True) -> TrainResult:
+                     threads: int | None = None, progress: bool = True, twin_negatives: bool = True) -> TrainResult:
     """Fine-tune ``encoder`` on the train split of ``rs`` against its frozen ``index`` (the
     pipeline's ``finetune`` rule, before the final evaluation).
 
@@ -317,6 +317,11 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         config, encoder, index and ``capgap.data.query_records(rs)``.
     threads : int, optional
         torch / BLAS threads.
+    twin_negatives : bool
+        True: the near-miss twins of a train query's gold documents (``rs.twins``,
+        ``capgap.nearmiss``) are negatives in its InfoNCE softmax like every other non-gold
+        document; False: they are left out of it (neither gold nor negative), so the adapter
+        never learns from them (Ralev et al. 2026's "Model A" vs "Model B" contrast).
 
     Returns
     -------
@@ -338,14 +343,33 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         return lambda texts: dense_scores(encoder.encode_queries(texts), D, threads)
 
     evaluate = curve_evaluator(rs, doc_ids, scorer, ks, document_groups(rs.corpus, D), cfg.eval_max_queries)
+    excluded = excluded_positions(rs, train_ids, doc_ids) if rs.excluded else None
+    if not twin_negatives and rs.twins:
+        twins = [[pos[t] for g in sorted(rs.qrels.gold(q)) for t, _ in rs.twins.get(g, ())] for q in train_ids]
+        excluded = [list(e) + t for e, t in zip(excluded or [[] for _ in train_ids], twins)]
     res = train_query_encoder(
         encoder, D, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
         cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
-        train_excluded=excluded_positions(rs, train_ids, doc_ids) if rs.excluded else None,
+        train_excluded=excluded,
     )
     log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
              cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
     return res
+
+
+def load_adapter(encoder, folder: str | Path) -> None:
+    """Put the LoRA adapter saved in ``folder`` (``save_adapter``) on ``encoder``'s transformer
+    (a ``capgap.encoders.Encoder``, in place, eval mode, nothing trainable): its query vectors
+    are then those of the fine-tuned encoder that saved it. Raises ``FileNotFoundError`` when
+    ``folder`` holds no ``adapter_config.json``."""
+    from peft import PeftModel
+
+    folder = Path(folder)
+    if not (folder / "adapter_config.json").is_file():
+        raise FileNotFoundError(f"{folder}: no adapter_config.json (not a saved LoRA adapter)")
+    st = encoder.model
+    st[0].auto_model = PeftModel.from_pretrained(st[0].auto_model, str(folder), is_trainable=False)
+    st.eval()
 
 
 def _sort_key(x):

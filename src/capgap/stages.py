@@ -123,6 +123,37 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     return rows
 
 
+def twin_negatives(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``twin_negatives``: near-miss twins as hard negatives or not
+    (``capgap.nearmiss.twin_negative_rows``). Fine-tunes the query encoder on the near-miss
+    set ``inputs.data`` exactly as rule ``finetune`` (settings ``params.finetune``) but with the
+    twins left out of the InfoNCE softmax, resuming from ``params.checkpoint``; writes its
+    ``outputs.curve`` and ``outputs.adapter``. Rows (``outputs.metrics``): that adapter on the
+    near-miss set (method ``finetuned-no-twins``, twin rows included), and on every transfer
+    target (``inputs.targets`` data folders, ``inputs.target_indexes`` fingerprints, same
+    encoder) both adapters: ``finetuned-no-twins@<set>`` and, loaded from ``inputs.adapter``
+    (rule ``finetune``: twins as negatives), ``finetuned@<set>``."""
+    from .finetune import FinetuneConfig, finetune_encoder, load_adapter, save_adapter
+    from .index import index_fingerprint, load_index
+    from .nearmiss import twin_negative_rows
+
+    rs, enc, idx = _load_with_index(inputs, params, threads)
+    targets = []
+    for folder, fp in zip(inputs.targets, inputs.target_indexes):
+        t = load_canonical(folder)
+        targets.append((t, load_index(Path(fp).parent, index_fingerprint(enc.fingerprint(), t.corpus))))
+    cfg = FinetuneConfig.from_config(dict(params.finetune))
+    res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads, twin_negatives=False)
+    write_curve(outputs.curve, res.curve)
+    save_adapter(enc.model[0].auto_model, outputs.adapter)
+    with_twins = _encoder(params, threads)
+    load_adapter(with_twins, inputs.adapter)
+    rows = twin_negative_rows(rs, idx, enc, with_twins, targets, params.ks, params.ndcg_k, params.encoder_name, threads)
+    _write_rows(outputs.metrics, rows)
+    Path(params.checkpoint).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
+    return rows
+
+
 def colbert(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``colbert``: late interaction (``capgap.colbert.run_colbert``, settings ``params.colbert``):
     fine-tune a PyLate ColBERT on the train queries, encode the corpus, retrieve by MaxSim

@@ -151,8 +151,10 @@ for _v in config["compress"]["variants"] or []:
     from capgap.compress import parse_variant
 
     parse_variant(_v)  # a malformed variant fails here, before any job runs
-for _section in ("colbert", "compress"):
-    for _d in config[_section]["datasets"] or []:
+for _section in ("colbert", "compress", "twin_negatives"):
+    for _d in (config[_section]["datasets"] or []) + config[_section].get(
+        "transfer", []
+    ):
         if _d not in config["datasets"]:
             raise ValueError(
                 f"{_section}.datasets names unknown dataset {_d!r}; known: {datasets()}"
@@ -206,6 +208,35 @@ def compress_on(dataset):
     return cp["enabled"] and (cp["datasets"] is None or dataset in cp["datasets"])
 
 
+def has_twins(dataset):
+    """Whether a dataset has near-miss twins: source near-miss, or a near_miss key."""
+    spec = config["datasets"][dataset]
+    return spec.get("source") == "near-miss" or "near_miss" in spec
+
+
+def twin_negatives_on(dataset):
+    """Whether the twin_negatives job runs on a dataset. It does when twin_negatives.enabled, finetune.enabled
+    (it compares against the finetune rule's adapter), the dataset has twins, and
+    twin_negatives.datasets is unset or names it."""
+    tn = config["twin_negatives"]
+    return (
+        tn["enabled"]
+        and is_enabled("finetune")
+        and has_twins(dataset)
+        and (tn["datasets"] is None or dataset in tn["datasets"])
+    )
+
+
+def transfer_targets(dataset, encoder):
+    """twin_negatives.transfer data sets that are available and list `encoder` (the adapters
+    are evaluated on their frozen index of that encoder)."""
+    return [
+        t
+        for t in config["twin_negatives"]["transfer"]
+        if t != dataset and encoder in encoders_for(t) and dataset_available(t)
+    ]
+
+
 def colbert_on(dataset):
     """Whether ColBERT runs on a dataset, i.e. colbert.enabled and (colbert.datasets unset
     or naming it)."""
@@ -247,6 +278,8 @@ def result_tables(wildcards=None):
             files += per_index(rules.compress.output.metrics, ds)
         if colbert_on(ds):
             files += expand(rules.colbert.output.metrics, dataset=ds)
+        if twin_negatives_on(ds):
+            files += per_index(rules.twin_negatives.output.metrics, ds)
     if is_enabled("hardness"):
         files.append(rules.hardness.output.metrics)
     return files
