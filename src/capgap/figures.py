@@ -18,7 +18,7 @@ from .io import atomic_open
 
 HARDNESS_PREFIX = "parity-P"
 METHOD_NAMES = {"probe": "capacity (probe)", "pretrained": "pre-trained", "finetuned": "fine-tuned",
-                "bm25": "BM25", "colbert": "ColBERT"}
+                "bm25": "BM25", "colbert": "ColBERT", "finetuned-no-twins": "fine-tuned without twins"}
 
 
 def _mpl():
@@ -301,5 +301,80 @@ def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(5, len(handles)), fontsize=8)
     fig.suptitle("Capacity under index compression (all queries)", y=1.0)
     fig.tight_layout()
+    _save(fig, path)
+    return True
+
+
+NEAR_MISS_X = "pre-trained score gap, gold - twin (cosine)"
+NEAR_MISS_Y = "probe margin, gold - twin (unit witness)"
+
+
+def near_miss_points(df: pd.DataFrame) -> pd.DataFrame:
+    """The points of ``plot_near_miss``: one row per dataset x encoder x twin type (types in
+    ``capgap.nearmiss.TYPES`` order, then others) with both the pre-trained encoder's and the
+    probe's held-out ``twin_gap`` rows. Columns dataset, encoder, type, x, x25, x75 (pre-trained
+    median and quartiles of score(gold) - score(twin), cosine), y, y25, y75 (the probe's
+    geometric margin, witness scaled to unit norm); quartiles nan when not recorded."""
+    from .nearmiss import TYPES
+
+    cols = ["dataset", "encoder", "type", "x", "x25", "x75", "y", "y25", "y75"]
+    d = df[(df["split"] == "heldout") & df["method"].isin(["pretrained", "probe"])
+           & df["metric"].astype(str).str.startswith("twin_gap")]
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    d = d.assign(name=d["metric"].str.split(":", n=1).str[0], type=d["metric"].str.split(":", n=1).str[1])
+    wide = d.pivot_table(index=["dataset", "encoder", "type"], columns=["method", "name"], values="value", aggfunc="first")
+    order = {t: i for i, t in enumerate(TYPES)}
+    rows = []
+    for (ds, enc, t), r in wide.iterrows():
+        def g(method, name):
+            return float(r.get((method, name), float("nan")))
+
+        if g("pretrained", "twin_gap") == g("pretrained", "twin_gap") and g("probe", "twin_gap") == g("probe", "twin_gap"):
+            rows.append({"dataset": ds, "encoder": enc, "type": t, "x": g("pretrained", "twin_gap"),
+                         "x25": g("pretrained", "twin_gap_p25"), "x75": g("pretrained", "twin_gap_p75"), "y": g("probe", "twin_gap"),
+                         "y25": g("probe", "twin_gap_p25"), "y75": g("probe", "twin_gap_p75"), "_o": (order.get(t, len(order)), t)})
+    p = pd.DataFrame(rows, columns=cols + ["_o"])
+    firsts = list(dict.fromkeys(zip(df["dataset"], df["encoder"])))  # cells in results.csv order
+    p["_c"] = [firsts.index((a, b)) for a, b in zip(p["dataset"], p["encoder"])]
+    return p.sort_values(["_c", "_o"], kind="stable").drop(columns=["_o", "_c"]).reset_index(drop=True)
+
+
+def _bars(mid: pd.Series, lo: pd.Series, hi: pd.Series) -> list:
+    """Asymmetric error bar lengths ``[below, above]`` from quartiles (0 where not recorded)."""
+    return [(mid - lo).clip(lower=0).fillna(0).tolist(), (hi - mid).clip(lower=0).fillna(0).tolist()]
+
+
+def plot_near_miss(df: pd.DataFrame, path: str | Path) -> bool:
+    """Near-miss twins, geometry against the encoder: per twin type (and dataset x encoder) one
+    point at x = the pre-trained encoder's held-out median score gap gold - twin (cosine), y =
+    the probe's held-out median margin (witness scaled to unit norm), bars p25-p75 on both axes,
+    dashed x = 0 and y = 0 lines, each point labelled with its type. Points right of x = 0:
+    the encoder already prefers the gold; above y = 0: the index separates it. Writes a
+    placeholder when no near-miss dataset has probe and pre-trained twin rows; returns whether
+    real points were drawn.
+
+    ``df``: results.csv rows (``twin_gap:<type>``, ``twin_gap_p25:<type>``, ``twin_gap_p75:<type>``
+    of methods probe and pretrained, split heldout; see ``near_miss_points``)."""
+    plt, sns = _mpl()
+    p = near_miss_points(df)
+    if p.empty:
+        _placeholder(path, "no near-miss twin gaps (no near-miss dataset, or probe / pre-trained not run)")
+        return False
+    cells = list(dict.fromkeys(zip(p["dataset"], p["encoder"])))
+    colours = dict(zip(cells, sns.color_palette(n_colors=len(cells))))
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    ax.axvline(0, color="grey", linestyle="--", linewidth=1)
+    ax.axhline(0, color="grey", linestyle="--", linewidth=1)
+    for cell in cells:
+        q = p[(p["dataset"] == cell[0]) & (p["encoder"] == cell[1])]
+        ax.errorbar(q["x"], q["y"], xerr=_bars(q["x"], q["x25"], q["x75"]), yerr=_bars(q["y"], q["y25"], q["y75"]),
+                    fmt="o", color=colours[cell], capsize=3, markersize=6, label=f"{cell[0]} / {cell[1]}")
+        for r in q.itertuples(index=False):
+            ax.annotate(r.type.replace("_", " "), (r.x, r.y), fontsize=8, xytext=(5, 4), textcoords="offset points")
+    ax.set(xlabel=NEAR_MISS_X, ylabel=NEAR_MISS_Y, title="Near-miss twins: geometry vs encoder (held-out, p25-p75)")
+    ax.grid(True, alpha=0.3)
+    if len(cells) > 1:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     _save(fig, path)
     return True

@@ -15,6 +15,12 @@ Rows of rule ``compress`` (``compression`` names the index variant) feed only th
 "Capacity under index compression" and ``figures/compression.png`` (``compression_table``,
 ``compression_sentence``, ``render_compression``); every other output is computed from the
 rows with ``compression`` empty, so it reads the same with or without them.
+
+Rows of twin metrics (``twin_win:<type>`` etc., ``capgap.nearmiss``) and of the near-miss
+adapters on transfer targets (methods ``finetuned@<source>``, ``finetuned-no-twins@<source>``)
+feed the section "Near-miss twins: geometry or learning?" and ``figures/near_miss.png``
+(``near_miss_table``, ``twin_verdict``, ``transfer_table``, ``transfer_sentence``,
+``render_near_miss``); without them the section is absent and the figure a placeholder.
 """
 
 from __future__ import annotations
@@ -46,7 +52,8 @@ def collect(csv_paths: Sequence[str | Path]) -> pd.DataFrame:
     index variant for rows of rule ``compress`` (``float32``, ``sq8``, ``pq-48x8``, ...). A
     table written before that column existed (the first seven of COLUMNS) reads with it empty.
     Rows of the frozen index come first, sorted as they always were; compress rows follow, per
-    dataset x encoder in the order their job wrote the variants."""
+    dataset x encoder in the order their job wrote the variants. ``value`` is numeric: an empty
+    value (a twin gap quantile with no finite score, ``capgap.nearmiss.twin_rows``) reads as nan."""
     frames = []
     for p in csv_paths:
         df = pd.read_csv(p, dtype={"encoder": str, "k": "Int64", "compression": str}, keep_default_na=False,
@@ -60,6 +67,7 @@ def collect(csv_paths: Sequence[str | Path]) -> pd.DataFrame:
         return pd.DataFrame(columns=list(COLUMNS))
     df = pd.concat(frames, ignore_index=True)
     df["compression"] = df["compression"].fillna("").astype(str)
+    df["value"] = pd.to_numeric(df["value"], errors="coerce")  # empty (a twin gap with no finite score): nan
     df["_m"] = df["method"].map({m: i for i, m in enumerate(METHOD_ORDER)}).fillna(99)
     df["_s"] = df["split"].map({s: i for i, s in enumerate(SPLIT_ORDER)}).fillna(99)
     df["_v"] = pd.factorize(df["compression"])[0]  # variants in the order the jobs wrote them
@@ -204,6 +212,7 @@ class ReportOutputs:
     hardness_p: str
     hardness_m: str
     compression_png: str
+    near_miss_png: str
 
     @classmethod
     def from_named(cls, named) -> "ReportOutputs":
@@ -221,7 +230,8 @@ class ReportOutputs:
 
 FIGURES = {"recall_png": "recall_at_k.png", "gap_png": "capacity_gap.png", "scatter_png": "train_vs_heldout.png",
            "slack_png": "probe_slack.png", "curves_png": "finetune_curves.png", "hardness_p": "hardness_vs_P.png",
-           "hardness_m": "hardness_vs_m.png", "compression_png": "compression.png"}
+           "hardness_m": "hardness_vs_m.png", "compression_png": "compression.png",
+           "near_miss_png": "near_miss.png"}
 
 
 def _as_list(v) -> list:
@@ -563,6 +573,7 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], n
                    "(dotted line), so slack at or below eps is solver tolerance; certified queries separate every gold "
                    "document strictly, whatever their slack.")
     out += _side_by_side(df)
+    out += render_near_miss(df, figs.get("near_miss_png"), ndcg_k)
     for ds in sorted(df["dataset"].unique()):
         sub = df[df["dataset"] == ds]
         out.append(f"## {ds}")
@@ -905,10 +916,10 @@ def summary(df: pd.DataFrame, ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["nd
     """Every number as a nested dict (``summary.json``): dataset -> method[/encoder] -> split -> metric@k -> value
     (just ``metric`` for metrics without a cut-off: certified, slack_median, ...). Rows of
     compressed index variants (``compression`` not empty) are left out: they are the
-    compression section's (``compression_table``)."""
+    compression section's (``compression_table``), and so are empty values (nan)."""
     out: dict = {}
     df = uncompressed(df)
-    for r in df[df["metric"] != "n_queries"].itertuples(index=False):
+    for r in df[(df["metric"] != "n_queries") & df["value"].notna()].itertuples(index=False):
         key = f"{r.method}/{r.encoder}" if r.encoder else r.method
         name = r.metric if pd.isna(r.k) or r.k == "" else f"{r.metric}@{r.k}"  # certified, slack_median: no k
         out.setdefault(r.dataset, {}).setdefault(key, {}).setdefault(r.split, {})[name] = round(float(r.value), 6)
@@ -951,6 +962,7 @@ def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int]
         "scatter_png": figures.plot_train_vs_heldout(table[table["stated"]], paper_points(), outputs.scatter_png),
         "slack_png": figures.plot_slack(inputs.per_query, outputs.slack_png, eps=((config or {}).get("probe") or {}).get("eps")),
         "curves_png": figures.plot_curves(inputs.curves, outputs.curves_png),
+        "near_miss_png": figures.plot_near_miss(df, outputs.near_miss_png),
     }
     figs = {k: (rel[k] if ok else None) for k, ok in drawn.items()}
     fps = provenance.fingerprints(inputs.fingerprints)
@@ -1198,3 +1210,307 @@ def render_compression(ctable: pd.DataFrame, fig: str | None, tol: float = COMPR
                                _f(r.capacity), _f(r.certified), _f(r.pretrained)] for r in cell.itertuples(index=False)]))
         out.append("")
     return out
+
+
+# ---- Near-miss twins: geometry or learning? (capgap.nearmiss) --------------------------------
+
+TWIN_SOLVED = 0.95  # held-out twin_win at or above this: the method separates the gold statement from that twin type
+NO_TWINS = "finetuned-no-twins"  # the near-miss adapter trained with the twins left out of the InfoNCE softmax
+TWIN_METHODS = ("probe", "pretrained", "finetuned", NO_TWINS, "bm25", "colbert")  # order the twin pair count is taken in
+TRANSFER_METHOD = re.compile(r"^(finetuned|finetuned-no-twins)@(.+)$")  # finetuned[-no-twins]@<near-miss source>
+NEAR_MISS_COLUMNS = ["dataset", "encoder", "type", "pairs", "probe_win", "probe_gap", "pretrained_win", "finetuned_train",
+                     "finetuned_heldout", "no_twins_heldout", "bm25_win", "bm25_tie", "colbert_win", "colbert_tie"]
+TRANSFER_COLUMNS = ["target", "encoder", "source", "row", "method", "recall", "ndcg", "twin_win_mean"]
+
+
+def _twin_metric(metric: str) -> tuple[str, str] | None:
+    """``"twin_win:role_swap"`` -> ``("twin_win", "role_swap")``; None for any other metric."""
+    name, sep, kind = str(metric).partition(":")
+    return (name, kind) if sep and name.startswith("twin_") and kind else None
+
+
+def twin_metric_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The results.csv rows of twin metrics (``twin_pairs:<type>``, ``twin_win:<type>``, ...)."""
+    return df[[_twin_metric(m) is not None for m in df["metric"]]] if len(df) else df
+
+
+def twin_types(df: pd.DataFrame) -> list[str]:
+    """The twin types that have rows in ``df``: ``capgap.nearmiss.TYPES`` order, then any other
+    type (a newer edit rule) alphabetically."""
+    from .nearmiss import TYPES
+
+    seen = {t[1] for t in map(_twin_metric, df["metric"]) if t}
+    return [t for t in TYPES if t in seen] + sorted(seen - set(TYPES))
+
+
+def _num(df: pd.DataFrame, dataset, encoder, method, split, metric, k=None) -> float:
+    """``_value`` as a float: nan when the row is absent or its value empty."""
+    v = _value(df, dataset, encoder, method, split, metric, k)
+    return float("nan") if v == "–" else float(v)
+
+
+def _twin_encoders(tw: pd.DataFrame, dataset: str) -> list[str]:
+    """The single-vector encoders with twin rows on ``dataset`` (``[""]`` when only BM25 /
+    ColBERT, which have no encoder, measured it)."""
+    encs = tw[(tw["dataset"] == dataset) & (tw["encoder"] != "")]["encoder"].unique()
+    return list(encs) or [""]
+
+
+def near_miss_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per near-miss dataset x single-vector encoder x twin type present, columns
+    NEAR_MISS_COLUMNS, from the twin rows of results.csv (``df``; none: an empty frame).
+
+    ``pairs``: held-out (query, gold, twin) triples (the first method of TWIN_METHODS that
+    recorded it); every ``*_win`` column is a held-out ``twin_win`` (fraction in [0, 1] of those
+    triples whose gold document scores strictly above its twin) except ``finetuned_train``;
+    ``probe_gap``: the probe's held-out median geometric margin (witness scaled to unit norm);
+    ``bm25_tie`` / ``colbert_tie``: held-out ``twin_tie`` (fraction of exact ties). BM25 and
+    ColBERT (no encoder) repeat on every encoder's rows. nan: not measured."""
+    tw = twin_metric_rows(df)
+    rows = []
+    for d in tw["dataset"].unique():
+        sub = tw[tw["dataset"] == d]
+        for e in _twin_encoders(tw, d):
+            for t in twin_types(sub):
+                def v(method, name, split="heldout"):
+                    return _num(sub, d, "" if method in ("bm25", "colbert") else e, method, split, f"{name}:{t}")
+
+                pairs = next((p for p in (v(m, "twin_pairs") for m in TWIN_METHODS) if p == p), float("nan"))
+                rows.append({"dataset": d, "encoder": e, "type": t, "pairs": pairs, "probe_win": v("probe", "twin_win"),
+                             "probe_gap": v("probe", "twin_gap"), "pretrained_win": v("pretrained", "twin_win"),
+                             "finetuned_train": v("finetuned", "twin_win", "train"),
+                             "finetuned_heldout": v("finetuned", "twin_win"), "no_twins_heldout": v(NO_TWINS, "twin_win"),
+                             "bm25_win": v("bm25", "twin_win"), "bm25_tie": v("bm25", "twin_tie"),
+                             "colbert_win": v("colbert", "twin_win"), "colbert_tie": v("colbert", "twin_tie")})
+    return pd.DataFrame(rows, columns=NEAR_MISS_COLUMNS)
+
+
+def _type_name(t: str) -> str:
+    """A twin type for display: ``role_swap`` -> ``role swap``."""
+    return t.replace("_", " ")
+
+
+def twin_verdict_kind(r: Mapping) -> str:
+    """The verdict on one twin type (``r``: a ``near_miss_table`` row as a mapping), from
+    held-out twin_win only, with TWIN_SOLVED = 0.95:
+
+    1. ``"index-limited"`` if the probe's twin_win < TWIN_SOLVED: the frozen index itself does
+       not separate the gold statement from its twin;
+    2. else ``"encoder-limited"`` if the pre-trained encoder's twin_win < TWIN_SOLVED: the
+       geometry allows it, the encoder does not find it (the sentence adds whether fine-tuning
+       closes it on held-out combinations: fine-tuned held-out twin_win >= TWIN_SOLVED);
+    3. else ``"lexically blind"`` if BM25's twin_win < TWIN_SOLVED: the index and the encoder
+       separate it, the lexical baseline does not;
+    4. else ``"solved"``: solved by every method (the sentence names any other method that
+       was measured and falls below TWIN_SOLVED: fine-tuned, fine-tuned without twins, ColBERT).
+
+    ``"not decided"`` when a value the rule needs was not measured: the probe's, or (probe at
+    or above TWIN_SOLVED) the pre-trained encoder's. A BM25 that did not run skips step 3."""
+    if r["probe_win"] != r["probe_win"]:
+        return "not decided"
+    if r["probe_win"] < TWIN_SOLVED:
+        return "index-limited"
+    if r["pretrained_win"] != r["pretrained_win"]:
+        return "not decided"
+    if r["pretrained_win"] < TWIN_SOLVED:
+        return "encoder-limited"
+    if r["bm25_win"] == r["bm25_win"] and r["bm25_win"] < TWIN_SOLVED:
+        return "lexically blind"
+    return "solved"
+
+
+def _finetune_clause(r: Mapping) -> str:
+    """The encoder-limited verdict's clause on fine-tuning (held-out, train in brackets)."""
+    ft, tr, nt = r["finetuned_heldout"], r["finetuned_train"], r["no_twins_heldout"]
+    if ft != ft:
+        return "fine-tuning was not run"
+    train = f", train {tr:.3f}" if tr == tr else ""
+    without = f"; without twins in the softmax it reaches {nt:.3f}" if nt == nt else ""
+    if ft >= TWIN_SOLVED:
+        return f"fine-tuning closes it on held-out combinations (fine-tuned held-out {ft:.3f}{train}{without})"
+    return f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < {TWIN_SOLVED}{train}{without})"
+
+
+def _solved_clause(r: Mapping) -> str:
+    """The solved verdict's text: "solved by every method", or the methods measured below TWIN_SOLVED."""
+    checked = f"probe {r['probe_win']:.3f}, pre-trained {r['pretrained_win']:.3f}" + (
+        f", BM25 {r['bm25_win']:.3f}" if r["bm25_win"] == r["bm25_win"] else ", BM25 not run")
+    below = [f"{name} {r[c]:.3f}" for c, name in (("finetuned_heldout", "fine-tuned"), ("no_twins_heldout", "fine-tuned without twins"),
+                                                   ("colbert_win", "ColBERT")) if r[c] == r[c] and r[c] < TWIN_SOLVED]
+    if below:
+        return (f"solved by the index, the pre-trained encoder and BM25 ({checked}, all >= {TWIN_SOLVED}), "
+                f"but not by {', '.join(below)}")
+    return f"solved by every method ({checked}, all >= {TWIN_SOLVED}, and every other method measured)"
+
+
+def twin_verdict(r: Mapping) -> str:
+    """One sentence per twin type: ``twin_verdict_kind``'s verdict with the held-out numbers
+    of the row (``near_miss_table``) that decide it, plus, whenever BM25's tie rate >= 0.5, that
+    BM25 is lexically blind to this type. E.g. "**role swap** (150 held-out pairs):
+    encoder-limited — the geometry allows it (...) but the pre-trained encoder does not find it
+    (...); fine-tuning closes it on held-out combinations (...)." """
+    kind, t = twin_verdict_kind(r), _type_name(r["type"])
+    head = f"**{t}** ({_count(r['pairs']) if r['pairs'] == r['pairs'] else '?'} held-out pairs): "
+    probe = f"probe {r['probe_win']:.3f}, median margin {_f(r['probe_gap'])}" if r["probe_win"] == r["probe_win"] else ""
+    if kind == "not decided":
+        what = "the probe" if not probe else "the pre-trained encoder"
+        text = f"not decided — {what} did not measure this twin type"
+    elif kind == "index-limited":
+        text = (f"index-limited — the frozen index itself does not separate the gold statement from its twin: the probe, "
+                f"fitted per query on the index, ranks the gold above its twin on only {r['probe_win']:.3f} of held-out "
+                f"pairs (< {TWIN_SOLVED}; median margin {_f(r['probe_gap'])})")
+    elif kind == "encoder-limited":
+        text = (f"encoder-limited — the geometry allows it ({probe}) but the pre-trained encoder does not find it "
+                f"(twin_win {r['pretrained_win']:.3f} < {TWIN_SOLVED}); {_finetune_clause(r)}")
+    elif kind == "lexically blind":
+        text = (f"lexically blind — the frozen index and the pre-trained encoder separate the gold from its twin "
+                f"({probe}; pre-trained {r['pretrained_win']:.3f}), BM25 does not ({r['bm25_win']:.3f} < {TWIN_SOLVED})")
+    else:
+        text = _solved_clause(r)
+    tie = r["bm25_tie"]
+    if tie == tie and tie >= 0.5:
+        text += (f". BM25 is lexically blind to {t} (ties on {tie:.0%} of pairs; the evaluation's tie rule ranks the "
+                 "twin first)")
+    return head + text + "."
+
+
+def _win_cell(win: float, extra: float, fmt: str) -> str:
+    """A twin_win cell with a second number in brackets (``fmt``: e.g. ``"({:.3f})"``); "–" when not measured."""
+    if win != win:
+        return "–"
+    return f"{win:.3f}" + (" " + fmt.format(extra) if extra == extra else "")
+
+
+def _near_miss_cell_table(cell: pd.DataFrame, no_twins: bool) -> str:
+    """The Markdown table of one dataset x encoder of ``near_miss_table`` (``no_twins``: with
+    the column of the adapter trained without twins)."""
+    header = ["twin type", "pairs (held-out)", "capacity: probe (median margin)", "pre-trained", "fine-tuned train",
+              "fine-tuned held-out", *(["fine-tuned without twins"] if no_twins else []), "BM25 (tie rate)", "ColBERT"]
+    rows = [[_type_name(r["type"]), _count(r["pairs"]) if r["pairs"] == r["pairs"] else "–",
+             _win_cell(r["probe_win"], r["probe_gap"], "({:.3f})"), _f(r["pretrained_win"]), _f(r["finetuned_train"]),
+             _f(r["finetuned_heldout"]), *([_f(r["no_twins_heldout"])] if no_twins else []),
+             _win_cell(r["bm25_win"], r["bm25_tie"], "(ties {:.3f})"), _f(r["colbert_win"])]
+            for r in cell.to_dict("records")]
+    return _md_table(header, rows)
+
+
+def transfer_table(df: pd.DataFrame, k: int = 10, ndcg_k: int = EVAL_DEFAULTS["ndcg_k"]) -> pd.DataFrame:
+    """The near-miss adapters on their transfer targets: for every target dataset x encoder x
+    near-miss source with ``finetuned@<source>`` or ``finetuned-no-twins@<source>`` rows, three
+    rows (``row``: ``pretrained``, ``without twins``, ``with twins``; ``method``: the target's
+    method name), columns TRANSFER_COLUMNS plus ``twin_win:<type>`` per type of the source.
+
+    ``recall`` / ``ndcg``: the target's held-out recall@``k`` and nDCG@``ndcg_k`` (the
+    pre-trained row: the target's own ``pretrained``, the "before"); ``twin_win_mean``: the
+    unweighted mean over the source's twin types of the matching source method's held-out
+    twin_win (``pretrained``, ``finetuned-no-twins``, ``finetuned``), ``twin_win:<type>`` each
+    type's. nan: not measured."""
+    found = []
+    for (d, e, m) in df[["dataset", "encoder", "method"]].drop_duplicates().itertuples(index=False):
+        hit = TRANSFER_METHOD.match(str(m))
+        if hit and (d, e, hit.group(2)) not in found:
+            found.append((d, e, hit.group(2)))
+    rows, types = [], []
+    for d, e, src in found:
+        src_types = twin_types(twin_metric_rows(df[df["dataset"] == src]))
+        types += [t for t in src_types if t not in types]
+        for row, target_m, source_m in (("pretrained", "pretrained", "pretrained"),
+                                        ("without twins", f"{NO_TWINS}@{src}", NO_TWINS), ("with twins", f"finetuned@{src}", "finetuned")):
+            wins = {f"twin_win:{t}": _num(df, src, e, source_m, "heldout", f"twin_win:{t}") for t in src_types}
+            got = [w for w in wins.values() if w == w]
+            rows.append({"target": d, "encoder": e, "source": src, "row": row, "method": target_m,
+                         "recall": _num(df, d, e, target_m, "heldout", "recall", k), "ndcg": _num(df, d, e, target_m, "heldout", "ndcg", ndcg_k),
+                         "twin_win_mean": sum(got) / len(got) if got else float("nan"), **wins})
+    return pd.DataFrame(rows, columns=TRANSFER_COLUMNS + [f"twin_win:{t}" for t in types])
+
+
+def transfer_reference() -> dict:
+    """The published reference the transfer sentence quotes (``paper_reference.yaml``,
+    ``references.near_miss_transfer``: Ralev et al. 2026, Table 1). Raises ``KeyError`` when the
+    checked-in table lacks it."""
+    return paper.load_reference()["references"]["near_miss_transfer"]
+
+
+def transfer_sentence(group: pd.DataFrame, ref: Mapping, ndcg_k: int = EVAL_DEFAULTS["ndcg_k"]) -> str:
+    """One target x encoder x source of ``transfer_table``: the change in the target's held-out
+    nDCG@``ndcg_k`` from the adapter trained without twins to the one trained with them
+    (absolute, and in % of the without-twins value), the pre-trained "before", the source's mean
+    held-out twin_win of both, then the published reference ``ref`` (``transfer_reference``)
+    and why the settings differ."""
+    by = {r["row"]: r for r in group.to_dict("records")}
+    d, e, src = group["target"].iloc[0], group["encoder"].iloc[0], group["source"].iloc[0]
+    a, b, p = by["without twins"]["ndcg"], by["with twins"]["ndcg"], by["pretrained"]["ndcg"]
+    who = f"{d} × {e}" if e else d
+    if a != a or b != b:
+        ours = (f"{who}: the change in held-out nDCG@{ndcg_k} from the {src} adapter without twins to the one with twins "
+                "is not measured (an adapter's rows are missing).")
+    else:
+        pct = f"{(b - a) / a * 100:+.1f}%" if a else "% undefined: 0 without twins"
+        before = f"; pre-trained {p:.3f}" if p == p else ""
+        ta, tb = by["without twins"]["twin_win_mean"], by["with twins"]["twin_win_mean"]
+        twins = (f" On {src} itself, held-out twin_win (mean over types) goes from {ta:.3f} without twins to {tb:.3f} with them."
+                 if ta == ta and tb == tb else "")
+        ours = (f"{who}: training the {src} adapter with its twins as InfoNCE negatives changes {d}'s held-out "
+                f"nDCG@{ndcg_k} from {a:.3f} (without twins) to {b:.3f} (with twins), {b - a:+.3f} ({pct}{before}).{twins}")
+    theirs = (f"For reference, {ref['citation']} (\"{ref['title']}\", {ref['table']}) report {ref['model']} {ref['benchmark']} "
+              f"{ref['metric']} {ref['before']:.3f} -> {ref['after']:.3f} ({ref['change_percent']:+.1f}%) with "
+              f"{ref['negatives']}; their setting is {ref['setting']}, capgap's a LoRA query adapter trained on {src} and "
+              f"applied to {d}'s queries against {d}'s frozen index, so the two compare in direction, not in size.")
+    return ours + " " + theirs
+
+
+def _transfer_lines(ttable: pd.DataFrame, k: int, ndcg_k: int) -> list[str]:
+    """The transfer tables and sentences of ``transfer_table`` (no rows: no lines)."""
+    if ttable.empty:
+        return []
+    types = [c.split(":", 1)[1] for c in ttable.columns if c.startswith("twin_win:")]
+    out = ["### Transfer: does training against twins cost generalisation?", "",
+           "The near-miss adapters applied to another data set's queries against its own frozen index (same encoder): "
+           "without twins = twins left out of the InfoNCE softmax, with twins = twins as negatives (the fine-tuned "
+           "adapter above). The last columns are the near-miss source's held-out twin_win of the matching method "
+           "(pre-trained, fine-tuned without twins, fine-tuned), the mean unweighted over types.", ""]
+    ref = transfer_reference()
+    for _, g in ttable.groupby(["target", "encoder", "source"], sort=False):
+        d, src = g["target"].iloc[0], g["source"].iloc[0]
+        label = {"pretrained": "pre-trained", "without twins": f"fine-tuned on {src} without twins",
+                 "with twins": f"fine-tuned on {src} with twins"}
+        out.append(_md_table(["query encoder", f"{d} held-out R@{k}", f"{d} held-out nDCG@{ndcg_k}",
+                              f"{src} twin_win (mean)", *(f"{src} {_type_name(t)}" for t in types)],
+                             [[label[r["row"]], _f(r["recall"]), _f(r["ndcg"]), _f(r["twin_win_mean"]),
+                               *(_f(r.get(f"twin_win:{t}", float("nan"))) for t in types)] for r in g.to_dict("records")]))
+        out += ["", transfer_sentence(g, ref, ndcg_k), ""]
+    return out
+
+
+def render_near_miss(df: pd.DataFrame, fig: str | None, ndcg_k: int = EVAL_DEFAULTS["ndcg_k"], k: int = 10) -> list[str]:
+    """The report's "Near-miss twins: geometry or learning?" section: what is measured, per
+    near-miss dataset x encoder a table (``near_miss_table``) and one verdict sentence per twin
+    type (``twin_verdict``), the figure (``fig``: its path relative to the report; None: not
+    drawn) and, where ``finetuned@<source>`` rows exist, the transfer tables (``transfer_table``
+    at recall@``k`` and nDCG@``ndcg_k``). No twin rows and no transfer rows: no lines."""
+    table = near_miss_table(df)
+    ttable = transfer_table(df, k, ndcg_k)
+    if table.empty and ttable.empty:
+        return []
+    out = ["## Near-miss twins: geometry or learning?", "",
+           "Each statement (gold document) of a near-miss data set has twins that flip its meaning with a minimal edit "
+           "(negation, role swap, spatial / order flip; `capgap.nearmiss`), non-gold for its queries. twin_win = fraction "
+           "of held-out (query, gold, twin) triples whose gold document scores strictly above its twin (a tie counts as a "
+           "loss: the evaluation's tie rule ranks the twin first). Capacity = the probe's twin_win, with its median "
+           "geometric margin (witness scaled to unit norm) in brackets; fine-tuned = LoRA query adapter with the twins as "
+           "InfoNCE negatives, trained on train queries (train column) and measured on held-out combinations; fine-tuned "
+           "without twins = the same training with the twins left out of the softmax; BM25 with its tie rate in "
+           f"brackets. Verdict per type at {TWIN_SOLVED}: index-limited (probe below), else encoder-limited (pre-trained "
+           "below), else lexically blind (BM25 below), else solved. – = not measured.", ""]
+    for (d, e), cell in table.groupby(["dataset", "encoder"], sort=False):
+        out += [f"**{d} / {e}**" if e else f"**{d}**", ""]
+        out.append(_near_miss_cell_table(cell, bool(cell["no_twins_heldout"].notna().any())))
+        out.append("")
+        out += [f"- {twin_verdict(r)}" for r in cell.to_dict("records")] + [""]
+    if not table.empty:
+        out += ([f"![near-miss twins: probe margin vs pre-trained score gap]({fig})", "",
+                 "Per twin type: x = the pre-trained encoder's median score gap gold − twin (cosine), y = the probe's median "
+                 "margin (unit witness), held-out, bars p25–p75. Right of x = 0 the encoder already prefers the gold; above "
+                 "y = 0 the index separates it.", ""] if fig else
+                ["Figure not drawn: the probe or the pre-trained encoder has no twin gaps.", ""])
+    return out + _transfer_lines(ttable, k, ndcg_k)

@@ -28,6 +28,8 @@ rule report:
         hardness_p=reported("reports/figures/hardness_vs_P.png", "Hardness"),
         hardness_m=reported("reports/figures/hardness_vs_m.png", "Hardness"),
         compression_png=reported("reports/figures/compression.png", "Compression"),
+        # not flagged for Snakemake's --report: it would need workflow/report/near_miss.rst
+        near_miss_png=reported("reports/figures/near_miss.png", "Near-miss"),
     log:
         "logs/report/report.log",
     benchmark:
