@@ -68,6 +68,9 @@ def test_rows(tiny_run):
         *((f"parity-P{P}", "", m) for P in (6, 10) for m in ("perfect", "random", "probe")),
         ("parity-P6", "mlp-infonce", "trained"), ("parity-P10", "mlp-infonce", "trained"),
         ("parity-P6", "mlp-infonce-m8", "trained"), ("parity-P6", "mlp-infonce-m32", "trained"),
+        *(("near-miss", e, m) for e, m in (("minilm", "pretrained"), ("", "bm25"), ("minilm", "probe"), ("minilm", "finetuned"),
+                                            ("minilm", "finetuned-no-twins"))),
+        *((ds, "minilm", m) for ds in ("limit-gen", "limit-small") for m in ("finetuned@near-miss", "finetuned-no-twins@near-miss")),
     }
     v = {(r["dataset"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in rows}
     # the parity task: d = ceil(log2 P) + 1, k = 1 + d (rho = 1), n = 2^d
@@ -93,6 +96,21 @@ def test_rows(tiny_run):
         for m in ("pretrained", "bm25", "probe", "finetuned") + (("colbert",) if ds == "limit-gen" else ()):
             rec = [v[(ds, m, "all", "recall", k)] for k in ("2", "10", "20")]
             assert all(0 <= x <= 1 for x in rec) and rec == sorted(rec)
+    # near-miss: 16 + 16 statements, each with a negation and a role-swap twin; round(0.34 x 32)
+    # = 11 spatial ones with a flip twin. A role swap has its statement's bag of words: BM25 ties
+    # it on every pair, and the tie rule ranks the twin first (twin_win 0)
+    for m in ("pretrained", "probe", "finetuned", "finetuned-no-twins", "bm25"):
+        assert v[("near-miss", m, "all", "twin_pairs:negation", "")] == 32
+        assert v[("near-miss", m, "all", "twin_pairs:role_swap", "")] == 32
+        assert v[("near-miss", m, "all", "twin_pairs:spatial_flip", "")] == 11
+        assert v[("near-miss", m, "train", "twin_pairs:role_swap", "")] == 16
+    for split in ("train", "heldout", "all"):
+        assert v[("near-miss", "bm25", split, "twin_tie:role_swap", "")] == 1.0
+        assert v[("near-miss", "bm25", split, "twin_win:role_swap", "")] == 0.0
+    # the transfer rows evaluate every query of the target, like its own pretrained rows
+    for ds in ("limit-gen", "limit-small"):
+        for m in ("finetuned@near-miss", "finetuned-no-twins@near-miss"):
+            assert v[(ds, m, "all", "n_queries", "")] == v[(ds, "pretrained", "all", "n_queries", "")]
     # ColBERT: 60 documents <= exact_max_docs, so exact MaxSim and no ANN rows; train/held-out split
     assert v[("limit-gen", "colbert", "train", "n_queries", "")] == 20
     assert not any(r["method"] == "colbert" and r["metric"] == "ann_recall" for r in rows)
@@ -195,7 +213,7 @@ def test_incremental_rerun(tiny_run, mirror, tmp_path):
     changed.write_text(yaml.safe_dump(cfg))
     r = _smk(tiny_run, changed, mirror, "-n")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert _jobs(r.stdout + r.stderr) == {"bm25": 2, "report": 1, "all": 1}
+    assert _jobs(r.stdout + r.stderr) == {"bm25": 3, "report": 1, "all": 1}
     # a second encoder on one dataset adds its index and evaluation, nothing else reruns
     cfg = yaml.safe_load(TINY.read_text())
     cfg["encoders"]["minilm128"] = {**cfg["encoders"]["minilm"], "max_length": 128}
@@ -286,7 +304,7 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert re.search(r"rule colbert:\n(?:    .*\n)*?    threads: 8\n    resources: [^\n]*\bmem_mb=128000\b", out)
 
 
-RULES = ("data", "index", "pretrained", "probe", "compress", "finetune", "bm25", "colbert", "hardness", "report")
+RULES = ("data", "index", "pretrained", "probe", "compress", "finetune", "twin_negatives", "bm25", "colbert", "hardness", "report")
 
 
 def _rules_in_workflow():
@@ -318,7 +336,7 @@ def test_workflow_profiles_give_every_rule_its_resources(profile):
     if profile == "default":  # the CPU defaults: no GPU anywhere
         assert all(res["gpu"] == 0 for res in prof["set-resources"].values())
     else:
-        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "pretrained", "finetune", "colbert"}
+        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "pretrained", "finetune", "twin_negatives", "colbert"}
 
 
 def _report_outputs():
@@ -361,7 +379,7 @@ def test_default_config_dry_run_online_without_mirror(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     assert "IncompleteCheckpointException" not in out
-    assert _jobs(out).get("data") == 3  # every dataset's data job is scheduled (download or hint)
+    assert _jobs(out).get("data") == 4  # every dataset's data job is scheduled (download or hint)
 
 
 def test_job_code_read_from_each_jobs_log(tmp_path):
@@ -466,7 +484,7 @@ def test_every_number_equals_pytrec_eval_on_the_run_files(tiny_run):
     ks, ndcg_k = cfg["eval"]["ks"], cfg["eval"]["ndcg_k"]
     table = {(r["dataset"], r["encoder"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in _rows(tiny_run)}
     checked = tied_queries = 0
-    for ds in ("limit-gen", "limit-small"):
+    for ds in ("limit-gen", "limit-small", "near-miss"):
         res = tiny_run / "results" / ds
         qrels = load_qrels_file(res / "data" / "qrels.tsv")
         split = dict(line.rstrip("\n").split("\t") for line in (res / "data" / "split.tsv").read_text().splitlines()[2:])
