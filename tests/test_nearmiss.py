@@ -59,6 +59,11 @@ SMALL = {"n_people": 12, "n_train": 30, "n_heldout": 20}
     ("Alice arrives before Bob.", "Alice does not arrive before Bob."),
     ("Alice can see Bob!", "Alice can not see Bob!"),
     ("Alice was behind Bob", "Alice was not behind Bob"),  # no terminal punctuation: none added
+    ("Alice has seen Bob.", "Alice has not seen Bob."),  # the perfect: has is the auxiliary
+    ("Alice had helped Bob.", "Alice had not helped Bob."),
+    ("Alice unties Bob.", "Alice does not untie Bob."),  # IE_VERBS: not "unty"
+    ("Jean-Luc trusts O'Brien.", "Jean-Luc does not trust O'Brien."),  # hyphen and apostrophe names
+    ("Zoë trusts Élodie.", "Zoë does not trust Élodie."),
 ])
 def test_negate(sentence, expected):
     assert negate(sentence) == expected
@@ -103,6 +108,17 @@ NO_VERB = "no auxiliary or third-person verb right after a capitalised subject"
     ("the cat chases the mouse.", "negation", NO_VERB),
     ("the cat chases the mouse.", "role_swap", NOT_NAMES),
     ("Alice kiss Bob.", "negation", NO_VERB),  # "kiss" ends in "ss": not third person
+    ("Alice always trusts Bob.", "negation", NO_VERB),  # an adverb in -s is not a verb
+    ("Alice perhaps trusts Bob.", "negation", NO_VERB),
+    ("Alice as a child trusted Bob.", "negation", NO_VERB),
+    ("Alice helps trusts Bob.", "negation", "two verb candidates after the subject (an adverb before the verb?)"),
+    ("The box is above Alice.", "negation", NO_VERB),  # "The" is not a name: no name subject
+    ("The box is above Alice.", "role_swap", NOT_NAMES),
+    ("Yesterday Alice met Bob.", "role_swap", NOT_NAMES),
+    ("In Paris Alice trusts Bob.", "role_swap", NOT_NAMES),
+    ("Alice's dog bites Bob.", "role_swap", NOT_NAMES),  # a possessive is not a name
+    ("Alice, a nurse, trusts Bob.", "role_swap", NOT_NAMES),  # punctuation glued to a name
+    ("Alice is LEFT OF Bob.", "role_swap", NOT_NAMES),  # capitals in the middle
     ("Alice focuses Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # focus / focuse?
     ("Alice quizzes Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # quiz / quizze?
     ("Alice canoes past Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # canoe / cano?
@@ -337,6 +353,30 @@ def test_hook_twin_id_collision(tmp_path):
     folder = _beir(tmp_path / "ds", {**CORPUS, "d2~role_swap": "Something else."})
     with pytest.raises(ValueError, match="d2~role_swap"):
         obtain("x", {"source": "local", "path": str(folder), "near_miss": {"types": ["negation", "role_swap"]}})
+
+
+def test_hook_twin_duplicating_a_document_up_to_whitespace_is_skipped(tmp_path):
+    """A twin is compared with the corpus as an encoder sees it (title + text, NFC, whitespace
+    collapsed): d5 "Bob trusts Alice. " (trailing space) and d6 "Frank  pays Eve." (two
+    spaces) block the role swaps of d1 and d3, which would otherwise be their exact
+    duplicates, tied with them by every method. d2's twin keeps d2's title "T", so it is
+    "T Dana helps Carl." and d9 "Dana helps Carl." does not block it."""
+    corpus = {"d1": "Alice trusts Bob.", "d2": "Carl helps Dana.", "d3": "Eve pays Frank.", "d4": "Gina helps Hank.",
+              "d5": "Bob trusts Alice. ", "d6": "Frank  pays Eve.", "d7": "Ivy helps Jack.", "d8": "Kim helps Lee.",
+              "d9": "Dana helps Carl."}
+    folder = _beir(tmp_path / "ds", corpus)
+    rs = obtain("x", {"source": "local", "path": str(folder), "near_miss": {"types": ["role_swap"]}})
+    # gold: q1 d1, q2 d2 (title "T"), q3 d3, q4 d4, q5 d7, q6 d8 (see _beir)
+    assert sorted(rs.twins) == ["d2", "d4", "d7", "d8"]
+    assert rs.source["near_miss"]["skipped"] == {"role_swap": {"same text as a document": 2}}
+
+
+def test_types_are_a_set(tmp_path):
+    """The order of near_miss.types changes nothing: twins are made in TYPES order."""
+    folder = _beir(tmp_path / "ds")
+    a = obtain("x", {"source": "local", "path": str(folder), "near_miss": {"types": ["negation", "role_swap"]}})
+    b = obtain("x", {"source": "local", "path": str(folder), "near_miss": {"types": ["role_swap", "negation"]}})
+    assert a.corpus == b.corpus and a.twins == b.twins and a.source["near_miss"] == b.source["near_miss"]
 
 
 def test_add_twins_unknown_type():

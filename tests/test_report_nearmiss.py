@@ -125,10 +125,11 @@ def test_verdict_branches(df):
                      ("nm-enc", ROLE): "encoder-limited", ("nm-enc", SPAT): "encoder-limited"}
     v = _verdicts(df)
     assert v[("nm-index", NEG)] == (
-        "**negation** (150 held-out pairs): index-limited — the frozen index itself does not separate the gold statement "
-        "from its twin: the probe, fitted per query on the index, ranks the gold above its twin on only 0.900 of held-out "
-        "pairs (< 0.95; median margin -0.010). BM25 is lexically blind to negation (ties on 60% of pairs; the evaluation's "
-        "tie rule ranks the twin first).")
+        "**negation** (150 held-out pairs): index-limited — the frozen index does not rank the gold set first with its "
+        "twin behind: the probe's witness (the best query vector it found for each query's whole gold set) ranks the gold "
+        "above its twin on only 0.900 of held-out pairs (< 0.95; median margin -0.010); a single pair of distinct vectors "
+        "is always separable, so an encoder may still order this pair right (pre-trained 0.500). BM25 is "
+        "lexically blind to negation (ties on 60% of pairs; the evaluation's tie rule ranks the twin first).")
     assert v[("nm-enc", ROLE)] == (
         "**role swap** (150 held-out pairs): encoder-limited — the geometry allows it (probe 1.000, median margin 0.031) but "
         "the pre-trained encoder does not find it (twin_win 0.800 < 0.95); fine-tuning closes it on held-out combinations "

@@ -133,6 +133,14 @@ def test_compress_reference_is_the_probe_and_pretrained_jobs(tiny_run):
     assert {r["dataset"] for r in rows if r["compression"]} == {"limit-gen"}  # compress.datasets
 
 
+def test_twin_negatives_on_a_dataset_without_twins_stops_at_start(tmp_path, mirror):
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["twin_negatives"]["datasets"] = ["limit-gen"]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    r = _smk(tmp_path / "w", tmp_path / "c.yaml", mirror, "-n")
+    assert r.returncode != 0 and "'limit-gen', which has no near-miss twins" in r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("variants, says", [(["pq-0x8"], "pq-0x8"), (["sq8", "sq8"], "non-unique"), (["sq8\n"], "sq8")])
 def test_a_bad_compress_variant_stops_the_workflow_at_start(tmp_path, mirror, variants, says):
     """Malformed, repeated or padded variant names fail the dry run, before any job runs."""
@@ -228,6 +236,12 @@ def test_incremental_rerun(tiny_run, mirror, tmp_path):
     changed.write_text(yaml.safe_dump(cfg))
     r = _smk(tiny_run, changed, mirror, "-n")
     assert _jobs(r.stdout + r.stderr) == {"data": 1, "index": 1, "pretrained": 1, "probe": 1, "finetune": 1, "bm25": 1, "report": 1, "all": 1}
+    # near_miss.types is a set: listing it in another order reruns nothing
+    cfg = yaml.safe_load(TINY.read_text())
+    cfg["datasets"]["near-miss"]["near_miss"]["types"] = ["spatial_flip", "role_swap", "negation"]
+    changed.write_text(yaml.safe_dump(cfg))
+    r = _smk(tiny_run, changed, mirror, "-n")
+    assert r.returncode == 0 and "Nothing to be done" in r.stdout + r.stderr, r.stdout[-2000:]
 
 
 def test_missing_dataset_is_fetched_once_available(tiny_run, mirror, tmp_path):

@@ -248,11 +248,12 @@ def generate_near_miss(
     Raises ``ValueError`` when a family has too few people pairs for its share of statements.
     """
     from .data import Corpus, Qrels, Queries, RetrievalSet, Split
-    from .nearmiss import EDITS, TYPES, twin_id
+    from .nearmiss import EDITS, TYPES, _is_name, twin_id
 
     for t in types:
         if t not in TYPES:
             raise ValueError(f"near_miss.types: unknown type {t!r}; expected some of {TYPES}")
+    types = [t for t in TYPES if t in types]  # a set: the order of the config list changes nothing
     rng = random.Random(seed)
     from faker import Faker
 
@@ -263,7 +264,7 @@ def generate_near_miss(
     while len(people) < n_people:
         name = fake.first_name()
         tries += 1
-        if name.isalpha() and name not in people:
+        if _is_name(name) and name not in people:  # a name token of the edit rules (capgap.nearmiss._is_name)
             people.append(name)
         if tries > 100 * n_people:
             raise ValueError(f"generate_near_miss: Faker has fewer than {n_people} distinct single-word first names")

@@ -13,23 +13,29 @@ caller counts it as skipped with the reason ``why_not`` gives, never fakes it):
 ``negation``
     The sentence is one sentence (no ``.``, ``!``, ``?`` or ``;`` before its last character)
     and holds no negation yet (a token ``not``, ``never``, ``no``, ``nobody``, ``nothing``,
-    ``none`` or ending in ``n't``). The subject is the leading run of capitalised tokens; the
-    token right after it decides: (a) an auxiliary or copula (``AUXILIARIES``: is, are, was,
-    were, can, could, will, would, shall, should, may, might, must, does, do, did) gets ``not``
-    after it: "Alice is left of Bob." -> "Alice is not left of Bob."; (b) a lower-case
-    third-person-singular verb (ends in ``s``, not in ``ss``, ``us`` or ``is``) becomes ``does
-    not`` + its base form (``has`` -> ``have``, ``goes`` -> ``go``; ``-ies`` -> ``-y``;
-    ``-sses``/``-shes``/``-ches``/``-xes`` drop ``es``; other ``-ses``/``-zes``/``-oes`` are
-    ambiguous (uses / focuses, shoes / echoes) and skipped; else drop ``s``): "Alice trusts Bob." -> "Alice does not trust Bob.".
+    ``none`` or ending in ``n't``). The subject is the leading run of name tokens
+    (``_is_name``: capitalised letters-only words such as "Alice", "O'Brien", "Jean-Luc", not
+    "The", "In", "LEFT" or "Alice's"); the token right after it decides: (a) an auxiliary or
+    copula (``AUXILIARIES``: is, are, was, were, can, could, will, would, shall, should, may,
+    might, must, does, do, did), or has/have/had before a past participle, gets ``not`` after
+    it: "Alice is left of Bob." -> "Alice is not left of Bob.", "Alice has seen Bob." -> "Alice
+    has not seen Bob."; (b) a lower-case third-person-singular verb (ends in ``s``, not in
+    ``ss``, ``us`` or ``is``, not one of ``NOT_VERBS`` such as "always", "perhaps", "as")
+    becomes ``does not`` + its base form (``has`` -> ``have``, ``goes`` -> ``go``; ``-ies`` ->
+    ``-y`` except ``IE_VERBS``; ``-sses``/``-shes``/``-ches``/``-xes`` drop ``es``; other
+    ``-ses``/``-zes``/``-oes`` are ambiguous (uses / focuses, shoes / echoes) and skipped; else
+    drop ``s``); when the next token could be a verb too ("Alice sometimes helps Bob.") the
+    sentence is skipped. "Alice trusts Bob." -> "Alice does not trust Bob.".
 ``role_swap``
     The sentence (one sentence) is ``<X> <middle> <Y>`` where X is the leading and Y the trailing
-    run of capitalised tokens, the middle is non-empty and all lower-case, and X != Y; the
+    run of name tokens (``_is_name``), the middle is non-empty and all lower-case, and X != Y; the
     result is ``<Y> <middle> <X>``: "Alice trusts Bob Smith." -> "Bob Smith trusts Alice.". A
     role swap has the same bag of words as its statement, so BM25 must tie them.
 ``spatial_flip``
     The sentence (one sentence) holds exactly one spatial or order phrase of ``OPPOSITES``
-    (whole words, lower case, longest phrase first); it is replaced by its opposite: "Alice is
-    left of Bob." -> "Alice is right of Bob.".
+    (whole words, matched case-insensitively, longest phrase first); it is replaced by its
+    opposite in lower case, the first letter's case kept: "Alice is left of Bob." -> "Alice is
+    right of Bob.".
 
 Twins of a dataset live in ``RetrievalSet.twins`` (document id -> ``((twin id, type), ...)``),
 in the data folder's ``twins.tsv``, and are non-gold for every query whose gold set holds
@@ -60,6 +66,24 @@ TYPES = ("negation", "role_swap", "spatial_flip")
 AUXILIARIES = ("is", "are", "was", "were", "can", "could", "will", "would", "shall", "should", "may", "might", "must",
                "does", "do", "did")
 NEGATORS = ("not", "never", "no", "nobody", "nothing", "none")
+# capitalised words that start a sentence without being a name (determiners, prepositions,
+# pronouns, time adverbs): a sentence starting with one has no name subject
+NOT_NAMES = frozenset("""a an the this that these those my your his her its our their some any every each no in on at
+by for from with to of into onto over under after before during since until about as if when while then there here it
+he she they we i you yesterday today tomorrow tonight now later soon once meanwhile however therefore also maybe
+perhaps sometimes always often usually never""".split())
+# lower-case words ending in -s that are not third-person verbs (adverbs, pronouns, ...)
+NOT_VERBS = frozenset("""as was is his its this thus yes plus less unless across always sometimes perhaps besides
+nevertheless towards afterwards backwards forwards whereas alias ours yours hers theirs whose series news species
+various famous serious""".split())
+# -ies verbs whose base form keeps the "ie": the "-ies" -> "-y" rule would be wrong
+IE_VERBS = frozenset({"unties", "belies", "vies", "dies", "lies", "ties"})
+# auxiliaries of the perfect: "has seen" is negated as "has not seen", not "does not have seen"
+PERFECT = ("has", "have", "had")
+PARTICIPLES = frozenset("""met seen done gone made said told paid sent left lost kept held brought bought taught thought
+found heard hit hurt let put read run set shut beaten become begun bitten blown broken chosen come drawn driven eaten
+fallen flown forgotten forgiven frozen given grown hidden known ridden risen shaken shown spoken stolen sworn taken
+thrown woken worn written""".split())
 _PAIRS = (("left of", "right of"), ("above", "below"), ("over", "under"), ("in front of", "behind"),
           ("before", "after"), ("north of", "south of"), ("east of", "west of"), ("inside", "outside"),
           ("earlier than", "later than"))
@@ -80,12 +104,22 @@ def _split(sentence: str) -> tuple[list[str], str] | None:
 
 
 def _is_name(tok: str) -> bool:
-    return tok[:1].isupper()
+    """A name token: letters only, each hyphen/apostrophe part capitalised with the rest lower
+    case ("Alice", "O'Brien", "Jean-Luc", "Zoë"; not "LEFT", "McDonald", "Alice's", "Bob,"),
+    and not a capitalised function word ("The", "In", "Yesterday": ``NOT_NAMES``)."""
+    if tok.lower() in NOT_NAMES:
+        return False
+    parts = re.split(r"[-'’]", tok)
+    return all(p.isalpha() and p[0].isupper() and (len(p) == 1 or p[1:].islower()) for p in parts)
 
 
 def _base_form(verb: str) -> str | None:
+    if verb in NOT_VERBS:
+        return None
     if verb == "has":
         return "have"
+    if verb in IE_VERBS:
+        return verb[:-1]
     if not verb.isalpha() or not verb.islower() or not verb.endswith("s") or verb.endswith(("ss", "us", "is")):
         return None
     if verb in ("goes", "does"):
@@ -97,6 +131,12 @@ def _base_form(verb: str) -> str | None:
     if verb.endswith(("sses", "shes", "ches", "xes", "zes", "oes")):
         return verb[:-2]
     return verb[:-1]
+
+
+def _perfect(low: list[str], n: int) -> bool:
+    """``has``/``have``/``had`` at ``n`` followed by a past participle (ends in -ed or -en, or
+    an irregular one of ``PARTICIPLES``): the auxiliary of the perfect."""
+    return low[n] in PERFECT and n + 1 < len(low) and (low[n + 1].endswith(("ed", "en")) or low[n + 1] in PARTICIPLES)
 
 
 def why_not(sentence: str, kind: str) -> str | None:
@@ -114,15 +154,18 @@ def why_not(sentence: str, kind: str) -> str | None:
         if any(t in NEGATORS or t.endswith("n't") for t in low):
             return "already negated"
         n = next((i for i, t in enumerate(toks) if not _is_name(t)), len(toks))
-        if n == 0 or n == len(toks) or (low[n] not in AUXILIARIES and _base_form(toks[n]) is None):
+        aux = 0 < n < len(toks) and (low[n] in AUXILIARIES or _perfect(low, n))
+        if n == 0 or n == len(toks) or (not aux and _base_form(toks[n]) is None):
             if 0 < n < len(toks) and toks[n].endswith(("ses", "zes", "oes")) and not toks[n].endswith("sses"):
                 return "ambiguous verb ending (-ses, -zes, -oes)"
             return "no auxiliary or third-person verb right after a capitalised subject"
+        if not aux and n + 1 < len(toks) and _base_form(low[n + 1]) is not None:
+            return "two verb candidates after the subject (an adverb before the verb?)"
         return None
     if kind == "role_swap":
         n = next((i for i, t in enumerate(toks) if not _is_name(t)), len(toks))
         m = next((i for i in range(len(toks) - 1, -1, -1) if not _is_name(toks[i])), -1)
-        if n == 0 or m == len(toks) - 1 or n > m or any(_is_name(t) for t in toks[n:m + 1]):
+        if n == 0 or m == len(toks) - 1 or n > m or any(t != t.lower() for t in toks[n:m + 1]):
             return "not '<Name> <lower-case words> <Name>'"
         if toks[:n] == toks[m + 1:]:
             return "both arguments are the same"
@@ -156,7 +199,8 @@ def negate(sentence: str) -> str | None:
         return None
     toks, end = _split(sentence)
     n = next(i for i, t in enumerate(toks) if not _is_name(t))
-    if toks[n].lower() in AUXILIARIES:
+    low = [t.lower() for t in toks]
+    if low[n] in AUXILIARIES or _perfect(low, n):
         return " ".join(toks[:n + 1] + ["not"] + toks[n + 1:]) + end
     return " ".join(toks[:n] + ["does", "not", _base_form(toks[n])] + toks[n + 1:]) + end
 
@@ -200,7 +244,9 @@ def add_twins(rs, types: Sequence[str] = tuple(_DEFAULTS["types"])):
 
     A twin gets the id ``twin_id(doc, type)``, the document's title and the edited text, and
     is gold for no query. An edit that does not apply is skipped and counted by reason, and a
-    twin whose text equals an existing document's is skipped too ("same text as a document").
+    twin whose passage (title and text, NFC, whitespace collapsed: what an encoder sees) equals
+    an existing document's is skipped too ("same text as a document": it would be that
+    document's duplicate, tied with it by every method).
     Returns ``(rs, info)``: the set with the twins appended to the corpus and recorded in
     ``rs.twins``, and ``info = {"types": [...], "added": {type: n}, "skipped": {type: {reason:
     n}}}``. Raises ``ValueError`` for an unknown type or when a twin id is already a document id.
@@ -212,29 +258,34 @@ def add_twins(rs, types: Sequence[str] = tuple(_DEFAULTS["types"])):
     for t in types:
         if t not in TYPES:
             raise ValueError(f"near_miss.types: unknown type {t!r}; expected some of {TYPES}")
+    types = [t for t in TYPES if t in types]  # a set: the order of the config list changes nothing
+    from .retrieval import text_key
+
     gold_docs = sorted({d for q in rs.queries.ids for d in rs.qrels.gold(q)})
     pos = {d: i for i, d in enumerate(rs.corpus.ids)}
-    texts = set(rs.corpus.texts)
+    seen = {text_key(p) for p in rs.corpus.passages()}
     ids, titles, bodies = list(rs.corpus.ids), list(rs.corpus.titles), list(rs.corpus.texts)
     twins = {d: list(v) for d, v in getattr(rs, "twins", {}).items()}
     added = {t: 0 for t in types}
     skipped: dict[str, dict[str, int]] = {t: {} for t in types}
     for d in gold_docs:
-        text = rs.corpus.texts[pos[d]]
+        text, title = rs.corpus.texts[pos[d]], rs.corpus.titles[pos[d]]
         for t in types:
             new = EDITS[t](text)
-            reason = why_not(text, t) if new is None else ("same text as a document" if new in texts else None)
+            key = None if new is None else text_key(f"{title} {new}")
+            reason = why_not(text, t) if new is None else ("same text as a document" if key in seen else None)
             if reason:
                 skipped[t][reason] = skipped[t].get(reason, 0) + 1
                 continue
             tid = twin_id(d, t)
             if tid in pos:
-                raise ValueError(f"{rs.name}: near-miss twin id {tid!r} is already a document id")
+                raise ValueError(f"{rs.name}: near-miss twin id {tid!r} is already a document id; rename that document "
+                                 f"or leave {t!r} out of near_miss.types")
             pos[tid] = len(ids)
             ids.append(tid)
-            titles.append(rs.corpus.titles[pos[d]])
+            titles.append(title)
             bodies.append(new)
-            texts.add(new)
+            seen.add(key)
             twins.setdefault(d, []).append((tid, t))
             added[t] += 1
     out = replace(rs, corpus=Corpus(tuple(ids), tuple(titles), tuple(bodies)), twins={d: tuple(v) for d, v in twins.items()})

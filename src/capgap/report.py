@@ -1294,8 +1294,10 @@ def twin_verdict_kind(r: Mapping) -> str:
     """The verdict on one twin type (``r``: a ``near_miss_table`` row as a mapping), from
     held-out twin_win only, with TWIN_SOLVED = 0.95:
 
-    1. ``"index-limited"`` if the probe's twin_win < TWIN_SOLVED: the frozen index itself does
-       not separate the gold statement from its twin;
+    1. ``"index-limited"`` if the probe's twin_win < TWIN_SOLVED: the witness the probe found for
+       each query's whole gold set (uncertified queries: the best it could do) leaves the twin
+       above the gold statement; not an upper bound on one pair (any two distinct vectors are
+       separable), a statement about ranking the gold set first with the twin behind;
     2. else ``"encoder-limited"`` if the pre-trained encoder's twin_win < TWIN_SOLVED: the
        geometry allows it, the encoder does not find it (the sentence adds whether fine-tuning
        closes it on held-out combinations: fine-tuned held-out twin_win >= TWIN_SOLVED);
@@ -1356,9 +1358,11 @@ def twin_verdict(r: Mapping) -> str:
         what = "the probe" if not probe else "the pre-trained encoder"
         text = f"not decided — {what} did not measure this twin type"
     elif kind == "index-limited":
-        text = (f"index-limited — the frozen index itself does not separate the gold statement from its twin: the probe, "
-                f"fitted per query on the index, ranks the gold above its twin on only {r['probe_win']:.3f} of held-out "
-                f"pairs (< {TWIN_SOLVED}; median margin {_f(r['probe_gap'])})")
+        text = (f"index-limited — the frozen index does not rank the gold set first with its twin behind: the probe's "
+                f"witness (the best query vector it found for each query's whole gold set) ranks the gold above its twin "
+                f"on only {r['probe_win']:.3f} of held-out pairs (< {TWIN_SOLVED}; median margin {_f(r['probe_gap'])}); a "
+                f"single pair of distinct vectors is always separable, so an encoder may still order this pair right "
+                f"(pre-trained {_f(r['pretrained_win'])})")
     elif kind == "encoder-limited":
         text = (f"encoder-limited — the geometry allows it ({probe}) but the pre-trained encoder does not find it "
                 f"(twin_win {r['pretrained_win']:.3f} < {TWIN_SOLVED}); {_finetune_clause(r)}")

@@ -42,8 +42,19 @@ def encoders_for(dataset):
 def dataset_spec(dataset):
     """How to obtain one dataset: its config minus the encoder list (which does not change
     the data, so adding an encoder must not rerun the data rule), plus ``required: true`` under
-    ``require_datasets`` (then an unobtainable dataset fails its data job)."""
+    ``require_datasets`` (then an unobtainable dataset fails its data job). ``near_miss`` is
+    reduced to what it means for the source (only ``types`` unless the source is near-miss:
+    the generator's sizes, filled in by the schema's defaults, mean nothing elsewhere), with
+    the types in capgap.nearmiss.TYPES order, so neither reruns anything."""
+    from capgap.nearmiss import TYPES
+
     spec = {k: v for k, v in config["datasets"][dataset].items() if k != "encoders"}
+    if "near_miss" in spec:
+        nm = dict(spec["near_miss"])
+        if spec.get("source") != "near-miss":
+            nm = {"types": nm.get("types", list(TYPES))}
+        nm["types"] = [t for t in TYPES if t in nm.get("types", TYPES)]
+        spec["near_miss"] = nm
     if config["require_datasets"]:
         spec["required"] = True
     return canonical(spec)
@@ -159,6 +170,19 @@ for _section in ("colbert", "compress", "twin_negatives"):
             raise ValueError(
                 f"{_section}.datasets names unknown dataset {_d!r}; known: {datasets()}"
             )
+for _d in config["twin_negatives"]["datasets"] or []:
+    _spec = config["datasets"][_d]
+    if _spec.get("source") != "near-miss" and "near_miss" not in _spec:
+        raise ValueError(
+            f"twin_negatives.datasets names {_d!r}, which has no near-miss twins "
+            "(give it source: near-miss or a near_miss key)"
+        )
+if config["twin_negatives"]["enabled"] and not config["finetune"]["enabled"]:
+    print(
+        "capgap: twin_negatives is enabled but finetune is not; twin_negatives compares "
+        "against the finetune rule's adapter, so it does not run",
+        file=sys.stderr,
+    )
 for _d in datasets():
     for _e in encoders_for(_d):
         if _e not in config["encoders"]:
