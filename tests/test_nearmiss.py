@@ -64,6 +64,7 @@ SMALL = {"n_people": 12, "n_train": 30, "n_heldout": 20}
     ("Alice unties Bob.", "Alice does not untie Bob."),  # IE_VERBS: not "unty"
     ("Jean-Luc trusts O'Brien.", "Jean-Luc does not trust O'Brien."),  # hyphen and apostrophe names
     ("Zoë trusts Élodie.", "Zoë does not trust Élodie."),
+    ("Alice helps Charles.", "Alice does not help Charles."),  # a name ending in -s is not a second verb
 ])
 def test_negate(sentence, expected):
     assert negate(sentence) == expected

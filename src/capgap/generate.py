@@ -303,6 +303,8 @@ def generate_near_miss(
         split_of[qid] = split
         for t in types:
             new = EDITS[t](text)
+            if new is None and (t != "spatial_flip" or f >= len(NEAR_MISS_RELATIONS)):  # every rule applies by design
+                raise RuntimeError(f"generate_near_miss: the {t} rule does not apply to {text!r}: a bug in the tables")
             if new is not None:
                 twins.setdefault(sid, []).append((twin_id(sid, t), t))
                 ids.append(twin_id(sid, t))

@@ -159,7 +159,7 @@ def why_not(sentence: str, kind: str) -> str | None:
             if 0 < n < len(toks) and toks[n].endswith(("ses", "zes", "oes")) and not toks[n].endswith("sses"):
                 return "ambiguous verb ending (-ses, -zes, -oes)"
             return "no auxiliary or third-person verb right after a capitalised subject"
-        if not aux and n + 1 < len(toks) and _base_form(low[n + 1]) is not None:
+        if not aux and n + 1 < len(toks) and _base_form(toks[n + 1]) is not None:  # lower case only: not "Charles"
             return "two verb candidates after the subject (an adverb before the verb?)"
         return None
     if kind == "role_swap":
