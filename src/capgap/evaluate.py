@@ -177,19 +177,8 @@ def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], group
     qids = list(rs.queries.ids)
     j = Judged.of(rs, qids, doc_ids)
     twins = TwinScores(TwinPairs.of(rs, qids, doc_ids)) if rs.twins else None
-    scores = score_block
-    if twins is not None:
-        def scores(a: int, b: int):
-            from .retrieval import tie_duplicates
-
-            got = score_block(a, b)
-            S, R = got if isinstance(got, tuple) else (got, None)
-            S = tie_duplicates(np.array(S, copy=True), groups) if len(groups) else np.asarray(S)  # as ranked
-            twins.observe(a, S, None if R is None else np.asarray(R, dtype=bool))
-            return got
-
-    ranks, top, top_s = rank_queries(scores, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k), len(doc_ids),
-                                     groups, block=block)
+    ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k), len(doc_ids),
+                                     groups, block=block, observe=None if twins is None else twins.observe)
     rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder, method=method)
     if twins is not None:
         base = {"dataset": rs.name, "encoder": encoder, "method": method}

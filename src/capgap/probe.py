@@ -667,7 +667,7 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     import time
 
     from .data import SPLITS
-    from .evaluate import Judged, eval_depth, interleave_rows, rows_from_ranks
+    from .evaluate import Judged, eval_depth, interleave_rows, rows_from_ranks, split_members
     from .retrieval import document_groups, text_key
     from .trec import Run
 
@@ -678,7 +678,7 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
                     tie_groups=[text_key(x) for x in rs.queries.texts], depth=eval_depth(ks, ndcg_k),
                     duplicates=document_groups(rs.corpus), **cfg.kwargs())
     log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
-    splits = {"train": list(rs.split.train), "heldout": list(rs.split.heldout), "all": qids}
+    splits = split_members(rs)
     split_of = {q: s for s in SPLITS for q in splits[s]}
     records = per_query_records(results, qids, j.gold, index.doc_ids, split_of, ks)
     run = Run(qids, np.stack([r.top_rows for r in results]), np.stack([r.top_scores for r in results]), index.doc_ids,
@@ -704,12 +704,11 @@ def twin_margins(rs, index, results: Sequence[ProbeResult], query_ids: Sequence[
 
     pairs = TwinPairs.of(rs, query_ids, index.doc_ids)
     D = index.embeddings
-    g = np.zeros(len(pairs))
-    t = np.zeros(len(pairs))
-    for i, (qi, gr, tr) in enumerate(zip(pairs.query, pairs.gold, pairs.twin)):
-        w = np.asarray(results[qi].w, dtype=np.float64)
-        w = w / max(float(np.linalg.norm(w)), 1e-300)
-        g[i] = float(np.asarray(D[gr], dtype=np.float64) @ w)
-        t[i] = float(np.asarray(D[tr], dtype=np.float64) @ w)
-        records[qi].setdefault("twin_margin", {})[index.doc_ids[tr]] = g[i] - t[i]
+    W = np.stack([np.asarray(r.w, dtype=np.float64) for r in results])
+    W /= np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-300)
+    Wp = W[pairs.query]  # (n_pairs, dim): each pair's unit witness
+    g = np.einsum("ij,ij->i", np.asarray(D[pairs.gold], dtype=np.float64), Wp)
+    t = np.einsum("ij,ij->i", np.asarray(D[pairs.twin], dtype=np.float64), Wp)
+    for qi, tr, m in zip(pairs.query, pairs.twin, g - t):
+        records[qi].setdefault("twin_margin", {})[index.doc_ids[tr]] = float(m)
     return twin_rows(pairs, g, t, query_ids, splits, base)

@@ -209,7 +209,7 @@ def rank_top(scores: np.ndarray, depth: int, gold: np.ndarray | None = None, gra
 
 def rank_queries(score_block, n_queries: int, gold: Sequence[np.ndarray], grades: Sequence[np.ndarray],
                  excluded: Sequence[Sequence[int]] | None, depth: int, n_docs: int,
-                 groups: Sequence[np.ndarray] = (), block: int | None = None):
+                 groups: Sequence[np.ndarray] = (), block: int | None = None, observe=None):
     """Rank every query's documents with the evaluation tie rule, block by block.
 
     ``score_block(a, b)`` returns the scores of queries ``a:b``: ``(b - a, n_docs)`` float, or a
@@ -217,7 +217,9 @@ def rank_queries(score_block, n_queries: int, gold: Sequence[np.ndarray], grades
     did not retrieve are left out of the ranking). ``gold[q]``/``grades[q]``: row indices and
     grades of query q's gold documents; ``excluded[q]``: rows removed from its ranking;
     ``groups``: duplicate groups (``duplicate_groups``) tied before ranking; ``block``: queries
-    per call (default: about 64 M scores in memory).
+    per call (default: about 64 M scores in memory). ``observe(a, S, R)``: called with each
+    block's scores as ranked (duplicates tied; ``R`` the retrieved mask or None), for measures
+    that need more than the ranking (``capgap.nearmiss.TwinScores.observe``).
 
     Returns ``(ranks, rows, scores)``: ``ranks[q]`` ``(g,) float64`` gold ranks (``rank_gold``),
     ``rows (n_queries, depth) int64`` and ``scores (n_queries, depth) float64`` the top of each
@@ -236,6 +238,8 @@ def rank_queries(score_block, n_queries: int, gold: Sequence[np.ndarray], grades
             raise ValueError(f"score_block({a}, {b}) returned shape {S.shape}, expected {(b - a, n_docs)}")
         if len(groups):  # tie on a copy: the block may be the caller's array
             S = tie_duplicates(S.copy(), groups)
+        if observe is not None:
+            observe(a, S, None if R is None else np.asarray(R, dtype=bool))
         for r, q in enumerate(range(a, b)):
             valid = np.ones(n_docs, dtype=bool) if R is None else np.array(R[r], dtype=bool)
             if excluded is not None and len(excluded[q]):

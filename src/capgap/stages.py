@@ -111,13 +111,9 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     pre-trained encoder. Writes ``outputs.metrics`` (method ``finetuned``), ``outputs.curve``,
     ``outputs.run`` and ``outputs.adapter`` (peft ``save_pretrained``)."""
     from .evaluate import evaluate_encoder
-    from .finetune import FinetuneConfig, finetune_encoder, save_adapter
 
     rs, enc, idx = _load_with_index(inputs, params, threads)
-    cfg = FinetuneConfig.from_config(dict(params.finetune))
-    res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads)
-    write_curve(outputs.curve, res.curve)
-    save_adapter(enc.model[0].auto_model, outputs.adapter)
+    _train_adapter(rs, enc, idx, params, outputs, threads)
     rows = _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads))
     Path(params.checkpoint).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
@@ -133,7 +129,7 @@ def twin_negatives(inputs, outputs, params, threads: int = 1) -> list[dict]:
     target (``inputs.targets`` data folders, ``inputs.target_indexes`` fingerprints, same
     encoder) both adapters: ``finetuned-no-twins@<set>`` and, loaded from ``inputs.adapter``
     (rule ``finetune``: twins as negatives), ``finetuned@<set>``."""
-    from .finetune import FinetuneConfig, finetune_encoder, load_adapter, save_adapter
+    from .finetune import load_adapter
     from .index import index_fingerprint, load_index
     from .nearmiss import twin_negative_rows
 
@@ -142,10 +138,7 @@ def twin_negatives(inputs, outputs, params, threads: int = 1) -> list[dict]:
     for folder, fp in zip(inputs.targets, inputs.target_indexes):
         t = load_canonical(folder)
         targets.append((t, load_index(Path(fp).parent, index_fingerprint(enc.fingerprint(), t.corpus))))
-    cfg = FinetuneConfig.from_config(dict(params.finetune))
-    res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads, twin_negatives=False)
-    write_curve(outputs.curve, res.curve)
-    save_adapter(enc.model[0].auto_model, outputs.adapter)
+    _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives=False)
     with_twins = _encoder(params, threads)
     load_adapter(with_twins, inputs.adapter)
     rows = twin_negative_rows(rs, idx, enc, with_twins, targets, params.ks, params.ndcg_k, params.encoder_name, threads)
@@ -192,6 +185,18 @@ def _encoder(params, threads):
     from .encoders import EncoderSpec, load_encoder
 
     return load_encoder(EncoderSpec.from_config(params.encoder_name, dict(params.encoder)), threads=threads)
+
+
+def _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool = True) -> None:
+    """LoRA fine-tuning with settings ``params.finetune`` (``capgap.finetune.finetune_encoder``,
+    resuming from ``params.checkpoint``); writes ``outputs.curve`` and ``outputs.adapter``."""
+    from .finetune import FinetuneConfig, finetune_encoder, save_adapter
+
+    cfg = FinetuneConfig.from_config(dict(params.finetune))
+    res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads,
+                           twin_negatives=twin_negatives)
+    write_curve(outputs.curve, res.curve)
+    save_adapter(enc.model[0].auto_model, outputs.adapter)
 
 
 def _load_with_index(inputs, params, threads):
