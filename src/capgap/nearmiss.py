@@ -133,6 +133,14 @@ def _base_form(verb: str) -> str | None:
     return verb[:-1]
 
 
+def _arguments(toks: list[str]) -> tuple[int, int]:
+    """``(n, m)``: the leading run of name tokens is ``toks[:n]`` (the subject), the trailing
+    run ``toks[m + 1:]`` (the object); ``n = len(toks)`` / ``m = -1`` when every token is a name."""
+    n = next((i for i, t in enumerate(toks) if not _is_name(t)), len(toks))
+    m = next((i for i in range(len(toks) - 1, -1, -1) if not _is_name(toks[i])), -1)
+    return n, m
+
+
 def _perfect(low: list[str], n: int) -> bool:
     """``has``/``have``/``had`` at ``n`` followed by a past participle (ends in -ed or -en, or
     an irregular one of ``PARTICIPLES``): the auxiliary of the perfect."""
@@ -153,7 +161,7 @@ def why_not(sentence: str, kind: str) -> str | None:
     if kind == "negation":
         if any(t in NEGATORS or t.endswith("n't") for t in low):
             return "already negated"
-        n = next((i for i, t in enumerate(toks) if not _is_name(t)), len(toks))
+        n, _ = _arguments(toks)
         aux = 0 < n < len(toks) and (low[n] in AUXILIARIES or _perfect(low, n))
         if n == 0 or n == len(toks) or (not aux and _base_form(toks[n]) is None):
             if 0 < n < len(toks) and toks[n].endswith(("ses", "zes", "oes")) and not toks[n].endswith("sses"):
@@ -163,8 +171,7 @@ def why_not(sentence: str, kind: str) -> str | None:
             return "two verb candidates after the subject (an adverb before the verb?)"
         return None
     if kind == "role_swap":
-        n = next((i for i, t in enumerate(toks) if not _is_name(t)), len(toks))
-        m = next((i for i in range(len(toks) - 1, -1, -1) if not _is_name(toks[i])), -1)
+        n, m = _arguments(toks)
         if n == 0 or m == len(toks) - 1 or n > m or any(t != t.lower() for t in toks[n:m + 1]):
             return "not '<Name> <lower-case words> <Name>'"
         if toks[:n] == toks[m + 1:]:
@@ -198,7 +205,7 @@ def negate(sentence: str) -> str | None:
     if why_not(sentence, "negation"):
         return None
     toks, end = _split(sentence)
-    n = next(i for i, t in enumerate(toks) if not _is_name(t))
+    n, _ = _arguments(toks)
     low = [t.lower() for t in toks]
     if low[n] in AUXILIARIES or _perfect(low, n):
         return " ".join(toks[:n + 1] + ["not"] + toks[n + 1:]) + end
@@ -210,8 +217,7 @@ def swap_roles(sentence: str) -> str | None:
     if why_not(sentence, "role_swap"):
         return None
     toks, end = _split(sentence)
-    n = next(i for i, t in enumerate(toks) if not _is_name(t))
-    m = next(i for i in range(len(toks) - 1, -1, -1) if not _is_name(toks[i]))
+    n, m = _arguments(toks)
     return " ".join(toks[m + 1:] + toks[n:m + 1] + toks[:n]) + end
 
 
