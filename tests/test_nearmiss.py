@@ -429,7 +429,7 @@ def test_probe_twin_margin_by_hand():
     assert ("heldout", "twin_win:negation") not in got  # no held-out query
     assert records[0]["certified"] and records[0]["twin_margin"]["t"] == pytest.approx(0.5, rel=1e-2)
     # the same margin straight from probe() + twin_margins
-    res = probe_mod.probe(D, [[0]])
+    res = probe_mod.probe(D, [[0]], solve="optimum")
     assert res[0].certified
     w = res[0].w / np.linalg.norm(res[0].w)
     assert w @ (D[0] - D[1]).astype(np.float64) == pytest.approx(0.5, rel=1e-2)

@@ -33,7 +33,7 @@ def test_matches_dlib(n, d, G, C):
     rng = np.random.default_rng(n + d)
     D = unit(rng, n, d)
     gold = rng.choice(n, G, replace=False)
-    ours = probe(D, [gold], C=C, eps=1e-7, max_iter=5000, C_max=None, lp_check_max_docs=0)[0]
+    ours = probe(D, [gold], C=C, eps=1e-7, max_iter=5000, C_max=None, lp_check_max_docs=0, solve="optimum")[0]
     rp = dlib.ranking_pair()
     mask = np.ones(n, dtype=bool)
     mask[gold] = False
@@ -58,7 +58,7 @@ def test_matches_dlib(n, d, G, C):
 def test_separable_toy_is_certified():
     # gold documents point along +x, the others along -x: w = x separates with margin 2
     D = np.array([[1, 0], [0.9, 0.1], [-1, 0], [-0.8, 0.6], [-0.8, -0.6]], dtype=np.float32)
-    r = probe(D, [[0, 1]], C=1000.0, C_max=None, lp_check_max_docs=0)[0]
+    r = probe(D, [[0, 1]], C=1000.0, C_max=None, lp_check_max_docs=0, solve="optimum")[0]
     assert r.certified and r.recall_at(2) == 1.0 and sorted(r.gold_ranks) == [1, 2]
     assert r.slack <= 1e-3 and r.margin > 0
     assert lp_feasible(D, [0, 1]) is True
@@ -144,8 +144,8 @@ def test_batching_does_not_change_results():
     rng = np.random.default_rng(4)
     D = unit(rng, 3000, 32)
     golds = [rng.choice(3000, 2, replace=False) for _ in range(25)]
-    a = probe(D, golds, batch_size=1, C_max=None, lp_check_max_docs=0)
-    b = probe(D, golds, batch_size=16, C_max=None, lp_check_max_docs=0)
+    a = probe(D, golds, batch_size=1, C_max=None, lp_check_max_docs=0, solve="optimum")
+    b = probe(D, golds, batch_size=16, C_max=None, lp_check_max_docs=0, solve="optimum")
     for x, y in zip(a, b):
         assert x.iterations == y.iterations and np.allclose(x.w, y.w, atol=1e-6)
 
@@ -166,3 +166,49 @@ def test_rank_metrics_equal_list_metrics():
     for k in (2, 10, 20):
         assert np.allclose(recall_from_ranks(ranks, k), recall_at_k(ranked, gold, k))
     assert np.allclose(ndcg_from_ranks(ranks, grades, 10), ndcg_at_k(ranked, gold, 10))
+
+
+def test_certificate_first_gives_the_optimums_certificates_and_ranks():
+    """solve="certificate" stops a query as soon as its witness separates the gold set. On
+    separable problems every gold document then ranks above every other document, exactly as
+    at the optimum: the same certificates, the same gold ranks 1..|G| and the same recall, with
+    fewer iterations; objective and slack are the witness's (stopped="certificate"). The
+    uncertified queries stay uncertified, in no more iterations (the escalation gate)."""
+    rng = np.random.default_rng(11)
+    D = unit(rng, 4000, 64)
+    golds = [rng.choice(4000, int(rng.integers(1, 11)), replace=False) for _ in range(40)]
+    opt = probe(D, golds, lp_check_max_docs=0, solve="optimum")
+    cert = probe(D, golds, lp_check_max_docs=0, solve="certificate")
+    assert 0 < sum(r.certified for r in opt) < len(opt)  # both kinds of query occur
+    for o, c, g in zip(opt, cert, golds):
+        if c.certified != o.certified:  # a witness on the way separated what the optimum does not
+            assert c.certified and lp_feasible(D, g), "a new certificate must be a real one"
+            continue
+        if o.certified:
+            assert c.stopped == "certificate" and o.stopped == "optimum"
+            assert sorted(c.gold_ranks) == sorted(o.gold_ranks) == list(range(1, len(g) + 1))
+            assert c.iterations <= o.iterations and c.margin > 0
+        else:  # never separated: certificate mode's escalation gate may stop it earlier
+            assert c.stopped in ("optimum", "escalation") and c.iterations <= o.iterations
+    assert sum(c.iterations for c in cert) < sum(o.iterations for o in opt)
+
+
+def test_graded_gold_sets_run_to_the_optimum():
+    """With more than one grade the order among gold documents (which nDCG weighs) is the
+    optimum's: certificate mode does not stop those queries early, so their ranks and w equal
+    solve="optimum"'s."""
+    rng = np.random.default_rng(12)
+    D = unit(rng, 2000, 32)
+    golds = [rng.choice(2000, 4, replace=False) for _ in range(6)]
+    grades = [[1, 2, 2, 3]] * 6
+    opt = probe(D, golds, grades=grades, lp_check_max_docs=0, solve="optimum")
+    cert = probe(D, golds, grades=grades, lp_check_max_docs=0, solve="certificate")
+    for o, c in zip(opt, cert):
+        assert c.stopped == "optimum" and c.iterations == o.iterations
+        np.testing.assert_array_equal(c.gold_ranks, o.gold_ranks)
+        np.testing.assert_allclose(c.w, o.w)
+
+
+def test_solve_must_be_known():
+    with pytest.raises(ValueError, match="solve"):
+        probe(np.eye(3, dtype=np.float32), [[0]], solve="fast")

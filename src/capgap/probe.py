@@ -49,7 +49,7 @@ non-gold document with the same score ranks first), so it stays a lower bound on
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
@@ -60,8 +60,9 @@ if TYPE_CHECKING:
     from .trec import Run
 
 log = logging.getLogger(__name__)
-PRUNE_AFTER = 50  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
+PRUNE_AFTER = 10  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
+ESCALATION_GAIN = 0.1  # escalate C again only if the last 10x raise cut the hinge by at least this share
 
 
 @dataclass
@@ -83,6 +84,11 @@ class ProbeResult:
     documents of equal norm), else None; ``top_rows``/``top_scores``: ``(depth,) int64 /
     float64`` the first documents of w's ranking (with ``probe(depth=...)``). ``margin`` is in
     unnormalised score units (it scales with |w|); ``inf`` when no document is non-gold.
+    ``stopped``: why the cutting plane stopped, i.e. what ``objective``/``slack``/``dual``
+    describe: ``"optimum"`` (Joachims' eps criterion: the SVM optimum within C*eps),
+    ``"certificate"`` (``solve="certificate"``: the witness separated the gold set; objective and
+    slack are the witness's), ``"escalation"`` (C escalation stopped by its gate: the optimum at
+    the last C) or ``"max_iter"``.
     """
 
     w: np.ndarray
@@ -102,6 +108,7 @@ class ProbeResult:
     by_construction: str | None = None
     top_rows: np.ndarray | None = None
     top_scores: np.ndarray | None = None
+    stopped: str = "optimum"
 
     @property
     def gap(self) -> float:
@@ -208,6 +215,7 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, ex
 
 
 _D = section_defaults("probe")  # the schema holds every default (capgap.config)
+SOLVES = ("certificate", "optimum")
 
 
 @dataclass(frozen=True)
@@ -222,6 +230,11 @@ class ProbeConfig:
     max_iter: int = _D["max_iter"]
     lp_check_max_docs: int = _D["lp_check_max_docs"]
     batch_size: int | None = _D["batch_size"]
+    solve: str = _D["solve"]
+
+    def __post_init__(self):
+        if self.solve not in SOLVES:
+            raise ValueError(f"probe.solve must be one of {SOLVES}, got {self.solve!r}")
 
     @classmethod
     def from_config(cls, cfg: Mapping | None = None) -> "ProbeConfig":
@@ -254,6 +267,7 @@ def probe(
     tie_groups: Sequence | None = None,
     depth: int = 0,
     duplicates: Sequence[Sequence[int]] = (),
+    solve: str = _D["solve"],
 ) -> list[ProbeResult]:
     """Run the capacity probe for every query.
 
@@ -279,6 +293,21 @@ def probe(
     (``ProbeResult.top_rows``/``top_scores``) for a run file. ``duplicates``: groups of rows to
     treat as identical documents besides the bit-identical rows found here (identical texts
     whose embeddings differ in the last bits): they score identically and are twins.
+    ``solve``: ``"certificate"`` stops a query once its witness separates the gold set with a
+    float32 margin above the float32 error bound (so the float64 check certifies it too):
+    recall, ranks and the certificate are then what the optimum would give (every gold
+    document ranks above every other), objective and slack are the witness's. A query whose
+    gold set has more than one grade, or a text-tied group with crossing gold sets, runs to the
+    optimum (the order among gold documents, which nDCG weighs, is the optimum's).
+    ``"optimum"``: every query runs to Joachims' eps criterion.
+
+    With ``"certificate"``, escalation is gated (``_escalate``; ``"optimum"`` escalates up to
+    ``C_max`` as the exact SVM path does): on a corpus of at most ``lp_check_max_docs`` documents
+    the exact LP decides the certificate, so a single query is not escalated at all; otherwise C
+    is raised again only while the last raise cut the pair-averaged hinge by at least
+    ``ESCALATION_GAIN`` (10%). A query stopped by the gate has ``stopped="escalation"``. On large
+    corpora a separable query whose hard margin is tiny (hinge still flat after a 10x raise)
+    can stop uncertified: raise ``lp_check_max_docs`` to have the LP decide it exactly.
 
     Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
     w: identical rows score identically and a non-gold document tied with a gold one ranks first.
@@ -294,9 +323,11 @@ def probe(
             raise ValueError("index contains NaN or Inf")
     from threadpoolctl import threadpool_limits
 
+    if solve not in SOLVES:
+        raise ValueError(f"solve must be one of {SOLVES}, got {solve!r}")
     with threadpool_limits(int(threads) if threads else None):
         return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
-                      excluded_sets, grades, tie_groups, int(depth), duplicates)
+                      excluded_sets, grades, tie_groups, int(depth), duplicates, solve)
 
 
 def _queries(n, gold_sets, excluded_sets, grades):
@@ -337,7 +368,7 @@ def _crossing(members, golds, excls) -> set[int]:
 
 
 def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
-           grades=None, tie_groups=None, depth=0, duplicates=()) -> list[ProbeResult]:
+           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"]) -> list[ProbeResult]:
     from .retrieval import duplicate_groups, merge_groups, tie_duplicates
 
     n, dim = D.shape
@@ -364,6 +395,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     problems = list(problems.values())
     affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([Df.astype(np.float64), np.ones((n, 1))])) == n)
     B = batch_size or max(16, dim // 4)
+    lp_decides = bool(lp_check_max_docs) and n <= lp_check_max_docs  # _finish's exact LP settles the certificate
     results: list[ProbeResult | None] = [None] * len(golds)
     capped = 0
     batches = range(0, len(problems), B)
@@ -380,7 +412,10 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             state[p] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0),
                         "xiW": 0.0, "it": 0, "done": sum(pairs) == 0, "members": members, "pairs": pairs, "P": sum(pairs),
                         "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64),
-                        "crossing": _crossing(members, golds, excls) if len(members) > 1 else set()}
+                        "crossing": _crossing(members, golds, excls) if len(members) > 1 else set(),
+                        "stopped": "optimum", "hinge": None}
+            st = state[p]
+            st["early"] = solve == "certificate" and not st["crossing"] and all(len(np.unique(grs[q])) == 1 for q in members)
         active = [p for p in ps if not state[p]["done"]]
         while active:
             W = np.stack([state[p]["w"] for p in active]).astype(np.float32)  # (B', dim)
@@ -390,21 +425,31 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             add, still = [], []
             for row, p in enumerate(active):
                 st = state[p]
+                if st["early"] and st["it"] > 0 and _certified32(S[row], st, golds, opt_excl, rmax, dmax):
+                    st["done"], st["stopped"] = True, "certificate"  # recall, ranks, certificate final
+                    continue
                 b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)])
                 if st["it"] > 0 and H <= st["xiW"] + eps and st["C"] < C_max and H > 0 and not st["crossing"]:
                     # converged for this C but some pair violated: if no strict separation yet,
                     # continue towards the hard margin with a 10x larger C (the working set stays
-                    # valid: cutting planes do not depend on C)
+                    # valid: cutting planes do not depend on C), but only while the last raise
+                    # reduced the misordered pairs (the gate: else the certificate and recall@k
+                    # are not moving, and a larger C only costs iterations)
                     if not all(_separated(S[row], golds[q], opt_excl[q]) for q in st["members"]):
-                        st["C"] = min(st["C"] * 10.0, C_max)
-                        _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
-                        st["escalations"] += 1
-                        still.append(p)
+                        if solve == "optimum" or _escalate(st, H, lp_decides):
+                            st["hinge"] = H
+                            st["C"] = min(st["C"] * 10.0, C_max)
+                            _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
+                            st["escalations"] += 1
+                            still.append(p)
+                            continue
+                        st["done"], st["stopped"] = True, "escalation"
                         continue
                 if (st["it"] > 0 and H <= st["xiW"] + eps) or st["it"] >= max_iter:
                     st["done"] = True
                     if st["it"] >= max_iter and H > st["xiW"] + eps:
                         st["capped"] = True
+                        st["stopped"] = "max_iter"
                         capped += len(st["members"])
                     continue
                 add.append(p)
@@ -467,6 +512,39 @@ def _group_violated(s: np.ndarray, st: dict, golds, opt_excl, out: np.ndarray) -
             b += b_q * n_pairs / P
             H += H_q * n_pairs / P
     return b, H
+
+
+def _certified32(s: np.ndarray, st: dict, golds, opt_excl, rmax: float, dmax: float) -> bool:
+    """Whether float32 scores ``s`` ``(n_docs,)`` at the problem's w separate every member's gold
+    set by more than the float32 error bound (``_exact_near_gold``'s delta) plus the float64
+    certificate's threshold, so the final float64 check certifies it too."""
+    dim = len(st["w"])
+    wn = max(float(np.linalg.norm(st["w"])), 1e-30)
+    delta = 2.0 * dim * 2.0**-24 * wn * max(rmax, 1e-30) + 1e-9 * max(1.0, wn) * dmax
+    for q in st["members"]:
+        mask = np.ones(len(s), dtype=bool)
+        mask[golds[q]] = False
+        mask[opt_excl[q]] = False
+        if mask.any() and not float(s[golds[q]].min()) - float(s[mask].max()) > delta:
+            return False
+    return True
+
+
+def _escalate(st: dict, hinge: float, lp_decides: bool) -> bool:
+    """The escalation gate, asked when a problem has converged at its C without separating its
+    gold set: raise C 10x (towards the hard margin) or stop here?
+
+    Escalation exists for the certificate (recall@k of an inseparable query moves up or down
+    with C, not towards anything). So: never when the exact LP will decide the certificate
+    anyway (a single query on a corpus of at most ``lp_check_max_docs`` documents: ``_finish``
+    runs it, and its witness replaces w when feasible); otherwise only while the pair-averaged
+    hinge (``hinge``, the violation of the most violated constraint) fell by at least
+    ``ESCALATION_GAIN`` over the last 10x raise. A separable problem's hinge falls towards 0
+    as C grows (C * hinge stays below the hard-margin |w|^2 / 2); an inseparable one's levels
+    off at its minimum, where a larger C only costs iterations."""
+    if lp_decides and len(st["members"]) == 1:
+        return False
+    return st["hinge"] is None or hinge < (1.0 - ESCALATION_GAIN) * st["hinge"]
 
 
 def _separated(s: np.ndarray, gold: np.ndarray, excl: np.ndarray) -> bool:
@@ -599,7 +677,7 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
         out[q] = ProbeResult(wq, 0.5 * float(np.linalg.norm(w)) ** 2 + C * group_slack, dual, slacks[q], st["it"],
                              not st.get("capped", False), margin, bool(certified), ranks, lp, bool(len(twins)),
                              {"C_final": C, "escalations": st["escalations"]}, cause, len(members), by_construction,
-                             top_rows, top_scores)
+                             top_rows, top_scores, st["stopped"])
     return out
 
 
@@ -619,7 +697,7 @@ def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], 
             "certified": r.certified, "cause": r.cause, "by_construction": r.by_construction, "tied": r.tied,
             "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
             "slack": r.slack, "margin": r.margin, "objective": r.objective, "gap": r.gap,
-            "iterations": r.iterations, "converged": r.converged, "w_norm": float(np.linalg.norm(r.w)),
+            "iterations": r.iterations, "converged": r.converged, "stopped": r.stopped, "w_norm": float(np.linalg.norm(r.w)),
             "C_final": r.extra.get("C_final"), "escalations": r.extra.get("escalations"),
             "gold_ranks": {doc_ids[d]: int(x) for d, x in zip(g, r.gold_ranks)},
         })
@@ -632,7 +710,10 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
     ids; empty splits skipped): ``certified`` (fraction), ``uncertified_duplicate`` /
     ``uncertified_tied`` / ``uncertified_geometry`` (fractions by cause), ``tied_queries`` (count
     of queries sharing their text), ``certified_by_construction`` (fraction), ``slack_median``
-    (pair-averaged hinge), ``iterations_median``, ``not_converged`` (fraction). ``base``: the
+    (pair-averaged hinge at each query's final w: the witness's for queries stopped at their
+    certificate), ``iterations_median`` / ``iterations_p90`` / ``iterations_max`` (cutting-plane
+    iterations per query), ``stopped_at_certificate`` (fraction stopped by ``solve="certificate"``),
+    ``not_converged`` (fraction that hit ``max_iter``). ``base``: the
     dataset / encoder / method columns."""
     by_q = dict(zip(query_ids, results))
     rows = []
@@ -647,7 +728,11 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
         rows.append({**b, "metric": "tied_queries", "value": int(sum(r.tied > 1 for r in res))})
         rows.append({**b, "metric": "certified_by_construction", "value": float(np.mean([r.by_construction is not None for r in res]))})
         rows.append({**b, "metric": "slack_median", "value": float(np.median([r.slack for r in res]))})
-        rows.append({**b, "metric": "iterations_median", "value": float(np.median([r.iterations for r in res]))})
+        its = [r.iterations for r in res]
+        rows.append({**b, "metric": "iterations_median", "value": float(np.median(its))})
+        rows.append({**b, "metric": "iterations_p90", "value": float(np.percentile(its, 90))})
+        rows.append({**b, "metric": "iterations_max", "value": int(max(its))})
+        rows.append({**b, "metric": "stopped_at_certificate", "value": float(np.mean([r.stopped == "certificate" for r in res]))})
         rows.append({**b, "metric": "not_converged", "value": float(np.mean([not r.converged for r in res]))})
     return rows
 
@@ -662,7 +747,9 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     (``retrieval.document_groups``). Returns ``(rows, records, run)``: recall@k / nDCG per split
     from the same ranks as every method, each split followed by ``summary_rows``; one
     ``per_query_records`` record per query; and the run of every query's w (tag
-    ``{encoder_name}-probe``, depth ``eval_depth(ks, ndcg_k)``).
+    ``{encoder_name}-probe``, depth ``eval_depth(ks, ndcg_k)``). A set with near-miss twins
+    (``rs.twins``) is solved to the optimum whatever ``cfg.solve`` says: its twin margins
+    (``twin_margins``) are the optimum's.
     """
     import time
 
@@ -673,6 +760,10 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
 
     qids = list(rs.queries.ids)
     j = Judged.of(rs, qids, index.doc_ids)
+    if rs.twins and cfg.solve != "optimum":
+        # the twin margin (twin_margins) is a property of the SVM optimum, not of any witness
+        log.info("probe: %s has near-miss twins: every query runs to the optimum (solve=optimum)", rs.name)
+        cfg = replace(cfg, solve="optimum")
     t = time.perf_counter()
     results = probe(index.embeddings, j.gold, threads=threads, progress=True, excluded_sets=j.excluded, grades=j.grades,
                     tie_groups=[text_key(x) for x in rs.queries.texts], depth=eval_depth(ks, ndcg_k),
