@@ -1,95 +1,193 @@
-"""Speed and memory of the capacity probe against dlib's svm_rank_trainer, in one process.
+"""The capacity probe against dlib's svm_rank_trainer, in one process, on the cases users run.
 
-Synthetic unit vectors (seeded), N documents x dim, Q queries with 2 random gold documents each.
-capgap's probe runs all Q queries batched; dlib (the O(n log n) OCA solver of the same
-pair-averaged ranking-SVM objective, same C) runs the first Q_dlib of the same problems one by
-one (only ``train`` is timed, not building its input). Prints per-query times and the ratio.
+Cases (``--cases``, default all but ``real``, which needs a finished pipeline run):
 
-Cost model of the probe: per cutting-plane iteration and batch of B queries, one
-(N x dim).(dim x B) product for the scores and one (B x N).(N x dim) product for the new
-constraints, plus O(N log |G|) counting per query. The table gives that model's prediction
-(number of products actually run x the measured time of one product) beside the measured time.
+- ``sep2`` / ``sep10``: 50k x 384 synthetic unit vectors, 1,000 queries with 2 / 10 random gold
+  documents (separable: every query certified after one or two cutting planes);
+- ``insep32`` / ``insep64``: 50k x 32 / 64, 20 gold documents (the hard-margin LP is
+  infeasible); ``insep384``: 50k x 384, 50 gold documents, 192 queries;
+- ``big``: 1M x 384, 1,000 queries with 2 gold documents (capgap only: dlib's Python input for
+  a 1M-document ranking pair does not fit the time; the reference is capgap's
+  ``solve="optimum"``, the behaviour before certificate-first probing, on one batch);
+- ``real``: the frozen indexes of a pipeline run (``--results``, default ``results``): SciFact
+  x MiniLM and LIMIT-small x MiniLM / MPNet with their real gold sets.
 
-Memory: tracemalloc's peak during the probe (numpy allocations are traced), against the
-index's own size.
+capgap runs with the shipped defaults (``probe.solve: certificate``, C = 1000 escalated up to
+C_max = 1e8 behind the inseparability gate) and, where it differs, at the soft-margin problem
+only (``C_max=None``: the problem dlib solves). dlib runs the first ``--dlib-queries`` of the
+same problems one by one at the same C (pair-averaged, both solvers). Only the solvers are
+inside the timed regions (dlib's input is built before its clock starts; no tracemalloc).
+BLAS threads: the (n_docs x dim).(dim x batch) score product is timed with 1 and 2 threads in
+this process and the faster count is used for every capgap run. The load average is printed
+before and after each case.
 
-Run: .venv/bin/python benchmarks/probe.py [--sizes 10000,50000,200000] [--dims 384,768]
+Run: .venv/bin/python benchmarks/probe.py [--cases sep2,sep10,insep32,insep64,insep384,big,real]
 """
 
 import argparse
 import os
 import platform
 import time
-import tracemalloc
 
 import numpy as np
 
+SYNTHETIC = {  # name: (n_docs, dim, gold per query, queries)
+    "sep2": (50_000, 384, 2, 1000),
+    "sep10": (50_000, 384, 10, 1000),
+    "insep32": (50_000, 32, 20, 32),
+    "insep64": (50_000, 64, 20, 32),
+    "insep384": (50_000, 384, 50, 192),
+    "big": (1_000_000, 384, 2, 1000),
+}
 
-def dlib_problem(dlib, vecs, gold):
-    rp = dlib.ranking_pair()
-    gold_set = set(int(g) for g in gold)
-    for i in gold:
-        rp.relevant.append(vecs[i])
-    for j, v in enumerate(vecs):
-        if j not in gold_set:
-            rp.nonrelevant.append(v)
-    return rp
+
+def unit_vectors(n, dim, seed):
+    rng = np.random.default_rng(seed)
+    D = np.empty((n, dim), dtype=np.float32)
+    for b0 in range(0, n, 100_000):  # blockwise: no float64 copy of a 1M-row index
+        block = rng.standard_normal((min(100_000, n - b0), dim)).astype(np.float32)
+        D[b0 : b0 + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return D, rng
+
+
+def dlib_seconds(D, golds, C, limit):
+    """Seconds per query of dlib's svm_rank_trainer (only ``train`` timed) on the first
+    ``limit`` problems, and their recall@|G| for comparison."""
+    import dlib
+
+    vecs = dlib.vectors()
+    vecs.extend([dlib.vector(row.astype(float).tolist()) for row in D])
+    total, recalls = 0.0, []
+    for g in golds[:limit]:
+        gs = set(int(i) for i in g)
+        rp = dlib.ranking_pair()
+        for i in g:
+            rp.relevant.append(vecs[int(i)])
+        for j in range(len(D)):
+            if j not in gs:
+                rp.nonrelevant.append(vecs[j])
+        tr = dlib.svm_rank_trainer()
+        tr.c = C
+        t = time.perf_counter()
+        df = tr.train(rp)
+        total += time.perf_counter() - t
+        w = np.array(list(df.weights), dtype=np.float64)
+        s = D.astype(np.float64) @ w
+        top = np.argsort(-s, kind="stable")[: len(g)]
+        recalls.append(len(gs & set(top.tolist())) / len(g))
+    return total / max(1, min(limit, len(golds))), float(np.mean(recalls)) if recalls else float("nan")
+
+
+def blas_threads(D, dim):
+    """Time the probe's score product with 1 and 2 BLAS threads; return (best, {threads: s})."""
+    from threadpoolctl import threadpool_limits
+
+    B = max(16, dim // 4)
+    W = np.random.default_rng(0).standard_normal((B, dim)).astype(np.float32)
+    out = {}
+    for k in (1, 2):
+        with threadpool_limits(k):
+            W @ D.T
+            t = time.perf_counter()
+            for _ in range(5):
+                W @ D.T
+            out[k] = (time.perf_counter() - t) / 5
+    return min(out, key=out.get), out
+
+
+def summary(res):
+    its = np.array([r.iterations for r in res])
+    return {
+        "certified": float(np.mean([r.certified for r in res])),
+        "inseparable": float(np.mean([r.stopped == "inseparable" for r in res])),
+        "max_iter": int(sum(r.stopped == "max_iter" for r in res)),
+        "it": f"{np.median(its):.0f} / {np.percentile(its, 90):.0f} / {its.max()}",
+        "recall@G": float(np.mean([r.recall_at(len(r.gold_ranks)) for r in res])),
+    }
+
+
+def run_case(name, D, golds, args, threads, grades=None):
+    from capgap.probe import probe
+
+    load0 = os.getloadavg()[0]
+    t = time.perf_counter()
+    res = probe(D, golds, threads=threads, lp_check_max_docs=0, grades=grades)
+    t_ours = time.perf_counter() - t
+    s = summary(res)
+    soft = ""
+    if s["certified"] < 1.0:  # the soft-margin problem alone (dlib's), on the dlib queries' batch
+        sub = golds[: max(args.dlib_queries, 16)]
+        t = time.perf_counter()
+        probe(D, sub, threads=threads, lp_check_max_docs=0, C_max=None, grades=None if grades is None else grades[: len(sub)])
+        soft = f"{(time.perf_counter() - t) / len(sub):.3f}"
+    ref = "dlib"
+    if name == "big":  # the reference is capgap before certificate-first probing, on one batch
+        sub = golds[: max(16, D.shape[1] // 4)]
+        t = time.perf_counter()
+        probe(D, sub, threads=threads, lp_check_max_docs=0, solve="optimum")
+        per_ref, rec_ref, ref = (time.perf_counter() - t) / len(sub), float("nan"), "capgap optimum"
+    else:
+        per_ref, rec_ref = dlib_seconds(D, golds, args.C, args.dlib_queries)
+    per = t_ours / len(golds)
+    load1 = os.getloadavg()[0]
+    print(f"| {name} | {D.shape[0]} x {D.shape[1]} | {len(golds)} x {np.median([len(g) for g in golds]):.0f} | {t_ours:.2f} | {per:.4f} | "
+          f"{soft or '-'} | {ref} {per_ref:.3f} | {per_ref / per:.1f} | {s['certified']:.3f} | {s['inseparable']:.3f} | {s['it']} | "
+          f"{s['max_iter']} | {s['recall@G']:.3f} / {rec_ref:.3f} | {load0:.2f} / {load1:.2f} |", flush=True)
+
+
+def real_cases(results):
+    from pathlib import Path
+
+    from capgap.data import load_canonical
+    from capgap.evaluate import Judged
+    from capgap.index import load_index
+
+    for ds, enc in (("scifact", "minilm"), ("limit-small", "minilm"), ("limit-small", "mpnet")):
+        folder = Path(results) / ds
+        if not (folder / enc / "index" / "embeddings.npy").exists():
+            print(f"| {ds} x {enc} | (no index under {folder}: run the pipeline first) |")
+            continue
+        rs = load_canonical(folder / "data")
+        idx = load_index(folder / enc / "index", corpus=rs.corpus)
+        j = Judged.of(rs, list(rs.queries.ids), idx.doc_ids)
+        yield f"{ds} x {enc}", np.asarray(idx.embeddings), j.gold, j.grades
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="10000,50000,200000")
-    ap.add_argument("--dims", default="384,768")
-    ap.add_argument("--queries", type=int, default=1000)
-    ap.add_argument("--dlib-queries", type=int, default=10)
+    ap.add_argument("--cases", default="sep2,sep10,insep32,insep64,insep384,big")
+    ap.add_argument("--dlib-queries", type=int, default=8)
     ap.add_argument("--C", type=float, default=1000.0)
+    ap.add_argument("--results", default="results")
     args = ap.parse_args()
-    import dlib
     from threadpoolctl import threadpool_info
 
-    from capgap.probe import probe
-
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; numpy {np.__version__}; BLAS: "
-          + ", ".join(f"{i['internal_api']} {i['version']} ({i['num_threads']} threads)" for i in threadpool_info() if i["user_api"] == "blas"))
-    print(f"C={args.C} (pair-averaged, both solvers), eps=1e-3 (ours) / 1e-3 (dlib default), {args.queries} queries x 2 gold\n")
-    print("| N | dim | index MB | ours total s | ours s/query | model s (products x one) | products | dlib s/query | dlib / ours | peak extra MB (x index) | certified | median it |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for n in map(int, args.sizes.split(",")):
-        for dim in map(int, args.dims.split(",")):
-            rng = np.random.default_rng(n + dim)
-            D = rng.standard_normal((n, dim)).astype(np.float32)
-            D /= np.linalg.norm(D, axis=1, keepdims=True)
-            golds = [rng.choice(n, 2, replace=False) for _ in range(args.queries)]
-            B = max(16, dim // 4)
-            W = rng.standard_normal((B, dim)).astype(np.float32)
-            W @ D.T
-            t = time.perf_counter()
-            for _ in range(3):
-                W @ D.T
-            t_prod = (time.perf_counter() - t) / 3
-            tracemalloc.start()
-            t = time.perf_counter()
-            res = probe(D, golds, C=args.C, eps=1e-3, C_max=None, lp_check_max_docs=0)
-            t_ours = time.perf_counter() - t
-            peak = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
-            its = np.array([r.iterations for r in res])
-            products = sum(2 * int(its[s : s + B].max()) + 1 for s in range(0, len(its), B))
-            vecs = dlib.vectors()
-            vecs.extend([dlib.vector(row.astype(float).tolist()) for row in D])
-            t_dlib = 0.0
-            for g in golds[: args.dlib_queries]:
-                rp = dlib_problem(dlib, vecs, g)
-                tr = dlib.svm_rank_trainer()
-                tr.c = args.C
-                t = time.perf_counter()
-                tr.train(rp)
-                t_dlib += time.perf_counter() - t
-            per_dlib = t_dlib / args.dlib_queries
-            per_ours = t_ours / args.queries
-            mb = D.nbytes / 2**20
-            print(f"| {n} | {dim} | {mb:.0f} | {t_ours:.1f} | {per_ours:.4f} | {products * t_prod:.1f} | {products} | {per_dlib:.3f} | {per_dlib / per_ours:.1f} | {peak / 2**20:.0f} ({peak / D.nbytes:.2f}) | {np.mean([r.certified for r in res]):.3f} | {np.median(its):.0f} |", flush=True)
-            del vecs
+          + ", ".join(f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas"))
+    print(f"C = {args.C} (pair-averaged, both solvers); capgap: shipped probe defaults; dlib: first {args.dlib_queries} queries\n")
+    print("| case | docs x dim | queries x gold | capgap total s | capgap s/query | soft-margin only s/query | reference s/query | "
+          "reference / capgap | certified | proven inseparable | iterations median / p90 / max | max_iter hits | "
+          "recall@G capgap / reference | load before / after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    cases = args.cases.split(",")
+    threads_for = {}
+    for name in cases:
+        if name == "real":
+            for label, D, golds, grades in real_cases(args.results):
+                if D.shape[1] not in threads_for:
+                    threads_for[D.shape[1]] = blas_threads(D, D.shape[1])
+                run_case(label, D, golds, args, threads_for[D.shape[1]][0], grades)
+            continue
+        n, dim, G, Q = SYNTHETIC[name]
+        D, rng = unit_vectors(n, dim, n + dim + G)
+        golds = [rng.choice(n, G, replace=False) for _ in range(Q)]
+        if (n, dim) not in threads_for:
+            threads_for[(n, dim)] = blas_threads(D, dim)
+        run_case(name, D, golds, args, threads_for[(n, dim)][0])
+        del D
+    print("\nBLAS threads chosen by timing the score product (seconds per product):")
+    for key, (best, t) in threads_for.items():
+        print(f"- {key}: 1 thread {t[1]:.4f}, 2 threads {t[2]:.4f} -> {best}")
 
 
 if __name__ == "__main__":

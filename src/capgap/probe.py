@@ -42,7 +42,13 @@ every non-gold one (checked in float64: then the hard-margin problem
 {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} is feasible after scaling w).
 Zero slack implies it. ``lp_feasible`` decides the hard-margin problem exactly as an LP with
 |G| + |N| constraints (scipy's HiGHS); the probe runs it for queries the cutting plane does not
-certify when the corpus is small enough. Recall@k of the probe uses pessimistic ties (a
+certify when the corpus is small enough. On larger corpora, a query the cutting plane leaves
+uncertified at C gets an inseparability proof before C is escalated: the gold and non-gold
+convex hulls intersect (``hull_distance_bound``: convex combinations of the gold documents and
+of the non-gold documents that score highest at w, found by non-negative least squares, whose
+difference r is computed exactly; any w then has min gold score - max non-gold score <=
+w.r <= |w| |r|). With |r| below the certificate's threshold no w can certify the query and C
+stays where it is. Recall@k of the probe uses pessimistic ties (a
 non-gold document with the same score ranks first), so it stays a lower bound on capacity.
 """
 
@@ -62,7 +68,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 PRUNE_AFTER = 10  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
-ESCALATION_GAIN = 0.1  # escalate C again only if the last 10x raise cut the hinge by at least this share
+HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
+HULL_ROUNDS = 12  # column-generation rounds of an inseparability proof (_prove_inseparable)
 
 
 @dataclass
@@ -87,8 +94,9 @@ class ProbeResult:
     ``stopped``: why the cutting plane stopped, i.e. what ``objective``/``slack``/``dual``
     describe: ``"optimum"`` (Joachims' eps criterion: the SVM optimum within C*eps),
     ``"certificate"`` (``solve="certificate"``: the witness separated the gold set; objective and
-    slack are the witness's), ``"escalation"`` (C escalation stopped by its gate: the optimum at
-    the last C) or ``"max_iter"``.
+    slack are the witness's), ``"inseparable"`` (the optimum at C, where ``hull_distance_bound``
+    proved that no w separates the gold set, so C was not escalated further; ``extra["hull"]``
+    holds the bound) or ``"max_iter"``.
     """
 
     w: np.ndarray
@@ -120,7 +128,7 @@ class ProbeResult:
 
 
 def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarray | None = None,
-                   excl: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
+                   excl: np.ndarray | None = None, zero: bool = False) -> tuple[np.ndarray, float, float]:
     """The most violated 1-slack constraint at scores ``s = D.w`` ``(n_docs,)``.
 
     Returns ``(coef (n_docs,) float32, b, H)``: the constraint is ``w.a >= b - xi`` with
@@ -128,8 +136,18 @@ def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarra
     pair-averaged hinge loss). Counting as in the module docstring: for |G| <= 16 one
     comparison pass per gold document, else a binary search per document. ``out``: an
     ``(n_docs,) float32`` buffer to write the coefficients into. ``excl``: row indices that are
-    neither gold nor non-gold (they get coefficient 0 and count in no pair).
+    neither gold nor non-gold (they get coefficient 0 and count in no pair). ``zero``: the
+    caller knows that ``s`` is 0 (w = 0, the first iteration): the closed form, no counting.
     """
+    if zero:  # s = 0: every pair is violated by 1, so n_j = |G| and m_i = |N| in closed form
+        coef = np.empty(len(s), dtype=np.float32) if out is None else out
+        n_ng = len(s) - len(gold) - (len(excl) if excl is not None else 0)
+        coef.fill(np.float32(-len(gold) / n_pairs))
+        if excl is not None and len(excl):
+            coef[excl] = 0
+        coef[gold] = np.float32(n_ng / n_pairs)
+        b = len(gold) * n_ng / n_pairs
+        return coef, b, b
     sg_raw = s[gold]
     order = np.argsort(sg_raw, kind="stable")
     sg = sg_raw[order]
@@ -153,6 +171,39 @@ def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarra
     b = float(m_sorted.sum()) / n_pairs
     H = b - float((coef * s).sum(dtype=np.float64))
     return coef, b, H
+
+
+def _hinge(s: np.ndarray, gold: np.ndarray, n_pairs: int, excl: np.ndarray) -> float:
+    """The pair-averaged hinge (1/n_pairs) sum_{i in G, j in N} max(0, 1 - s_i + s_j) at scores
+    ``s`` ``(n_docs,) float64`` (= ``_most_violated``'s H), in float64. Only documents scoring
+    above min gold - 1 can be in a violated pair: for up to 16 gold documents two passes each
+    over ``s``, else those documents are sorted and each gold document's violated pairs are one binary search and
+    one prefix sum. When every pair is violated (the
+    score range is below 1) it is 1 - mean gold + mean non-gold, with no sort."""
+    sg = s[gold]
+    if sg.max() - s.min() < 1.0:  # every pair violated: the hinge is linear, a difference of means
+        n_ng = len(s) - len(gold) - len(excl)
+        total = len(gold) * n_ng + len(gold) * (float(s.sum()) - float(sg.sum()) - float(s[excl].sum())) - n_ng * float(sg.sum())
+        return max(0.0, total / n_pairs)
+    if len(gold) <= 16:  # two passes per gold document over s; gold and excluded rows corrected
+        se = s[excl]
+        total = 0.0
+        for v in sg.tolist():
+            hit = s > v - 1.0
+            inner = np.concatenate([sg[sg > v - 1.0], se[se > v - 1.0]])
+            cnt = int(np.count_nonzero(hit)) - len(inner)
+            total += cnt * (1.0 - v) + float(np.add.reduce(s, where=hit)) - float(inner.sum())
+        return max(0.0, total / n_pairs)
+    ng = s > sg.min() - 1.0
+    ng[gold] = False
+    ng[excl] = False
+    sj = s[ng]
+    sj = np.sort(sj)
+    csum = np.concatenate([[0.0], np.cumsum(sj)])
+    first = np.searchsorted(sj, sg - 1.0, side="right")  # s_j > s_i - 1
+    cnt = len(sj) - first
+    total = float(np.sum(cnt * (1.0 - sg) + (csum[-1] - csum[first])))
+    return max(0.0, total / n_pairs)
 
 
 def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
@@ -301,13 +352,13 @@ def probe(
     optimum (the order among gold documents, which nDCG weighs, is the optimum's).
     ``"optimum"``: every query runs to Joachims' eps criterion.
 
-    With ``"certificate"``, escalation is gated (``_escalate``; ``"optimum"`` escalates up to
-    ``C_max`` as the exact SVM path does): on a corpus of at most ``lp_check_max_docs`` documents
-    the exact LP decides the certificate, so a single query is not escalated at all; otherwise C
-    is raised again only while the last raise cut the pair-averaged hinge by at least
-    ``ESCALATION_GAIN`` (10%). A query stopped by the gate has ``stopped="escalation"``. On large
-    corpora a separable query whose hard margin is tiny (hinge still flat after a 10x raise)
-    can stop uncertified: raise ``lp_check_max_docs`` to have the LP decide it exactly.
+    Escalation is gated: before C is raised, an uncertified problem gets an inseparability proof
+    (``hull_distance_bound``; module docstring). When it holds, no w and hence no C certifies
+    the query, so C stays (``stopped="inseparable"``; recall@k is the optimum's at that C, the
+    soft-margin problem dlib solves) instead of spending hundreds of iterations on the way to
+    ``C_max``. A separable query, or one whose proof needs more candidates than the gate tries,
+    escalates as before. With ``"certificate"``, a single query on a corpus of at most
+    ``lp_check_max_docs`` documents is not escalated at all: the exact LP decides it.
 
     Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
     w: identical rows score identically and a non-gold document tied with a gold one ranks first.
@@ -379,6 +430,9 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     rmax = float(norms.max()) if n else 0.0
     dups = merge_groups(n, duplicate_groups(Df), [np.asarray(g, dtype=np.int64) for g in duplicates])
     dup_of = {int(i): g for g in dups for i in g}
+    rep = np.arange(n)  # each row's duplicate-group representative (its scores are the group's)
+    for g in dups:
+        rep[g] = g[0]
     # a gold document's identical non-gold twins always tie with it: they cannot be separated by
     # any w, add only a constant to the hinge, and are left out of the optimisation (not the ranks)
     twins, opt_excl = [], []
@@ -413,13 +467,14 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                         "xiW": 0.0, "it": 0, "done": sum(pairs) == 0, "members": members, "pairs": pairs, "P": sum(pairs),
                         "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64),
                         "crossing": _crossing(members, golds, excls) if len(members) > 1 else set(),
-                        "stopped": "optimum", "hinge": None}
+                        "stopped": "optimum", "hull": None}
             st = state[p]
             st["early"] = solve == "certificate" and not st["crossing"] and all(len(np.unique(grs[q])) == 1 for q in members)
         active = [p for p in ps if not state[p]["done"]]
         while active:
             W = np.stack([state[p]["w"] for p in active]).astype(np.float32)  # (B', dim)
-            S = W @ Df.T  # (B', n): one product, rows contiguous
+            # (B', n): one product, rows contiguous; at the first iteration every w is 0
+            S = W @ Df.T if W.any() else np.zeros((len(active), n), dtype=np.float32)
             tie_duplicates(S, dups)
             Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
             add, still = [], []
@@ -427,24 +482,26 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                 st = state[p]
                 if st["early"] and st["it"] > 0 and _certified32(S[row], st, golds, opt_excl, rmax, dmax):
                     st["done"], st["stopped"] = True, "certificate"  # recall, ranks, certificate final
+                    st["s32"] = S[row].copy()  # the final scores: w does not change any more
                     continue
-                b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)])
-                if st["it"] > 0 and H <= st["xiW"] + eps and st["C"] < C_max and H > 0 and not st["crossing"]:
-                    # converged for this C but some pair violated: if no strict separation yet,
-                    # continue towards the hard margin with a 10x larger C (the working set stays
-                    # valid: cutting planes do not depend on C), but only while the last raise
-                    # reduced the misordered pairs (the gate: else the certificate and recall@k
-                    # are not moving, and a larger C only costs iterations)
+                b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)], zero=st["it"] == 0)
+                if st["it"] > 0 and H <= st["xiW"] + eps and H > 0 and not st["crossing"]:
+                    # converged for this C with some pair violated: unless the gold set is
+                    # separated, either prove that no w separates it (then C stays: the
+                    # certificate cannot change) or continue towards the hard margin with a 10x
+                    # larger C (the working set stays valid: cutting planes do not depend on C)
                     if not all(_separated(S[row], golds[q], opt_excl[q]) for q in st["members"]):
-                        if solve == "optimum" or _escalate(st, H, lp_decides):
-                            st["hinge"] = H
+                        lp_settles = solve == "certificate" and lp_decides and len(st["members"]) == 1
+                        if st["C"] < C_max and not lp_settles:
+                            bound = _prove_inseparable(S[row], st, golds, opt_excl, Df, rep, dmax)
+                            if bound is not None:
+                                st["done"], st["stopped"], st["hull"] = True, "inseparable", bound
+                                continue
                             st["C"] = min(st["C"] * 10.0, C_max)
                             _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
                             st["escalations"] += 1
                             still.append(p)
                             continue
-                        st["done"], st["stopped"] = True, "escalation"
-                        continue
                 if (st["it"] > 0 and H <= st["xiW"] + eps) or st["it"] >= max_iter:
                     st["done"] = True
                     if st["it"] >= max_iter and H > st["xiW"] + eps:
@@ -484,30 +541,38 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             active = [p for p in still if not state[p]["done"]]
         ctx = {"Df": Df, "dups": dups, "golds": golds, "grades": grs, "excls": excls, "twins": twins, "opt_excl": opt_excl,
                "dmax": dmax, "norms": norms, "affine": affine, "lp_check_max_docs": lp_check_max_docs, "depth": depth}
-        for c0 in range(0, len(ps), 32):  # final scores, 32 problems per product
-            chunk = ps[c0 : c0 + 32]
+        def finish(p):
+            st = state.pop(p)
+            s = _exact_near_gold(Df, st["w"], st["s32"], [golds[q] for q in st["members"]], rmax, dups)
+            for q, res in _finish(st, ctx, s).items():
+                results[q] = res
+
+        for p in [p for p in ps if "s32" in state[p]]:  # stopped at their certificate: scores known
+            finish(p)
+        rest = list(state)
+        for c0 in range(0, len(rest), 32):  # final scores of the others, 32 problems per product
+            chunk = rest[c0 : c0 + 32]
             S32 = tie_duplicates(np.stack([state[p]["w"] for p in chunk]).astype(np.float32) @ Df.T, dups)
             for row, p in enumerate(chunk):
-                s = _exact_near_gold(Df, state[p]["w"], S32[row], [golds[q] for q in state[p]["members"]], rmax, dups)
-                for q, res in _finish(state[p], ctx, s).items():
-                    results[q] = res
+                state[p]["s32"] = S32[row]
+                finish(p)
     if capped:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
     return results  # type: ignore[return-value]
 
 
-def _group_violated(s: np.ndarray, st: dict, golds, opt_excl, out: np.ndarray) -> tuple[float, float]:
+def _group_violated(s: np.ndarray, st: dict, golds, opt_excl, out: np.ndarray, zero: bool = False) -> tuple[float, float]:
     """The most violated 1-slack constraint over the union of a tie group's pair sets: each
     member's constraint weighted by its share of the pairs. Writes the coefficients into
     ``out``; returns ``(b, H)``."""
     members, pairs, P = st["members"], st["pairs"], st["P"]
     if len(members) == 1:
-        return _most_violated(s, golds[members[0]], P, out=out, excl=opt_excl[members[0]])[1:]
+        return _most_violated(s, golds[members[0]], P, out=out, excl=opt_excl[members[0]], zero=zero)[1:]
     out[:] = 0
     b = H = 0.0
     for q, n_pairs in zip(members, pairs):
         if n_pairs:
-            c, b_q, H_q = _most_violated(s, golds[q], n_pairs, excl=opt_excl[q])
+            c, b_q, H_q = _most_violated(s, golds[q], n_pairs, excl=opt_excl[q], zero=zero)
             out += c * np.float32(n_pairs / P)
             b += b_q * n_pairs / P
             H += H_q * n_pairs / P
@@ -530,21 +595,84 @@ def _certified32(s: np.ndarray, st: dict, golds, opt_excl, rmax: float, dmax: fl
     return True
 
 
-def _escalate(st: dict, hinge: float, lp_decides: bool) -> bool:
-    """The escalation gate, asked when a problem has converged at its C without separating its
-    gold set: raise C 10x (towards the hard margin) or stop here?
+def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray, rep: np.ndarray,
+                       dmax: float) -> float | None:
+    """The escalation gate: an inseparability proof for every member of a problem whose gold set
+    the scores ``s`` ``(n_docs,)`` (at the problem's w, duplicates tied) do not separate.
 
-    Escalation exists for the certificate (recall@k of an inseparable query moves up or down
-    with C, not towards anything). So: never when the exact LP will decide the certificate
-    anyway (a single query on a corpus of at most ``lp_check_max_docs`` documents: ``_finish``
-    runs it, and its witness replaces w when feasible); otherwise only while the pair-averaged
-    hinge (``hinge``, the violation of the most violated constraint) fell by at least
-    ``ESCALATION_GAIN`` over the last 10x raise. A separable problem's hinge falls towards 0
-    as C grows (C * hinge stays below the hard-margin |w|^2 / 2); an inseparable one's levels
-    off at its minimum, where a larger C only costs iterations."""
-    if lp_decides and len(st["members"]) == 1:
-        return False
-    return st["hinge"] is None or hinge < (1.0 - ESCALATION_GAIN) * st["hinge"]
+    Per unseparated member, column generation on the nearest-point problem of the two hulls:
+    start from the ``2 (dim + 2)`` highest-scoring non-gold documents; ``hull_distance_bound``
+    of the gold documents against them gives convex weights and r = p - q; if |r| <=
+    ``HULL_TOL * dmax`` the member is proven (every w has min gold score - max non-gold score
+    <= |w| |r|, below the certificate's threshold in ``_finish``, so no C certifies it). Else r
+    is the subset's hard-margin direction: the non-gold documents it ranks at or above the
+    lowest gold one join the candidates (at most ``2 (dim + 2)`` per round, highest first) and
+    the next round starts; none left means r separates the gold set, and the proof fails (the
+    query is separable: escalate). At most ``HULL_ROUNDS`` rounds. Documents enter as their
+    duplicate group's first row (``rep``), whose score every member of the group gets. Returns
+    the largest member bound when every unseparated member is proven, else None."""
+    dim = Df.shape[1]
+    step = 2 * (dim + 2)
+    worst = 0.0
+    for q in st["members"]:
+        gold = golds[q]
+        mask = np.ones(len(s), dtype=bool)
+        mask[gold] = False
+        mask[opt_excl[q]] = False
+        if not mask.any() or s[gold].min() > s[mask].max():
+            continue  # separated (or nothing to separate from)
+        ng = np.flatnonzero(mask)
+        G = Df[np.unique(rep[gold])]
+        cand = ng[np.argsort(-s[ng], kind="stable")[:step]]
+        bound = float("inf")
+        for _ in range(HULL_ROUNDS):
+            rows = np.unique(rep[cand])
+            bound, r = hull_distance_bound(G, Df[rows], return_direction=True)
+            if bound <= HULL_TOL * dmax or r is None:
+                break
+            t = (Df @ r.astype(np.float32))[rep]  # scores along r, duplicates tied
+            new = ng[(t[ng] >= t[gold].min()) & ~np.isin(rep[ng], rows)]
+            if not len(new):
+                break  # r separates the gold set: separable, not provable
+            cand = np.concatenate([cand, new[np.argsort(-t[new], kind="stable")[:step]]])
+        if bound > HULL_TOL * dmax:
+            return None
+        worst = max(worst, bound)
+    return worst
+
+
+def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = False):
+    """An upper bound on the distance between the convex hulls of the rows of ``P`` ``(p, dim)``
+    and ``N`` ``(m, dim)`` (float32 or float64): |r| for r = sum_i lam_i P_i - sum_j mu_j N_j with
+    lam, mu convex weights, found by non-negative least squares (scipy's ``nnls`` on
+    [P^T, -N^T; 10 1^T, 0; 0, 10 1^T] x = [0; 10; 10], then lam, mu normalised) and r computed
+    in float64. Whatever the solver's accuracy, the bound is exact for the weights it returns:
+    for every w, min_i w.P_i - max_j w.N_j <= w.r <= |w| |r| (a convex combination lies between
+    the minimum and the maximum). 0 (up to rounding, ~1e-15) when the hulls intersect, i.e.
+    when no hyperplane separates P from N (Bennett & Bredensteiner, "Duality and Geometry in SVM
+    Classifiers", ICML 2000: the hard-margin SVM is the nearest-point problem of the two hulls).
+    Returns ``inf`` when the solver fails. With ``return_direction``: ``(bound, r)``, r the
+    ``(dim,) float64`` difference (None when the solver fails)."""
+    from scipy.optimize import nnls
+
+    P = np.asarray(P, dtype=np.float64)
+    N = np.asarray(N, dtype=np.float64)
+    p, dim = P.shape
+    A = np.zeros((dim + 2, p + len(N)))
+    A[:dim, :p], A[:dim, p:] = P.T, -N.T
+    A[dim, :p] = A[dim + 1, p:] = 10.0
+    b = np.zeros(dim + 2)
+    b[dim:] = 10.0
+    fail = (float("inf"), None) if return_direction else float("inf")
+    try:
+        x = nnls(A, b)[0]
+    except RuntimeError:  # iteration limit
+        return fail
+    lam, mu = x[:p], x[p:]
+    if lam.sum() <= 0 or mu.sum() <= 0:
+        return fail
+    r = P.T @ (lam / lam.sum()) - N.T @ (mu / mu.sum())
+    return (float(np.linalg.norm(r)), r) if return_direction else float(np.linalg.norm(r))
 
 
 def _separated(s: np.ndarray, gold: np.ndarray, excl: np.ndarray) -> bool:
@@ -636,7 +764,7 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
     P = max(st["P"], 1)
     slacks = {}
     for q, n_pairs in zip(members, st["pairs"]):
-        slacks[q] = max(0.0, _most_violated(s, ctx["golds"][q], n_pairs, excl=ctx["opt_excl"][q])[2]) if n_pairs else 0.0
+        slacks[q] = _hinge(s, ctx["golds"][q], n_pairs, ctx["opt_excl"][q]) if n_pairs else 0.0
     group_slack = sum(slacks[q] * n_pairs for q, n_pairs in zip(members, st["pairs"])) / P
     C = st["C"]
     for q in members:
@@ -676,7 +804,7 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
         dual = float(st["b"] @ st["alpha"] - 0.5 * float(np.linalg.norm(w)) ** 2) if len(st["alpha"]) else 0.0
         out[q] = ProbeResult(wq, 0.5 * float(np.linalg.norm(w)) ** 2 + C * group_slack, dual, slacks[q], st["it"],
                              not st.get("capped", False), margin, bool(certified), ranks, lp, bool(len(twins)),
-                             {"C_final": C, "escalations": st["escalations"]}, cause, len(members), by_construction,
+                             {"C_final": C, "escalations": st["escalations"], "hull": st["hull"]}, cause, len(members), by_construction,
                              top_rows, top_scores, st["stopped"])
     return out
 
@@ -687,7 +815,8 @@ def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], 
     size, recall@k for each k in ``ks`` (pessimistic ties), certificate and its cause, slack
     (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict
     JSON: no non-gold document), objective, duality gap, iterations, convergence, |w|, the final
-    C and escalations, and each gold document's rank by id. ``gold[i]``: ``(g,) int64`` rows of
+    C and escalations, the inseparability proof's ``hull_distance_bound`` (null: no proof was
+    needed or found), and each gold document's rank by id. ``gold[i]``: ``(g,) int64`` rows of
     query i's gold documents (into ``doc_ids``), aligned with ``results[i].gold_ranks``."""
     out = []
     for q, g, r in zip(query_ids, gold, results):
@@ -699,6 +828,7 @@ def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], 
             "slack": r.slack, "margin": r.margin, "objective": r.objective, "gap": r.gap,
             "iterations": r.iterations, "converged": r.converged, "stopped": r.stopped, "w_norm": float(np.linalg.norm(r.w)),
             "C_final": r.extra.get("C_final"), "escalations": r.extra.get("escalations"),
+            "hull_distance_bound": r.extra.get("hull"),
             "gold_ranks": {doc_ids[d]: int(x) for d, x in zip(g, r.gold_ranks)},
         })
     return out
@@ -713,6 +843,7 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
     (pair-averaged hinge at each query's final w: the witness's for queries stopped at their
     certificate), ``iterations_median`` / ``iterations_p90`` / ``iterations_max`` (cutting-plane
     iterations per query), ``stopped_at_certificate`` (fraction stopped by ``solve="certificate"``),
+    ``proven_inseparable`` (fraction whose escalation stopped at an inseparability proof),
     ``not_converged`` (fraction that hit ``max_iter``). ``base``: the
     dataset / encoder / method columns."""
     by_q = dict(zip(query_ids, results))
@@ -733,6 +864,7 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
         rows.append({**b, "metric": "iterations_p90", "value": float(np.percentile(its, 90))})
         rows.append({**b, "metric": "iterations_max", "value": int(max(its))})
         rows.append({**b, "metric": "stopped_at_certificate", "value": float(np.mean([r.stopped == "certificate" for r in res]))})
+        rows.append({**b, "metric": "proven_inseparable", "value": float(np.mean([r.stopped == "inseparable" for r in res]))})
         rows.append({**b, "metric": "not_converged", "value": float(np.mean([not r.converged for r in res]))})
     return rows
 
