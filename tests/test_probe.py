@@ -267,3 +267,24 @@ def test_hinge_matches_the_pairwise_sum():
         ng = np.setdiff1d(rest, excl)
         brute = sum(max(0.0, 1 - s[i] + s[j]) for i in gold for j in ng) / (len(gold) * len(ng))
         assert _hinge(s, gold, len(gold) * len(ng), excl) == pytest.approx(brute, rel=1e-12, abs=1e-12)
+
+
+def test_verdicts_beyond_lp_check_max_docs_are_the_exact_lps():
+    """On a corpus larger than lp_check_max_docs the probe still decides every query exactly:
+    escalation behind the inseparability proof, then the constraint-generated LP for what the
+    cutting plane leaves uncertified (here separable queries that escalation to C_max misses).
+    Each verdict equals HiGHS's LP over the whole corpus."""
+    rng = np.random.default_rng(11)
+    D = unit(rng, 4000, 64)
+    golds = [rng.choice(4000, int(rng.integers(1, 11)), replace=False) for _ in range(40)]
+    res = probe(D, golds, lp_check_max_docs=1000)
+    plain = probe(D, golds, lp_check_max_docs=0)
+    assert sum(r.certified for r in res) > sum(r.certified for r in plain)  # the LP finds what escalation missed
+    for r, g in zip(res, golds):
+        lp = lp_feasible(D, g)
+        if lp is not None:
+            assert r.certified == lp
+        if r.stopped == "inseparable":
+            assert lp is not True
+        if r.certified and r.lp_feasible:
+            assert r.margin > 0

@@ -42,7 +42,10 @@ every non-gold one (checked in float64: then the hard-margin problem
 {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} is feasible after scaling w).
 Zero slack implies it. ``lp_feasible`` decides the hard-margin problem exactly as an LP with
 |G| + |N| constraints (scipy's HiGHS); the probe runs it for queries the cutting plane does not
-certify when the corpus is small enough. On larger corpora, a query the cutting plane leaves
+certify: whole on a corpus of at most ``lp_check_max_docs`` documents, by constraint generation
+on a larger one (the gold documents against the non-gold documents the witness ranks highest,
+growing by the documents a subset's LP witness misranks, until that witness separates every
+document or a subset is infeasible). On larger corpora, a query the cutting plane leaves
 uncertified at C gets an inseparability proof before C is escalated: the gold and non-gold
 convex hulls intersect (``hull_distance_bound``: convex combinations of the gold documents and
 of the non-gold documents that score highest at w, found by non-negative least squares, whose
@@ -70,6 +73,8 @@ PRUNE_AFTER = 10  # iterations a cutting plane may stay inactive (alpha = 0) bef
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
 HULL_ROUNDS = 12  # column-generation rounds of an inseparability proof (_prove_inseparable)
+LP_ROUNDS = 4  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (_lp_generated)
+LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs
 
 
 @dataclass
@@ -128,7 +133,7 @@ class ProbeResult:
 
 
 def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarray | None = None,
-                   excl: np.ndarray | None = None, zero: bool = False) -> tuple[np.ndarray, float, float]:
+                   excl: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
     """The most violated 1-slack constraint at scores ``s = D.w`` ``(n_docs,)``.
 
     Returns ``(coef (n_docs,) float32, b, H)``: the constraint is ``w.a >= b - xi`` with
@@ -136,18 +141,8 @@ def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarra
     pair-averaged hinge loss). Counting as in the module docstring: for |G| <= 16 one
     comparison pass per gold document, else a binary search per document. ``out``: an
     ``(n_docs,) float32`` buffer to write the coefficients into. ``excl``: row indices that are
-    neither gold nor non-gold (they get coefficient 0 and count in no pair). ``zero``: the
-    caller knows that ``s`` is 0 (w = 0, the first iteration): the closed form, no counting.
+    neither gold nor non-gold (they get coefficient 0 and count in no pair).
     """
-    if zero:  # s = 0: every pair is violated by 1, so n_j = |G| and m_i = |N| in closed form
-        coef = np.empty(len(s), dtype=np.float32) if out is None else out
-        n_ng = len(s) - len(gold) - (len(excl) if excl is not None else 0)
-        coef.fill(np.float32(-len(gold) / n_pairs))
-        if excl is not None and len(excl):
-            coef[excl] = 0
-        coef[gold] = np.float32(n_ng / n_pairs)
-        b = len(gold) * n_ng / n_pairs
-        return coef, b, b
     sg_raw = s[gold]
     order = np.argsort(sg_raw, kind="stable")
     sg = sg_raw[order]
@@ -176,28 +171,25 @@ def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarra
 def _hinge(s: np.ndarray, gold: np.ndarray, n_pairs: int, excl: np.ndarray) -> float:
     """The pair-averaged hinge (1/n_pairs) sum_{i in G, j in N} max(0, 1 - s_i + s_j) at scores
     ``s`` ``(n_docs,) float64`` (= ``_most_violated``'s H), in float64. Only documents scoring
-    above min gold - 1 can be in a violated pair: for up to 16 gold documents two passes each
-    over ``s``, else those documents are sorted and each gold document's violated pairs are one binary search and
-    one prefix sum. When every pair is violated (the
-    score range is below 1) it is 1 - mean gold + mean non-gold, with no sort."""
+    above min gold - 1 can be in a violated pair: for up to 16 gold documents one pass each over
+    them, else they are sorted and each gold document's violated pairs are one binary search and
+    one prefix sum. When every pair is violated (the score range is below 1) it is 1 - mean gold
+    + mean non-gold, with no sort."""
     sg = s[gold]
     if sg.max() - s.min() < 1.0:  # every pair violated: the hinge is linear, a difference of means
         n_ng = len(s) - len(gold) - len(excl)
         total = len(gold) * n_ng + len(gold) * (float(s.sum()) - float(sg.sum()) - float(s[excl].sum())) - n_ng * float(sg.sum())
         return max(0.0, total / n_pairs)
-    if len(gold) <= 16:  # two passes per gold document over s; gold and excluded rows corrected
-        se = s[excl]
-        total = 0.0
-        for v in sg.tolist():
-            hit = s > v - 1.0
-            inner = np.concatenate([sg[sg > v - 1.0], se[se > v - 1.0]])
-            cnt = int(np.count_nonzero(hit)) - len(inner)
-            total += cnt * (1.0 - v) + float(np.add.reduce(s, where=hit)) - float(inner.sum())
-        return max(0.0, total / n_pairs)
     ng = s > sg.min() - 1.0
     ng[gold] = False
     ng[excl] = False
     sj = s[ng]
+    if len(gold) <= 16:  # one pass per gold document over the candidates
+        total = 0.0
+        for v in sg.tolist():
+            hit = sj[sj > v - 1.0]
+            total += len(hit) * (1.0 - v) + float(hit.sum())
+        return max(0.0, total / n_pairs)
     sj = np.sort(sj)
     csum = np.concatenate([[0.0], np.cumsum(sj)])
     first = np.searchsorted(sj, sg - 1.0, side="right")  # s_j > s_i - 1
@@ -328,8 +320,8 @@ def probe(
     iteration cap per query (a warning names how many queries hit it). ``batch_size``: queries
     per matrix product (default ``max(16, dim // 4)``: keeps the two ``(n_docs, batch)`` float32
     work matrices under half the index size). ``lp_check_max_docs``: run the exact LP for queries
-    the cutting plane leaves uncertified when ``n_docs`` is at most this (0: never); a feasible
-    LP's witness becomes the query's w. ``C_max``: when a query converges without strict
+    the cutting plane leaves uncertified, whole when ``n_docs`` is at most this, by constraint
+    generation otherwise (0: never); a feasible LP's witness becomes the query's w. ``C_max``: when a query converges without strict
     separation, C is raised 10x at a time up to ``C_max`` and the cutting plane continues on the
     same working set, approaching the hard-margin problem (None: no escalation, the plain
     soft-margin problem with ``C``); queries that cannot be separated by construction (an
@@ -430,6 +422,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     rmax = float(norms.max()) if n else 0.0
     dups = merge_groups(n, duplicate_groups(Df), [np.asarray(g, dtype=np.int64) for g in duplicates])
     dup_of = {int(i): g for g in dups for i in g}
+    colsum = sum(Df[b0 : b0 + BLOCK].sum(0, dtype=np.float64) for b0 in range(0, n, BLOCK)) if n else np.zeros(dim)
     rep = np.arange(n)  # each row's duplicate-group representative (its scores are the group's)
     for g in dups:
         rep[g] = g[0]
@@ -472,19 +465,21 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             st["early"] = solve == "certificate" and not st["crossing"] and all(len(np.unique(grs[q])) == 1 for q in members)
         active = [p for p in ps if not state[p]["done"]]
         while active:
-            W = np.stack([state[p]["w"] for p in active]).astype(np.float32)  # (B', dim)
-            # (B', n): one product, rows contiguous; at the first iteration every w is 0
-            S = W @ Df.T if W.any() else np.zeros((len(active), n), dtype=np.float32)
-            tie_duplicates(S, dups)
+            first = [p for p in active if state[p]["it"] == 0]
+            for p in first:  # w = 0: the first cutting plane in closed form, no product
+                state[p]["b_new"], state[p]["a_new"] = _first_plane(state[p], golds, opt_excl, Df, colsum)
+            active = [p for p in active if state[p]["it"] > 0]
+            W = np.stack([state[p]["w"] for p in active]).astype(np.float32) if active else np.zeros((0, dim), np.float32)
+            S = tie_duplicates(W @ Df.T, dups)  # (B', n): one product, rows contiguous
             Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
-            add, still = [], []
+            add, still = [], list(first)
             for row, p in enumerate(active):
                 st = state[p]
                 if st["early"] and st["it"] > 0 and _certified32(S[row], st, golds, opt_excl, rmax, dmax):
                     st["done"], st["stopped"] = True, "certificate"  # recall, ranks, certificate final
                     st["s32"] = S[row].copy()  # the final scores: w does not change any more
                     continue
-                b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)], zero=st["it"] == 0)
+                b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)])
                 if st["it"] > 0 and H <= st["xiW"] + eps and H > 0 and not st["crossing"]:
                     # converged for this C with some pair violated: unless the gold set is
                     # separated, either prove that no w separates it (then C stays: the
@@ -518,9 +513,9 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             # new cutting planes, (dim, B''); written D^T.C^T: OpenBLAS runs C.D ~10x slower here
             A_new = Df.T @ Cm[: len(add)].T if add else None
             del Cm
-            for col, p in enumerate(add):
+            for col, p in enumerate(add + first):
                 st = state[p]
-                a = A_new[:, col].astype(np.float64)
+                a = A_new[:, col].astype(np.float64) if col < len(add) else st.pop("a_new")
                 cross = st["A"].T @ a
                 K = np.empty((len(st["b"]) + 1,) * 2)
                 K[:-1, :-1] = st["K"]
@@ -540,7 +535,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                 st["it"] += 1
             active = [p for p in still if not state[p]["done"]]
         ctx = {"Df": Df, "dups": dups, "golds": golds, "grades": grs, "excls": excls, "twins": twins, "opt_excl": opt_excl,
-               "dmax": dmax, "norms": norms, "affine": affine, "lp_check_max_docs": lp_check_max_docs, "depth": depth}
+               "dmax": dmax, "norms": norms, "affine": affine, "lp_check_max_docs": lp_check_max_docs, "depth": depth, "rep": rep}
         def finish(p):
             st = state.pop(p)
             s = _exact_near_gold(Df, st["w"], st["s32"], [golds[q] for q in st["members"]], rmax, dups)
@@ -561,22 +556,41 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     return results  # type: ignore[return-value]
 
 
-def _group_violated(s: np.ndarray, st: dict, golds, opt_excl, out: np.ndarray, zero: bool = False) -> tuple[float, float]:
+def _group_violated(s: np.ndarray, st: dict, golds, opt_excl, out: np.ndarray) -> tuple[float, float]:
     """The most violated 1-slack constraint over the union of a tie group's pair sets: each
     member's constraint weighted by its share of the pairs. Writes the coefficients into
     ``out``; returns ``(b, H)``."""
     members, pairs, P = st["members"], st["pairs"], st["P"]
     if len(members) == 1:
-        return _most_violated(s, golds[members[0]], P, out=out, excl=opt_excl[members[0]], zero=zero)[1:]
+        return _most_violated(s, golds[members[0]], P, out=out, excl=opt_excl[members[0]])[1:]
     out[:] = 0
     b = H = 0.0
     for q, n_pairs in zip(members, pairs):
         if n_pairs:
-            c, b_q, H_q = _most_violated(s, golds[q], n_pairs, excl=opt_excl[q], zero=zero)
+            c, b_q, H_q = _most_violated(s, golds[q], n_pairs, excl=opt_excl[q])
             out += c * np.float32(n_pairs / P)
             b += b_q * n_pairs / P
             H += H_q * n_pairs / P
     return b, H
+
+
+def _first_plane(st: dict, golds, opt_excl, Df: np.ndarray, colsum: np.ndarray) -> tuple[float, np.ndarray]:
+    """The most violated constraint at w = 0, ``(b, a)`` with ``a`` ``(dim,) float64``: every pair
+    is violated by 1, so each member's constraint is b_q = 1 and a_q = mean gold document - mean
+    non-gold document (its coefficients are n_ng / P on gold rows and -|G| / P on non-gold ones,
+    ``_most_violated``), weighted by the member's share of the group's pairs. The non-gold sum
+    is ``colsum`` ``(dim,) float64`` (the sum of all rows) minus the gold and excluded rows."""
+    a = np.zeros(Df.shape[1])
+    b = 0.0
+    for q, n_pairs in zip(st["members"], st["pairs"]):
+        if n_pairs:
+            g, e = golds[q], opt_excl[q]
+            sg = Df[g].sum(0, dtype=np.float64)
+            se = Df[e].sum(0, dtype=np.float64) if len(e) else 0.0
+            n_ng = Df.shape[0] - len(g) - len(e)
+            a += (n_pairs / st["P"]) * (sg / len(g) - (colsum - sg - se) / n_ng)
+            b += n_pairs / st["P"]
+    return b, a
 
 
 def _certified32(s: np.ndarray, st: dict, golds, opt_excl, rmax: float, dmax: float) -> bool:
@@ -745,13 +759,60 @@ def _exact_near_gold(Df: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax
     return tie_duplicates(s, dups)
 
 
+def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
+                  whole_max_docs: int, time_limit: float = 60.0):
+    """The hard-margin LP (``lp_feasible``) by constraint generation, for a corpus too large to
+    pass whole: the gold documents against the ``2 (dim + 2)`` non-gold documents scoring
+    highest at the final w (``s`` ``(n_docs,) float64``); a feasible LP's witness is scored on
+    every document, and the non-gold documents it ranks at or above the lowest gold one join
+    (at most ``2 (dim + 2)`` per round, highest first) until the witness separates the whole
+    gold set (``True``, exact) or a subset's LP is infeasible (``False``, exact: a subset of the
+    constraints already admits no w). After ``LP_ROUNDS`` undecided rounds, a corpus of at most
+    ``whole_max_docs`` documents gets the whole LP. Documents enter as their duplicate group's
+    first row (``rep``), whose score the group gets. ``ng``: ``(n_docs,) bool`` the non-gold
+    documents. Returns ``(lp, w, scores)``: ``lp`` None when undecided within ``time_limit``
+    seconds (in all); ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True."""
+    import time
+
+    step = 2 * (Df.shape[1] + 2)
+    ngr = np.flatnonzero(ng)
+    cand = ngr[np.argsort(-s[ngr], kind="stable")[:step]]
+    G = np.unique(rep[gold])
+    t_end = time.perf_counter() + time_limit
+
+    def witness(rows):
+        ok, w = lp_feasible(Df[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
+                            return_witness=True)
+        return ok, w, (_scores64(Df, w, dups) if ok else None)
+
+    for _ in range(LP_ROUNDS):
+        if time.perf_counter() >= t_end:
+            return None, None, None
+        rows = np.unique(rep[cand])
+        ok, w, sw = witness(rows)
+        if not ok:
+            return ok, None, None
+        new = ngr[(sw[ngr] >= sw[gold].min()) & ~np.isin(rep[ngr], rows)]
+        if not len(new):
+            return (True, w, sw) if sw[gold].min() > sw[ngr].max() else (None, None, None)
+        cand = np.concatenate([cand, new[np.argsort(-sw[new], kind="stable")[:step]]])
+    if len(Df) <= whole_max_docs and time.perf_counter() < t_end:
+        ok, w, sw = witness(np.unique(rep[ngr]))
+        if ok and sw[gold].min() > sw[ngr].max():
+            return True, w, sw
+        return (False, None, None) if ok is False else (None, None, None)
+    return None, None, None
+
+
 def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
     """Results of one problem (a query, or a text-tied group sharing w) at its final w, whose
     scores (``_exact_near_gold``; duplicates tied) are ``s`` ``(n_docs,) float64``.
 
     Scores, margin, certificate and ranks are computed in float64 with duplicates tied; ranks
     and the top rows follow ``capgap.retrieval``'s pessimistic tie rule. The LP runs for an
-    uncertified single query when the corpus is small enough; its witness then replaces w.
+    uncertified single query (unless its escalation stopped at an inseparability proof): whole
+    when the corpus has at most ``lp_check_max_docs`` documents, else by constraint generation
+    (``_lp_generated``); a feasible LP's witness replaces w.
     """
     from .retrieval import rank_gold, rank_top
 
@@ -789,6 +850,12 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
             if lp:
                 wq = w_lp
                 sq = _scores64(Df, wq, ctx["dups"])
+                margin = margin_of(sq)
+                certified = margin > 0
+        elif not certified and len(members) == 1 and ctx["lp_check_max_docs"] and st["stopped"] != "inseparable":
+            lp, w_lp, s_lp = _lp_generated(Df, ctx["rep"], gold, ng, sq, ctx["dups"], LP_WHOLE_FACTOR * ctx["lp_check_max_docs"])
+            if lp:
+                wq, sq = w_lp, s_lp
                 margin = margin_of(sq)
                 certified = margin > 0
         ranks = rank_gold(sq, gold, grades, valid)
