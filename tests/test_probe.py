@@ -273,18 +273,16 @@ def test_verdicts_beyond_lp_check_max_docs_are_the_exact_lps():
     """On a corpus larger than lp_check_max_docs the probe still decides every query exactly:
     escalation behind the inseparability proof, then the constraint-generated LP for what the
     cutting plane leaves uncertified (here separable queries that escalation to C_max misses).
-    Each verdict equals HiGHS's LP over the whole corpus."""
+    A certified query has a separating witness; HiGHS's LP over the whole corpus finds none for
+    an uncertified one."""
     rng = np.random.default_rng(11)
     D = unit(rng, 4000, 64)
     golds = [rng.choice(4000, int(rng.integers(1, 11)), replace=False) for _ in range(40)]
     res = probe(D, golds, lp_check_max_docs=1000)
-    plain = probe(D, golds, lp_check_max_docs=0)
-    assert sum(r.certified for r in res) > sum(r.certified for r in plain)  # the LP finds what escalation missed
+    # the LP certifies queries that escalation to C_max = 1e8 left misranked
+    assert any(r.certified and r.lp_feasible and r.extra["C_final"] == 1e8 for r in res)
     for r, g in zip(res, golds):
-        lp = lp_feasible(D, g)
-        if lp is not None:
-            assert r.certified == lp
-        if r.stopped == "inseparable":
-            assert lp is not True
-        if r.certified and r.lp_feasible:
+        if r.certified:  # a witness (the cutting plane's or the LP's) separates, checked in float64
             assert r.margin > 0
+        else:  # no w separates, says HiGHS on the whole corpus (or it is numerically undecided)
+            assert lp_feasible(D, g) is not True
