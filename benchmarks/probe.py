@@ -111,20 +111,20 @@ def run_case(name, D, golds, args, threads, grades=None):
 
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
-    res = probe(D, golds, threads=threads, lp_check_max_docs=0, grades=grades)
+    res = probe(D, golds, threads=threads, grades=grades)
     t_ours = time.perf_counter() - t
     s = summary(res)
     soft = ""
     if s["certified"] < 1.0:  # the soft-margin problem alone (dlib's), on the dlib queries' batch
         sub = golds[: max(args.dlib_queries, 16)]
         t = time.perf_counter()
-        probe(D, sub, threads=threads, lp_check_max_docs=0, C_max=None, grades=None if grades is None else grades[: len(sub)])
+        probe(D, sub, threads=threads, lp_check_max_docs=0, C_max=None, grades=None if grades is None else grades[: len(sub)])  # dlib's problem
         soft = f"{(time.perf_counter() - t) / len(sub):.3f}"
     ref = "dlib"
     if name == "big":  # the reference is capgap before certificate-first probing, on one batch
         sub = golds[: max(16, D.shape[1] // 4)]
         t = time.perf_counter()
-        probe(D, sub, threads=threads, lp_check_max_docs=0, solve="optimum")
+        probe(D, sub, threads=threads, solve="optimum")
         per_ref, rec_ref, ref = (time.perf_counter() - t) / len(sub), float("nan"), "capgap optimum"
     else:
         per_ref, rec_ref = dlib_seconds(D, golds, args.C, args.dlib_queries)

@@ -320,3 +320,32 @@ def test_curve_evaluator_recall_per_split():
     assert prepared == [1]  # the scorer is prepared once per curve point, for both splits
     assert curve_evaluator(rs, rs.corpus.ids, scorer, ks=[20, 50], max_queries=1)(0) == {"train_recall@20": 1.0,
                                                                                           "heldout_recall@20": 1.0}
+
+
+def test_run_loop_stops_once_the_watched_metric_stops_rising(tmp_path):
+    """patience: with curve points every 3 steps whose watched values are 0.1, 0.5, 0.4, 0.3, ...
+    and patience 2, the best is the second point and two points bring nothing better, so
+    training stops at step 12 (of 30) with that point last; a resumed run trains no further and
+    ends with the same curve and weights."""
+    from capgap.training import run_loop, seed_everything
+
+    values = iter([0.1, 0.5, 0.4, 0.3, 0.2, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9])
+
+    def run(ckpt):
+        sampler = seed_everything(0)
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        X = torch.linspace(-1, 1, 40).reshape(10, 4)
+        res = run_loop(lambda b: (model(X[b]) ** 2).mean(), model, opt, 30, 10, 4, sampler, ckpt_path=ckpt,
+                       digest={"s": "x"}, checkpoint_every=5, evaluate=lambda step: {"heldout_recall@2": next(values)},
+                       eval_every=3, patience=2, monitor=lambda p: p["heldout_recall@2"])
+        return model, res
+
+    model, res = run(tmp_path / "c.pt")
+    assert res.stopped_at == 12 and res.steps_run == 12
+    assert [p["step"] for p in res.curve] == [3, 6, 9, 12] and [p["heldout_recall@2"] for p in res.curve] == [0.1, 0.5, 0.4, 0.3]
+    again, res2 = run(tmp_path / "c.pt")
+    assert res2.steps_run == 0 and res2.stopped_at == 12 and res2.curve == res.curve
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    with pytest.raises(ValueError, match="patience"):
+        run_loop(lambda b: None, model, torch.optim.SGD(model.parameters(), lr=1e-2), 3, 10, 4, seed_everything(0), patience=1)

@@ -72,8 +72,8 @@ log = logging.getLogger(__name__)
 PRUNE_AFTER = 10  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
-HULL_ROUNDS = 12  # column-generation rounds of an inseparability proof (_prove_inseparable)
-LP_ROUNDS = 4  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (_lp_generated)
+HULL_ROUNDS = 4  # column-generation rounds of an inseparability proof (_prove_inseparable)
+LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (_lp_generated)
 LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs
 
 
@@ -348,9 +348,10 @@ def probe(
     (``hull_distance_bound``; module docstring). When it holds, no w and hence no C certifies
     the query, so C stays (``stopped="inseparable"``; recall@k is the optimum's at that C, the
     soft-margin problem dlib solves) instead of spending hundreds of iterations on the way to
-    ``C_max``. A separable query, or one whose proof needs more candidates than the gate tries,
-    escalates as before. With ``"certificate"``, a single query on a corpus of at most
-    ``lp_check_max_docs`` documents is not escalated at all: the exact LP decides it.
+    ``C_max``. With ``"certificate"`` and the LP on (``lp_check_max_docs`` > 0), a single query
+    is then not escalated at all: the exact LP decides what the proof leaves open (on a corpus
+    of at most ``lp_check_max_docs`` documents the proof is skipped too). Otherwise (``"optimum"``,
+    text-tied groups, the LP off) a query the proof cannot settle escalates as before.
 
     Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
     w: identical rows score identically and a non-gold document tied with a gold one ranks first.
@@ -486,12 +487,13 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                     # certificate cannot change) or continue towards the hard margin with a 10x
                     # larger C (the working set stays valid: cutting planes do not depend on C)
                     if not all(_separated(S[row], golds[q], opt_excl[q]) for q in st["members"]):
-                        lp_settles = solve == "certificate" and lp_decides and len(st["members"]) == 1
-                        if st["C"] < C_max and not lp_settles:
+                        lp_later = solve == "certificate" and lp_check_max_docs and len(st["members"]) == 1
+                        if st["C"] < C_max and not (lp_later and lp_decides):
                             bound = _prove_inseparable(S[row], st, golds, opt_excl, Df, rep, dmax)
                             if bound is not None:
                                 st["done"], st["stopped"], st["hull"] = True, "inseparable", bound
                                 continue
+                        if st["C"] < C_max and not lp_later:
                             st["C"] = min(st["C"] * 10.0, C_max)
                             _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
                             st["escalations"] += 1
@@ -619,10 +621,10 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
     of the gold documents against them gives convex weights and r = p - q; if |r| <=
     ``HULL_TOL * dmax`` the member is proven (every w has min gold score - max non-gold score
     <= |w| |r|, below the certificate's threshold in ``_finish``, so no C certifies it). Else r
-    is the subset's hard-margin direction: the non-gold documents it ranks at or above the
-    lowest gold one join the candidates (at most ``2 (dim + 2)`` per round, highest first) and
-    the next round starts; none left means r separates the gold set, and the proof fails (the
-    query is separable: escalate). At most ``HULL_ROUNDS`` rounds. Documents enter as their
+    points from the gold hull towards the subset's non-gold hull: the non-gold documents ranked
+    at or above the lowest gold one along r join the candidates (highest first), topped up with
+    the next documents by score at w to ``2 (dim + 2)`` new ones per round, and the next round
+    starts. At most ``HULL_ROUNDS`` rounds; a failed proof escalates. Documents enter as their
     duplicate group's first row (``rep``), whose score every member of the group gets. Returns
     the largest member bound when every unseparated member is proven, else None."""
     dim = Df.shape[1]
@@ -637,18 +639,20 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
             continue  # separated (or nothing to separate from)
         ng = np.flatnonzero(mask)
         G = Df[np.unique(rep[gold])]
-        cand = ng[np.argsort(-s[ng], kind="stable")[:step]]
+        by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
+        cand, used = by_s[:step], step
         bound = float("inf")
         for _ in range(HULL_ROUNDS):
             rows = np.unique(rep[cand])
             bound, r = hull_distance_bound(G, Df[rows], return_direction=True)
-            if bound <= HULL_TOL * dmax or r is None:
+            if bound <= HULL_TOL * dmax or r is None or len(rows) >= len(np.unique(rep[ng])):
                 break
             t = (Df @ r.astype(np.float32))[rep]  # scores along r, duplicates tied
             new = ng[(t[ng] >= t[gold].min()) & ~np.isin(rep[ng], rows)]
-            if not len(new):
-                break  # r separates the gold set: separable, not provable
-            cand = np.concatenate([cand, new[np.argsort(-t[new], kind="stable")[:step]]])
+            new = new[np.argsort(-t[new], kind="stable")[:step]]
+            fill = by_s[used : used + step - len(new)]  # the rest of the round: the next by score at w
+            used += len(fill)
+            cand = np.concatenate([cand, new, fill])
         if bound > HULL_TOL * dmax:
             return None
         worst = max(worst, bound)

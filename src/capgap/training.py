@@ -109,12 +109,14 @@ class LoopResult:
     """``curve``: one dict per curve point (``step``, ``loss``: the mean training loss since the
     previous point, NaN if none, then ``evaluate``'s metrics); ``steps_per_s``: optimiser steps
     of this call per second of its loop (NaN when no time elapsed); ``resumed_from``: the step a
-    checkpoint restored (0 if none); ``steps_run``: steps this call ran."""
+    checkpoint restored (0 if none); ``steps_run``: steps this call ran; ``stopped_at``: the step
+    at which ``patience`` ended training early (None: it ran every step)."""
 
     curve: list
     steps_per_s: float
     resumed_from: int
     steps_run: int
+    stopped_at: int | None = None
 
 
 def _load(ckpt: Path, digest: Mapping[str, str], desc: str):
@@ -150,6 +152,8 @@ def run_loop(
     progress: bool = False,
     desc: str = "train",
     stop_after: int | None = None,
+    patience: int | None = None,
+    monitor: Callable[[dict], float] | None = None,
 ) -> LoopResult:
     """Train ``model`` for ``n_steps`` optimiser steps from step 0 or from a checkpoint.
 
@@ -191,6 +195,12 @@ def run_loop(
     stop_after : int, optional
         Raise ``KeyboardInterrupt`` after this many steps of this call, after that step's
         checkpoint (tests simulate a kill with it); ignored at the last step.
+    patience, monitor : int and callable, optional
+        Early stopping: after each curve point, ``monitor(point)`` -> float (higher is better;
+        e.g. held-out recall); when the last ``patience`` points brought no new best, training
+        stops there (a checkpoint marks it: a resumed run does not train further), and that
+        point is the curve's last. ``ValueError`` when ``patience`` is set without ``monitor``
+        or ``evaluate``.
 
     Returns
     -------
@@ -198,7 +208,10 @@ def run_loop(
     """
     import torch
 
+    if patience and (monitor is None or evaluate is None):
+        raise ValueError("run_loop: patience needs evaluate and monitor (the curve metric to watch)")
     perm, pos, step, curve, losses, resumed = sampler.permutation(n_items), 0, 0, [], [], 0
+    stopped_at = None
     ckpt = Path(ckpt_path) if ckpt_path else None
     digest = {**dict(digest or {}), "number of training items": n_items}  # a resumed permutation must fit
     weights = model if weights is None else weights
@@ -209,6 +222,7 @@ def run_loop(
             optimizer.load_state_dict(state["optim"])
             set_rng_state(state["rng"], sampler)
             perm, pos, step, curve, losses = state["perm"], state["pos"], state["step"], state["curve"], state["losses"]
+            stopped_at = state.get("stopped_at")
             resumed = step
             log.info("%s: resumed from %s at step %d", desc, ckpt, step)
 
@@ -227,9 +241,18 @@ def run_loop(
         from tqdm import tqdm
 
         bar = tqdm(total=n_steps, initial=step, desc=desc, unit="step")
+    def plateaued() -> bool:
+        values = [monitor(p) for p in curve]
+        return len(values) - 1 - int(np.argmax(values)) >= patience
+
+    def save() -> None:
+        save_checkpoint(ckpt, {"digest": digest, "step": step, "weights": weights.state_dict(),
+                               "optim": optimizer.state_dict(), "rng": rng_state(sampler), "perm": perm, "pos": pos,
+                               "curve": curve, "losses": losses, "stopped_at": stopped_at})
+
     model.train()
     t0, done_here = time.perf_counter(), 0
-    while step < n_steps:
+    while step < n_steps and stopped_at is None:
         if pos + batch_size > n_items and pos > 0:
             perm, pos = sampler.permutation(n_items), 0
         batch = perm[pos : pos + batch_size]
@@ -246,18 +269,20 @@ def run_loop(
             bar.set_postfix(loss=f"{losses[-1]:.4f}", steps_per_s=f"{done_here / (time.perf_counter() - t0):.2f}")
         if eval_every and step % eval_every == 0 and step < n_steps:
             curve_point(step)
-        if ckpt and ((checkpoint_every and step % checkpoint_every == 0) or step == n_steps):
-            save_checkpoint(ckpt, {"digest": digest, "step": step, "weights": weights.state_dict(),
-                                   "optim": optimizer.state_dict(), "rng": rng_state(sampler), "perm": perm, "pos": pos,
-                                   "curve": curve, "losses": losses})
+            if patience and plateaued():
+                stopped_at = step
+                log.info("%s: no better %s point in the last %d: stopped at step %d", desc, "curve", patience, step)
+        if ckpt and ((checkpoint_every and step % checkpoint_every == 0) or step == n_steps or stopped_at is not None):
+            save()
         if stop_after is not None and done_here >= stop_after and step < n_steps:
             raise KeyboardInterrupt(f"stopped after {done_here} steps (test hook)")
     elapsed = time.perf_counter() - t0
     if bar is not None:
         bar.close()
-    curve_point(step)
+    if stopped_at is None:
+        curve_point(step)
     model.eval()
-    return LoopResult(curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, done_here)
+    return LoopResult(curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, done_here, stopped_at)
 
 
 def curve_ks(ks: Sequence[int]) -> list[int]:

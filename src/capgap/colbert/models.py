@@ -43,6 +43,7 @@ class ColbertConfig:
     n_negatives: int = _D["n_negatives"]
     checkpoint_every: int = _D["checkpoint_every"]
     eval_every: int = _D["eval_every"]
+    patience: int | None = _D["patience"]
     eval_max_queries: int = _D["eval_max_queries"]
     curve_max_docs: int = _D["curve_max_docs"]
     encode_batch_size: int = _D["encode_batch_size"]
@@ -77,8 +78,8 @@ class ColbertConfig:
     def training_digest(self) -> str:
         """sha256 of the fields that change the trained model (checkpoints must match it)."""
         keys = ("model", "sha256", "embedding_size", "query_length", "document_length", "steps", "batch_size", "lr",
-                "weight_decay", "temperature", "n_negatives", "seed")
-        d = {k: v for k, v in asdict(self).items() if k in keys}
+                "weight_decay", "temperature", "n_negatives", "seed", "patience")
+        d = {k: v for k, v in asdict(self).items() if k in keys and not (k == "patience" and v is None)}  # old keys stay valid
         return json_digest(d)[:16]
 
 

@@ -108,11 +108,15 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
     evaluate = None
     if len(doc_texts) <= cfg.curve_max_docs:
         evaluate = curve_evaluator(rs, rs.corpus.ids, scorer, ks, groups, cfg.eval_max_queries)
+    elif cfg.patience:
+        raise ValueError(f"colbert.patience needs the learning curve's held-out recall, which is computed for corpora of at most "
+                         f"colbert.curve_max_docs = {cfg.curve_max_docs} documents ({rs.name} has {len(doc_texts)})")
     res = train_colbert(model, cfg, doc_texts, [text[q] for q in train_ids],
                         [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids], ckpt_path=ckpt, evaluate=evaluate,
                         progress=progress,
                         train_excluded=excluded_positions(rs, train_ids, rs.corpus.ids) if rs.excluded else None)
-    log.info("colbert: %d steps at %.2f steps/s (resumed from %d)", cfg.steps, res["steps_per_s"], res["resumed_from"])
+    log.info("colbert: %d steps at %.2f steps/s (resumed from %d)", res["stopped_at"] or cfg.steps, res["steps_per_s"],
+             res["resumed_from"])
     tmp = work / "model.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(str(tmp))

@@ -64,8 +64,11 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     as its negatives, masked like false negatives). ``stop_after``: raise ``KeyboardInterrupt``
     after that many steps of this call (tests simulate a kill with it).
 
-    Returns ``{"curve", "steps_per_s", "resumed_from"}``. Raises ``ValueError`` without train
-    queries.
+    ``cfg.patience``: stop once that many curve points bring no new best ``heldout_recall``
+    (the paper trains ColBERT until held-out recall stops rising).
+
+    Returns ``{"curve", "steps_per_s", "resumed_from", "stopped_at"}`` (``stopped_at``: the step
+    early stopping ended at, or None). Raises ``ValueError`` without train queries.
     """
     import torch
     from pylate import losses
@@ -105,5 +108,15 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
         digest = {"ColBERT training settings": cfg.training_digest(), "training data": json_digest(data)}
     res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
                    checkpoint_every=cfg.checkpoint_every, evaluate=evaluate, eval_every=cfg.eval_every, progress=progress,
-                   desc="colbert", stop_after=stop_after)
-    return {"curve": res.curve, "steps_per_s": res.steps_per_s, "resumed_from": res.resumed_from}
+                   desc="colbert", stop_after=stop_after, patience=cfg.patience, monitor=heldout_recall)
+    return {"curve": res.curve, "steps_per_s": res.steps_per_s, "resumed_from": res.resumed_from, "stopped_at": res.stopped_at}
+
+
+def heldout_recall(point: dict) -> float:
+    """The early-stopping signal of a curve point: the mean held-out recall over the curve's
+    cut-offs (``heldout_recall@k`` keys of ``capgap.training.curve_evaluator``). ``ValueError``
+    when the point has none (no held-out split, or a curve without recall)."""
+    values = [v for k, v in point.items() if k.startswith("heldout_recall@")]
+    if not values:
+        raise ValueError("colbert.patience: the learning curve has no held-out recall to watch")
+    return float(np.mean(values))
