@@ -610,3 +610,11 @@ def test_jobs_say_which_code_ran(tiny_run, monkeypatch):
     monkeypatch.setenv("CAPGAP_CHECKOUT", "/somewhere/else")
     v = code_version()
     assert v["matches"] is False and "NOT the workflow's checkout /somewhere/else" in code_summary(v)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "near-miss.yaml", "limit-paper.yaml", "limit50k.yaml", "large.yaml"])
+def test_every_shipped_config_validates_and_dry_runs(name, tmp_path, mirror):
+    """Each config under config/ parses, passes the schema and builds its DAG (a dry run)."""
+    r = _smk(tmp_path / "w", ROOT / "config" / name, mirror, "-n")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert _jobs(r.stdout + r.stderr).get("data", 0) >= 1

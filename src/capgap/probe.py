@@ -74,6 +74,7 @@ BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
 HULL_ROUNDS = 4  # column-generation rounds of an inseparability proof (_prove_inseparable)
 LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (_lp_generated)
+LP_ROUNDS_BEFORE_WHOLE = 4  # ... on corpora small enough for the whole LP, which then follows
 LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs
 
 
@@ -771,8 +772,9 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     every document, and the non-gold documents it ranks at or above the lowest gold one join
     (at most ``2 (dim + 2)`` per round, highest first) until the witness separates the whole
     gold set (``True``, exact) or a subset's LP is infeasible (``False``, exact: a subset of the
-    constraints already admits no w). After ``LP_ROUNDS`` undecided rounds, a corpus of at most
-    ``whole_max_docs`` documents gets the whole LP. Documents enter as their duplicate group's
+    constraints already admits no w). A corpus of at most ``whole_max_docs`` documents gets the
+    whole LP after ``LP_ROUNDS_BEFORE_WHOLE`` undecided rounds; a larger one up to ``LP_ROUNDS``
+    rounds. Documents enter as their duplicate group's
     first row (``rep``), whose score the group gets. ``ng``: ``(n_docs,) bool`` the non-gold
     documents. Returns ``(lp, w, scores)``: ``lp`` None when undecided within ``time_limit``
     seconds (in all); ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True."""
@@ -789,7 +791,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
                             return_witness=True)
         return ok, w, (_scores64(Df, w, dups) if ok else None)
 
-    for _ in range(LP_ROUNDS):
+    for _ in range(LP_ROUNDS_BEFORE_WHOLE if len(Df) <= whole_max_docs else LP_ROUNDS):
         if time.perf_counter() >= t_end:
             return None, None, None
         rows = np.unique(rep[cand])
