@@ -72,7 +72,8 @@ log = logging.getLogger(__name__)
 PRUNE_AFTER = 10  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
-HULL_ROUNDS = 4  # column-generation rounds of an inseparability proof (_prove_inseparable)
+HULL_ROUNDS = 3  # column-generation rounds of an inseparability proof (_prove_inseparable)
+HULL_STEP = 512  # candidates added per round, at least (and at least 2 (dim + 2))
 LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (_lp_generated)
 LP_ROUNDS_BEFORE_WHOLE = 4  # ... on corpora small enough for the whole LP, which then follows
 LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs
@@ -618,18 +619,18 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
     the scores ``s`` ``(n_docs,)`` (at the problem's w, duplicates tied) do not separate.
 
     Per unseparated member, column generation on the nearest-point problem of the two hulls:
-    start from the ``2 (dim + 2)`` highest-scoring non-gold documents; ``hull_distance_bound``
+    start from the ``max(2 (dim + 2), HULL_STEP)`` highest-scoring non-gold documents; ``hull_distance_bound``
     of the gold documents against them gives convex weights and r = p - q; if |r| <=
     ``HULL_TOL * dmax`` the member is proven (every w has min gold score - max non-gold score
     <= |w| |r|, below the certificate's threshold in ``_finish``, so no C certifies it). Else r
     points from the gold hull towards the subset's non-gold hull: the non-gold documents ranked
     at or above the lowest gold one along r join the candidates (highest first), topped up with
-    the next documents by score at w to ``2 (dim + 2)`` new ones per round, and the next round
+    the next documents by score at w to that many new ones per round, and the next round
     starts. At most ``HULL_ROUNDS`` rounds; a failed proof escalates. Documents enter as their
     duplicate group's first row (``rep``), whose score every member of the group gets. Returns
     the largest member bound when every unseparated member is proven, else None."""
     dim = Df.shape[1]
-    step = 2 * (dim + 2)
+    step = max(2 * (dim + 2), HULL_STEP)
     worst = 0.0
     for q in st["members"]:
         gold = golds[q]
