@@ -489,7 +489,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                     # certificate cannot change) or continue towards the hard margin with a 10x
                     # larger C (the working set stays valid: cutting planes do not depend on C)
                     if not all(_separated(S[row], golds[q], opt_excl[q]) for q in st["members"]):
-                        lp_later = solve == "certificate" and lp_check_max_docs and len(st["members"]) == 1
+                        lp_later = st["early"] and lp_check_max_docs and len(st["members"]) == 1  # graded sets: the optimum
                         if st["C"] < C_max and not (lp_later and lp_decides):
                             bound = _prove_inseparable(S[row], st, golds, opt_excl, Df, rep, dmax)
                             if bound is not None:
