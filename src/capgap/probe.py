@@ -604,13 +604,7 @@ def _certified32(s: np.ndarray, st: dict, golds, opt_excl, rmax: float, dmax: fl
     dim = len(st["w"])
     wn = max(float(np.linalg.norm(st["w"])), 1e-30)
     delta = 2.0 * dim * 2.0**-24 * wn * max(rmax, 1e-30) + 1e-9 * max(1.0, wn) * dmax
-    for q in st["members"]:
-        mask = np.ones(len(s), dtype=bool)
-        mask[golds[q]] = False
-        mask[opt_excl[q]] = False
-        if mask.any() and not float(s[golds[q]].min()) - float(s[mask].max()) > delta:
-            return False
-    return True
+    return all(_separated(s, golds[q], opt_excl[q], by=delta) for q in st["members"])
 
 
 def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray, rep: np.ndarray,
@@ -634,12 +628,10 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
     worst = 0.0
     for q in st["members"]:
         gold = golds[q]
-        mask = np.ones(len(s), dtype=bool)
-        mask[gold] = False
-        mask[opt_excl[q]] = False
-        if not mask.any() or s[gold].min() > s[mask].max():
+        if _separated(s, gold, opt_excl[q]):
             continue  # separated (or nothing to separate from)
-        ng = np.flatnonzero(mask)
+        ng = np.flatnonzero(_non_gold(len(s), gold, opt_excl[q]))
+        n_rows = len(np.unique(rep[ng]))
         G = Df[np.unique(rep[gold])]
         by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
         cand, used = by_s[:step], step
@@ -647,11 +639,9 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
         for _ in range(HULL_ROUNDS):
             rows = np.unique(rep[cand])
             bound, r = hull_distance_bound(G, Df[rows], return_direction=True)
-            if bound <= HULL_TOL * dmax or r is None or len(rows) >= len(np.unique(rep[ng])):
+            if bound <= HULL_TOL * dmax or r is None or len(rows) >= n_rows:
                 break
-            t = (Df @ r.astype(np.float32))[rep]  # scores along r, duplicates tied
-            new = ng[(t[ng] >= t[gold].min()) & ~np.isin(rep[ng], rows)]
-            new = new[np.argsort(-t[new], kind="stable")[:step]]
+            new = _misranked((Df @ r.astype(np.float32))[rep], gold, ng, rep, rows, step)  # along r, duplicates tied
             fill = by_s[used : used + step - len(new)]  # the rest of the round: the next by score at w
             used += len(fill)
             cand = np.concatenate([cand, new, fill])
@@ -695,12 +685,18 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     return (float(np.linalg.norm(r)), r) if return_direction else float(np.linalg.norm(r))
 
 
-def _separated(s: np.ndarray, gold: np.ndarray, excl: np.ndarray) -> bool:
-    """Every gold score strictly above every other non-excluded score."""
-    mask = np.ones(len(s), dtype=bool)
+def _non_gold(n: int, gold: np.ndarray, excl: np.ndarray) -> np.ndarray:
+    """``(n,) bool``: the documents that are neither gold nor excluded."""
+    mask = np.ones(n, dtype=bool)
     mask[gold] = False
     mask[excl] = False
-    return not mask.any() or bool(s[gold].min() > s[mask].max())
+    return mask
+
+
+def _separated(s: np.ndarray, gold: np.ndarray, excl: np.ndarray, by: float = 0.0) -> bool:
+    """Every gold score above every other non-excluded score by more than ``by``."""
+    mask = _non_gold(len(s), gold, excl)
+    return not mask.any() or float(s[gold].min()) - float(s[mask].max()) > by
 
 
 def _scores64(Df: np.ndarray, W: np.ndarray, dups) -> np.ndarray:
@@ -765,6 +761,15 @@ def _exact_near_gold(Df: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax
     return tie_duplicates(s, dups)
 
 
+def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """The column-generation step of ``_prove_inseparable`` and ``_lp_generated``: the non-gold
+    documents ``ng`` (row indices) that scores ``t`` ``(n_docs,)`` rank at or above the lowest gold
+    one and whose duplicate-group representative (``rep``) is not among ``rows`` yet, the ``k``
+    highest first."""
+    new = ng[(t[ng] >= t[gold].min()) & ~np.isin(rep[ng], rows)]
+    return new[np.argsort(-t[new], kind="stable")[:k]]
+
+
 def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
                   whole_max_docs: int, time_limit: float = 60.0):
     """The hard-margin LP (``lp_feasible``) by constraint generation, for a corpus too large to
@@ -799,10 +804,10 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
         ok, w, sw = witness(rows)
         if not ok:
             return ok, None, None
-        new = ngr[(sw[ngr] >= sw[gold].min()) & ~np.isin(rep[ngr], rows)]
+        new = _misranked(sw, gold, ngr, rep, rows, step)
         if not len(new):
             return (True, w, sw) if sw[gold].min() > sw[ngr].max() else (None, None, None)
-        cand = np.concatenate([cand, new[np.argsort(-sw[new], kind="stable")[:step]]])
+        cand = np.concatenate([cand, new])
     if len(Df) <= whole_max_docs and time.perf_counter() < t_end:
         ok, w, sw = witness(np.unique(rep[ngr]))
         if ok and sw[gold].min() > sw[ngr].max():
@@ -852,15 +857,13 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
         lp = None
         if len(twins):
             lp = False  # identical vectors on both sides: no w separates them
-        elif not certified and len(members) == 1 and ctx["lp_check_max_docs"] and n <= ctx["lp_check_max_docs"]:
-            lp, w_lp = lp_feasible(Df, gold, excluded=excl, return_witness=True)
-            if lp:
-                wq = w_lp
-                sq = _scores64(Df, wq, ctx["dups"])
-                margin = margin_of(sq)
-                certified = margin > 0
-        elif not certified and len(members) == 1 and ctx["lp_check_max_docs"] and st["stopped"] != "inseparable":
-            lp, w_lp, s_lp = _lp_generated(Df, ctx["rep"], gold, ng, sq, ctx["dups"], LP_WHOLE_FACTOR * ctx["lp_check_max_docs"])
+        elif (not certified and len(members) == 1 and ctx["lp_check_max_docs"]
+              and (n <= ctx["lp_check_max_docs"] or st["stopped"] != "inseparable")):
+            if n <= ctx["lp_check_max_docs"]:  # the whole LP; beyond, by constraint generation
+                lp, w_lp = lp_feasible(Df, gold, excluded=excl, return_witness=True)
+                s_lp = _scores64(Df, w_lp, ctx["dups"]) if lp else None
+            else:
+                lp, w_lp, s_lp = _lp_generated(Df, ctx["rep"], gold, ng, sq, ctx["dups"], LP_WHOLE_FACTOR * ctx["lp_check_max_docs"])
             if lp:
                 wq, sq = w_lp, s_lp
                 margin = margin_of(sq)
