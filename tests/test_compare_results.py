@@ -39,3 +39,12 @@ def test_malformed_files_are_refused(tmp_path):
     assert _run(tmp_path, dup, dup.replace("0.5", "0.9"), "--allow-additions") == 2
     wide = HEAD + ROWS.replace("1.0\n", "1.0,0.9\n")
     assert _run(tmp_path, HEAD + ROWS, wide, "--allow-additions") == 2
+
+
+def test_new_metric_rows_between_recorded_rows_are_additions(tmp_path):
+    """results.csv sorts rows by metric within a method, so rows of a newer metric (``rprec``,
+    ``recall_cap``) land between recorded rows: still additions, the recorded rows keep their order."""
+    new = HEAD + ("d,e,probe,all,recall,10,1.0\nd,e,probe,all,recall_cap,10,1.0\nd,e,probe,all,rprec,,0.8\n"
+                  "d,e,pretrained,all,recall,10,0.5\nd,e,pretrained,all,recall_cap,10,0.6\nd,e,pretrained,all,rprec,,0.4\n")
+    assert _run(tmp_path, HEAD + ROWS, new) == 1
+    assert _run(tmp_path, HEAD + ROWS, new, "--allow-additions") == 0

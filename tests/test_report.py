@@ -608,3 +608,61 @@ def test_compress_rows_change_nothing_else(rendered, rendered_plain):
     df, plain = rendered["df"], rendered_plain["df"]
     assert df.iloc[:len(plain)].equals(plain) and (df.iloc[len(plain):]["compression"] != "").all()
     assert len(df) == len(plain) + len(COMPRESS_ROWS)
+
+
+# R-precision rows (results written since rows_from_ranks records them): scifact's gold sets
+# vary (1 and 3 documents, QRELS), so its headline is read at R-precision; limit's are fixed
+# (2), so it keeps k = 2 although it has rprec rows too.
+RPREC_ROWS = [
+    ("scifact", "minilm", "probe", "heldout", "rprec", "", 0.8),
+    ("scifact", "minilm", "pretrained", "heldout", "rprec", "", 0.4),
+    ("limit", "qwen", "probe", "heldout", "rprec", "", 0.5),  # must not be read: limit's stated k is 2
+    ("limit", "qwen", "finetuned", "heldout", "rprec", "", 0.5),
+]
+
+
+def test_varying_gold_sets_read_at_rprec(tmp_path):
+    """A dataset whose gold-set sizes vary has its stated row, glance bullet, metrics.json
+    headline and the paper's capacity claim at R-precision, and the text says so; a fixed gold
+    size (LIMIT: 2) keeps its stated k."""
+    res = tmp_path / "results.csv"
+    res.write_text(_csv(ROWS + RPREC_ROWS))
+    data = []
+    for name, n_docs in (("limit", 50000), ("scifact", 5183)):
+        d = tmp_path / name / "data"
+        _write(d / "status.json", json.dumps(_status(name, n_docs, "mirror")))
+        _write(d / "qrels.tsv", "query-id\tcorpus-id\tscore\n" + QRELS[name])
+        data.append(str(d))
+    out = ReportOutputs.under(tmp_path / "reports")
+    build_report(ReportInputs(tables=[str(res)], data=data), out, KS, 10, models={"qwen": QWEN, "minilm": MINILM})
+    md = Path(out.md).read_text(encoding="utf-8")
+    table = _table_after(md, "## At a glance")
+    assert [r[:4] for r in table if r[0] == "scifact"] == [["scifact", "minilm", "R-precision (stated)", "0.800"],
+                                                           ["scifact", "minilm", "10", "0.900"], ["scifact", "minilm", "100", "0.950"]]
+    assert [r[2] for r in table if r[0] == "limit"] == ["2 (stated)", "10", "100"]
+    assert ("**scifact / minilm** (R-precision, held-out; gold sets vary 1–3): the index supports 0.800, 80% of queries "
+            "certified; the pre-trained encoder reaches 0.400, leaving **0.400 of capacity unused**.") in md
+    assert "**limit / qwen** (recall@2, held-out): the index supports 1.000" in md
+    assert "Where gold-set sizes vary, the stated row is R-precision" in md and "scifact (gold sets vary 1–3)" in md
+    m = json.loads(Path(out.metrics).read_text())
+    assert m["scifact"]["minilm"] == {"capacity@rprec": 0.8, "pretrained@rprec": 0.4, "gap@rprec": 0.4, "certified": 0.8}
+    assert m["limit"]["qwen"]["capacity@2"] == 1.0 and "capacity@rprec" not in m["limit"]["qwen"]
+    rows = _table_after(md, "## The paper's numbers beside ours")
+    cap = [r for r in rows if r[1] == "scifact / minilm"]
+    assert [r[2:5] for r in cap] == [["R-precision (gold sets vary 1–3)", "held-out ≥ 0.950", "held-out 0.800"]]
+    assert cap[0][6] == "does not hold (probe held-out 0.800 vs 0.95)"
+    assert "where gold-set sizes vary, at R-precision" in md
+    assert [r[2] for r in rows if r[1] == "limit / qwen"] == ["k = gold-set size (2)"] * 2
+
+
+def test_rprec_needs_its_rows_and_varying_gold_sets():
+    """Results without rprec rows (written before it existed) keep the stated k of 10 on a
+    varying gold set; unknown gold-set sizes do too."""
+    rows = [("d", "e", "probe", "heldout", "recall", 10, 0.9), ("d", "e", "probe", "heldout", "rprec", "", 0.7)]
+    varies = {"d": paper.DatasetInfo(1000, None, True, (1, 475))}
+    assert summary_table(_frame(rows), varies, [10])[["k", "stated", "capacity"]].values.tolist() == [
+        ["rprec", True, 0.7], [10, False, 0.9]]
+    assert summary_table(_frame(rows[:1]), varies, [10])["k"].tolist() == [10]
+    assert summary_table(_frame(rows), {"d": paper.DatasetInfo(1000, None, True)}, [10])["k"].tolist() == [10]
+    assert paper.claim_k(varies["d"], "gold", True) == ("rprec", "R-precision (gold sets vary 1–475)")
+    assert paper.claim_k(varies["d"], "gold", False) == (10, "gold-set size varies: k = 10")

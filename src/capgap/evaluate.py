@@ -6,7 +6,11 @@ k, value, compression``. ``compression`` names the index variant a row was measu
 uncompressed reference) and is empty for every other row (the frozen index as built). Splits:
 ``train``, ``heldout`` and ``all``. Metrics:
 ``recall`` at every configured k and ``ndcg`` at ``ndcg_k`` (default 10), each the mean over
-the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is over. A set
+the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is over; then
+the metrics for gold sets of varying size (recorded on every set): ``rprec`` (R-precision:
+recall at k = the query's own |gold|, k empty) and ``recall_cap`` (capped recall |top-k ∩
+gold| / min(k, |gold|)) at every configured k, after the split's older rows, which keep their
+order. A set
 with near-miss twins adds ``twin_pairs``, ``twin_win``, ``twin_tie``, ``twin_gap`` and its
 quartiles per twin type (``capgap.nearmiss``; e.g. ``twin_win:role_swap``, k empty).
 """
@@ -23,7 +27,7 @@ import numpy as np
 from .config import section_defaults
 from .data import SPLITS, RetrievalSet
 from .io import atomic_open
-from .metrics import ndcg_from_ranks, recall_from_ranks
+from .metrics import ndcg_from_ranks, recall_cap_from_ranks, recall_from_ranks, rprec_from_ranks
 from .trec import Run, write_run  # noqa: F401  (write_run re-exported: run files live in capgap.trec)
 
 EVAL_DEFAULTS = section_defaults("eval")  # the schema holds every default (capgap.config)
@@ -33,7 +37,8 @@ EVAL_SPLITS = SPLITS + ("all",)
 
 def eval_depth(ks: Sequence[int], ndcg_k: int) -> int:
     """How deep a written ranking must be so every reported cut-off can be read from it:
-    ``max(max(ks), ndcg_k)``. (capgap's own metrics come from full-ranking gold ranks.)"""
+    ``max(max(ks), ndcg_k)``. (capgap's own metrics come from full-ranking gold ranks; R-precision
+    of a query with more gold documents than this depth cannot be re-read from the run file.)"""
     return max(max(int(k) for k in ks), int(ndcg_k))
 
 
@@ -75,12 +80,16 @@ def rows_from_ranks(
     encoder: str = "",
     method: str = "",
 ) -> list[dict]:
-    """Rows for every split: recall@k for each k in ``ks``, nDCG@``ndcg_k``, n_queries.
+    """Rows for every split: n_queries, recall@k for each k in ``ks``, nDCG@``ndcg_k``, then
+    R-precision (``rprec``, k empty) and capped recall (``recall_cap``) at each k in ``ks`` --
+    in that order, the two newer metrics last, so the rows of a split start as they always did.
 
     ``ranks[i]``: ``(g,) float`` 1-based ranks of query ``judged.query_ids[i]``'s gold documents
     in its full ranking (``capgap.retrieval.rank_gold``: pessimistic ties, ``inf`` = not
-    retrieved), aligned with ``judged.gold[i]``. recall@k = |gold ranked <= k| / |gold| and
-    nDCG@k with linear gains (trec_eval ``recall_k`` / ``ndcg_cut_k`` on the full ranking).
+    retrieved), aligned with ``judged.gold[i]``. recall@k = |gold ranked <= k| / |gold|, nDCG@k
+    with linear gains, R-precision = |gold ranked <= |gold|| / |gold| (trec_eval ``recall_k`` /
+    ``ndcg_cut_k`` / ``Rprec`` on the full ranking) and capped recall@k = |gold ranked <= k| /
+    min(k, |gold|) (BEIR ``R_cap@k``).
     ``dataset`` defaults to ``rs.name``. Raises ``KeyError`` if a query of a split is not in
     ``judged``.
     """
@@ -98,6 +107,9 @@ def rows_from_ranks(
         for k in ks:
             rows.append({**base, "metric": "recall", "k": int(k), "value": float(recall_from_ranks(r, int(k)).mean())})
         rows.append({**base, "metric": "ndcg", "k": int(ndcg_k), "value": float(ndcg_from_ranks(r, g, int(ndcg_k)).mean())})
+        rows.append({**base, "metric": "rprec", "k": "", "value": float(rprec_from_ranks(r).mean())})
+        for k in ks:
+            rows.append({**base, "metric": "recall_cap", "k": int(k), "value": float(recall_cap_from_ranks(r, int(k)).mean())})
     return rows
 
 

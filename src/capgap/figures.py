@@ -62,7 +62,8 @@ def plot_recall_curves(df: pd.DataFrame, path: str | Path) -> bool:
 
 def plot_gap(summary_rows: pd.DataFrame, path: str | Path) -> bool:
     """Capacity vs held-out recall per dataset x encoder: grouped bars of the probe, the
-    pre-trained and fine-tuned encoders, ColBERT and BM25 at each dataset's stated k.
+    pre-trained and fine-tuned encoders, ColBERT and BM25 at each dataset's stated k
+    (R-precision where gold-set sizes vary: ``summary_table``'s k ``"rprec"``).
 
     ``summary_rows``: capgap.report.summary_table's frame at the stated k only."""
     plt, sns = _mpl()
@@ -72,7 +73,8 @@ def plot_gap(summary_rows: pd.DataFrame, path: str | Path) -> bool:
         _placeholder(path, "no capacity probe results (probe not run)")
         return False
     s = summary_rows.copy()
-    s["run"] = [f"{d}\n{e} (k={k})" for d, e, k in zip(s["dataset"], s["encoder"], s["k"])]
+    s["run"] = [f"{d}\n{e} " + ("(R-precision)" if k == "rprec" else f"(k={k})")  # rprec: report.RPREC
+                for d, e, k in zip(s["dataset"], s["encoder"], s["k"])]
     long = s.melt(id_vars=["run"], value_vars=list(cols), var_name="method", value_name="recall").dropna()
     long["method"] = long["method"].map(cols)
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * s["run"].nunique()), 4))

@@ -4,7 +4,13 @@
   (equals trec_eval's ``recall_k``).
 - nDCG@k as BRIGHT reports it (pytrec_eval ``ndcg_cut_k``): gain = graded relevance (linear),
   discount ``1/log2(rank+1)``, ideal DCG from the query's judged grades.
-Both are cross-checked against pytrec_eval in the tests.
+- R-precision for gold sets of varying size: recall at k = |gold|, ``|top-|gold| ∩ gold| /
+  |gold|`` (trec_eval's ``Rprec``; grades > 0 relevant). One number per query that needs no
+  cut-off, 1 exactly when the gold set fills the top |gold|.
+- capped recall@k, ``|top-k ∩ gold| / min(k, |gold|)`` (BEIR's ``R_cap@k``): recall@k that
+  reaches 1 when the top k is all gold, however large the gold set.
+recall, nDCG and R-precision are cross-checked against pytrec_eval in the tests; capped recall
+against trec_eval's ``recall_k`` rescaled (``recall_k · |gold| / min(k, |gold|)``) and by hand.
 """
 
 from __future__ import annotations
@@ -44,6 +50,58 @@ def recall_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int
     for i, (r, g) in enumerate(zip(ranked, gold)):
         rel = _gold_of(i, g)
         out[i] = len(rel.intersection(r[:k])) / len(rel)
+    return out
+
+
+def rprec(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]]) -> np.ndarray:
+    """Per-query R-precision, ``|top-R ∩ gold| / R`` with R = |gold| (trec_eval ``Rprec``):
+    recall@k at each query's own k = R, for gold sets whose size varies.
+
+    Parameters
+    ----------
+    ranked : ``ranked[i]``, query i's document ids in rank order (at least ``R``, or all).
+    gold : ``gold[i]``, ``{doc_id: grade}`` of query i; grades <= 0 are not gold (and do not
+        count towards R).
+
+    Returns
+    -------
+    ``(n_queries,) float64`` in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A query with no gold document (as ``recall_at_k``; trec_eval would score it 0).
+    """
+    out = np.empty(len(ranked), dtype=np.float64)
+    for i, (r, g) in enumerate(zip(ranked, gold)):
+        rel = _gold_of(i, g)
+        out[i] = len(rel.intersection(r[: len(rel)])) / len(rel)
+    return out
+
+
+def recall_cap_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], k: int) -> np.ndarray:
+    """Per-query capped recall@k, ``|top-k ∩ gold| / min(k, |gold|)`` (BEIR ``R_cap@k``): equal
+    to recall@k where ``k >= |gold|``, and 1 where the top k holds k gold documents.
+
+    Parameters
+    ----------
+    ranked : ``ranked[i]``, query i's document ids in rank order (at least ``k``, or all).
+    gold : ``gold[i]``, ``{doc_id: grade}`` of query i; grades <= 0 are not gold.
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``(n_queries,) float64`` in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A query with no gold document (as ``recall_at_k``).
+    """
+    out = np.empty(len(ranked), dtype=np.float64)
+    for i, (r, g) in enumerate(zip(ranked, gold)):
+        rel = _gold_of(i, g)
+        out[i] = len(rel.intersection(r[:k])) / min(k, len(rel))
     return out
 
 
@@ -102,6 +160,62 @@ def recall_from_ranks(gold_ranks: Sequence[np.ndarray], k: int) -> np.ndarray:
         if r.size == 0:
             raise ValueError(f"query {i} has no gold document: recall is undefined")
         out[i] = float(np.mean(r <= k))
+    return out
+
+
+def rprec_from_ranks(gold_ranks: Sequence[np.ndarray]) -> np.ndarray:
+    """Per-query R-precision from each query's gold ranks: the fraction of its R = g_i gold
+    documents ranked <= R (equal to ``rprec`` on the full ranking; trec_eval ``Rprec``).
+
+    Parameters
+    ----------
+    gold_ranks : ``gold_ranks[i]``, ``(g_i,) float`` 1-based ranks of query i's gold documents
+        (grade > 0) in its full ranking (``capgap.retrieval.rank_gold``: pessimistic ties;
+        ``inf`` = not retrieved), g_i >= 1.
+
+    Returns
+    -------
+    ``(n_queries,) float64`` in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A query with an empty gold set.
+    """
+    out = np.empty(len(gold_ranks), dtype=np.float64)
+    for i, r in enumerate(gold_ranks):
+        r = np.asarray(r)
+        if r.size == 0:
+            raise ValueError(f"query {i} has no gold document: R-precision is undefined")
+        out[i] = float(np.mean(r <= r.size))
+    return out
+
+
+def recall_cap_from_ranks(gold_ranks: Sequence[np.ndarray], k: int) -> np.ndarray:
+    """Per-query capped recall@k from each query's gold ranks, ``|gold ranked <= k| / min(k,
+    g_i)`` (equal to ``recall_cap_at_k`` on the full ranking; BEIR ``R_cap@k``).
+
+    Parameters
+    ----------
+    gold_ranks : ``gold_ranks[i]``, ``(g_i,) float`` 1-based ranks (``rank_gold``; ``inf`` = not
+        retrieved), g_i >= 1.
+    k : cut-off, >= 1.
+
+    Returns
+    -------
+    ``(n_queries,) float64`` in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        A query with an empty gold set.
+    """
+    out = np.empty(len(gold_ranks), dtype=np.float64)
+    for i, r in enumerate(gold_ranks):
+        r = np.asarray(r)
+        if r.size == 0:
+            raise ValueError(f"query {i} has no gold document: capped recall is undefined")
+        out[i] = float(np.count_nonzero(r <= k)) / min(k, r.size)
     return out
 
 

@@ -28,7 +28,8 @@ GAP = 0.3  # the pattern thresholds (also stated in paper_reference.yaml and the
 HIGH = 0.95
 LATE = 0.9
 FIT = 0.5  # below this train recall the encoder did not fit its train queries: the pattern is untested
-FALLBACK_K = 10  # claims at k="gold" on datasets whose gold-set size varies
+FALLBACK_K = 10  # claims at k="gold" on datasets whose gold-set size varies, in results without R-precision rows
+RPREC = "rprec"  # the cut-off "k = each query's own gold-set size": R-precision (results.csv metric rprec, k empty)
 
 
 @lru_cache(maxsize=1)
@@ -53,25 +54,55 @@ class DatasetInfo:
     """What the comparison needs to know about one of our datasets.
 
     ``gold_k``: the gold-set size when every query has the same number of gold documents, else
-    None. ``official``: the files are the benchmark's own (not generated, not expanded)."""
+    None. ``official``: the files are the benchmark's own (not generated, not expanded).
+    ``gold_range``: ``(smallest, largest)`` gold-set size, None when not known."""
 
     n_docs: int
     gold_k: int | None
     official: bool
+    gold_range: tuple[int, int] | None = None
+
+    @property
+    def gold_varies(self) -> bool:
+        """Whether the gold-set sizes are known to vary (then "k = gold-set size" is R-precision)."""
+        return self.gold_k is None and self.gold_range is not None and self.gold_range[0] != self.gold_range[1]
+
+    def gold_varies_text(self) -> str:
+        """"gold sets vary 1–475" (only meaningful where ``gold_varies``)."""
+        lo, hi = self.gold_range or ("?", "?")
+        return f"gold sets vary {lo}–{hi}"
 
 
-def claim_k(info: DatasetInfo | None, k) -> tuple[int, str]:
-    """The cut-off a claim is compared at on one dataset, and how it was chosen."""
+def reads_rprec(info: DatasetInfo | None, df: pd.DataFrame, dataset: str) -> bool:
+    """Whether a dataset's "k = gold-set size" numbers are read at R-precision: its gold-set
+    sizes vary (``info.gold_varies``) and ``df`` (results.csv rows) has its ``rprec`` rows
+    (results written before R-precision existed keep the fixed fallback k)."""
+    return bool(info is not None and info.gold_varies
+                and ((df["dataset"] == dataset) & (df["metric"] == "rprec")).any())
+
+
+def claim_k(info: DatasetInfo | None, k, rprec: bool = False) -> tuple[int | str, str]:
+    """The cut-off a claim is compared at on one dataset, and how it was chosen: k = "gold" is
+    the gold-set size where it is fixed, R-precision (``RPREC``: recall at each query's own
+    gold-set size) where it varies and ``rprec`` says the results have it (``reads_rprec``),
+    else FALLBACK_K."""
     if k != "gold":
         return int(k), ""
     if info is not None and info.gold_k is not None:
         return info.gold_k, f"k = gold-set size ({info.gold_k})"
+    if rprec and info is not None and info.gold_varies:
+        return RPREC, f"R-precision ({info.gold_varies_text()})"
     return FALLBACK_K, f"gold-set size varies: k = {FALLBACK_K}"
 
 
-def _get(df: pd.DataFrame, dataset, encoder, method, split, k, metric="recall"):
+def _at(df: pd.DataFrame, k) -> pd.Series:
+    """The rows of recall at cut-off ``k`` (``RPREC``: the R-precision rows)."""
+    return df["metric"] == "rprec" if k == RPREC else (df["metric"] == "recall") & (df["k"] == k)
+
+
+def _get(df: pd.DataFrame, dataset, encoder, method, split, k):
     sel = df[(df["dataset"] == dataset) & (df["encoder"] == encoder) & (df["method"] == method)
-             & (df["split"] == split) & (df["metric"] == metric) & (df["k"] == k)]
+             & (df["split"] == split) & _at(df, k)]
     return float(sel["value"].iloc[0]) if len(sel) else None
 
 
@@ -99,8 +130,7 @@ def _pattern(kind: str, df: pd.DataFrame, ds: str, enc: str, method: str, k: int
         return ("holds" if ok else "does not hold") + f" ({', '.join(parts)}; threshold {GAP})"
     if kind == "late_interaction":
         ho = ours.get("heldout")
-        sv = df[(df["dataset"] == ds) & (df["method"] == "finetuned") & (df["split"] == "heldout")
-                & (df["metric"] == "recall") & (df["k"] == k)]["value"]
+        sv = df[(df["dataset"] == ds) & (df["method"] == "finetuned") & (df["split"] == "heldout") & _at(df, k)]["value"]
         if ho is None:
             return "not measured"
         if sv.empty:
@@ -172,10 +202,11 @@ def compare(df: pd.DataFrame, infos: Mapping[str, DatasetInfo], models: Mapping[
         for key, members in groups.items():
             comparable = key[2]
             ds0, enc, model, info, same_data = members[0]
-            k, k_note = claim_k(info, c.get("k", "gold")) if "values" in c else (None, "")
+            k, k_note = claim_k(info, c.get("k", "gold"), reads_rprec(info, df, ds0)) if "values" in c else (None, "")
             if "values" in c:
                 paper = {s: float(v) for s, v in c["values"].items()}
-                per = [{s: _get(df, d, enc, c["method"], s, claim_k(i, c.get("k", "gold"))[0]) for s in paper} for d, _, _, i, _ in members]
+                per = [{s: _get(df, d, enc, c["method"], s, claim_k(i, c.get("k", "gold"), reads_rprec(i, df, d))[0]) for s in paper}
+                       for d, _, _, i, _ in members]
                 ours = {s: (sum(p[s] for p in per) / len(per) if all(p[s] is not None for p in per) else None) for s in paper}
             else:
                 paper = {int(kk): float(v) for kk, v in c["values_at_k"].items()}

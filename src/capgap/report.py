@@ -269,14 +269,17 @@ def _gold_text(g: dict | None) -> str:
 
 
 def dataset_infos(statuses: Sequence[dict], golds: Mapping[str, dict]) -> dict[str, paper.DatasetInfo]:
-    """DatasetInfo per available dataset: size, fixed gold-set size, official files or not."""
+    """DatasetInfo per available dataset: size, fixed gold-set size, official files or not, the
+    smallest and largest gold-set size."""
     out = {}
     for s in statuses:
         if not s.get("available"):
             continue
         src = s.get("source", {})
         official = src.get("kind") != "generated" and not src.get("expanded")
-        out[s["dataset"]] = paper.DatasetInfo(int(s["n_docs"]), (golds.get(s["dataset"]) or {}).get("fixed"), official)
+        g = golds.get(s["dataset"]) or {}
+        out[s["dataset"]] = paper.DatasetInfo(int(s["n_docs"]), g.get("fixed"), official,
+                                              (g["min"], g["max"]) if g.get("min") is not None else None)
     return out
 
 
@@ -294,28 +297,41 @@ def report_ks(info: paper.DatasetInfo | None, ks: Sequence[int]) -> list[int]:
 CAUSES = {"duplicate": "duplicate documents", "tied": "tied queries", "geometry": "geometry"}
 SUMMARY_COLUMNS = ["dataset", "encoder", "k", "stated", "capacity", "certified", *(f"uncertified_{c}" for c in CAUSES),
                    "by_construction", "pretrained", "finetuned_train", "finetuned_heldout", "gap", "gap_of", "bm25", "colbert",
-                   "colbert_train"]
+                   "colbert_train", "gold_note"]
+RPREC = paper.RPREC  # the summary table's k of its R-precision rows (results.csv metric rprec)
+
+
+def _k_text(k) -> str:
+    """A summary row's cut-off for display: "2", or "R-precision"."""
+    return "R-precision" if k == RPREC else str(k)
 
 
 def summary_table(df: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo], ks: Sequence[int]) -> pd.DataFrame:
     """The paper-layout summary: one row per dataset x single-vector encoder x cut-off.
 
-    Every value is a held-out recall@k from results.csv (nan when that stage was not run or
-    the row was not recorded), except ``certified`` (fraction of held-out queries the probe
+    Cut-offs: ``report_ks``; on a dataset whose gold-set sizes vary (``paper.reads_rprec``:
+    known to vary, and results.csv has its ``rprec`` rows) an R-precision row (``k`` = RPREC,
+    every recall value its ``rprec``: recall at each query's own gold-set size) comes first and
+    is the stated one, ``gold_note`` saying by how much ("gold sets vary 1–475"; "" on every
+    other row). Every value is a held-out recall@k from results.csv (nan when that stage was not
+    run or the row was not recorded), except ``certified`` (fraction of held-out queries the probe
     certifies), ``uncertified_duplicate`` / ``uncertified_tied`` / ``uncertified_geometry``
     (fractions of held-out queries left uncertified, by cause), ``by_construction`` (fraction of
     *all* queries certified by construction) and ``finetuned_train``/``colbert_train``. ``gap`` =
     capacity − fine-tuned held-out (or − pre-trained held-out where fine-tuning did not run;
     ``gap_of`` says which)."""
     def val(d, e, m, split, metric="recall", k=None):
+        if metric == "recall" and k == RPREC:
+            metric, k = "rprec", None
         v = _value(df, d, e, m, split, metric, k)
         return float("nan") if v == "–" else v
 
     rows = []
     for d in df["dataset"].unique():
         encs = [e for e in df[(df["dataset"] == d) & df["method"].isin(["probe", "pretrained", "finetuned"])]["encoder"].unique()] or [""]
+        rprec = paper.reads_rprec(infos.get(d), df, d)
         for e in encs:
-            for i, k in enumerate(report_ks(infos.get(d), ks)):
+            for i, k in enumerate(([RPREC] if rprec else []) + report_ks(infos.get(d), ks)):
                 cap = val(d, e, "probe", "heldout", k=k)
                 ft, pt = val(d, e, "finetuned", "heldout", k=k), val(d, e, "pretrained", "heldout", k=k)
                 ref, of = (ft, "fine-tuned") if ft == ft else (pt, "pre-trained")
@@ -326,7 +342,8 @@ def summary_table(df: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo], ks: 
                              "finetuned_train": val(d, e, "finetuned", "train", k=k), "finetuned_heldout": ft,
                              "gap": cap - ref, "gap_of": of if cap == cap and ref == ref else "",
                              "bm25": val(d, "", "bm25", "heldout", k=k), "colbert": val(d, "", "colbert", "heldout", k=k),
-                             "colbert_train": val(d, "", "colbert", "train", k=k)})
+                             "colbert_train": val(d, "", "colbert", "train", k=k),
+                             "gold_note": infos[d].gold_varies_text() if k == RPREC else ""})
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -376,8 +393,10 @@ def _causes_cell(r) -> str:
 
 
 def _glance(r) -> str:
-    """One "At a glance" bullet (a summary row at its stated k)."""
-    bits = [f"**{r.dataset} / {r.encoder}** (recall@{r.k}, held-out):"]
+    """One "At a glance" bullet (a summary row at its stated k; R-precision where gold-set
+    sizes vary, and the bullet says so)."""
+    at = f"R-precision, held-out; {r.gold_note}" if r.k == RPREC else f"recall@{r.k}, held-out"
+    bits = [f"**{r.dataset} / {r.encoder}** ({at}):"]
     if r.capacity == r.capacity:
         cert = f", {r.certified:.0%} of queries certified" if r.certified == r.certified else ""
         vals = _causes(r)
@@ -451,12 +470,17 @@ def render_summary(table: pd.DataFrame, df: pd.DataFrame, bm25: str | None = Non
                "vector separates them), tied queries (identical query text with a different gold set: one vector must "
                "serve both), geometry (the index itself). "
                "Gap = capacity − fine-tuned held-out recall (pre-trained where fine-tuning did not run).")
+    if (table["k"] == RPREC).any():
+        out[-1] += (" Where gold-set sizes vary, the stated row is R-precision (recall at k = each query's own gold-set "
+                    "size, |top-|gold| ∩ gold| / |gold|; trec_eval's Rprec), so no query is judged at a k below its gold "
+                    "set: " + ", ".join(f"{r.dataset} ({r.gold_note})" for r in
+                                       table[table["k"] == RPREC].drop_duplicates("dataset").itertuples(index=False)) + ".")
     out.append("")
     if "bm25" in set(df["method"]):
         out += [f"BM25 = {_bm25_text(bm25)}.", ""]
     out.append(_md_table(["dataset", "encoder", "k", "capacity (probe)", "certified", "uncertified: duplicate / tied / geometry",
                           "pre-trained", "fine-tuned train", "fine-tuned held-out", "gap", "BM25", "ColBERT"],
-                         [[r.dataset, r.encoder, f"{r.k}{' (stated)' if r.stated else ''}", _capacity_cell(r), _f(r.certified),
+                         [[r.dataset, r.encoder, f"{_k_text(r.k)}{' (stated)' if r.stated else ''}", _capacity_cell(r), _f(r.certified),
                            _causes_cell(r), _f(r.pretrained), _f(r.finetuned_train), _f(r.finetuned_heldout), _f(r.gap),
                            _f(r.bm25), _f(r.colbert)]
                           for r in table.itertuples(index=False)]))
@@ -478,7 +502,9 @@ def render_paper(rows: Sequence[dict]) -> list[str]:
            f"*Pattern* checks the paper's qualitative finding on our run: generalisation gap = train − held-out ≥ {paper.GAP} "
            f"and capacity − held-out ≥ {paper.GAP}; late interaction = held-out ≥ {paper.LATE} and ≥ {paper.GAP} above the best "
            f"fine-tuned single-vector held-out; capacity high / saturated = ≥ {paper.HIGH}. The paper's summary does not "
-           "state its recall cut-off: we compare at the gold-set size (LIMIT: 2).", ""]
+           "state its recall cut-off: we compare at the gold-set size (LIMIT: 2)"
+           + ("; where gold-set sizes vary, at R-precision (recall at each query's own gold-set size)"
+              if any(str(r["k"]).startswith("R-precision") for r in rows) else "") + ".", ""]
     out.append(_md_table(["claim", "our run", "k", "paper", "ours", "verdict", "pattern"],
                          [[r["claim"] if i == 0 or rows[i - 1]["claim"] != r["claim"] else "″", r["run"], r["k"], r["paper"],
                            r["ours"], r["verdict"], r["pattern"]] for i, r in enumerate(rows)]))
@@ -730,7 +756,8 @@ def _figure(figs: Mapping[str, str | None], key: str, title: str, alt: str, stag
 
 def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Sequence[str | Path],
                   data_dirs: Sequence[str | Path], examples: int = 5) -> list[str]:
-    """"Geometrically easy but missed": per dataset x encoder at the stated k, the queries the
+    """"Geometrically easy but missed": per dataset x encoder at the stated k (where that is
+    R-precision, at the table's next, numeric k), the queries the
     probe shows the index admits but the pre-trained encoder's exact run misses
     (``capgap.diagnosis.admitted_but_missed``, the encoder-limited verdict of ``capgap diagnose``).
     Run files are read by ``capgap.trec.read_run``: their percent-encoded ids are decoded, so
@@ -745,7 +772,8 @@ def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Se
     run_of = {(Path(p).parts[-4], Path(p).parts[-3]): p for p in runs}
     qrels_of = {Path(d).parts[-2]: Path(d) / "qrels.tsv" for d in data_dirs}
     rows = []
-    for r in table[table["stated"]].itertuples(index=False):
+    numeric = table[table["k"] != RPREC].drop_duplicates(["dataset", "encoder"])  # the stated k, or the first after R-precision
+    for r in numeric.itertuples(index=False):
         key = (r.dataset, r.encoder)
         if key not in probe_of or key not in run_of or r.dataset not in qrels_of:
             continue
@@ -866,8 +894,9 @@ def render_html(md: str, base: str | Path, title: str = "capgap report") -> str:
 def headline_metrics(table: pd.DataFrame, hdf: pd.DataFrame) -> dict:
     """Headline numbers for ``dvc metrics`` (``reports/metrics.json``): per dataset and
     encoder at the stated k -- capacity, certified, pre-trained, fine-tuned train/held-out, gap
-    -- plus BM25 and ColBERT held-out; per parity P the perfect, best trained and random
-    held-out recall. Values not measured are left out."""
+    -- plus BM25 and ColBERT held-out (keys ``capacity@2``, ...; ``capacity@rprec``, ... where the
+    stated row is R-precision, see ``summary_table``); per parity P the perfect, best trained
+    and random held-out recall. Values not measured are left out."""
     out: dict = {}
 
     def put(d: dict, key: str, v) -> None:
