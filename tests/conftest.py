@@ -27,6 +27,18 @@ def mirror() -> Path:
     return m
 
 
+@pytest.fixture(scope="session")
+def nfcorpus_dir(mirror) -> Path:
+    """The mirror's NFCorpus folder (BEIR's nfcorpus.zip). A mirror without it is a failure in
+    CI, like a missing mirror; elsewhere the test is skipped."""
+    folder = mirror / "nfcorpus"
+    if not (folder / "corpus.jsonl").is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI with a data mirror without nfcorpus/ ({mirror}): the NFCorpus tests cannot run")
+        pytest.skip(f"the data mirror {mirror} has no nfcorpus/")
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch):
     """Tests never touch the network."""

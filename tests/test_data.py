@@ -155,3 +155,99 @@ def test_trec_qrels_and_jsonl_qrels(tmp_path):
 def test_numeric_ids_are_strings(tmp_path):
     write_jsonl(tmp_path / "c.jsonl", ['{"_id": 12, "title": "t", "text": "x"}'])
     assert load_corpus(tmp_path / "c.jsonl").ids == ("12",)
+
+
+# ---------------------------------------------------------------- NFCorpus's quirks, in miniature
+def _beir(tmp_path, qrels: dict[str, bytes], corpus=None, queries=None):
+    """A BEIR folder whose qrels files are written byte for byte (CRLF where given)."""
+    d = tmp_path / "beir"
+    write_jsonl(d / "corpus.jsonl", corpus or [f'{{"_id": "d{i}", "title": "", "text": "doc {i}"}}' for i in range(1, 6)])
+    write_jsonl(d / "queries.jsonl", queries or [f'{{"_id": "q{i}", "text": "query {i}"}}' for i in range(1, 6)])
+    (d / "qrels").mkdir()
+    for stem, raw in qrels.items():
+        (d / "qrels" / f"{stem}.tsv").write_bytes(raw)
+    return d
+
+
+FILES_SPLIT = {"train_qrels": ["train"], "heldout_qrels": ["test"]}
+
+
+def test_crlf_graded_qrels_keep_ids_and_grades(tmp_path):
+    # NFCorpus's qrels end every line with CRLF (the last one too) and grade 2 / 1
+    d = _beir(tmp_path, {"train": b"query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq1\td2\t1\r\n",
+                         "test": b"query-id\tcorpus-id\tscore\r\nq2\td3\t2\r\nq2\td4\t1\r\nq2\td5\t0\r\nq3\td1\t1"})
+    rs = load_beir_dir(d, split_cfg=FILES_SPLIT)
+    ids = set(rs.queries.ids) | {doc for q in rs.queries.ids for doc in rs.qrels.judgements[q]}
+    assert ids == {"q1", "q2", "q3", "d1", "d2", "d3", "d4", "d5"}  # no id carries the '\r'
+    assert rs.qrels.gold("q2") == {"d3": 2, "d4": 1}  # grades as written; 0 is not gold
+    assert dict(rs.qrels.judgements["q2"]) == {"d3": 2, "d4": 1, "d5": 0}
+    assert rs.split.train == ("q1",) and rs.split.heldout == ("q2", "q3")
+    # the canonical copy (LF, what later stages read) keeps the grades
+    write_canonical(rs, tmp_path / "canon")
+    assert b"\r" not in (tmp_path / "canon" / "qrels.tsv").read_bytes()
+    assert load_canonical(tmp_path / "canon").qrels.gold("q2") == {"d3": 2, "d4": 1}
+
+
+def test_dev_only_queries_are_dropped_from_both_splits_and_counted(tmp_path):
+    from capgap.data import describe
+
+    # q1 train, q2 test, q3 and q4 only in dev, q5 judged nowhere
+    d = _beir(tmp_path, {"train": b"q1\td1\t1\r\n", "dev": b"q3\td2\t2\r\nq4\td3\t1\r\nq4\td4\t1\r\n", "test": b"q2\td1\t1\r\n"})
+    rs = load_beir_dir(d, split_cfg=FILES_SPLIT)
+    assert rs.split.train == ("q1",) and rs.split.heldout == ("q2",)
+    assert rs.queries.ids == ("q1", "q2")
+    assert rs.dropped_queries == 1 and dict(rs.dropped_unused) == {"dev": 2}  # q5; q3 and q4
+    st = describe(rs)
+    assert st["dropped_queries_without_gold"] == 1 and st["dropped_queries_unused_qrels"] == {"dev": 2}
+    assert "unused=['dev'] (2 queries judged only there dropped)" in st["split_rule"]
+    # dev named in train_qrels: q3 and q4 train, nothing dropped for dev
+    rs = load_beir_dir(d, split_cfg={"train_qrels": ["train", "dev"], "heldout_qrels": ["test"]})
+    assert rs.split.train == ("q1", "q3", "q4") and dict(rs.dropped_unused) == {}
+
+
+def test_grade_conflict_across_qrels_files_names_both_files_and_lines(tmp_path):
+    # (q1, d2) is 1 in train (line 3) and 2 in dev (line 2): merged, that used to be last-file-wins
+    d = _beir(tmp_path, {"train": b"query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq1\td2\t1\r\n",
+                         "dev": b"query-id\tcorpus-id\tscore\r\nq1\td2\t2\r\n", "test": b"q2\td1\t1\r\n"})
+    with pytest.raises(DataFormatError) as e:
+        load_beir_dir(d, split_cfg={"train_qrels": ["train", "dev"], "heldout_qrels": ["test"]})
+    msg = str(e.value)
+    assert e.value.path.endswith("dev.tsv") and e.value.line == 2 and e.value.field == "score"
+    assert "train.tsv line 3" in msg and "dev.tsv line 2" in msg and "judged 1" in msg and "and 2" in msg
+    # a fraction split merges every file: the same error
+    with pytest.raises(DataFormatError, match="train.tsv line 3"):
+        load_beir_dir(d, split_cfg={"heldout_fraction": 0.5, "train_qrels": ["none"]})
+    # dev unused: nothing is merged, so nothing conflicts
+    rs = load_beir_dir(d, split_cfg=FILES_SPLIT)
+    assert rs.qrels.gold("q1") == {"d1": 1, "d2": 1}
+    # a grade 0 in one file no longer silently removes the gold of another
+    d0 = _beir(tmp_path / "z", {"train": b"q1\td1\t1\n", "dev": b"q1\td1\t0\n", "test": b"q2\td1\t1\n"})
+    with pytest.raises(DataFormatError, match="judged 1 in .*train.tsv line 1 and 0 in .*dev.tsv line 1"):
+        load_beir_dir(d0, split_cfg={"train_qrels": ["train", "dev"], "heldout_qrels": ["test"]})
+
+
+def test_same_grade_in_two_merged_files_is_one_judgement(tmp_path):
+    d = _beir(tmp_path, {"a": b"q1\td1\t2\nq2\td2\t1\n", "b": b"q1\td1\t2\nq3\td3\t1\n"})
+    rs = load_beir_dir(d, split_cfg={"heldout_fraction": 0.5})
+    assert dict(rs.qrels.judgements["q1"]) == {"d1": 2} and rs.qrels.n_judgements() == 3
+
+
+def test_grade_conflict_within_one_file_names_both_lines(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_bytes(b"q1\td1\t1\r\nq1\td2\t1\r\nq1\td1\t2\r\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(p)
+    assert e.value.line == 3 and "(line 1)" in str(e.value)
+
+
+def test_duplicate_documents_and_queries_are_counted(tmp_path):
+    from capgap.data import describe
+
+    # d1/d4 identical passages (title + text); q1/q3 equal after whitespace collapsing
+    corpus = ['{"_id": "d1", "title": "T", "text": "same"}', '{"_id": "d2", "title": "", "text": "other"}',
+              '{"_id": "d3", "title": "", "text": "third"}', '{"_id": "d4", "title": "T", "text": "same"}']
+    queries = ['{"_id": "q1", "text": "what  is x"}', '{"_id": "q2", "text": "y"}', '{"_id": "q3", "text": "what is x"}']
+    d = _beir(tmp_path, {"train": b"q1\td1\t1\r\nq2\td2\t1\r\n", "test": b"q3\td4\t2\r\n"}, corpus, queries)
+    st = describe(load_beir_dir(d, split_cfg=FILES_SPLIT))
+    assert st["duplicate_documents"] == {"groups": 1, "items": 2, "examples": [["d1", "d4"]]}
+    assert st["duplicate_queries"] == {"groups": 1, "items": 2, "examples": [["q1", "q3"]]}

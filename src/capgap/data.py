@@ -24,6 +24,10 @@ Public API
 Conventions (BEIR, Thakur et al. 2021): a qrels score <= 0 is *not gold*; a query with no gold
 document is dropped and counted (``RetrievalSet.dropped_queries``), never silently kept; a
 document whose title and text are both empty, or a query with empty text, is an error.
+Grades are kept as written (NFCorpus: 2 and 1). Under the files split rule a qrels file in
+neither ``train_qrels`` nor ``heldout_qrels`` (BEIR's ``dev``) is not used: its queries are in
+neither split, dropped and counted apart (``RetrievalSet.dropped_unused``). A pair judged with
+two different grades, in one file or across merged files, is an error naming both lines.
 
 - Encoding: input files are UTF-8; a byte-order mark at the start of a file is skipped; any
   other undecodable byte is a ``DataFormatError`` naming line and column.
@@ -115,9 +119,16 @@ class Queries:
 
 @dataclass(frozen=True)
 class Qrels:
-    """Relevance judgements ``judgements[query_id][doc_id] = score`` (int; <= 0 not gold)."""
+    """Relevance judgements ``judgements[query_id][doc_id] = score`` (int; <= 0 not gold).
+
+    ``path`` and ``lines`` (``lines[query_id][doc_id]`` = 1-based line) say where each
+    judgement was read, when it was read from a file (``load_qrels``), so an error about a
+    judgement (``assemble``'s cross-file grade conflict) can name its file and line. Neither
+    takes part in equality."""
 
     judgements: Mapping[str, Mapping[str, int]]
+    path: str = field(default="", compare=False)
+    lines: Mapping[str, Mapping[str, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def gold(self, query_id: str) -> dict[str, int]:
         """The gold set of one query: ``{doc_id: score}`` for score > 0."""
@@ -154,7 +165,9 @@ class RetrievalSet:
     """One dataset: corpus, queries (only those with >= 1 gold document), qrels, split;
     ``excluded``: query id -> documents removed from its ranking; ``twins``: document id ->
     ``((twin id, type), ...)``, its near-miss twins (``capgap.nearmiss``), never gold for a
-    query whose gold set holds the document."""
+    query whose gold set holds the document. ``dropped_queries``: queries without gold in any
+    qrels file; ``dropped_unused``: qrels file stem -> queries dropped because their gold is
+    only in that file, which the split does not use (``assemble``; BEIR's ``dev``)."""
 
     name: str
     corpus: Corpus
@@ -165,6 +178,7 @@ class RetrievalSet:
     source: dict = field(default_factory=dict)
     excluded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     twins: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    dropped_unused: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self):
         doc_ids = set(self.corpus.ids)
@@ -444,6 +458,7 @@ def load_qrels(path: str | Path, corpus: Corpus | None = None, queries: Queries 
     doc_ids = set(corpus.ids) if corpus is not None else None
     qids = set(queries.ids) if queries is not None else None
     out: dict[str, dict[str, int]] = {}
+    lines: dict[str, dict[str, int]] = {}
     for lineno, qid, did, score in iter_qrels(path):
         if qids is not None and qid not in qids:
             raise DataFormatError(path, lineno, "query-id", f"unknown query id {qid!r}")
@@ -451,9 +466,10 @@ def load_qrels(path: str | Path, corpus: Corpus | None = None, queries: Queries 
             raise DataFormatError(path, lineno, "corpus-id", f"unknown document id {did!r}")
         prev = out.setdefault(qid, {}).get(did)
         if prev is not None and prev != score:
-            raise DataFormatError(path, lineno, "score", f"({qid!r}, {did!r}) judged twice: {prev} and {score}")
+            raise DataFormatError(path, lineno, "score", f"({qid!r}, {did!r}) judged twice: {prev} (line {lines[qid][did]}) and {score}")
         out[qid][did] = score
-    return Qrels(out)
+        lines.setdefault(qid, {}).setdefault(did, lineno)
+    return Qrels(out, str(path), lines)
 
 
 # --------------------------------------------------------------------------- split
@@ -496,6 +512,35 @@ def _qrels_files(folder: Path) -> dict[str, Path]:
     return files
 
 
+def _where(qrels: Qrels, stem: str, q: str, d: str) -> str:
+    """``path line N`` of judgement (q, d) in ``qrels`` (the file stem when it has no path)."""
+    line = qrels.lines.get(q, {}).get(d)
+    return f"{qrels.path or stem}" + (f" line {line}" if line is not None else "")
+
+
+def _merge_qrels(name: str, qrels_by_file: Mapping[str, Qrels], files: list[str]) -> dict[str, dict[str, int]]:
+    """The judgements of ``files`` (keys of ``qrels_by_file``) in one mapping. A (query,
+    document) pair judged in two of them must have one grade: a different grade is a
+    ``DataFormatError`` naming both files and lines (never a silent last-file-wins)."""
+    merged: dict[str, dict[str, int]] = {}
+    origin: dict[tuple[str, str], str] = {}  # (query, doc) -> the file it was first read from
+    for f in files:
+        qr = qrels_by_file[f]
+        for q, docs in qr.judgements.items():
+            into = merged.setdefault(q, {})
+            for d, score in docs.items():
+                prev = into.get(d)
+                if prev is not None and prev != score:
+                    first = origin[(q, d)]
+                    raise DataFormatError(qr.path or f, qr.lines.get(q, {}).get(d), "score",
+                                          f"{name}: ({q!r}, {d!r}) judged {prev} in {_where(qrels_by_file[first], first, q, d)} "
+                                          f"and {score} in {_where(qr, f, q, d)}; a pair has one grade: fix one of the files")
+                if prev is None:
+                    into[d] = score
+                    origin[(q, d)] = f
+    return merged
+
+
 def assemble(
     name: str,
     corpus: Corpus,
@@ -509,21 +554,39 @@ def assemble(
     ``split_cfg`` keys: ``train_qrels`` / ``heldout_qrels`` (lists of qrels file stems, default
     ``["train"]`` / ``["test"]``) used when *both* exist; otherwise ``heldout_fraction``
     (default 0.5) and ``seed`` (default 0) over all judged queries.
+
+    With the files rule, a qrels file named in neither list (BEIR's ``dev``) is not used: a
+    query whose gold is only there is in neither split; it is dropped and counted per file in
+    ``RetrievalSet.dropped_unused`` (status.json ``dropped_queries_unused_qrels``), apart from
+    ``dropped_queries`` (no gold in any file), and the split rule names the unused files.
+    A (query, document) pair in two merged files with different grades is a
+    ``DataFormatError`` naming both files and lines (``_merge_qrels``).
     """
     split_cfg = {**_SPLIT, **dict(split_cfg or {})}
     train_files = [f for f in split_cfg["train_qrels"] if f in qrels_by_file]
     held_files = [f for f in split_cfg["heldout_qrels"] if f in qrels_by_file]
     use_files = bool(train_files and held_files)
-    chosen = train_files + held_files if use_files else list(qrels_by_file)
-    merged: dict[str, dict[str, int]] = {}
-    for f in chosen:
-        for q, docs in qrels_by_file[f].judgements.items():
-            merged.setdefault(q, {}).update(docs)
-    qrels = Qrels(merged)
+    chosen = list(dict.fromkeys(train_files + held_files)) if use_files else list(qrels_by_file)
+    unused = [f for f in qrels_by_file if f not in chosen]
+    qrels = Qrels(_merge_qrels(name, qrels_by_file, chosen))
     keep = [q for q in queries.ids if qrels.gold(q)]
-    dropped = len(queries) - len(keep)
+    kept_set, known = set(keep), set(queries.ids)
+    dropped_unused: dict[str, int] = {}
+    only_unused: set[str] = set()
+    for f in unused:
+        judged = {q for q, d in qrels_by_file[f].judgements.items() if q in known and any(s > 0 for s in d.values())}
+        if judged - kept_set:
+            dropped_unused[f] = len(judged - kept_set)
+            only_unused |= judged - kept_set
+        if judged & kept_set:
+            log.info("%s: %d kept queries also have judgements in unused qrels file %r; those are ignored", name,
+                     len(judged & kept_set), f)
+    dropped = len(queries) - len(keep) - len(only_unused)
     if dropped:
         log.warning("%s: dropped %d of %d queries without any gold document", name, dropped, len(queries))
+    if only_unused:
+        log.warning("%s: dropped %d of %d queries judged only in qrels files the split does not use (%s): neither train nor "
+                    "held-out", name, len(only_unused), len(queries), ", ".join(f"{f}: {n}" for f, n in dropped_unused.items()))
     kept = queries.subset(keep)
     if not len(kept):
         raise ValueError(f"{name}: no query has a gold document")
@@ -533,16 +596,19 @@ def assemble(
         both = train_q & held_q
         if both:
             raise ValueError(f"{name}: {len(both)} queries judged in both train and held-out qrels, e.g. {sorted(both)[:3]}")
+        rule = f"dataset qrels files: train={train_files}, heldout={held_files}"
+        if unused:
+            rule += f", unused={unused} ({len(only_unused)} queries judged only there dropped)"
         split = Split(
             train=tuple(q for q in kept.ids if q in train_q),
             heldout=tuple(q for q in kept.ids if q in held_q),
-            rule=f"dataset qrels files: train={train_files}, heldout={held_files}",
+            rule=rule,
         )
     else:
         split = split_queries(kept.ids, float(split_cfg["heldout_fraction"]), int(split_cfg["seed"]))
     # keep only judgements of kept queries
     qrels = Qrels({q: dict(qrels.judgements[q]) for q in kept.ids})
-    return RetrievalSet(name, corpus, kept, qrels, split, dropped, dict(source or {}))
+    return RetrievalSet(name, corpus, kept, qrels, split, dropped, dict(source or {}), dropped_unused=dropped_unused)
 
 
 def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mapping | None = None) -> RetrievalSet:
@@ -704,7 +770,8 @@ def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
 def describe(rs: RetrievalSet) -> dict:
     """A dataset's sizes, split rule, source and duplicates, as its ``status.json`` records
     them: ``n_docs``, ``n_queries``, ``n_train``, ``n_heldout``, ``dropped_queries_without_gold``,
-    ``split_rule``, ``source``, ``text_normalization`` and ``duplicate_documents`` /
+    ``dropped_queries_unused_qrels`` (qrels file -> queries judged only there, in neither
+    split), ``split_rule``, ``source``, ``text_normalization`` and ``duplicate_documents`` /
     ``duplicate_queries`` (``capgap.retrieval.duplicate_summary``: identical passages, and
     queries identical after ``text_key``); ``twins`` (``twin_counts``) when it has any."""
     from .retrieval import duplicate_summary, text_key
@@ -712,7 +779,8 @@ def describe(rs: RetrievalSet) -> dict:
     return {
         "n_docs": len(rs.corpus), "n_queries": len(rs.queries), "n_train": len(rs.split.train),
         "n_heldout": len(rs.split.heldout), "dropped_queries_without_gold": rs.dropped_queries,
-        "split_rule": rs.split.rule, "source": rs.source, "text_normalization": "NFC",
+        "dropped_queries_unused_qrels": dict(rs.dropped_unused), "split_rule": rs.split.rule, "source": rs.source,
+        "text_normalization": "NFC",
         "duplicate_documents": duplicate_summary(rs.corpus.ids, rs.corpus.passages()),
         "duplicate_queries": duplicate_summary(rs.queries.ids, [text_key(t) for t in rs.queries.texts]),
         **({"twins": twin_counts(rs)} if rs.twins else {}),
