@@ -353,12 +353,12 @@ def test_certificates_by_cause(rendered):
     partial by-construction fractions with their reason."""
     rows = _table_after(rendered["md"], "Certificates by cause:")
     assert rows == [
-        ["limit", "qwen", "heldout", "1.000", "0.000", "0.000", "0.000", "0", "0.000"],
-        ["limit", "qwen", "all", "1.000", "0.000", "0.000", "0.000", "0", "0.000"],
-        ["scifact", "minilm", "heldout", "0.800", "0.150", "0.050", "0.000", "1", "0.000"],
-        ["scifact", "minilm", "all", "0.750", "0.125", "0.125", "0.000", "2", "0.250"],
-        ["toy", "minilm", "heldout", "1.000", "0.000", "0.000", "0.000", "0", "1.000"],
-        ["toy", "minilm", "all", "1.000", "0.000", "0.000", "0.000", "0", "1.000"],
+        ["limit", "qwen", "heldout", "1.000", "0.000", "0.000", "0.000", "– / – / – / – / –", "0", "0.000"],
+        ["limit", "qwen", "all", "1.000", "0.000", "0.000", "0.000", "– / – / – / – / –", "0", "0.000"],
+        ["scifact", "minilm", "heldout", "0.800", "0.150", "0.050", "0.000", "– / – / – / – / –", "1", "0.000"],
+        ["scifact", "minilm", "all", "0.750", "0.125", "0.125", "0.000", "– / – / – / – / –", "2", "0.250"],
+        ["toy", "minilm", "heldout", "1.000", "0.000", "0.000", "0.000", "– / – / – / – / –", "0", "1.000"],
+        ["toy", "minilm", "all", "1.000", "0.000", "0.000", "0.000", "– / – / – / – / –", "0", "1.000"],
     ]
     md = rendered["md"]
     assert ("- scifact / minilm: 0.250 of all queries certified by construction (n_docs <= dim + 1 with affinely independent "
@@ -666,3 +666,11 @@ def test_rprec_needs_its_rows_and_varying_gold_sets():
     assert summary_table(_frame(rows), {"d": paper.DatasetInfo(1000, None, True)}, [10])["k"].tolist() == [10]
     assert paper.claim_k(varies["d"], "gold", True) == ("rprec", "R-precision (gold sets vary 1–475)")
     assert paper.claim_k(varies["d"], "gold", False) == (10, "gold-set size varies: k = 10")
+
+
+def test_outcomes_agree_with_the_probe():
+    """The report keeps its own copy of the probe's outcome names (its env has no quadprog)."""
+    from capgap import probe as probe_mod
+    from capgap import report as report_mod
+
+    assert report_mod.OUTCOMES == probe_mod.OUTCOMES

@@ -394,7 +394,7 @@ def test_default_config_dry_run_online_without_mirror(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     assert "IncompleteCheckpointException" not in out
-    assert _jobs(out).get("data") == 4  # every dataset's data job is scheduled (download or hint)
+    assert _jobs(out).get("data") == 3  # every dataset's data job is scheduled (download or hint)
 
 
 def test_job_code_read_from_each_jobs_log(tmp_path):

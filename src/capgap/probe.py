@@ -74,6 +74,8 @@ BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
 HULL_ROUNDS = 3  # column-generation rounds of an inseparability proof (_prove_inseparable)
 HULL_STEP = 512  # candidates added per round, at least (and at least 2 (dim + 2))
+HULL_AFTER = 2  # escalations of C before the one in-loop inseparability proof (C = 100 x the base C by default)
+EPS_TIGHTEN = 1e-3  # certificate mode at C_max, unseparated: eps is tightened 10x at a time down to this x eps
 LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (_lp_generated)
 LP_ROUNDS_BEFORE_WHOLE = 4  # ... on corpora small enough for the whole LP, which then follows
 LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs
@@ -103,7 +105,16 @@ class ProbeResult:
     ``"certificate"`` (``solve="certificate"``: the witness separated the gold set; objective and
     slack are the witness's), ``"inseparable"`` (the optimum at C, where ``hull_distance_bound``
     proved that no w separates the gold set, so C was not escalated further; ``extra["hull"]``
-    holds the bound) or ``"max_iter"``.
+    holds the bound) or ``"max_iter"``. ``outcome``: how the query was decided (issue: every
+    query decided): ``"certified"``; ``"duplicate"`` (certified up to identical copies: w ranks
+    every gold document above every non-gold one except the gold documents' identical copies,
+    which tie with them under any w, so recall@k is the best any w reaches for every k >= |gold|
+    + |copies| and, with the tie rule, a lower bound below it); ``"geometry"`` (no w separates
+    the gold set, even with the copies set aside: proven by ``hull_distance_bound`` or by the
+    exact LP); ``"tied"`` (a text-tied group with crossing gold sets: no shared w can rank both);
+    ``"undecided"`` (neither a witness nor a proof was found, e.g. the LP off or past its time
+    limit). ``decided_by``: ``"certificate"`` (the witness itself), ``"lp"``, ``"hull"``,
+    ``"construction"`` or None (undecided).
     """
 
     w: np.ndarray
@@ -124,6 +135,8 @@ class ProbeResult:
     top_rows: np.ndarray | None = None
     top_scores: np.ndarray | None = None
     stopped: str = "optimum"
+    outcome: str = "undecided"
+    decided_by: str | None = None
 
     @property
     def gap(self) -> float:
@@ -261,6 +274,7 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, ex
 
 _D = section_defaults("probe")  # the schema holds every default (capgap.config)
 SOLVES = ("certificate", "optimum")
+OUTCOMES = ("certified", "duplicate", "geometry", "tied", "undecided")  # ProbeResult.outcome
 
 
 @dataclass(frozen=True)
@@ -463,9 +477,9 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                         "xiW": 0.0, "it": 0, "done": sum(pairs) == 0, "members": members, "pairs": pairs, "P": sum(pairs),
                         "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64),
                         "crossing": _crossing(members, golds, excls) if len(members) > 1 else set(),
-                        "stopped": "optimum", "hull": None}
+                        "stopped": "optimum", "hull": None, "proof_tried": False, "eps": float(eps)}
             st = state[p]
-            st["early"] = solve == "certificate" and not st["crossing"] and all(len(np.unique(grs[q])) == 1 for q in members)
+            st["early"] = solve == "certificate" and not st["crossing"]
         active = [p for p in ps if not state[p]["done"]]
         while active:
             first = [p for p in active if state[p]["it"] == 0]
@@ -483,27 +497,43 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                     st["s32"] = S[row].copy()  # the final scores: w does not change any more
                     continue
                 b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)])
-                if st["it"] > 0 and H <= st["xiW"] + eps and H > 0 and not st["crossing"]:
+                if st["it"] > 0 and H <= st["xiW"] + st["eps"] and H > 0 and not st["crossing"]:
                     # converged for this C with some pair violated: unless the gold set is
                     # separated, either prove that no w separates it (then C stays: the
                     # certificate cannot change) or continue towards the hard margin with a 10x
                     # larger C (the working set stays valid: cutting planes do not depend on C)
                     if not all(_separated(S[row], golds[q], opt_excl[q]) for q in st["members"]):
-                        lp_later = st["early"] and lp_check_max_docs and len(st["members"]) == 1  # graded sets: the optimum
-                        if st["C"] < C_max and not (lp_later and lp_decides):
-                            bound = _prove_inseparable(S[row], st, golds, opt_excl, Df, rep, dmax)
-                            if bound is not None:
-                                st["done"], st["stopped"], st["hull"] = True, "inseparable", bound
-                                continue
-                        if st["C"] < C_max and not lp_later:
+                        # the gate: one proof attempt after HULL_AFTER escalations (most separable
+                        # queries are certified by then, so few proofs are spent on them); on a
+                        # corpus the whole LP decides (lp_decides), the exact LP at the base C
+                        whole_lp = lp_decides and len(st["members"]) == 1  # a corpus the whole LP decides: at the base C
+                        if st["C"] < C_max and st["escalations"] >= (0 if whole_lp else HULL_AFTER) and not st["proof_tried"]:
+                            st["proof_tried"] = True
+                            if whole_lp:
+                                q = st["members"][0]
+                                if lp_feasible(Df, golds[q], excluded=opt_excl[q]) is False:
+                                    st["done"], st["stopped"], st["lp"] = True, "inseparable", False
+                                    continue
+                            else:
+                                bound = _prove_inseparable(S[row], st, golds, opt_excl, Df, rep, dmax)
+                                if bound is not None:
+                                    st["done"], st["stopped"], st["hull"] = True, "inseparable", bound
+                                    continue
+                        if st["C"] < C_max:
                             st["C"] = min(st["C"] * 10.0, C_max)
                             _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
                             st["escalations"] += 1
                             still.append(p)
                             continue
-                if (st["it"] > 0 and H <= st["xiW"] + eps) or st["it"] >= max_iter:
+                        if st["early"] and C_max > C and st["eps"] > eps * EPS_TIGHTEN:
+                            # certificate mode at C_max: on a separable set the SVM optimum there
+                            # is (near) the hard-margin solution, which separates; eps alone
+                            # stopped short of it, so tighten it 10x and go on (not without
+                            # escalation, C_max=None: the plain soft-margin problem at C)
+                            st["eps"] /= 10.0
+                if (st["it"] > 0 and H <= st["xiW"] + st["eps"]) or st["it"] >= max_iter:
                     st["done"] = True
-                    if st["it"] >= max_iter and H > st["xiW"] + eps:
+                    if st["it"] >= max_iter and H > st["xiW"] + st["eps"]:
                         st["capped"] = True
                         st["stopped"] = "max_iter"
                         capped += len(st["members"])
@@ -840,6 +870,7 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
         slacks[q] = _hinge(s, ctx["golds"][q], n_pairs, ctx["opt_excl"][q]) if n_pairs else 0.0
     group_slack = sum(slacks[q] * n_pairs for q, n_pairs in zip(members, st["pairs"])) / P
     C = st["C"]
+    single = len(members) == 1
     for q in members:
         gold, grades, excl, twins = ctx["golds"][q], ctx["grades"][q], ctx["excls"][q], ctx["twins"][q]
         wq, sq = w, s
@@ -847,30 +878,59 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
         valid[excl] = False
         ng = valid.copy()
         ng[gold] = False
+        rest = ng.copy()  # the non-gold documents less the gold documents' identical copies
+        rest[twins] = False
 
-        def margin_of(scores):
-            return float(scores[gold].min() - scores[ng].max()) if ng.any() else float("inf")
+        def margin_of(scores, mask):
+            return float(scores[gold].min() - scores[mask].max()) if mask.any() else float("inf")
 
-        margin = margin_of(sq)
         wn = float(np.linalg.norm(wq))
-        certified = margin > 1e-9 * max(1.0, wn) * ctx["dmax"]
-        lp = None
-        if len(twins):
-            lp = False  # identical vectors on both sides: no w separates them
-        elif (not certified and len(members) == 1 and ctx["lp_check_max_docs"]
-              and (n <= ctx["lp_check_max_docs"] or st["stopped"] != "inseparable")):
+        thresh = 1e-9 * max(1.0, wn) * ctx["dmax"]
+        margin = margin_of(sq, ng)
+        certified = margin > thresh
+        separated = certified or (len(twins) > 0 and margin_of(sq, rest) > thresh)  # up to identical copies
+        lp, decided_by, hull = (False if len(twins) else None), None, st["hull"]
+        if separated:
+            decided_by = "certificate"
+        elif q in st["crossing"]:
+            decided_by = "construction"
+        elif hull is not None:  # the in-loop proof (it covers every member)
+            decided_by = "hull"
+        elif st.get("lp") is False:  # the in-loop exact LP (a single query)
+            decided_by, lp = "lp", False
+        elif single and ctx["lp_check_max_docs"]:
+            # the exact LP on what is still open: the gold set against ``rest`` (a gold
+            # document's identical copies set aside: they tie with it whatever w is)
+            excl_r = ctx["opt_excl"][q]
             if n <= ctx["lp_check_max_docs"]:  # the whole LP; beyond, by constraint generation
-                lp, w_lp = lp_feasible(Df, gold, excluded=excl, return_witness=True)
-                s_lp = _scores64(Df, w_lp, ctx["dups"]) if lp else None
+                ok, w_lp = lp_feasible(Df, gold, excluded=excl_r, return_witness=True)
+                s_lp = _scores64(Df, w_lp, ctx["dups"]) if ok else None
             else:
-                lp, w_lp, s_lp = _lp_generated(Df, ctx["rep"], gold, ng, sq, ctx["dups"], LP_WHOLE_FACTOR * ctx["lp_check_max_docs"])
-            if lp:
+                ok, w_lp, s_lp = _lp_generated(Df, ctx["rep"], gold, rest, sq, ctx["dups"], LP_WHOLE_FACTOR * ctx["lp_check_max_docs"])
+            if ok:  # a witness separates what w did not: strictly better, adopted
                 wq, sq = w_lp, s_lp
-                margin = margin_of(sq)
+                margin = margin_of(sq, ng)
                 certified = margin > 0
+                separated = certified or margin_of(sq, rest) > 0
+            if ok is not None:
+                decided_by = "lp"
+            if not len(twins):
+                lp = ok
+        else:  # the LP is off or the problem is a text-tied group: a proof, for the verdict only
+            hull = _prove_inseparable(sq, {"members": [q]}, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
+            decided_by = "hull" if hull is not None else None
         ranks = rank_gold(sq, gold, grades, valid)
         top_rows, top_scores = rank_top(sq, ctx["depth"], gold, grades, valid) if ctx["depth"] else (None, None)
-        cause = None if certified else ("duplicate" if len(twins) else "tied" if q in st["crossing"] else "geometry")
+        if certified:
+            cause, outcome = None, "certified"
+        elif separated:
+            cause = outcome = "duplicate"
+        elif q in st["crossing"]:
+            cause = outcome = "tied"
+        elif decided_by in ("hull", "lp"):
+            cause = outcome = "geometry"
+        else:
+            cause, outcome = ("duplicate" if len(twins) else "geometry"), "undecided"
         same_problem = all(np.array_equal(ctx["golds"][m], gold) and np.array_equal(ctx["excls"][m], excl) for m in members)
         by_construction = None
         if same_problem and not len(twins):
@@ -881,8 +941,8 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
         dual = float(st["b"] @ st["alpha"] - 0.5 * float(np.linalg.norm(w)) ** 2) if len(st["alpha"]) else 0.0
         out[q] = ProbeResult(wq, 0.5 * float(np.linalg.norm(w)) ** 2 + C * group_slack, dual, slacks[q], st["it"],
                              not st.get("capped", False), margin, bool(certified), ranks, lp, bool(len(twins)),
-                             {"C_final": C, "escalations": st["escalations"], "hull": st["hull"]}, cause, len(members), by_construction,
-                             top_rows, top_scores, st["stopped"])
+                             {"C_final": C, "escalations": st["escalations"], "hull": hull}, cause, len(members), by_construction,
+                             top_rows, top_scores, st["stopped"], outcome, decided_by)
     return out
 
 
@@ -892,7 +952,7 @@ def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], 
     size, recall@k for each k in ``ks`` (pessimistic ties), certificate and its cause, slack
     (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict
     JSON: no non-gold document), objective, duality gap, iterations, convergence, |w|, the final
-    C and escalations, the inseparability proof's ``hull_distance_bound`` (null: no proof was
+    C and escalations, ``outcome`` and ``decided_by`` (``ProbeResult``), the inseparability proof's ``hull_distance_bound`` (null: no proof was
     needed or found), and each gold document's rank by id. ``gold[i]``: ``(g,) int64`` rows of
     query i's gold documents (into ``doc_ids``), aligned with ``results[i].gold_ranks``."""
     out = []
@@ -900,7 +960,8 @@ def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], 
         out.append({
             "query_id": q, "split": split_of.get(q, ""), "n_gold": len(g),
             **{f"recall@{k}": r.recall_at(k) for k in ks},
-            "certified": r.certified, "cause": r.cause, "by_construction": r.by_construction, "tied": r.tied,
+            "certified": r.certified, "cause": r.cause, "outcome": r.outcome, "decided_by": r.decided_by,
+            "by_construction": r.by_construction, "tied": r.tied,
             "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
             "slack": r.slack, "margin": r.margin, "objective": r.objective, "gap": r.gap,
             "iterations": r.iterations, "converged": r.converged, "stopped": r.stopped, "w_norm": float(np.linalg.norm(r.w)),
@@ -915,7 +976,9 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
                  base: Mapping) -> list[dict]:
     """The probe's own results.csv rows (``k`` empty) per split of ``split_ids`` (name -> query
     ids; empty splits skipped): ``certified`` (fraction), ``uncertified_duplicate`` /
-    ``uncertified_tied`` / ``uncertified_geometry`` (fractions by cause), ``tied_queries`` (count
+    ``uncertified_tied`` / ``uncertified_geometry`` (fractions by cause), ``queries_<outcome>``
+    for each of ``OUTCOMES`` (counts: certified, certified up to identical copies, proven not
+    separable, crossing text-tied, undecided; ``ProbeResult.outcome``), ``tied_queries`` (count
     of queries sharing their text), ``certified_by_construction`` (fraction), ``slack_median``
     (pair-averaged hinge at each query's final w: the witness's for queries stopped at their
     certificate), ``iterations_median`` / ``iterations_p90`` / ``iterations_max`` (cutting-plane
@@ -933,6 +996,8 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
         rows.append({**b, "metric": "certified", "value": float(np.mean([r.certified for r in res]))})
         for cause in ("duplicate", "tied", "geometry"):
             rows.append({**b, "metric": f"uncertified_{cause}", "value": float(np.mean([r.cause == cause for r in res]))})
+        for outcome in OUTCOMES:  # every query decided: how many ended each way (counts)
+            rows.append({**b, "metric": f"queries_{outcome}", "value": int(sum(r.outcome == outcome for r in res))})
         rows.append({**b, "metric": "tied_queries", "value": int(sum(r.tied > 1 for r in res))})
         rows.append({**b, "metric": "certified_by_construction", "value": float(np.mean([r.by_construction is not None for r in res]))})
         rows.append({**b, "metric": "slack_median", "value": float(np.median([r.slack for r in res]))})
