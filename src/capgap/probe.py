@@ -45,8 +45,10 @@ Zero slack implies it. ``lp_feasible`` decides the hard-margin problem exactly a
 certify: whole on a corpus of at most ``lp_check_max_docs`` documents, by constraint generation
 on a larger one (the gold documents against the non-gold documents the witness ranks highest,
 growing by the documents a subset's LP witness misranks, until that witness separates every
-document or a subset is infeasible). On larger corpora, a query the cutting plane leaves
-uncertified at C gets an inseparability proof before C is escalated: the gold and non-gold
+document or a subset is infeasible), with a gold document's identical non-gold copies set
+aside; it runs after escalation and only a separating witness replaces w, so the LP never
+makes a bound looser. On larger corpora, a query still unseparated after ``HULL_AFTER``
+escalations of C gets one inseparability proof: the gold and non-gold
 convex hulls intersect (``hull_distance_bound``: convex combinations of the gold documents and
 of the non-gold documents that score highest at w, found by non-negative least squares, whose
 difference r is computed exactly; any w then has min gold score - max non-gold score <=
@@ -75,7 +77,8 @@ HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w cert
 HULL_ROUNDS = 3  # column-generation rounds of an inseparability proof (_prove_inseparable)
 HULL_STEP = 512  # candidates added per round, at least (and at least 2 (dim + 2))
 HULL_AFTER = 2  # escalations of C before the one in-loop inseparability proof (C = 100 x the base C by default)
-EPS_TIGHTEN = 1e-3  # certificate mode at C_max, unseparated: eps is tightened 10x at a time down to this x eps
+TIGHTEN_STEPS = 3  # certificate mode at C_max, unseparated: eps is tightened 10x at a time, at most this often
+TIGHTEN_ITERS = 300  # ... and for at most this many iterations
 LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (_lp_generated)
 LP_ROUNDS_BEFORE_WHOLE = 4  # ... on corpora small enough for the whole LP, which then follows
 LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs
@@ -92,7 +95,8 @@ class ProbeResult:
     ``lp_feasible`` (None when the LP was not run); ``gold_ranks``: pessimistic 1-based rank of
     each gold document (``capgap.retrieval.rank_gold``); ``duplicate_conflict``: a gold
     document has an identical non-gold copy (no w can separate them); ``cause``: why an
-    uncertified query is uncertified: ``"duplicate"`` (such a twin), ``"tied"`` (a query with
+    uncertified query is uncertified: ``"duplicate"`` (such a twin, and no proof that the gold
+    set is inseparable even with the copies set aside), ``"tied"`` (a query with
     identical text needs a crossing ranking, see ``probe(tie_groups=...)``) or ``"geometry"``
     (the index itself), None when certified; ``tied``: how many queries share this w (1: none);
     ``by_construction``: why certification was guaranteed before any optimisation (n_docs <=
@@ -104,8 +108,8 @@ class ProbeResult:
     describe: ``"optimum"`` (Joachims' eps criterion: the SVM optimum within C*eps),
     ``"certificate"`` (``solve="certificate"``: the witness separated the gold set; objective and
     slack are the witness's), ``"inseparable"`` (the optimum at C, where ``hull_distance_bound``
-    proved that no w separates the gold set, so C was not escalated further; ``extra["hull"]``
-    holds the bound) or ``"max_iter"``. ``outcome``: how the query was decided (issue: every
+    or the in-loop exact LP proved that no w separates the gold set, so C was not escalated
+    further; ``extra["hull"]`` holds the proof's bound, None for the LP) or ``"max_iter"``. ``outcome``: how the query was decided (issue: every
     query decided): ``"certified"``; ``"duplicate"`` (certified up to identical copies: w ranks
     every gold document above every non-gold one except the gold documents' identical copies,
     which tie with them under any w, so recall@k is the best any w reaches for every k >= |gold|
@@ -340,9 +344,9 @@ def probe(
     generation otherwise (0: never); a feasible LP's witness becomes the query's w. ``C_max``: when a query converges without strict
     separation, C is raised 10x at a time up to ``C_max`` and the cutting plane continues on the
     same working set, approaching the hard-margin problem (None: no escalation, the plain
-    soft-margin problem with ``C``); queries that cannot be separated by construction (an
-    identical non-gold twin of a gold document, or text-tied queries with crossing gold sets)
-    are not escalated. ``excluded_sets[q]``: rows that are neither gold nor non-gold for query
+    soft-margin problem with ``C``); text-tied queries with crossing gold sets are not
+    escalated, and a gold document's identical non-gold copies are set aside from the
+    optimisation (they tie with it under any w). ``excluded_sets[q]``: rows that are neither gold nor non-gold for query
     q (BRIGHT's ``excluded_ids``; BEIR's self-retrieval rule): they enter no pair, no rank and
     no certificate. ``grades[q]``: relevance grades aligned with ``gold_sets[q]`` (default 1;
     they order tied gold documents, lowest grade first). ``tie_groups[q]``: a label; queries with
@@ -355,19 +359,20 @@ def probe(
     ``solve``: ``"certificate"`` stops a query once its witness separates the gold set with a
     float32 margin above the float32 error bound (so the float64 check certifies it too):
     recall, ranks and the certificate are then what the optimum would give (every gold
-    document ranks above every other), objective and slack are the witness's. A query whose
-    gold set has more than one grade, or a text-tied group with crossing gold sets, runs to the
-    optimum (the order among gold documents, which nDCG weighs, is the optimum's).
+    document ranks above every other), objective and slack are the witness's; graded gold sets
+    too (the recall capacity is decided there; the nDCG of that w is a lower bound on the nDCG
+    capacity). A text-tied group with crossing gold sets runs to the optimum.
     ``"optimum"``: every query runs to Joachims' eps criterion.
 
-    Escalation is gated: before C is raised, an uncertified problem gets an inseparability proof
-    (``hull_distance_bound``; module docstring). When it holds, no w and hence no C certifies
-    the query, so C stays (``stopped="inseparable"``; recall@k is the optimum's at that C, the
-    soft-margin problem dlib solves) instead of spending hundreds of iterations on the way to
-    ``C_max``. With ``"certificate"`` and the LP on (``lp_check_max_docs`` > 0), a single query
-    is then not escalated at all: the exact LP decides what the proof leaves open (on a corpus
-    of at most ``lp_check_max_docs`` documents the proof is skipped too). Otherwise (``"optimum"``,
-    text-tied groups, the LP off) a query the proof cannot settle escalates as before.
+    Escalation, then one proof: an unseparated problem raises C 10x at a time; after
+    ``HULL_AFTER`` escalations it gets one inseparability proof (``hull_distance_bound``; module
+    docstring; on a corpus of at most ``lp_check_max_docs`` documents a single query gets the
+    whole exact LP at the base C instead). When it holds, no w and hence no C certifies the
+    query, so C stays (``stopped="inseparable"``). At ``C_max`` (certificate mode, escalation on)
+    eps is tightened 10x at a time (``TIGHTEN_STEPS``, ``TIGHTEN_ITERS``), since eps alone can stop short
+    of the hard-margin solution of a separable set. What is still open then goes to the exact LP
+    (``lp_check_max_docs`` > 0, single queries) or, with the LP off, to one more proof for the
+    verdict; ``ProbeResult.outcome`` / ``decided_by`` record how each query was decided.
 
     Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
     w: identical rows score identically and a non-gold document tied with a gold one ranks first.
@@ -477,7 +482,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                         "xiW": 0.0, "it": 0, "done": sum(pairs) == 0, "members": members, "pairs": pairs, "P": sum(pairs),
                         "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64),
                         "crossing": _crossing(members, golds, excls) if len(members) > 1 else set(),
-                        "stopped": "optimum", "hull": None, "proof_tried": False, "eps": float(eps)}
+                        "stopped": "optimum", "hull": None, "proof_tried": False, "eps": float(eps), "tightened": 0}
             st = state[p]
             st["early"] = solve == "certificate" and not st["crossing"]
         active = [p for p in ps if not state[p]["done"]]
@@ -507,7 +512,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                         # queries are certified by then, so few proofs are spent on them); on a
                         # corpus the whole LP decides (lp_decides), the exact LP at the base C
                         whole_lp = lp_decides and len(st["members"]) == 1  # a corpus the whole LP decides: at the base C
-                        if st["C"] < C_max and st["escalations"] >= (0 if whole_lp else HULL_AFTER) and not st["proof_tried"]:
+                        if not st["proof_tried"] and (st["escalations"] >= (0 if whole_lp else HULL_AFTER) or st["C"] >= C_max):
                             st["proof_tried"] = True
                             if whole_lp:
                                 q = st["members"][0]
@@ -525,15 +530,19 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
                             st["escalations"] += 1
                             still.append(p)
                             continue
-                        if st["early"] and C_max > C and st["eps"] > eps * EPS_TIGHTEN:
-                            # certificate mode at C_max: on a separable set the SVM optimum there
-                            # is (near) the hard-margin solution, which separates; eps alone
-                            # stopped short of it, so tighten it 10x and go on (not without
-                            # escalation, C_max=None: the plain soft-margin problem at C)
+                        # certificate mode at C_max: on a separable set the SVM optimum there is
+                        # (near) the hard-margin solution, which separates; eps alone stopped
+                        # short of it, so tighten it 10x at a time (at most TIGHTEN_STEPS times,
+                        # for at most TIGHTEN_ITERS iterations) and go on; not without
+                        # escalation (C_max=None: the plain soft-margin problem at C)
+                        while st["early"] and C_max > C and st["tightened"] < TIGHTEN_STEPS and H <= st["xiW"] + st["eps"]:
                             st["eps"] /= 10.0
-                if (st["it"] > 0 and H <= st["xiW"] + st["eps"]) or st["it"] >= max_iter:
+                            st["tightened"] += 1
+                            st.setdefault("it_tight", st["it"])
+                tight_over = "it_tight" in st and st["it"] - st["it_tight"] >= TIGHTEN_ITERS
+                if (st["it"] > 0 and H <= st["xiW"] + st["eps"]) or st["it"] >= max_iter or tight_over:
                     st["done"] = True
-                    if st["it"] >= max_iter and H > st["xiW"] + st["eps"]:
+                    if st["it"] >= max_iter and H > st["xiW"] + eps:
                         st["capped"] = True
                         st["stopped"] = "max_iter"
                         capped += len(st["members"])
@@ -655,7 +664,8 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
     the largest member bound when every unseparated member is proven, else None."""
     dim = Df.shape[1]
     step = max(2 * (dim + 2), HULL_STEP)
-    worst = 0.0
+    worst, proven = 0.0, []
+    st["hull_members"] = proven
     for q in st["members"]:
         gold = golds[q]
         if _separated(s, gold, opt_excl[q]):
@@ -678,7 +688,8 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
         if bound > HULL_TOL * dmax:
             return None
         worst = max(worst, bound)
-    return worst
+        proven.append(q)
+    return worst if proven else None
 
 
 def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = False):
@@ -894,7 +905,7 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
             decided_by = "certificate"
         elif q in st["crossing"]:
             decided_by = "construction"
-        elif hull is not None:  # the in-loop proof (it covers every member)
+        elif hull is not None and q in st.get("hull_members", ()):  # the in-loop proof of this member
             decided_by = "hull"
         elif st.get("lp") is False:  # the in-loop exact LP (a single query)
             decided_by, lp = "lp", False
@@ -907,17 +918,23 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
                 s_lp = _scores64(Df, w_lp, ctx["dups"]) if ok else None
             else:
                 ok, w_lp, s_lp = _lp_generated(Df, ctx["rep"], gold, rest, sq, ctx["dups"], LP_WHOLE_FACTOR * ctx["lp_check_max_docs"])
-            if ok:  # a witness separates what w did not: strictly better, adopted
+            if ok and margin_of(s_lp, rest) > 0:  # a witness separates what w did not: strictly better, adopted
                 wq, sq = w_lp, s_lp
                 margin = margin_of(sq, ng)
                 certified = margin > 0
-                separated = certified or margin_of(sq, rest) > 0
-            if ok is not None:
+                separated = True
                 decided_by = "lp"
+            elif ok is False:
+                decided_by = "lp"
+            else:  # undecided within the time limit (or a witness HiGHS's tolerance let through): the proof
+                d = {"members": [q]}
+                hull = _prove_inseparable(sq, d, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
+                decided_by = "hull" if hull is not None else None
             if not len(twins):
                 lp = ok
         else:  # the LP is off or the problem is a text-tied group: a proof, for the verdict only
-            hull = _prove_inseparable(sq, {"members": [q]}, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
+            d = {"members": [q]}
+            hull = _prove_inseparable(sq, d, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
             decided_by = "hull" if hull is not None else None
         ranks = rank_gold(sq, gold, grades, valid)
         top_rows, top_scores = rank_top(sq, ctx["depth"], gold, grades, valid) if ctx["depth"] else (None, None)

@@ -697,7 +697,8 @@ def render_datasets(avail: Sequence[dict], df: pd.DataFrame, golds: Mapping[str,
 def render_certification(probe: pd.DataFrame, construction: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     """The probe's certificates by cause, per dataset x encoder x split (``probe``: results.csv
     rows of method probe): certified, uncertified by cause (duplicate documents, tied queries,
-    geometry), tied queries (count) and the fraction certified by construction, with the reason
+    geometry), the counts by outcome (``queries_<outcome>``; – in results from before they were
+    recorded), tied queries (count) and the fraction certified by construction, with the reason
     where it is not zero. Older results without these rows: a sentence saying so, no table."""
     names = [f"uncertified_{c}" for c in CAUSES] + ["tied_queries", "certified_by_construction"]
     if not probe["metric"].isin(names).any():
@@ -715,7 +716,8 @@ def render_certification(probe: pd.DataFrame, construction: Mapping[tuple[str, s
             built.append(f"- {d} / {e}: {'every query' if frac == 1 else f'{frac:.3f} of all queries'} certified by construction "
                          f"({(construction or {}).get((d, e), CONSTRUCTION_RULES)}).")
     out = ["Certificates by cause: a query the probe does not certify is counted under *duplicate documents* when a gold "
-           "document has an identical non-gold copy in the index (no vector separates identical rows), under *tied queries* "
+           "document has an identical non-gold copy in the index (no vector separates identical rows) and the gold set is "
+           "not proven inseparable with those copies set aside, under *tied queries* "
            "when another query with the same text has a different gold set (one vector must serve both), else under "
            "*geometry* (the index itself). Certified by construction = the certificate was guaranteed before any "
            f"optimisation ({CONSTRUCTION_RULES}). – = not recorded. *Decided* counts queries by how the probe decided them: "
