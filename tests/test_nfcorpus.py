@@ -115,13 +115,13 @@ def test_all_three_files_merge_without_grade_conflicts(nfcorpus_dir, raw):
     assert len(merged.queries) == 3237 and merged.qrels.n_judgements() == sum(len(r) for r in raw["files"].values())
 
 
-def test_default_config_status_json(nfcorpus_dir, raw, monkeypatch, tmp_path):
-    """What the data rule records for the default config's nfcorpus (sources.prepare)."""
+def test_nfcorpus_config_status_json(nfcorpus_dir, raw, monkeypatch, tmp_path):
+    """What the data rule records for config/nfcorpus.yaml's nfcorpus (sources.prepare)."""
     monkeypatch.setenv("CAPGAP_CACHE", str(tmp_path / "cache"))
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "config" / "nfcorpus.yaml").read_text())
     spec = cfg["datasets"]["nfcorpus"]
     assert spec["encoders"] == ["minilm"] and spec["split"] == SPLIT and spec["source"] == "beir"
-    assert "nfcorpus" not in cfg["compress"]["datasets"] and "nfcorpus" not in cfg["colbert"]["datasets"]
+    assert not cfg["compress"]["enabled"] and not cfg["colbert"]["enabled"]
     _, st = prepare("nfcorpus", {k: v for k, v in spec.items() if k != "encoders"}, mirror=nfcorpus_dir.parent)
     assert st["available"] and st["source"]["kind"] == "mirror"
     assert (st["n_docs"], st["n_queries"], st["n_train"], st["n_heldout"]) == (3633, 2913, 2590, 323)
