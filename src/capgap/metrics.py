@@ -135,6 +135,18 @@ def ndcg_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]]
     return out
 
 
+def _per_query(gold_ranks: Sequence[np.ndarray], name: str, fn) -> np.ndarray:
+    """``(n_queries,) float64``: ``fn(ranks)`` of each query's gold ranks; raises ``ValueError``
+    naming the metric for a query with an empty gold set."""
+    out = np.empty(len(gold_ranks), dtype=np.float64)
+    for i, r in enumerate(gold_ranks):
+        r = np.asarray(r)
+        if r.size == 0:
+            raise ValueError(f"query {i} has no gold document: {name} is undefined")
+        out[i] = fn(r)
+    return out
+
+
 def recall_from_ranks(gold_ranks: Sequence[np.ndarray], k: int) -> np.ndarray:
     """Per-query recall@k from each query's gold ranks (equal to ``recall_at_k`` on the full
     ranking).
@@ -154,13 +166,7 @@ def recall_from_ranks(gold_ranks: Sequence[np.ndarray], k: int) -> np.ndarray:
     ValueError
         A query with an empty gold set.
     """
-    out = np.empty(len(gold_ranks), dtype=np.float64)
-    for i, r in enumerate(gold_ranks):
-        r = np.asarray(r)
-        if r.size == 0:
-            raise ValueError(f"query {i} has no gold document: recall is undefined")
-        out[i] = float(np.mean(r <= k))
-    return out
+    return _per_query(gold_ranks, "recall", lambda r: float(np.mean(r <= k)))
 
 
 def rprec_from_ranks(gold_ranks: Sequence[np.ndarray]) -> np.ndarray:
@@ -182,13 +188,7 @@ def rprec_from_ranks(gold_ranks: Sequence[np.ndarray]) -> np.ndarray:
     ValueError
         A query with an empty gold set.
     """
-    out = np.empty(len(gold_ranks), dtype=np.float64)
-    for i, r in enumerate(gold_ranks):
-        r = np.asarray(r)
-        if r.size == 0:
-            raise ValueError(f"query {i} has no gold document: R-precision is undefined")
-        out[i] = float(np.mean(r <= r.size))
-    return out
+    return _per_query(gold_ranks, "R-precision", lambda r: float(np.mean(r <= r.size)))
 
 
 def recall_cap_from_ranks(gold_ranks: Sequence[np.ndarray], k: int) -> np.ndarray:
@@ -210,13 +210,7 @@ def recall_cap_from_ranks(gold_ranks: Sequence[np.ndarray], k: int) -> np.ndarra
     ValueError
         A query with an empty gold set.
     """
-    out = np.empty(len(gold_ranks), dtype=np.float64)
-    for i, r in enumerate(gold_ranks):
-        r = np.asarray(r)
-        if r.size == 0:
-            raise ValueError(f"query {i} has no gold document: capped recall is undefined")
-        out[i] = float(np.count_nonzero(r <= k)) / min(k, r.size)
-    return out
+    return _per_query(gold_ranks, "capped recall", lambda r: float(np.count_nonzero(r <= k)) / min(k, r.size))
 
 
 def ndcg_from_ranks(gold_ranks: Sequence[np.ndarray], grades: Sequence[np.ndarray], k: int) -> np.ndarray:
