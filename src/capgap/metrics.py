@@ -28,6 +28,15 @@ def _gold_of(i: int, grades: Mapping[str, int]) -> set[str]:
     return rel
 
 
+def _per_ranking(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], fn) -> np.ndarray:
+    """``(n_queries,) float64``: ``fn(ranking, gold ids)`` per query; raises ``ValueError`` for a
+    query with no gold document (``_gold_of``)."""
+    out = np.empty(len(ranked), dtype=np.float64)
+    for i, (r, g) in enumerate(zip(ranked, gold)):
+        out[i] = fn(r, _gold_of(i, g))
+    return out
+
+
 def recall_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], k: int) -> np.ndarray:
     """Per-query recall@k, ``|top-k ∩ gold| / |gold|`` (trec_eval ``recall_k``).
 
@@ -46,11 +55,7 @@ def recall_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int
     ValueError
         A query with no gold document (so does ``ndcg_at_k``).
     """
-    out = np.empty(len(ranked), dtype=np.float64)
-    for i, (r, g) in enumerate(zip(ranked, gold)):
-        rel = _gold_of(i, g)
-        out[i] = len(rel.intersection(r[:k])) / len(rel)
-    return out
+    return _per_ranking(ranked, gold, lambda r, rel: len(rel.intersection(r[:k])) / len(rel))
 
 
 def rprec(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]]) -> np.ndarray:
@@ -72,11 +77,7 @@ def rprec(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]]) ->
     ValueError
         A query with no gold document (as ``recall_at_k``; trec_eval would score it 0).
     """
-    out = np.empty(len(ranked), dtype=np.float64)
-    for i, (r, g) in enumerate(zip(ranked, gold)):
-        rel = _gold_of(i, g)
-        out[i] = len(rel.intersection(r[: len(rel)])) / len(rel)
-    return out
+    return _per_ranking(ranked, gold, lambda r, rel: len(rel.intersection(r[: len(rel)])) / len(rel))
 
 
 def recall_cap_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], k: int) -> np.ndarray:
@@ -98,11 +99,7 @@ def recall_cap_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str,
     ValueError
         A query with no gold document (as ``recall_at_k``).
     """
-    out = np.empty(len(ranked), dtype=np.float64)
-    for i, (r, g) in enumerate(zip(ranked, gold)):
-        rel = _gold_of(i, g)
-        out[i] = len(rel.intersection(r[:k])) / min(k, len(rel))
-    return out
+    return _per_ranking(ranked, gold, lambda r, rel: len(rel.intersection(r[:k])) / min(k, len(rel)))
 
 
 def ndcg_at_k(ranked: Sequence[Sequence[str]], gold: Sequence[Mapping[str, int]], k: int) -> np.ndarray:
