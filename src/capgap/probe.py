@@ -926,15 +926,12 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
                 decided_by = "lp"
             elif ok is False:
                 decided_by = "lp"
-            else:  # undecided within the time limit (or a witness HiGHS's tolerance let through): the proof
-                d = {"members": [q]}
-                hull = _prove_inseparable(sq, d, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
-                decided_by = "hull" if hull is not None else None
             if not len(twins):
                 lp = ok
-        else:  # the LP is off or the problem is a text-tied group: a proof, for the verdict only
-            d = {"members": [q]}
-            hull = _prove_inseparable(sq, d, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
+        # still open (the LP off, a text-tied group, the LP undecided within its time limit, or a
+        # witness HiGHS's tolerance let through): a proof, for the verdict only
+        if decided_by is None and not separated:
+            hull = _prove_inseparable(sq, {"members": [q]}, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
             decided_by = "hull" if hull is not None else None
         ranks = rank_gold(sq, gold, grades, valid)
         top_rows, top_scores = rank_top(sq, ctx["depth"], gold, grades, valid) if ctx["depth"] else (None, None)
