@@ -166,12 +166,16 @@ def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarra
     order = np.argsort(sg_raw, kind="stable")
     sg = sg_raw[order]
     s1 = s + s.dtype.type(1)
+    cnt = np.zeros(len(s), dtype=np.int32)
+    cand = np.flatnonzero(s1 > sg[0])  # only these are in a violated pair (n_j > 0)
     if len(gold) <= 16:
-        cnt = np.zeros(len(s), dtype=np.int32)
+        sc = s1[cand]
+        c = np.zeros(len(cand), dtype=np.int32)
         for v in sg:
-            cnt += s1 > v  # gold documents with s_i < s_j + 1
+            c += sc > v  # gold documents with s_i < s_j + 1
+        cnt[cand] = c
     else:
-        cnt = np.searchsorted(sg, s1, side="left").astype(np.int32)
+        cnt[cand] = np.searchsorted(sg, s1[cand], side="left")
     cnt[gold] = 0
     if excl is not None and len(excl):
         cnt[excl] = 0
@@ -222,15 +226,20 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     import quadprog
 
     n = len(b)
-    ridge = 1e-10 * max(1.0, float(np.trace(K)) / n)
-    G = K + ridge * np.eye(n)
-    Cmat = np.hstack([np.eye(n), -np.ones((n, 1))])
-    bvec = np.concatenate([np.zeros(n), [-C]])
+    if n not in _QP_CONSTRAINTS:  # alpha >= 0 and -sum alpha >= -C, as quadprog's C^T x >= b
+        _QP_CONSTRAINTS[n] = (np.hstack([np.eye(n), -np.ones((n, 1))]), np.eye(n))
+    Cmat, eye = _QP_CONSTRAINTS[n]
+    bvec = np.zeros(n + 1)
+    bvec[-1] = -C
+    scale = max(1.0, float(K.diagonal().sum()) / n)
     try:
-        alpha = quadprog.solve_qp(G, b.astype(np.float64), Cmat, bvec, 0)[0]
+        alpha = quadprog.solve_qp(K + (1e-10 * scale) * eye, b.astype(np.float64), Cmat, bvec, 0)[0]
     except ValueError:  # numerically inconsistent: retry with a stronger ridge
-        alpha = quadprog.solve_qp(K + 1e-6 * max(1.0, float(np.trace(K)) / n) * np.eye(n), b.astype(np.float64), Cmat, bvec, 0)[0]
+        alpha = quadprog.solve_qp(K + (1e-6 * scale) * eye, b.astype(np.float64), Cmat, bvec, 0)[0]
     return np.maximum(alpha, 0.0)
+
+
+_QP_CONSTRAINTS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # working-set size -> (_solve_dual's constraint matrix, identity)
 
 
 def _set_alpha(st: dict, alpha: np.ndarray) -> None:
@@ -390,9 +399,12 @@ def probe(
 
     if solve not in SOLVES:
         raise ValueError(f"solve must be one of {SOLVES}, got {solve!r}")
+    import os
+
+    workers = int(threads) if threads else (os.cpu_count() or 1)
     with threadpool_limits(int(threads) if threads else None):
         return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
-                      excluded_sets, grades, tie_groups, int(depth), duplicates, solve)
+                      excluded_sets, grades, tie_groups, int(depth), duplicates, solve, workers)
 
 
 def _queries(n, gold_sets, excluded_sets, grades):
@@ -433,8 +445,8 @@ def _crossing(members, golds, excls) -> set[int]:
 
 
 def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
-           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"]) -> list[ProbeResult]:
-    from .retrieval import duplicate_groups, merge_groups, tie_duplicates
+           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"], workers=1) -> list[ProbeResult]:
+    from .retrieval import duplicate_groups, merge_groups
 
     n, dim = D.shape
     golds, grs, excls = _queries(n, gold_sets, excluded_sets, grades)
@@ -464,139 +476,246 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     problems = list(problems.values())
     affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([Df.astype(np.float64), np.ones((n, 1))])) == n)
     B = batch_size or max(16, dim // 4)
-    lp_decides = bool(lp_check_max_docs) and n <= lp_check_max_docs  # _finish's exact LP settles the certificate
+    env = _Env(Df=Df, golds=golds, grades=grs, excls=excls, twins=twins, opt_excl=opt_excl, problems=problems, dups=dups,
+               rep=rep, colsum=colsum, dmax=dmax, rmax=rmax, norms=norms, affine=affine, C=float(C), C_max=float(C_max),
+               eps=float(eps), max_iter=int(max_iter), lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve)
+    batches = [list(range(b0, min(b0 + B, len(problems)))) for b0 in range(0, len(problems), B)]
     results: list[ProbeResult | None] = [None] * len(golds)
     capped = 0
-    batches = range(0, len(problems), B)
-    if progress:
-        from tqdm import tqdm
-
-        batches = tqdm(batches, desc="probe", unit="batch")
-    for start in batches:
-        ps = list(range(start, min(start + B, len(problems))))
-        state = {}
-        for p in ps:
-            members = problems[p]
-            pairs = [len(golds[q]) * (n - len(golds[q]) - len(opt_excl[q])) for q in members]
-            state[p] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0),
-                        "xiW": 0.0, "it": 0, "done": sum(pairs) == 0, "members": members, "pairs": pairs, "P": sum(pairs),
-                        "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64),
-                        "crossing": _crossing(members, golds, excls) if len(members) > 1 else set(),
-                        "stopped": "optimum", "hull": None, "proof_tried": False, "eps": float(eps), "tightened": 0}
-            st = state[p]
-            st["early"] = solve == "certificate" and not st["crossing"]
-        active = [p for p in ps if not state[p]["done"]]
-        while active:
-            first = [p for p in active if state[p]["it"] == 0]
-            for p in first:  # w = 0: the first cutting plane in closed form, no product
-                state[p]["b_new"], state[p]["a_new"] = _first_plane(state[p], golds, opt_excl, Df, colsum)
-            active = [p for p in active if state[p]["it"] > 0]
-            W = np.stack([state[p]["w"] for p in active]).astype(np.float32) if active else np.zeros((0, dim), np.float32)
-            S = tie_duplicates(W @ Df.T, dups)  # (B', n): one product, rows contiguous
-            Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
-            add, still = [], list(first)
-            for row, p in enumerate(active):
-                st = state[p]
-                if st["early"] and st["it"] > 0 and _certified32(S[row], st, golds, opt_excl, rmax, dmax):
-                    st["done"], st["stopped"] = True, "certificate"  # recall, ranks, certificate final
-                    st["s32"] = S[row].copy()  # the final scores: w does not change any more
-                    continue
-                b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)])
-                if st["it"] > 0 and H <= st["xiW"] + st["eps"] and H > 0 and not st["crossing"]:
-                    # converged for this C with some pair violated: unless the gold set is
-                    # separated, either prove that no w separates it (then C stays: the
-                    # certificate cannot change) or continue towards the hard margin with a 10x
-                    # larger C (the working set stays valid: cutting planes do not depend on C)
-                    if not all(_separated(S[row], golds[q], opt_excl[q]) for q in st["members"]):
-                        # the gate: one proof attempt after HULL_AFTER escalations (most separable
-                        # queries are certified by then, so few proofs are spent on them); on a
-                        # corpus the whole LP decides (lp_decides), the exact LP at the base C
-                        whole_lp = lp_decides and len(st["members"]) == 1  # a corpus the whole LP decides: at the base C
-                        if not st["proof_tried"] and (st["escalations"] >= (0 if whole_lp else HULL_AFTER) or st["C"] >= C_max):
-                            st["proof_tried"] = True
-                            if whole_lp:
-                                q = st["members"][0]
-                                if lp_feasible(Df, golds[q], excluded=opt_excl[q]) is False:
-                                    st["done"], st["stopped"], st["lp"] = True, "inseparable", False
-                                    continue
-                            else:
-                                bound = _prove_inseparable(S[row], st, golds, opt_excl, Df, rep, dmax)
-                                if bound is not None:
-                                    st["done"], st["stopped"], st["hull"] = True, "inseparable", bound
-                                    continue
-                        if st["C"] < C_max:
-                            st["C"] = min(st["C"] * 10.0, C_max)
-                            _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
-                            st["escalations"] += 1
-                            still.append(p)
-                            continue
-                        # certificate mode at C_max: on a separable set the SVM optimum there is
-                        # (near) the hard-margin solution, which separates; eps alone stopped
-                        # short of it, so tighten it 10x at a time (at most TIGHTEN_STEPS times,
-                        # for at most TIGHTEN_ITERS iterations) and go on; not without
-                        # escalation (C_max=None: the plain soft-margin problem at C)
-                        while st["early"] and C_max > C and st["tightened"] < TIGHTEN_STEPS and H <= st["xiW"] + st["eps"]:
-                            st["eps"] /= 10.0
-                            st["tightened"] += 1
-                            st.setdefault("it_tight", st["it"])
-                tight_over = "it_tight" in st and st["it"] - st["it_tight"] >= TIGHTEN_ITERS
-                if (st["it"] > 0 and H <= st["xiW"] + st["eps"]) or st["it"] >= max_iter or tight_over:
-                    st["done"] = True
-                    if st["it"] >= max_iter and H > st["xiW"] + eps:
-                        st["capped"] = True
-                        st["stopped"] = "max_iter"
-                        capped += len(st["members"])
-                    continue
-                add.append(p)
-                st["b_new"] = b_new
-                still.append(p)
-            del S
-            if not still:
-                break
-            # new cutting planes, (dim, B''); written D^T.C^T: OpenBLAS runs C.D ~10x slower here
-            A_new = Df.T @ Cm[: len(add)].T if add else None
-            del Cm
-            for col, p in enumerate(add + first):
-                st = state[p]
-                a = A_new[:, col].astype(np.float64) if col < len(add) else st.pop("a_new")
-                cross = st["A"].T @ a
-                K = np.empty((len(st["b"]) + 1,) * 2)
-                K[:-1, :-1] = st["K"]
-                K[-1, :-1] = K[:-1, -1] = cross
-                K[-1, -1] = a @ a
-                st["A"] = np.hstack([st["A"], a[:, None]])
-                st["b"] = np.append(st["b"], st["b_new"])
-                st["K"] = K
-                alpha = _solve_dual(K, st["b"], st["C"])
-                # drop cutting planes inactive for PRUNE_AFTER iterations (Joachims 2006, Sec. 5)
-                st["age"] = np.where(alpha > 1e-12 * st["C"], 0, np.append(st["age"], 0) + 1)
-                keep = st["age"] <= PRUNE_AFTER
-                if not keep.all():
-                    st["A"], st["b"], st["K"] = st["A"][:, keep], st["b"][keep], K[np.ix_(keep, keep)]
-                    alpha, st["age"] = alpha[keep], st["age"][keep]
-                _set_alpha(st, alpha)
-                st["it"] += 1
-            active = [p for p in still if not state[p]["done"]]
-        ctx = {"Df": Df, "dups": dups, "golds": golds, "grades": grs, "excls": excls, "twins": twins, "opt_excl": opt_excl,
-               "dmax": dmax, "norms": norms, "affine": affine, "lp_check_max_docs": lp_check_max_docs, "depth": depth, "rep": rep}
-        def finish(p):
-            st = state.pop(p)
-            s = _exact_near_gold(Df, st["w"], st["s32"], [golds[q] for q in st["members"]], rmax, dups)
-            for q, res in _finish(st, ctx, s).items():
-                results[q] = res
-
-        for p in [p for p in ps if "s32" in state[p]]:  # stopped at their certificate: scores known
-            finish(p)
-        rest = list(state)
-        for c0 in range(0, len(rest), 32):  # final scores of the others, 32 problems per product
-            chunk = rest[c0 : c0 + 32]
-            S32 = tie_duplicates(np.stack([state[p]["w"] for p in chunk]).astype(np.float32) @ Df.T, dups)
-            for row, p in enumerate(chunk):
-                state[p]["s32"] = S32[row]
-                finish(p)
+    for out, n_capped in _map_batches(env, batches, workers, progress):
+        capped += n_capped
+        for q, res in out.items():
+            results[q] = res
     if capped:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
     return results  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class _Env:
+    """What every batch of problems shares: the index ``Df`` ``(n_docs, dim) float32``, the
+    validated per-query rows (gold, grades, exclusions, a gold document's identical copies and
+    the rows the optimisation leaves out), the problems (lists of queries sharing one w), the
+    duplicate groups and each row's representative, the index's column sum, max |entry|, max
+    row norm and row norms, and the settings."""
+
+    Df: np.ndarray
+    golds: list
+    grades: list
+    excls: list
+    twins: list
+    opt_excl: list
+    problems: list
+    dups: list
+    rep: np.ndarray
+    colsum: np.ndarray
+    dmax: float
+    rmax: float
+    norms: np.ndarray
+    affine: bool
+    C: float
+    C_max: float
+    eps: float
+    max_iter: int
+    lp_check_max_docs: int
+    depth: int
+    solve: str
+
+
+def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]:
+    """Problems ``ps`` (indices into ``env.problems``) solved together, one matrix product per
+    iteration for all of them: ``({query: ProbeResult}, queries that hit max_iter)``. A
+    problem's result does not depend on which others share its batch."""
+    from .retrieval import tie_duplicates
+
+    Df, golds, excls, opt_excl, problems, dups, rep = env.Df, env.golds, env.excls, env.opt_excl, env.problems, env.dups, env.rep
+    colsum, dmax, rmax, C, C_max, eps, max_iter, solve = env.colsum, env.dmax, env.rmax, env.C, env.C_max, env.eps, env.max_iter, env.solve
+    n, dim = Df.shape
+    lp_decides = bool(env.lp_check_max_docs) and n <= env.lp_check_max_docs  # _finish's exact LP settles the certificate
+    results: dict[int, ProbeResult] = {}
+    capped = 0
+    state = {}
+    for p in ps:
+        members = problems[p]
+        pairs = [len(golds[q]) * (n - len(golds[q]) - len(opt_excl[q])) for q in members]
+        state[p] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0),
+                    "xiW": 0.0, "it": 0, "done": sum(pairs) == 0, "members": members, "pairs": pairs, "P": sum(pairs),
+                    "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64),
+                    "crossing": _crossing(members, golds, excls) if len(members) > 1 else set(),
+                    "stopped": "optimum", "hull": None, "proof_tried": False, "eps": float(eps), "tightened": 0}
+        st = state[p]
+        st["early"] = solve == "certificate" and not st["crossing"]
+        st["seek_witness"] = C_max > C  # escalation on: the capacity is sought, and a separating w replaces the SVM's
+    active = [p for p in ps if not state[p]["done"]]
+    while active:
+        first = [p for p in active if state[p]["it"] == 0]
+        for p in first:  # w = 0: the first cutting plane in closed form, no product
+            state[p]["b_new"], state[p]["a_new"] = _first_plane(state[p], golds, opt_excl, Df, colsum)
+        active = [p for p in active if state[p]["it"] > 0]
+        W = np.stack([state[p]["w"] for p in active]).astype(np.float32) if active else np.zeros((0, dim), np.float32)
+        S = tie_duplicates(W @ Df.T, dups)  # (B', n): one product, rows contiguous
+        Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
+        add, still = [], list(first)
+        for row, p in enumerate(active):
+            st = state[p]
+            if st["early"] and st["it"] > 0 and _certified32(S[row], st, golds, opt_excl, rmax, dmax):
+                st["done"], st["stopped"] = True, "certificate"  # recall, ranks, certificate final
+                st["s32"] = S[row].copy()  # the final scores: w does not change any more
+                continue
+            b_new, H = _group_violated(S[row], st, golds, opt_excl, out=Cm[len(add)])
+            if st["it"] > 0 and H <= st["xiW"] + st["eps"] and H > 0 and not st["crossing"]:
+                # converged for this C with some pair violated: unless the gold set is
+                # separated, either prove that no w separates it (then C stays: the
+                # certificate cannot change) or continue towards the hard margin with a 10x
+                # larger C (the working set stays valid: cutting planes do not depend on C)
+                if not all(_separated(S[row], golds[q], opt_excl[q]) for q in st["members"]):
+                    # the gate: one proof attempt after HULL_AFTER escalations (most separable
+                    # queries are certified by then, so few proofs are spent on them); on a
+                    # corpus the whole LP decides (lp_decides), the exact LP at the base C
+                    whole_lp = lp_decides and len(st["members"]) == 1  # a corpus the whole LP decides: at the base C
+                    if not st["proof_tried"] and (st["escalations"] >= (0 if whole_lp else HULL_AFTER) or st["C"] >= C_max):
+                        st["proof_tried"] = True
+                        if whole_lp:
+                            q = st["members"][0]
+                            if lp_feasible(Df, golds[q], excluded=opt_excl[q]) is False:
+                                st["done"], st["stopped"], st["lp"] = True, "inseparable", False
+                                continue
+                        else:
+                            bound = _prove_inseparable(S[row], st, golds, opt_excl, Df, rep, dmax)
+                            if bound is not None:
+                                st["done"], st["stopped"], st["hull"] = True, "inseparable", bound
+                                continue
+                            if st.get("witness") is not None:  # the proof found a separating w instead
+                                st["done"] = True  # converged at C: objective, slack and dual are that optimum's
+                                continue
+                    if st["C"] < C_max:
+                        st["C"] = min(st["C"] * 10.0, C_max)
+                        _set_alpha(st, _solve_dual(st["K"], st["b"], st["C"]))
+                        st["escalations"] += 1
+                        still.append(p)
+                        continue
+                    # certificate mode at C_max: on a separable set the SVM optimum there is
+                    # (near) the hard-margin solution, which separates; eps alone stopped
+                    # short of it, so tighten it 10x at a time (at most TIGHTEN_STEPS times,
+                    # for at most TIGHTEN_ITERS iterations) and go on; not without
+                    # escalation (C_max=None: the plain soft-margin problem at C)
+                    while st["early"] and C_max > C and st["tightened"] < TIGHTEN_STEPS and H <= st["xiW"] + st["eps"]:
+                        st["eps"] /= 10.0
+                        st["tightened"] += 1
+                        st.setdefault("it_tight", st["it"])
+            tight_over = "it_tight" in st and st["it"] - st["it_tight"] >= TIGHTEN_ITERS
+            if (st["it"] > 0 and H <= st["xiW"] + st["eps"]) or st["it"] >= max_iter or tight_over:
+                st["done"] = True
+                if st["it"] >= max_iter and H > st["xiW"] + eps:
+                    st["capped"] = True
+                    st["stopped"] = "max_iter"
+                    capped += len(st["members"])
+                continue
+            add.append(p)
+            st["b_new"] = b_new
+            still.append(p)
+        del S
+        if not still:
+            break
+        # new cutting planes, (dim, B''); written D^T.C^T: OpenBLAS runs C.D ~10x slower here
+        A_new = Df.T @ Cm[: len(add)].T if add else None
+        del Cm
+        for col, p in enumerate(add + first):
+            st = state[p]
+            a = A_new[:, col].astype(np.float64) if col < len(add) else st.pop("a_new")
+            cross = st["A"].T @ a
+            K = np.empty((len(st["b"]) + 1,) * 2)
+            K[:-1, :-1] = st["K"]
+            K[-1, :-1] = K[:-1, -1] = cross
+            K[-1, -1] = a @ a
+            st["A"] = np.hstack([st["A"], a[:, None]])
+            st["b"] = np.append(st["b"], st["b_new"])
+            st["K"] = K
+            alpha = _solve_dual(K, st["b"], st["C"])
+            # drop cutting planes inactive for PRUNE_AFTER iterations (Joachims 2006, Sec. 5)
+            st["age"] = np.where(alpha > 1e-12 * st["C"], 0, np.append(st["age"], 0) + 1)
+            keep = st["age"] <= PRUNE_AFTER
+            if not keep.all():
+                st["A"], st["b"], st["K"] = st["A"][:, keep], st["b"][keep], K[np.ix_(keep, keep)]
+                alpha, st["age"] = alpha[keep], st["age"][keep]
+            _set_alpha(st, alpha)
+            st["it"] += 1
+        active = [p for p in still if not state[p]["done"]]
+    ctx = {"Df": Df, "dups": dups, "golds": golds, "grades": env.grades, "excls": excls, "twins": env.twins, "opt_excl": opt_excl,
+           "dmax": dmax, "norms": env.norms, "affine": env.affine, "lp_check_max_docs": env.lp_check_max_docs, "depth": env.depth,
+           "rep": rep}
+    def finish(p):
+        st = state.pop(p)
+        s = _exact_near_gold(Df, st["w"], st["s32"], [golds[q] for q in st["members"]], rmax, dups)
+        for q, res in _finish(st, ctx, s).items():
+            results[q] = res
+
+    for p in [p for p in ps if "s32" in state[p]]:  # stopped at their certificate: scores known
+        finish(p)
+    rest = list(state)
+    for c0 in range(0, len(rest), 32):  # final scores of the others, 32 problems per product
+        chunk = rest[c0 : c0 + 32]
+        S32 = tie_duplicates(np.stack([state[p]["w"] for p in chunk]).astype(np.float32) @ Df.T, dups)
+        for row, p in enumerate(chunk):
+            state[p]["s32"] = S32[row]
+            finish(p)
+    return results, capped
+
+
+_WORKER_ENV: _Env | None = None  # a worker process's copy of the batches' environment (_map_batches)
+
+
+def _init_worker(env: _Env, memmap: tuple | None) -> None:
+    from threadpoolctl import threadpool_limits
+
+    global _WORKER_ENV
+    if memmap is not None:  # the index reopened from its file, not copied through a pipe
+        filename, offset, shape = memmap
+        env = replace(env, Df=np.memmap(filename, dtype=np.float32, mode="r", offset=offset, shape=shape))
+    threadpool_limits(1)  # one BLAS thread per worker: the workers are the parallelism
+    _WORKER_ENV = env
+
+
+def _worker_batch(ps: list[int]) -> tuple[dict[int, ProbeResult], int]:
+    return _solve_batch(_WORKER_ENV, ps)  # type: ignore[arg-type]
+
+
+def _map_batches(env: _Env, batches: list[list[int]], workers: int, progress: bool):
+    """Yield ``_solve_batch`` of each batch, in order: in this process, or with ``workers`` > 1
+    in that many worker processes (forked: the environment is inherited, nothing re-imports a
+    script's top level), each with one BLAS thread. Batches are the same either way, so the
+    results are too."""
+    it = None
+    if progress:
+        from tqdm import tqdm
+
+        it = tqdm(total=len(batches), desc="probe", unit="batch")
+    if workers > 1 and len(batches) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        Df = env.Df
+        base = Df.base if isinstance(Df.base, np.memmap) else Df
+        memmap = None
+        if isinstance(base, np.memmap) and base.dtype == np.float32 and base.flags.c_contiguous and base.shape == Df.shape:
+            memmap = (base.filename, base.offset, base.shape)
+        with ProcessPoolExecutor(min(workers, len(batches)), mp_context=mp.get_context("fork"), initializer=_init_worker,
+                                 initargs=(env, memmap)) as pool:
+            for out in pool.map(_worker_batch, batches):
+                if it is not None:
+                    it.update()
+                yield out
+    else:
+        from threadpoolctl import threadpool_limits
+
+        for ps in batches:
+            with threadpool_limits(1):  # as in a worker: the numbers do not depend on the thread count
+                out = _solve_batch(env, ps)
+            if it is not None:
+                it.update()
+            yield out
+    if it is not None:
+        it.close()
 
 
 def _group_violated(s: np.ndarray, st: dict, golds, opt_excl, out: np.ndarray) -> tuple[float, float]:
@@ -666,6 +785,7 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
     step = max(2 * (dim + 2), HULL_STEP)
     worst, proven = 0.0, []
     st["hull_members"] = proven
+    single = len(st["members"]) == 1 and st.get("seek_witness", True)
     for q in st["members"]:
         gold = golds[q]
         if _separated(s, gold, opt_excl[q]):
@@ -679,9 +799,18 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
         for _ in range(HULL_ROUNDS):
             rows = np.unique(rep[cand])
             bound, r = hull_distance_bound(G, Df[rows], return_direction=True)
-            if bound <= HULL_TOL * dmax or r is None or len(rows) >= n_rows:
+            if bound <= HULL_TOL * dmax or r is None:
                 break
-            new = _misranked((Df @ r.astype(np.float32))[rep], gold, ng, rep, rows, step)  # along r, duplicates tied
+            t = (Df @ r.astype(np.float32))[rep]  # along r, duplicates tied
+            if single and float(t[gold].min()) > float(t[ng].max()):
+                # r, the nearest-point direction of the subset's hulls, separates every document:
+                # the query is separable and r is its witness (checked exactly, scaled to margin 1)
+                st["witness"] = _hull_witness(Df, r, gold, ng, rep, dmax)
+                if st["witness"] is not None:
+                    break
+            if len(rows) >= n_rows:
+                break
+            new = _misranked(t, gold, ng, rep, rows, step)
             fill = by_s[used : used + step - len(new)]  # the rest of the round: the next by score at w
             used += len(fill)
             cand = np.concatenate([cand, new, fill])
@@ -690,6 +819,23 @@ def _prove_inseparable(s: np.ndarray, st: dict, golds, opt_excl, Df: np.ndarray,
         worst = max(worst, bound)
         proven.append(q)
     return worst if proven else None
+
+
+def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
+                  dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """A separating witness from a nearest-point direction ``r`` ``(dim,) float64``: the exact
+    (float64) scores along r, duplicates tied through ``rep``; when every gold document scores
+    above every non-gold one in ``ng`` (row indices) by a margin m that ``_finish``'s certificate
+    threshold accepts after scaling, returns ``(r / m, scores / m)`` (margin 1: a feasible point
+    of the hard-margin problem), else None."""
+    s = _scores64(Df, r, ())[rep]
+    m = float(s[gold].min() - s[ng].max()) if len(ng) else float("inf")
+    if not np.isfinite(m) or m <= 0:
+        return None
+    wn = float(np.linalg.norm(r)) / m
+    if 1.0 <= 1e-9 * max(1.0, wn) * dmax:  # _finish's threshold: not certified after scaling
+        return None
+    return r / m, s / m
 
 
 def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = False):
@@ -901,7 +1047,14 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
         certified = margin > thresh
         separated = certified or (len(twins) > 0 and margin_of(sq, rest) > thresh)  # up to identical copies
         lp, decided_by, hull = (False if len(twins) else None), None, st["hull"]
-        if separated:
+        if not separated and single and st.get("witness") is not None:  # the proof's separating w (_hull_witness)
+            wq, sq = st["witness"]
+            margin = margin_of(sq, ng)
+            certified = margin > 1e-9 * max(1.0, float(np.linalg.norm(wq))) * ctx["dmax"]
+            separated, decided_by = True, "hull"
+        if decided_by is not None:
+            pass
+        elif separated:
             decided_by = "certificate"
         elif q in st["crossing"]:
             decided_by = "construction"
@@ -931,8 +1084,14 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
         # still open (the LP off, a text-tied group, the LP undecided within its time limit, or a
         # witness HiGHS's tolerance let through): a proof, for the verdict only
         if decided_by is None and not separated:
-            hull = _prove_inseparable(sq, {"members": [q]}, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
+            fallback = {"members": [q], "seek_witness": st["seek_witness"]}
+            hull = _prove_inseparable(sq, fallback, ctx["golds"], ctx["opt_excl"], Df, ctx["rep"], ctx["dmax"])
             decided_by = "hull" if hull is not None else None
+            if fallback.get("witness") is not None:  # no proof, but a separating w
+                wq, sq = fallback["witness"]
+                margin = margin_of(sq, ng)
+                certified = margin > 1e-9 * max(1.0, float(np.linalg.norm(wq))) * ctx["dmax"]
+                separated, decided_by = True, "hull"
         ranks = rank_gold(sq, gold, grades, valid)
         top_rows, top_scores = rank_top(sq, ctx["depth"], gold, grades, valid) if ctx["depth"] else (None, None)
         if certified:
