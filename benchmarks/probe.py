@@ -9,17 +9,18 @@ Cases (``--cases``, default all but ``real``, which needs a finished pipeline ru
 - ``big``: 1M x 384, 1,000 queries with 2 gold documents (capgap only: dlib's Python input for
   a 1M-document ranking pair does not fit the time; the reference is capgap's
   ``solve="optimum"``, the behaviour before certificate-first probing, on one batch);
-- ``real``: the frozen indexes of a pipeline run (``--results``, default ``results``): SciFact
-  x MiniLM and LIMIT-small x MiniLM / MPNet with their real gold sets.
+- ``real``: the frozen indexes of a pipeline run (``--results``, default ``results``): NFCorpus,
+  SciFact x MiniLM and LIMIT-small x MiniLM / MPNet with their real gold sets, grades,
+  exclusions, text ties and duplicate documents, as the DAG passes them.
 
 capgap runs with the shipped defaults (``probe.solve: certificate``, C = 1000 escalated up to
 C_max = 1e8 behind the inseparability gate) and, where it differs, at the soft-margin problem
-only (``C_max=None``: the problem dlib solves). dlib runs the first ``--dlib-queries`` of the
-same problems one by one at the same C (pair-averaged, both solvers). Only the solvers are
+only (``C_max=None``: the problem dlib solves). dlib runs ``--dlib-queries`` of the
+same problems (a seeded sample) one by one at the same C (pair-averaged, both solvers). Only the solvers are
 inside the timed regions (dlib's input is built before its clock starts; no tracemalloc).
-BLAS threads: the (n_docs x dim).(dim x batch) score product is timed with 1 and 2 threads in
-this process and the faster count is used for every capgap run. The load average is printed
-before and after each case.
+capgap runs its batches of queries in one worker process per core (one BLAS thread each, as
+the DAG's probe rule does); "on dlib's queries" is capgap on dlib's sample alone (one batch).
+The load average is printed before and after each case.
 
 Run: .venv/bin/python benchmarks/probe.py [--cases sep2,sep10,insep32,insep64,insep384,big,real]
 """
@@ -28,6 +29,7 @@ import argparse
 import os
 import platform
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -78,71 +80,66 @@ def dlib_seconds(D, golds, C, limit):
     return total / max(1, min(limit, len(golds))), float(np.mean(recalls)) if recalls else float("nan")
 
 
-def blas_threads(D, dim):
-    """Time the probe's score product with 1 and 2 BLAS threads; return (best, {threads: s})."""
-    from threadpoolctl import threadpool_limits
-
-    B = max(16, dim // 4)
-    W = np.random.default_rng(0).standard_normal((B, dim)).astype(np.float32)
-    out = {}
-    for k in (1, 2):
-        with threadpool_limits(k):
-            W @ D.T
-            t = time.perf_counter()
-            for _ in range(5):
-                W @ D.T
-            out[k] = (time.perf_counter() - t) / 5
-    return min(out, key=out.get), out
-
-
 def summary(res):
     its = np.array([r.iterations for r in res])
     return {
         "certified": float(np.mean([r.certified for r in res])),
-        "inseparable": float(np.mean([r.stopped == "inseparable" for r in res])),
+        "outcomes": " / ".join(f"{k} {v}" for k, v in sorted(Counter(r.outcome for r in res).items())),
         "max_iter": int(sum(r.stopped == "max_iter" for r in res)),
         "it": f"{np.median(its):.0f} / {np.percentile(its, 90):.0f} / {its.max()}",
         "recall@G": float(np.mean([r.recall_at(len(r.gold_ranks)) for r in res])),
     }
 
 
-def run_case(name, D, golds, args, threads, grades=None):
+def run_case(name, D, golds, args, threads, kw=None):
+    """One case: every query with the shipped defaults (``kw``: the DAG's per-query extras:
+    grades, exclusions, text ties, duplicate documents), then the reference and capgap on the
+    same ``--dlib-queries`` problems (a seeded sample), one by one for dlib and as one batch
+    for capgap."""
     from capgap.probe import probe
 
+    kw = kw or {}
     load0 = os.getloadavg()[0]
     t = time.perf_counter()
-    res = probe(D, golds, threads=threads, grades=grades)
+    res = probe(D, golds, threads=threads, **kw)
     t_ours = time.perf_counter() - t
     s = summary(res)
+    pick = np.sort(np.random.default_rng(0).choice(len(golds), min(args.dlib_queries, len(golds)), replace=False))
+    sub = [golds[i] for i in pick]
+    subkw = {k: ([v[i] for i in pick] if k != "duplicates" and v is not None else v) for k, v in kw.items()}
+    t = time.perf_counter()
+    probe(D, sub, threads=threads, **subkw)
+    same = (time.perf_counter() - t) / len(sub)
     soft = ""
-    if s["certified"] < 1.0:  # the soft-margin problem alone (dlib's), on the dlib queries' batch
-        sub = golds[: max(args.dlib_queries, 16)]
+    if s["certified"] < 1.0:  # the soft-margin problem alone (dlib's), on dlib's queries
         t = time.perf_counter()
-        probe(D, sub, threads=threads, lp_check_max_docs=0, C_max=None, grades=None if grades is None else grades[: len(sub)])  # dlib's problem
+        probe(D, sub, threads=threads, lp_check_max_docs=0, C_max=None, grades=subkw.get("grades"))  # dlib's problem
         soft = f"{(time.perf_counter() - t) / len(sub):.3f}"
     ref = "dlib"
     if name == "big":  # the reference is capgap before certificate-first probing, on one batch
-        sub = golds[: max(16, D.shape[1] // 4)]
         t = time.perf_counter()
         probe(D, sub, threads=threads, solve="optimum")
         per_ref, rec_ref, ref = (time.perf_counter() - t) / len(sub), float("nan"), "capgap optimum"
     else:
-        per_ref, rec_ref = dlib_seconds(D, golds, args.C, args.dlib_queries)
+        per_ref, rec_ref = dlib_seconds(D, sub, args.C, len(sub))
     per = t_ours / len(golds)
     load1 = os.getloadavg()[0]
     print(f"| {name} | {D.shape[0]} x {D.shape[1]} | {len(golds)} x {np.median([len(g) for g in golds]):.0f} | {t_ours:.2f} | {per:.4f} | "
-          f"{soft or '-'} | {ref} {per_ref:.3f} | {per_ref / per:.1f} | {s['certified']:.3f} | {s['inseparable']:.3f} | {s['it']} | "
+          f"{same:.4f} | {soft or '-'} | {ref} {per_ref:.3f} | {per_ref / same:.1f} | {s['certified']:.3f} | {s['outcomes']} | {s['it']} | "
           f"{s['max_iter']} | {s['recall@G']:.3f} / {rec_ref:.3f} | {load0:.2f} / {load1:.2f} |", flush=True)
 
 
 def real_cases(results):
+    """The frozen indexes of a pipeline run, with the probe's inputs exactly as the DAG builds
+    them (``capgap.probe.evaluate``): gold rows, grades, exclusions, text ties, duplicates."""
     from pathlib import Path
 
     from capgap.data import load_canonical
     from capgap.evaluate import Judged
     from capgap.index import load_index
+    from capgap.retrieval import document_groups, text_key
 
-    for ds, enc in (("scifact", "minilm"), ("limit-small", "minilm"), ("limit-small", "mpnet")):
+    for ds, enc in (("nfcorpus", "minilm"), ("scifact", "minilm"), ("limit-small", "minilm"), ("limit-small", "mpnet")):
         folder = Path(results) / ds
         if not (folder / enc / "index" / "embeddings.npy").exists():
             print(f"| {ds} x {enc} | (no index under {folder}: run the pipeline first) |")
@@ -150,7 +147,9 @@ def real_cases(results):
         rs = load_canonical(folder / "data")
         idx = load_index(folder / enc / "index", corpus=rs.corpus)
         j = Judged.of(rs, list(rs.queries.ids), idx.doc_ids)
-        yield f"{ds} x {enc}", np.asarray(idx.embeddings), j.gold, j.grades
+        kw = {"grades": j.grades, "excluded_sets": j.excluded, "tie_groups": [text_key(x) for x in rs.queries.texts],
+              "duplicates": document_groups(rs.corpus)}
+        yield f"{ds} x {enc}", np.asarray(idx.embeddings), j.gold, kw
 
 
 def main():
@@ -164,30 +163,22 @@ def main():
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; numpy {np.__version__}; BLAS: "
           + ", ".join(f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas"))
-    print(f"C = {args.C} (pair-averaged, both solvers); capgap: shipped probe defaults; dlib: first {args.dlib_queries} queries\n")
-    print("| case | docs x dim | queries x gold | capgap total s | capgap s/query | soft-margin only s/query | reference s/query | "
-          "reference / capgap | certified | proven inseparable | iterations median / p90 / max | max_iter hits | "
-          "recall@G capgap / reference | load before / after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    cases = args.cases.split(",")
-    threads_for = {}
-    for name in cases:
+    print(f"C = {args.C} (pair-averaged, both solvers); capgap: shipped probe defaults; dlib: {args.dlib_queries} seeded queries\n")
+    print("| case | docs x dim | queries x gold | capgap total s | capgap s/query | capgap s/query on dlib's queries | "
+          "soft-margin only s/query | reference s/query | reference / capgap (same queries) | certified | outcomes | "
+          "iterations median / p90 / max | max_iter hits | recall@G capgap / reference | load before / after |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    threads = os.cpu_count()  # worker processes, one BLAS thread each (capgap.probe)
+    for name in args.cases.split(","):
         if name == "real":
-            for label, D, golds, grades in real_cases(args.results):
-                if D.shape[1] not in threads_for:
-                    threads_for[D.shape[1]] = blas_threads(D, D.shape[1])
-                run_case(label, D, golds, args, threads_for[D.shape[1]][0], grades)
+            for label, D, golds, kw in real_cases(args.results):
+                run_case(label, D, golds, args, threads, kw)
             continue
         n, dim, G, Q = SYNTHETIC[name]
         D, rng = unit_vectors(n, dim, n + dim + G)
         golds = [rng.choice(n, G, replace=False) for _ in range(Q)]
-        if (n, dim) not in threads_for:
-            threads_for[(n, dim)] = blas_threads(D, dim)
-        run_case(name, D, golds, args, threads_for[(n, dim)][0])
+        run_case(name, D, golds, args, threads)
         del D
-    print("\nBLAS threads chosen by timing the score product (seconds per product):")
-    for key, (best, t) in threads_for.items():
-        print(f"- {key}: 1 thread {t[1]:.4f}, 2 threads {t[2]:.4f} -> {best}")
 
 
 if __name__ == "__main__":

@@ -378,3 +378,65 @@ def test_worker_processes_give_the_same_numbers():
     for a, b in zip(one, two):
         assert np.array_equal(a.w, b.w) and np.array_equal(a.gold_ranks, b.gold_ranks) and np.array_equal(a.top_scores, b.top_scores)
         assert (a.outcome, a.decided_by, a.iterations, a.objective, a.slack) == (b.outcome, b.decided_by, b.iterations, b.objective, b.slack)
+
+
+def graded_objective(D, levels, w, C):
+    """1/2 |w|^2 + C x the mean hinge over every pair of documents whose grades differ
+    (``levels``: ``(n,)`` grade per document, 0 = non-gold), by brute force."""
+    s = D.astype(np.float64) @ w
+    hinge = [np.maximum(0.0, 1.0 - (s[levels == hi][:, None] - s[levels < hi][None, :])).ravel() for hi in np.unique(levels) if hi > 0]
+    return 0.5 * w @ w + C * np.concatenate(hinge).mean()
+
+
+@pytest.mark.parametrize("n,d,C", [(300, 16, 10.0), (800, 24, 100.0)])
+def test_graded_pairs_match_dlib_on_every_grade_pair(n, d, C):
+    """pairs="graded": the ranking SVM over every two grade levels (non-gold = 0) is dlib's
+    svm_rank_trainer on one ranking pair per level (that level against every lower one), whose
+    pairs are exactly those: the same optimum objective (brute force over the pairs), which the
+    gold-vs-non-gold optimum does not beat."""
+    rng = np.random.default_rng(n)
+    D = unit(rng, n, d)
+    gold = rng.choice(n, 9, replace=False)
+    grade = np.array([3, 3, 2, 2, 2, 1, 1, 1, 1], dtype=float)
+    levels = np.zeros(n)
+    levels[gold] = grade
+    kw = dict(C=C, eps=1e-7, max_iter=5000, C_max=None, lp_check_max_docs=0, solve="optimum")
+    ours = probe(D, [gold], grades=[grade], pairs="graded", **kw)[0]
+    samples = []
+    for hi in (3, 2, 1):
+        rp = dlib.ranking_pair()
+        for i in np.flatnonzero(levels == hi):
+            rp.relevant.append(dlib.vector(D[i].astype(float).tolist()))
+        for j in np.flatnonzero(levels < hi):
+            rp.nonrelevant.append(dlib.vector(D[j].astype(float).tolist()))
+        samples.append(rp)
+    trainer = dlib.svm_rank_trainer()
+    trainer.c = C
+    trainer.epsilon = 1e-6
+    rps = dlib.ranking_pairs()
+    for rp in samples:
+        rps.append(rp)
+    w_dlib = np.array(trainer.train(rps).weights)
+    f_ours, f_dlib = graded_objective(D, levels, ours.w, C), graded_objective(D, levels, w_dlib, C)
+    assert abs(f_ours - f_dlib) <= 1e-3 * f_dlib
+    assert np.isclose(ours.objective, f_ours, rtol=1e-6)  # the reported objective is the graded problem's
+    plain = probe(D, [gold], grades=[grade], pairs="gold", **kw)[0]  # optimal for other pairs: no better on these
+    assert graded_objective(D, levels, ours.w, C) <= graded_objective(D, levels, plain.w, C) + 1e-9
+
+
+def test_graded_pairs_certificate_orders_every_level():
+    """On an index where every order is achievable (30 affinely independent documents in 40
+    dimensions), pairs="graded" with solve="certificate" stops only once every grade level ranks
+    above every lower one: the gold ranks are then 1-2 (grade 3), 3-5 (grade 2) and 6-9
+    (grade 1), by hand, so nDCG@10 is 1; gold-vs-non-gold pairs certify the same recall but
+    need not order the levels."""
+    rng = np.random.default_rng(3)
+    D = unit(rng, 30, 40)
+    gold = rng.choice(30, 9, replace=False)
+    grade = np.array([3, 3, 2, 2, 2, 1, 1, 1, 1], dtype=float)
+    res = probe(D, [gold], grades=[grade], pairs="graded")[0]
+    assert res.certified and res.stopped == "certificate"
+    s = D.astype(np.float64) @ res.w
+    order = [int(np.argsort(-s).tolist().index(g)) + 1 for g in gold]  # 1-based rank of each gold document
+    assert sorted(order[:2]) == [1, 2] and sorted(order[2:5]) == [3, 4, 5] and sorted(order[5:]) == [6, 7, 8, 9]
+    assert ndcg_from_ranks([res.gold_ranks], [grade[np.argsort(gold)]], 10) == pytest.approx(1.0)

@@ -287,6 +287,7 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, ex
 
 _D = section_defaults("probe")  # the schema holds every default (capgap.config)
 SOLVES = ("certificate", "optimum")
+PAIRS = ("gold", "graded")  # ProbeConfig.pairs: gold vs non-gold pairs, or every two grade levels
 OUTCOMES = ("certified", "duplicate", "geometry", "tied", "undecided")  # ProbeResult.outcome
 
 
@@ -303,10 +304,13 @@ class ProbeConfig:
     lp_check_max_docs: int = _D["lp_check_max_docs"]
     batch_size: int | None = _D["batch_size"]
     solve: str = _D["solve"]
+    pairs: str = _D["pairs"]
 
     def __post_init__(self):
         if self.solve not in SOLVES:
             raise ValueError(f"probe.solve must be one of {SOLVES}, got {self.solve!r}")
+        if self.pairs not in PAIRS:
+            raise ValueError(f"probe.pairs must be one of {PAIRS}, got {self.pairs!r}")
 
     @classmethod
     def from_config(cls, cfg: Mapping | None = None) -> "ProbeConfig":
@@ -340,6 +344,7 @@ def probe(
     depth: int = 0,
     duplicates: Sequence[Sequence[int]] = (),
     solve: str = _D["solve"],
+    pairs: str = _D["pairs"],
 ) -> list[ProbeResult]:
     """Run the capacity probe for every query.
 
@@ -371,7 +376,16 @@ def probe(
     document ranks above every other), objective and slack are the witness's; graded gold sets
     too (the recall capacity is decided there; the nDCG of that w is a lower bound on the nDCG
     capacity). A text-tied group with crossing gold sets runs to the optimum.
-    ``"optimum"``: every query runs to Joachims' eps criterion.
+    ``"optimum"``: every query runs to Joachims' eps criterion. ``pairs``: ``"gold"`` (every
+    gold document against every non-gold one: the paper's recall capacity) or ``"graded"``:
+    for a single query with more than one grade, the pairs of every two grade levels (non-gold
+    = grade 0; Joachims, "Optimizing Search Engines using Clickthrough Data", KDD 2002, Sec. 4),
+    so w seeks the whole graded order and its nDCG is the nDCG capacity that order supports;
+    the 1-slack constraint sums one gold-vs-lower-levels constraint per level, weighted by its
+    pairs (as a text-tied group's members), ``solve="certificate"`` stops a query when every
+    level ranks above every lower one, and w is the SVM's (no LP or proof witness replaces it:
+    those decide gold vs non-gold only). ``slack``/``objective``/``dual`` are then the graded
+    problem's; certificate, ranks and recall still judge gold against non-gold.
 
     Escalation, then one proof: an unseparated problem raises C 10x at a time; after
     ``HULL_AFTER`` escalations it gets one inseparability proof (``hull_distance_bound``; module
@@ -399,12 +413,14 @@ def probe(
 
     if solve not in SOLVES:
         raise ValueError(f"solve must be one of {SOLVES}, got {solve!r}")
+    if pairs not in PAIRS:
+        raise ValueError(f"pairs must be one of {PAIRS}, got {pairs!r}")
     import os
 
     workers = int(threads) if threads else (os.cpu_count() or 1)
     with threadpool_limits(int(threads) if threads else None):
         return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
-                      excluded_sets, grades, tie_groups, int(depth), duplicates, solve, workers)
+                      excluded_sets, grades, tie_groups, int(depth), duplicates, solve, workers, pairs)
 
 
 def _queries(n, gold_sets, excluded_sets, grades):
@@ -445,7 +461,7 @@ def _crossing(members, golds, excls) -> set[int]:
 
 
 def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
-           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"], workers=1) -> list[ProbeResult]:
+           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"], workers=1, pairs="gold") -> list[ProbeResult]:
     from .retrieval import duplicate_groups, merge_groups
 
     n, dim = D.shape
@@ -475,8 +491,24 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
         problems.setdefault(lab, []).append(q)
     problems = list(problems.values())
     affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([Df.astype(np.float64), np.ones((n, 1))])) == n)
+    # the members each problem's cutting plane optimises: its queries, or (pairs="graded", a
+    # single query with several grades) one gold set per grade level h, the documents of grade
+    # h against every lower level (non-gold included), higher levels set aside
+    golds_opt, excl_opt, opt_members = list(golds), list(opt_excl), []
+    for members in problems:
+        levels = np.unique(grs[members[0]]) if pairs == "graded" and len(members) == 1 else np.zeros(1)
+        if len(levels) < 2:
+            opt_members.append(members)
+            continue
+        q, virtual = members[0], []
+        for h in levels:
+            virtual.append(len(golds_opt))
+            golds_opt.append(golds[q][grs[q] == h])
+            excl_opt.append(np.union1d(opt_excl[q], golds[q][grs[q] > h]).astype(np.int64))
+        opt_members.append(virtual)
     B = batch_size or max(16, dim // 4)
-    env = _Env(Df=Df, golds=golds, grades=grs, excls=excls, twins=twins, opt_excl=opt_excl, problems=problems, dups=dups,
+    env = _Env(Df=Df, golds=golds_opt, grades=grs, excls=excls, twins=twins, opt_excl=excl_opt, problems=problems,
+               opt_members=opt_members, dups=dups,
                rep=rep, colsum=colsum, dmax=dmax, rmax=rmax, norms=norms, affine=affine, C=float(C), C_max=float(C_max),
                eps=float(eps), max_iter=int(max_iter), lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve)
     batches = [list(range(b0, min(b0 + B, len(problems)))) for b0 in range(0, len(problems), B)]
@@ -495,7 +527,9 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
 class _Env:
     """What every batch of problems shares: the index ``Df`` ``(n_docs, dim) float32``, the
     validated per-query rows (gold, grades, exclusions, a gold document's identical copies and
-    the rows the optimisation leaves out), the problems (lists of queries sharing one w), the
+    the rows the optimisation leaves out; ``golds``/``opt_excl`` also hold the grade-level gold
+    sets of ``pairs="graded"`` after the queries), the problems (lists of queries sharing one
+    w) and the members each one's cutting plane optimises (``opt_members``), the
     duplicate groups and each row's representative, the index's column sum, max |entry|, max
     row norm and row norms, and the settings."""
 
@@ -506,6 +540,7 @@ class _Env:
     twins: list
     opt_excl: list
     problems: list
+    opt_members: list
     dups: list
     rep: np.ndarray
     colsum: np.ndarray
@@ -536,12 +571,12 @@ def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]
     capped = 0
     state = {}
     for p in ps:
-        members = problems[p]
+        members = env.opt_members[p]  # the queries, or a graded query's grade levels (pairs="graded")
         pairs = [len(golds[q]) * (n - len(golds[q]) - len(opt_excl[q])) for q in members]
         state[p] = {"A": np.zeros((dim, 0)), "b": np.zeros(0), "K": np.zeros((0, 0)), "w": np.zeros(dim), "alpha": np.zeros(0),
                     "xiW": 0.0, "it": 0, "done": sum(pairs) == 0, "members": members, "pairs": pairs, "P": sum(pairs),
                     "C": float(C), "escalations": 0, "age": np.zeros(0, dtype=np.int64),
-                    "crossing": _crossing(members, golds, excls) if len(members) > 1 else set(),
+                    "crossing": _crossing(members, golds, excls) if len(members) > 1 and members == problems[p] else set(),
                     "stopped": "optimum", "hull": None, "proof_tried": False, "eps": float(eps), "tightened": 0}
         st = state[p]
         st["early"] = solve == "certificate" and not st["crossing"]
@@ -609,7 +644,7 @@ def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]
                 if st["it"] >= max_iter and H > st["xiW"] + eps:
                     st["capped"] = True
                     st["stopped"] = "max_iter"
-                    capped += len(st["members"])
+                    capped += len(problems[p])
                 continue
             add.append(p)
             st["b_new"] = b_new
@@ -646,9 +681,18 @@ def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]
            "rep": rep}
     def finish(p):
         st = state.pop(p)
-        s = _exact_near_gold(Df, st["w"], st["s32"], [golds[q] for q in st["members"]], rmax, dups)
-        for q, res in _finish(st, ctx, s).items():
-            results[q] = res
+        real = problems[p]
+        s = _exact_near_gold(Df, st["w"], st["s32"], [golds[q] for q in real], rmax, dups)
+        if st["members"] == real:
+            results.update(_finish(st, ctx, s))
+            return
+        # a graded query (pairs="graded"): judged gold vs non-gold as any query, with w, slack
+        # and objective those of the graded problem the cutting plane solved
+        slack = sum(_hinge(s, golds[v], n_v, opt_excl[v]) * n_v for v, n_v in zip(st["members"], st["pairs"]) if n_v) / max(st["P"], 1)
+        q = real[0]
+        n_q = len(golds[q]) * (n - len(golds[q]) - len(opt_excl[q]))
+        res = _finish({**st, "members": real, "pairs": [n_q], "P": n_q, "graded": True, "seek_witness": False}, ctx, s)[q]
+        results[q] = replace(res, slack=slack, objective=0.5 * float(np.linalg.norm(st["w"])) ** 2 + st["C"] * slack)
 
     for p in [p for p in ps if "s32" in state[p]]:  # stopped at their certificate: scores known
         finish(p)
@@ -1062,7 +1106,7 @@ def _finish(st: dict, ctx: dict, s: np.ndarray) -> dict[int, ProbeResult]:
             decided_by = "hull"
         elif st.get("lp") is False:  # the in-loop exact LP (a single query)
             decided_by, lp = "lp", False
-        elif single and ctx["lp_check_max_docs"]:
+        elif single and ctx["lp_check_max_docs"] and not st.get("graded"):  # (a graded query keeps its w)
             # the exact LP on what is still open: the gold set against ``rest`` (a gold
             # document's identical copies set aside: they tie with it whatever w is)
             excl_r = ctx["opt_excl"][q]
