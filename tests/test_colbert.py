@@ -209,3 +209,21 @@ def test_backend_choice_and_work_folders(tmp_path):
     (tmp_path / "old" / "parts").mkdir(parents=True)
     work = cb.prepare_work_dir(tmp_path, "new")
     assert work == tmp_path / "new" and sorted(p.name for p in tmp_path.iterdir()) == ["new"]
+
+
+def test_a_killed_builds_extension_lock_is_cleared(tmp_path):
+    """torch's cpp_extension waits forever on the lock a killed build leaves: PlaidIndex clears
+    locks older than STALE_LOCK_S and keeps a younger one (a build that may be running)."""
+    import os
+    import time
+
+    from capgap.colbert.indexes import STALE_LOCK_S, clear_stale_build_locks
+
+    old, young = tmp_path / "segmented_maxsim_cpp" / "lock", tmp_path / "decompress_residuals_cpp" / "lock"
+    for lock in (old, young):
+        lock.parent.mkdir()
+        lock.write_text("")
+    t = time.time() - STALE_LOCK_S - 60
+    os.utime(old, (t, t))
+    assert clear_stale_build_locks(tmp_path) == [old]
+    assert not old.exists() and young.exists()

@@ -92,6 +92,31 @@ class FaissTokenIndex:
         return [np.unique(self._doc_of_token[row[row >= 0]]) for row in ids]
 
 
+STALE_LOCK_S = 900  # a C++ extension build takes ~2.5 min here: a lock this old is a killed build's
+
+
+def clear_stale_build_locks(extensions_dir: str | Path, max_age_s: float = STALE_LOCK_S) -> list[Path]:
+    """Remove the build locks (``<extension>/lock``) that torch's ``cpp_extension`` leaves in
+    ``extensions_dir`` when a build is killed: the next build would otherwise wait on them
+    forever (torch's ``FileBaton`` records no owner). A lock whose modification time is more
+    than ``max_age_s`` seconds old is a dead build's and is removed, with a warning; a younger
+    one may be a live build in another process and stays. Returns the removed paths."""
+    import logging
+    import time
+
+    removed = []
+    for lock in sorted(Path(extensions_dir).glob("*/lock")):
+        try:
+            age = time.time() - lock.stat().st_mtime
+            if age > max_age_s:
+                lock.unlink()
+                removed.append(lock)
+                logging.getLogger(__name__).warning("removed a stale C++ extension build lock %s (%.0f s old: a killed build's)", lock, age)
+        except FileNotFoundError:  # another process finished or removed it meanwhile
+            continue
+    return removed
+
+
 class PlaidIndex:
     """PyLate's PLAID index (Stanford backend, CPU) over packed documents, used for candidates.
 
@@ -109,6 +134,7 @@ class PlaidIndex:
                  centroid_score_threshold: float = _D["plaid_centroid_score_threshold"]):
         os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(extensions_dir).resolve())
         Path(extensions_dir).mkdir(parents=True, exist_ok=True)
+        clear_stale_build_locks(extensions_dir)
         self.folder = Path(folder)
         self.nbits, self.candidates = nbits, candidates
         self.search_args = {"ncells": ncells, "ndocs": ndocs, "centroid_score_threshold": centroid_score_threshold}
