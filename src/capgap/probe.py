@@ -72,6 +72,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 PRUNE_AFTER = 10  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
+GEMV_ROWS = 10  # fewer active queries than this: their products are matrix-vector products (_scores32)
+MIN_BATCHES = 8  # batch_size=None: at least this many batches where the problems allow (capgap.probe._probe)
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
 HULL_ROUNDS = 3  # column-generation rounds of an inseparability proof (_prove_inseparable)
@@ -353,7 +355,8 @@ def probe(
     docstring (dlib scaling). ``eps``: stopping tolerance on the pair-averaged hinge. ``max_iter``:
     iteration cap per query (a warning names how many queries hit it). ``batch_size``: queries
     per matrix product (default ``max(16, dim // 4)``: keeps the two ``(n_docs, batch)`` float32
-    work matrices under half the index size). ``lp_check_max_docs``: run the exact LP for queries
+    work matrices under half the index size; fewer where that leaves under ``MIN_BATCHES``
+    batches, so that a small query set still spreads over the worker processes). ``lp_check_max_docs``: run the exact LP for queries
     the cutting plane leaves uncertified, whole when ``n_docs`` is at most this, by constraint
     generation otherwise (0: never); a feasible LP's witness becomes the query's w. ``C_max``: when a query converges without strict
     separation, C is raised 10x at a time up to ``C_max`` and the cutting plane continues on the
@@ -506,7 +509,10 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
             golds_opt.append(golds[q][grs[q] == h])
             excl_opt.append(np.union1d(opt_excl[q], golds[q][grs[q] > h]).astype(np.int64))
         opt_members.append(virtual)
-    B = batch_size or max(16, dim // 4)
+    # batches: max(16, dim // 4) problems, fewer where that leaves under MIN_BATCHES batches (a small
+    # query set still spreads over the worker processes); never a function of the thread count,
+    # so the numbers are not either
+    B = batch_size or min(max(16, dim // 4), max(1, -(-len(problems) // MIN_BATCHES)))
     env = _Env(Df=Df, golds=golds_opt, grades=grs, excls=excls, twins=twins, opt_excl=excl_opt, problems=problems,
                opt_members=opt_members, dups=dups,
                rep=rep, colsum=colsum, dmax=dmax, rmax=rmax, norms=norms, affine=affine, C=float(C), C_max=float(C_max),
@@ -588,7 +594,7 @@ def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]
             state[p]["b_new"], state[p]["a_new"] = _first_plane(state[p], golds, opt_excl, Df, colsum)
         active = [p for p in active if state[p]["it"] > 0]
         W = np.stack([state[p]["w"] for p in active]).astype(np.float32) if active else np.zeros((0, dim), np.float32)
-        S = tie_duplicates(W @ Df.T, dups)  # (B', n): one product, rows contiguous
+        S = tie_duplicates(_scores32(Df, W), dups)  # (B', n): one product, rows contiguous
         Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
         add, still = [], list(first)
         for row, p in enumerate(active):
@@ -653,7 +659,7 @@ def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]
         if not still:
             break
         # new cutting planes, (dim, B''); written D^T.C^T: OpenBLAS runs C.D ~10x slower here
-        A_new = Df.T @ Cm[: len(add)].T if add else None
+        A_new = _planes32(Df, Cm[: len(add)]) if add else None
         del Cm
         for col, p in enumerate(add + first):
             st = state[p]
@@ -699,7 +705,7 @@ def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]
     rest = list(state)
     for c0 in range(0, len(rest), 32):  # final scores of the others, 32 problems per product
         chunk = rest[c0 : c0 + 32]
-        S32 = tie_duplicates(np.stack([state[p]["w"] for p in chunk]).astype(np.float32) @ Df.T, dups)
+        S32 = tie_duplicates(_scores32(Df, np.stack([state[p]["w"] for p in chunk]).astype(np.float32)), dups)
         for row, p in enumerate(chunk):
             state[p]["s32"] = S32[row]
             finish(p)
@@ -707,6 +713,32 @@ def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]
 
 
 _WORKER_ENV: _Env | None = None  # a worker process's copy of the batches' environment (_map_batches)
+
+
+def _scores32(Df: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """``W @ Df.T``: ``(m, dim) float32`` query vectors against the index ``(n_docs, dim) float32``,
+    ``(m, n_docs) float32``. Below ``GEMV_ROWS`` rows, one matrix-vector product per row:
+    OpenBLAS's matrix product packs the whole index first (~2 ms on a 3,633 x 384 index, as
+    much as 10 matrix-vector products), which the long tail of a batch, a few queries still
+    iterating, paid at every iteration (benchmarks/README.md)."""
+    if len(W) >= GEMV_ROWS:
+        return W @ Df.T
+    out = np.empty((len(W), Df.shape[0]), dtype=np.float32)
+    for i, w in enumerate(W):
+        np.dot(Df, w, out=out[i])
+    return out
+
+
+def _planes32(Df: np.ndarray, Cm: np.ndarray) -> np.ndarray:
+    """``Df.T @ Cm.T``: the cutting planes' directions ``(dim, m) float32`` from their coefficient
+    rows ``Cm`` ``(m, n_docs) float32`` (written D^T.C^T: OpenBLAS runs C.D ~10x slower here);
+    below ``GEMV_ROWS`` rows one matrix-vector product per row, as in ``_scores32``."""
+    if len(Cm) >= GEMV_ROWS:
+        return Df.T @ Cm.T
+    out = np.empty((Df.shape[1], len(Cm)), dtype=np.float32)
+    for i, c in enumerate(Cm):
+        out[:, i] = c @ Df
+    return out
 
 
 def _init_worker(env: _Env, memmap: tuple | None) -> None:
