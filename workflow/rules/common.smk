@@ -11,6 +11,7 @@ from capgap.provenance import use_checkout
 
 use_checkout(workflow.basedir)
 
+
 def canonical(obj):
     """Nested dicts with keys sorted: params whose meaning is unchanged compare equal, so
     reordering keys in a config file does not trigger reruns."""
