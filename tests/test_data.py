@@ -217,9 +217,12 @@ def test_grade_conflict_across_qrels_files_names_both_files_and_lines(tmp_path):
     # a fraction split merges every file: the same error
     with pytest.raises(DataFormatError, match="train.tsv line 3"):
         load_beir_dir(d, split_cfg={"heldout_fraction": 0.5, "train_qrels": ["none"]})
-    # dev unused: nothing is merged, so nothing conflicts
-    rs = load_beir_dir(d, split_cfg=FILES_SPLIT)
-    assert rs.qrels.gold("q1") == {"d1": 1, "d2": 1}
+    # dev unused by the split: still one dataset stating two grades for (q1, d2), an error
+    # naming both places (issue 27, kind 5), not a silent choice of the used file's grade
+    with pytest.raises(DataFormatError) as e:
+        load_beir_dir(d, split_cfg=FILES_SPLIT)
+    assert e.value.path.endswith("dev.tsv") and e.value.line == 2
+    assert "judged 1 in" in str(e.value) and "train.tsv line 3 and 2 in" in str(e.value)
     # a grade 0 in one file no longer silently removes the gold of another
     d0 = _beir(tmp_path / "z", {"train": b"q1\td1\t1\n", "dev": b"q1\td1\t0\n", "test": b"q2\td1\t1\n"})
     with pytest.raises(DataFormatError, match="judged 1 in .*train.tsv line 1 and 0 in .*dev.tsv line 1"):

@@ -9,7 +9,8 @@ Public API
   ``DataFormatError(path, line, field)`` on bad input.
 - ``iter_lines(path)``: the one text-line reader every input reader uses (UTF-8, BOM skipped,
   a bad byte reported with its line and column); ``check_id(path, line, field, value)``: the
-  one id check every reader applies.
+  one id check every reader applies; ``split_tsv(path, line, text)``: the TAB split every TSV
+  reader applies, naming an empty column (a trailing TAB) as such.
 - ``load_beir_dir(folder, split_cfg)``: a whole dataset folder, qrels resolved against the
   corpus and queries, split into train / held-out.
 - ``split_queries(query_ids, heldout_fraction, seed)``: the seeded, stable fraction rule.
@@ -26,8 +27,10 @@ document is dropped and counted (``RetrievalSet.dropped_queries``), never silent
 document whose title and text are both empty, or a query with empty text, is an error.
 Grades are kept as written (NFCorpus: 2 and 1). Under the files split rule a qrels file in
 neither ``train_qrels`` nor ``heldout_qrels`` (BEIR's ``dev``) is not used: its queries are in
-neither split, dropped and counted apart (``RetrievalSet.dropped_unused``). A pair judged with
-two different grades, in one file or across merged files, is an error naming both lines.
+neither split, dropped and counted apart (``RetrievalSet.dropped_unused``). One fact stated twice
+differently is an error naming both places: a pair judged with two different grades, in one file
+or in any two qrels files of the dataset (used by the split or not); a query with gold in both a
+train and a held-out qrels file; two qrels files for one split name.
 
 - Encoding: input files are UTF-8; a byte-order mark at the start of a file is skipped; any
   other undecodable byte is a ``DataFormatError`` naming line and column.
@@ -270,6 +273,27 @@ def check_id(path: str | Path, lineno: int | None, field: str | None, value: str
     return value
 
 
+def split_tsv(path: str | Path, lineno: int, line: str) -> list[str]:
+    r"""The TAB-separated columns of one line (split on TAB only, nothing stripped), refusing an
+    empty column: a line ending in a TAB (``q1\td1\t1\t``) would otherwise give an empty last
+    column that a reader misreads as a bad score or a wrong column count. A last column of only
+    spaces counts as empty too (the line ends in a TAB and spaces); elsewhere an id may be spaces.
+
+    Raises ``DataFormatError(path, lineno, "column N", ...)`` naming the first empty column,
+    e.g. ``column 4 (of 4) is empty: the line ends in a TAB; remove the trailing TAB``."""
+    cols = line.split("\t")
+    for i, c in enumerate(cols, start=1):
+        if c == "" or (i == len(cols) and not c.strip()):
+            if i == len(cols) and i > 1:
+                why = "the line ends in a TAB; remove the trailing TAB" if c == "" else "the line ends in a TAB and spaces"
+            elif i == 1:
+                why = "the line starts with a TAB"
+            else:
+                why = f"two TABs in a row after column {i - 1}"
+            raise DataFormatError(path, lineno, f"column {i}", f"column {i} (of {len(cols)}) is empty: {why}")
+    return cols
+
+
 class _NonFiniteJSON(ValueError):
     """Raised by ``json.loads`` (``parse_constant``) on ``NaN``, ``Infinity`` or ``-Infinity``."""
 
@@ -422,6 +446,8 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
             first = False
             if cols[0].strip().lower() in ("query-id", "query_id", "qid", "query") and not _is_number(cols[-1]):
                 continue  # header
+        if delim == "\t":
+            cols = split_tsv(path, lineno, line)  # an empty column (a trailing TAB) is named as such
         if len(cols) == 3:
             qid, did, score = cols
         elif len(cols) == 4:
@@ -499,16 +525,26 @@ def split_queries(query_ids, heldout_fraction: float = _SPLIT["heldout_fraction"
 
 # --------------------------------------------------------------------------- datasets
 def _qrels_files(folder: Path) -> dict[str, Path]:
-    """Qrels files of a dataset folder by split name (``train``, ``dev``, ``test``, or ``all``)."""
+    """Qrels files of a dataset folder by split name (``train``, ``dev``, ``test``, or ``all``
+    for a top-level ``qrels.jsonl`` / ``qrels.tsv``). Two files for one name (``qrels/test.tsv``
+    and ``qrels/test.jsonl``; ``qrels.jsonl`` and ``qrels.tsv``; ``qrels/all.tsv`` and
+    ``qrels.tsv``) are a ``DataFormatError`` naming both, never one silently dropped."""
     files: dict[str, Path] = {}
+
+    def add(stem: str, p: Path) -> None:
+        if stem in files:  # qrels/test.tsv and qrels/test.jsonl: two files claim one split
+            raise DataFormatError(p, None, None, f"two qrels files for split {stem!r}: {files[stem]} and {p}; "
+                                                 "keep one (which would win is not a choice capgap makes)")
+        files[stem] = p
+
     sub = folder / "qrels"
     if sub.is_dir():
         for p in sorted(sub.iterdir()):
             if p.suffix in (".tsv", ".jsonl", ".txt"):
-                files[p.stem] = p
+                add(p.stem, p)
     for name in ("qrels.jsonl", "qrels.tsv"):
         if (folder / name).is_file():
-            files["all"] = folder / name
+            add("all", folder / name)
     return files
 
 
@@ -541,6 +577,33 @@ def _merge_qrels(name: str, qrels_by_file: Mapping[str, Qrels], files: list[str]
     return merged
 
 
+def _first_line(qrels: Qrels, q: str) -> int | None:
+    """The first line of ``qrels``'s file that judges query ``q`` (None when not read from a file)."""
+    lines = [n for n in qrels.lines.get(q, {}).values() if n is not None]
+    return min(lines) if lines else None
+
+
+def _two_splits(name: str, both: list[str], qrels_by_file: Mapping[str, Qrels], train_files: list[str],
+                held_files: list[str]) -> DataFormatError:
+    """The error for queries with gold in both a train and a held-out qrels file: names the first
+    such query, the two files and the first line of each that judges it, and the count."""
+    q = both[0]
+
+    def where(files: list[str]) -> tuple[str, int | None]:
+        for f in files:
+            qr = qrels_by_file[f]
+            if any(s > 0 for s in qr.judgements.get(q, {}).values()):
+                return qr.path or f, _first_line(qr, q)
+        return "?", None
+
+    (tp, tl), (hp, hl) = where(train_files), where(held_files)
+    at = lambda p, n: p + (f" line {n}" if n is not None else "")  # noqa: E731
+    more = f" ({len(both)} queries in all, e.g. {both[:3]})" if len(both) > 1 else ""
+    return DataFormatError(hp, hl, "query-id", f"{name}: query {q!r} is claimed by two splits: train in {at(tp, tl)} and "
+                                               f"held-out in {at(hp, hl)}{more}; a query belongs to one split: remove its "
+                                               "judgements from one of the files")
+
+
 def assemble(
     name: str,
     corpus: Corpus,
@@ -559,8 +622,12 @@ def assemble(
     query whose gold is only there is in neither split; it is dropped and counted per file in
     ``RetrievalSet.dropped_unused`` (status.json ``dropped_queries_unused_qrels``), apart from
     ``dropped_queries`` (no gold in any file), and the split rule names the unused files.
-    A (query, document) pair in two merged files with different grades is a
-    ``DataFormatError`` naming both files and lines (``_merge_qrels``).
+    One fact stated twice differently is an error naming both places (``DataFormatError``):
+    a (query, document) pair judged with different grades in any two qrels files of the
+    dataset, used by the split or not (``_merge_qrels``), and, under the files rule, a query
+    with gold in both a train and a held-out file ("two splits claiming one query", which
+    would put it in both sets). A query judged in a used file and in an unused one (BEIR's
+    ``dev``) is not a conflict: the unused file's judgements take no part (logged).
     """
     split_cfg = {**_SPLIT, **dict(split_cfg or {})}
     train_files = [f for f in split_cfg["train_qrels"] if f in qrels_by_file]
@@ -569,6 +636,8 @@ def assemble(
     chosen = list(dict.fromkeys(train_files + held_files)) if use_files else list(qrels_by_file)
     unused = [f for f in qrels_by_file if f not in chosen]
     qrels = Qrels(_merge_qrels(name, qrels_by_file, chosen))
+    if unused:  # one grade per pair across *every* qrels file of the dataset, used by the split or not
+        _merge_qrels(name, qrels_by_file, chosen + unused)
     keep = [q for q in queries.ids if qrels.gold(q)]
     kept_set, known = set(keep), set(queries.ids)
     dropped_unused: dict[str, int] = {}
@@ -595,7 +664,7 @@ def assemble(
         held_q = {q for f in held_files for q, d in qrels_by_file[f].judgements.items() if any(s > 0 for s in d.values())}
         both = train_q & held_q
         if both:
-            raise ValueError(f"{name}: {len(both)} queries judged in both train and held-out qrels, e.g. {sorted(both)[:3]}")
+            raise _two_splits(name, sorted(both, key=queries.ids.index), qrels_by_file, train_files, held_files)
         rule = f"dataset qrels files: train={train_files}, heldout={held_files}"
         if unused:
             rule += f", unused={unused} ({len(only_unused)} queries judged only there dropped)"
@@ -674,9 +743,9 @@ def _tsv_pairs(path: Path, header: tuple[str, str], comments: bool = False) -> I
         if comments and line.startswith("#") and "\t" not in line:
             yield None, line[1:].strip(), ""
             continue
-        cols = line.split("\t")
-        if tuple(cols) == header or not line.strip():
+        if not line.strip() or tuple(line.split("\t")) == header:
             continue
+        cols = split_tsv(path, lineno, line)
         if len(cols) != 2:
             raise DataFormatError(path, lineno, None, "expected 2 tab-separated columns")
         yield lineno, cols[0], cols[1]
@@ -688,10 +757,12 @@ def load_split(path: str | Path, queries: Queries) -> Split:
     ``#``: its line has a TAB).
 
     Raises ``DataFormatError`` naming the line for bad UTF-8, a wrong column count, an id with
-    a control character (``check_id``), an unknown query id or an unknown split name."""
+    a control character (``check_id``), an unknown query id, an unknown split name, or a query
+    listed twice (naming both lines)."""
     path = Path(path)
     known = set(queries.ids)
     parts: dict[str, list[str]] = {s: [] for s in SPLITS}
+    seen: dict[str, tuple[int, str]] = {}
     rule = ""
     for lineno, q, name in _tsv_pairs(path, ("query-id", "split"), comments=True):
         if lineno is None:  # the rule comment
@@ -701,6 +772,10 @@ def load_split(path: str | Path, queries: Queries) -> Split:
             raise DataFormatError(path, lineno, "query-id", f"unknown query id {q!r}")
         if name not in parts:
             raise DataFormatError(path, lineno, "split", f"expected one of {SPLITS}, got {name!r}")
+        if q in seen:
+            first, was = seen[q]
+            raise DataFormatError(path, lineno, "query-id", f"query {q!r} listed twice: {was} (line {first}) and {name}")
+        seen[q] = (lineno, name)
         parts[name].append(q)
     return Split(tuple(parts["train"]), tuple(parts["heldout"]), rule)
 
@@ -733,9 +808,9 @@ def load_twins(path: str | Path, corpus: Corpus) -> dict[str, tuple[tuple[str, s
     dids = set(corpus.ids)
     out: dict[str, list[tuple[str, str]]] = {}
     for lineno, line in iter_lines(path):
-        cols = line.split("\t")
-        if tuple(cols) == ("corpus-id", "twin-id", "type") or not line.strip():
+        if not line.strip() or tuple(line.split("\t")) == ("corpus-id", "twin-id", "type"):
             continue
+        cols = split_tsv(path, lineno, line)
         if len(cols) != 3:
             raise DataFormatError(path, lineno, None, "expected 3 tab-separated columns")
         d, t, kind = cols

@@ -526,13 +526,19 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings) -> np.ndarray:
 def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
     """Qrels as query id -> {document id: grade}: BEIR tsv (``query-id corpus-id score``, header
     optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1),
-    read by ``capgap.data.iter_qrels``. Grades <= 0 are judged non-gold. Raises
-    ``DataFormatError`` (file, line, field)."""
+    read by ``capgap.data.iter_qrels``. Grades <= 0 are judged non-gold. A pair repeated with
+    the same grade is one judgement; with another grade it is an error naming both lines (as
+    ``capgap.data.load_qrels``). Raises ``DataFormatError`` (file, line, field)."""
     from .data import iter_qrels
 
     out: dict[str, dict[str, int]] = {}
-    for _, q, d, g in iter_qrels(path, pairs=True):
-        out.setdefault(q, {})[d] = g
+    first: dict[tuple[str, str], int] = {}
+    for lineno, q, d, g in iter_qrels(path, pairs=True):
+        prev = out.setdefault(q, {}).get(d)
+        if prev is not None and prev != g:
+            raise DataFormatError(path, lineno, "score", f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
+        out[q][d] = g
+        first.setdefault((q, d), lineno)
     return out
 
 
@@ -548,7 +554,7 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
     with a control character (``capgap.data.check_id``) or a malformed percent escape, and
     (field ``score``) a score that is not a number (except on line 1, a header) or is not finite
     (``nan``, ``inf``)."""
-    from .data import check_id, iter_lines
+    from .data import check_id, iter_lines, split_tsv
     from .trec import decode_id
 
     path = Path(path)
@@ -556,7 +562,7 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
     for i, line in iter_lines(path):
         if not line.strip():
             continue
-        cols = line.split("\t") if "\t" in line else line.split()
+        cols = split_tsv(path, i, line) if "\t" in line else line.split()
         if len(cols) == 6:
             q, d, score = cols[0], cols[2], cols[4]
         elif len(cols) in (2, 3):

@@ -8,7 +8,10 @@ Public API
   the Hugging Face hub (online only). Raises ``ModelNotFound`` / ``ModelIntegrityError``.
 - ``load_encoder(spec)`` -> ``Encoder``: a sentence-transformers model plus its fingerprint.
   Raises ``ValueError`` when the configured ``max_length`` exceeds the model's positions.
-- ``position_limit(auto_model)`` -> ``(tokens, description)`` or None: the model's real limit.
+- ``position_limit(auto_model)`` -> ``(tokens, description)`` or None: the model's real limit;
+  ``config_position_limit(config_json)`` the same from its ``config.json`` alone, which
+  ``read_model_config(spec)`` finds offline without loading, hashing or unpacking anything, and
+  ``max_length_problem(spec)`` turns into the message the DAG refuses a config with at start.
 - ``Encoder.encode(texts, ...)`` -> ``(n, dim) float32``.
 
 Bundled checkpoints (the offline default; this workplace has no model hub):
@@ -23,6 +26,8 @@ The pinned sha256 values are those of the files on the Hugging Face hub.
 from __future__ import annotations
 
 import importlib.metadata as md
+import io
+import json
 import logging
 import os
 import shutil
@@ -267,6 +272,128 @@ def position_limit(auto_model) -> tuple[int, str] | None:
     if offset == 0:
         return n, f"{n} position embeddings"
     return n - offset, f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+
+
+# model_type -> how its position ids start: RoBERTa-style embeddings number positions from
+# padding_idx + 1 (transformers' create_position_ids_from_input_ids), so that many slots of
+# max_position_embeddings are unusable. MPNet's padding_idx is fixed at 1; the others take
+# config.pad_token_id (default 1). Other model types (BERT, DistilBERT, rotary models) start at 0.
+_PADDING_OFFSET_TYPES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text",
+                         "roberta-prelayernorm", "longformer", "ibert", "luke", "markuplm"}
+
+
+def config_position_limit(model_config: dict) -> tuple[int, str] | None:
+    """``position_limit`` computed from a checkpoint's ``config.json`` (parsed to a dict) alone,
+    without loading the model: ``(limit, description)``, the same values ``position_limit``
+    gives for the loaded model (tests/test_encoders.py checks both on the bundled checkpoints
+    and on RoBERTa/BERT configs), or None when the config states no ``max_position_embeddings``.
+    Raises nothing."""
+    n = model_config.get("max_position_embeddings")
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        return None
+    offset = 0
+    if model_config.get("model_type") in _PADDING_OFFSET_TYPES:
+        pad = 1 if model_config.get("model_type") == "mpnet" else model_config.get("pad_token_id", 1)
+        offset = pad + 1 if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < n else 0
+    if offset == 0:
+        return n, f"{n} position embeddings"
+    return n - offset, f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+
+
+class _ConcatFile(io.RawIOBase):
+    """The files ``paths`` read as one seekable byte stream (a zip split over packages), so
+    ``zipfile`` can read one member without joining or unpacking the parts."""
+
+    def __init__(self, paths):
+        self.paths = [Path(p) for p in paths]
+        self.sizes = [p.stat().st_size for p in self.paths]
+        self.total, self.pos = sum(self.sizes), 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self.pos = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.total}[whence] + offset
+        return self.pos
+
+    def readinto(self, buf):
+        got, start = 0, 0
+        for p, size in zip(self.paths, self.sizes):
+            if got < len(buf) and start <= self.pos < start + size:
+                with open(p, "rb") as fh:
+                    fh.seek(self.pos - start)
+                    chunk = fh.read(min(len(buf) - got, start + size - self.pos))
+                buf[got:got + len(chunk)] = chunk
+                got += len(chunk)
+                self.pos += len(chunk)
+            start += size
+        return got
+
+
+def read_model_config(spec: EncoderSpec) -> tuple[dict, str] | None:
+    """A checkpoint's ``config.json`` found the way ``resolve_model`` finds the checkpoint, but
+    cheaply and offline: nothing is hashed, unpacked or downloaded (the DAG calls it when the
+    config is read). ``(parsed config.json, where it was read)`` from ``spec.path``; a bundled
+    package (its folder, the unpacked copy in ``$CAPGAP_CACHE/models/``, or the member of the
+    split zip read in place); else the Hugging Face cache. None when none of them has it (a
+    hub model not yet downloaded: ``load_encoder`` then checks after loading). Raises
+    ``ValueError`` for a config.json that is not valid JSON."""
+    def parse(text: str, where: str) -> tuple[dict, str]:
+        try:
+            return json.loads(text), where
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where}: not valid JSON ({e.msg})") from None
+
+    if spec.path:
+        f = Path(spec.path) / "config.json"
+        return parse(f.read_text(encoding="utf-8"), str(f)) if f.is_file() else None
+    bundle = BUNDLED.get(spec.model)
+    if bundle is not None:
+        try:
+            located = [Path(md.distribution(dist).locate_file(rel)) for dist, rel in bundle.parts]
+        except md.PackageNotFoundError:
+            located = []
+        if located and all(p.exists() for p in located):
+            if len(located) == 1 and located[0].is_dir():
+                f = located[0] / "config.json"
+                return parse(f.read_text(encoding="utf-8"), str(f)) if f.is_file() else None
+            unpacked = default_cache_dir() / "models" / bundle.folder / "config.json"
+            if unpacked.is_file():
+                return parse(unpacked.read_text(encoding="utf-8"), str(unpacked))
+            member = f"{bundle.folder}/config.json"
+            with zipfile.ZipFile(io.BufferedReader(_ConcatFile(located))) as zf:
+                if member in zf.namelist():
+                    return parse(zf.read(member).decode("utf-8"), f"{located[0]} ({member})")
+            return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    f = try_to_load_from_cache(spec.model, "config.json")
+    return parse(Path(f).read_text(encoding="utf-8"), str(f)) if isinstance(f, str) else None
+
+
+def max_length_problem(spec: EncoderSpec, key: str | None = None) -> str | None:
+    """Why ``spec.max_length`` cannot be used, decided from the checkpoint's ``config.json``
+    (``read_model_config``, ``config_position_limit``) before any model is loaded, or None
+    (no max_length, within the limit, or no config.json found offline). ``key``: the config
+    key named in the message (default ``encoders.<name>.max_length``), e.g. ``encoders.
+    minilm1024.max_length 1024 exceeds sentence-transformers/all-MiniLM-L6-v2's 512 position
+    embeddings (.../config.json); set it to at most 512, or null for the model's own``."""
+    if not spec.max_length:
+        return None
+    found = read_model_config(spec)
+    limit = config_position_limit(found[0]) if found else None
+    if limit is None or spec.max_length <= limit[0]:
+        return None
+    return (f"{key or f'encoders.{spec.name}.max_length'} {spec.max_length} exceeds {spec.model}'s {limit[1]} "
+            f"({found[1]}); set it to at most {limit[0]}, or null for the model's own")
 
 
 def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | None = None) -> Encoder:

@@ -11,13 +11,6 @@ from capgap.provenance import use_checkout
 
 use_checkout(workflow.basedir)
 
-RESERVED = {
-    "data",
-    "bm25",
-    "colbert",
-    "colbert_work",
-}  # path segments under results/{dataset}/
-
 
 def canonical(obj):
     """Nested dicts with keys sorted: params whose meaning is unchanged compare equal, so
@@ -147,48 +140,13 @@ def is_enabled(name):
     return bool(config[name]["enabled"])
 
 
-if "hardness" in config["datasets"]:
-    raise ValueError(
-        "dataset name 'hardness' is reserved (results/hardness/ holds the parity task)"
-    )
+# Every name the config refers to (encoders, datasets, per-encoder / per-dataset maps), the
+# reserved names, compression variants and each encoder's max_length against its model's
+# positions: checked once, before any rule exists, so a dry run fails too (capgap.config_check).
+from capgap.config_check import check_config
 
-
-for _e in config["encoders"]:
-    if _e in RESERVED:
-        raise ValueError(
-            f"encoder name {_e!r} is reserved (used as a results/ folder name)"
-        )
-for _v in config["compress"]["variants"] or []:
-    from capgap.compress import parse_variant
-
-    parse_variant(_v)  # a malformed variant fails here, before any job runs
-for _section in ("colbert", "compress", "twin_negatives"):
-    for _d in (config[_section]["datasets"] or []) + config[_section].get(
-        "transfer", []
-    ):
-        if _d not in config["datasets"]:
-            raise ValueError(
-                f"{_section}.datasets names unknown dataset {_d!r}; known: {datasets()}"
-            )
-for _d in config["twin_negatives"]["datasets"] or []:
-    _spec = config["datasets"][_d]
-    if _spec.get("source") != "near-miss" and "near_miss" not in _spec:
-        raise ValueError(
-            f"twin_negatives.datasets names {_d!r}, which has no near-miss twins "
-            "(give it source: near-miss or a near_miss key)"
-        )
-if config["twin_negatives"]["enabled"] and not config["finetune"]["enabled"]:
-    print(
-        "capgap: twin_negatives is enabled but finetune is not; twin_negatives compares "
-        "against the finetune rule's adapter, so it does not run",
-        file=sys.stderr,
-    )
-for _d in datasets():
-    for _e in encoders_for(_d):
-        if _e not in config["encoders"]:
-            raise ValueError(
-                f"dataset {_d!r} names unknown encoder {_e!r}; known: {sorted(config['encoders'])}"
-            )
+for _w in check_config(config):
+    print(f"capgap: {_w}", file=sys.stderr)
 
 
 wildcard_constraints:

@@ -1,0 +1,179 @@
+"""Checks of a whole config against itself and the installed models, run once at start.
+
+The schema (``capgap.config``) checks each value's type and each section's keys, but not the
+*names* a value refers to: an encoder listed by a dataset, a key of ``finetune.steps_by_encoder``
+or ``colbert.steps_by_dataset``, a dataset in ``colbert.datasets``. A misspelled name there
+would otherwise be silently ignored (the override falls back to the default, the dataset list
+matches nothing). ``check_config`` runs every such check from one table, ``NAME_REFERENCES``,
+plus the checks that need more than a name lookup (reserved names, compression variants,
+near-miss twins, ``hardness.m_sweep.P``, encoder ``max_length`` against the model's positions),
+and raises one ``ConfigError`` listing every problem, each with the known names. The Snakefile
+calls it (``workflow/rules/common.smk``) before any rule is defined, so a dry run fails too.
+
+Public API: ``check_config(config) -> list[str]`` (warnings), ``ConfigError``,
+``NAME_REFERENCES``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Mapping
+
+from .errors import CapgapError
+
+# path segments under results/{dataset}/ that an encoder name would collide with
+RESERVED_ENCODER_NAMES = ("data", "bm25", "colbert", "colbert_work")
+# results/hardness/ holds the parity task
+RESERVED_DATASET_NAMES = ("hardness",)
+
+
+class ConfigError(CapgapError, ValueError):
+    """A config names something that does not exist (or is otherwise unusable).
+
+    ``problems``: one message per problem, e.g. ``finetune.steps_by_encoder names unknown
+    encoder 'minlm'; known: ['minilm']``. ``str(err)`` lists them all."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        head = "invalid config: " if len(problems) == 1 else f"invalid config ({len(problems)} problems):\n  "
+        super().__init__(head + "\n  ".join(self.problems))
+
+
+def _keys(m) -> list[str]:
+    return list(m or {})
+
+
+def _items(seq) -> list[str]:
+    return list(seq or [])
+
+
+def _datasets(cfg: Mapping) -> list[str]:
+    return list(cfg.get("datasets") or {})
+
+
+def _encoders(cfg: Mapping) -> list[str]:
+    return list(cfg.get("encoders") or {})
+
+
+def _section(cfg: Mapping, name: str) -> Mapping:
+    return cfg.get(name) or {}
+
+
+NAME_REFERENCES: tuple[tuple[str, str, Callable, Callable], ...] = (
+    # (kind of name, config key in messages, names used, names that exist)
+    ("encoder", "datasets.<name>.encoders",
+     lambda c: ((f"datasets.{d}.encoders", e) for d, s in (c.get("datasets") or {}).items()
+                for e in _items((s or {}).get("encoders"))),
+     _encoders),
+    ("encoder", "finetune.steps_by_encoder",
+     lambda c: (("finetune.steps_by_encoder", e) for e in _keys(_section(c, "finetune").get("steps_by_encoder"))),
+     _encoders),
+    ("dataset", "colbert.steps_by_dataset",
+     lambda c: (("colbert.steps_by_dataset", d) for d in _keys(_section(c, "colbert").get("steps_by_dataset"))),
+     _datasets),
+    ("dataset", "colbert.datasets",
+     lambda c: (("colbert.datasets", d) for d in _items(_section(c, "colbert").get("datasets"))),
+     _datasets),
+    ("dataset", "compress.datasets",
+     lambda c: (("compress.datasets", d) for d in _items(_section(c, "compress").get("datasets"))),
+     _datasets),
+    ("dataset", "twin_negatives.datasets",
+     lambda c: (("twin_negatives.datasets", d) for d in _items(_section(c, "twin_negatives").get("datasets"))),
+     _datasets),
+    ("dataset", "twin_negatives.transfer",
+     lambda c: (("twin_negatives.transfer", d) for d in _items(_section(c, "twin_negatives").get("transfer"))),
+     _datasets),
+)
+"""Every config value that names an encoder or a dataset: (kind, key, names used, names that
+exist). A name used that does not exist is a ``ConfigError`` naming the key, the name and the
+known names. Closed name sets (near-miss twin types, compression variant forms, encoder
+``dtype``, ``bm25.method``) are enums or patterns in the schema, checked by its validation."""
+
+
+def _name_problems(cfg: Mapping) -> list[str]:
+    out = []
+    for kind, _key, used, known in NAME_REFERENCES:
+        have = known(cfg)
+        for where, name in used(cfg):
+            if name not in have:
+                out.append(f"{where} names unknown {kind} {name!r}; known: {sorted(have)}")
+    return out
+
+
+def _other_problems(cfg: Mapping) -> list[str]:
+    out = []
+    for d in _datasets(cfg):
+        if d in RESERVED_DATASET_NAMES:
+            out.append(f"dataset name {d!r} is reserved (results/{d}/ holds the parity task)")
+    for e in _encoders(cfg):
+        if e in RESERVED_ENCODER_NAMES:
+            out.append(f"encoder name {e!r} is reserved (used as a results/ folder name); reserved: "
+                       f"{list(RESERVED_ENCODER_NAMES)}")
+    variants = _section(cfg, "compress").get("variants") or []
+    if variants:
+        from .compress import parse_variant
+
+        for v in variants:
+            try:
+                parse_variant(v)
+            except ValueError as e:
+                out.append(f"compress.variants: {e}")
+    specs = cfg.get("datasets") or {}
+    for d in _items(_section(cfg, "twin_negatives").get("datasets")):
+        spec = specs.get(d)
+        if spec is not None and spec.get("source") != "near-miss" and "near_miss" not in spec:
+            out.append(f"twin_negatives.datasets names {d!r}, which has no near-miss twins (give it source: "
+                       "near-miss or a near_miss key)")
+    hd = _section(cfg, "hardness")
+    sweep = hd.get("m_sweep") or {}
+    if hd.get("enabled") and "P" in sweep and sweep["P"] not in (hd.get("P") or []):
+        out.append(f"hardness.m_sweep.P names P={sweep['P']}, which is not in hardness.P; known: {hd.get('P')}")
+    return out
+
+
+def _max_length_problems(cfg: Mapping) -> list[str]:
+    """Encoders (and ColBERT, when enabled) whose token lengths exceed the positions their
+    checkpoint's config.json states (``capgap.encoders.max_length_problem``)."""
+    from .encoders import EncoderSpec, max_length_problem
+
+    out = []
+    for name, enc in (cfg.get("encoders") or {}).items():
+        try:
+            spec = EncoderSpec.from_config(name, dict(enc or {}))
+        except (TypeError, ValueError) as e:
+            out.append(f"encoders.{name}: {e}")
+            continue
+        problem = max_length_problem(spec)
+        if problem:
+            out.append(problem)
+    cb = _section(cfg, "colbert")
+    if cb.get("enabled") and cb.get("model"):
+        for key in ("query_length", "document_length"):
+            if cb.get(key):
+                spec = EncoderSpec("colbert", cb["model"], sha256=cb.get("sha256"), max_length=int(cb[key]))
+                problem = max_length_problem(spec, key=f"colbert.{key}")
+                if problem:
+                    out.append(problem)
+    return out
+
+
+def check_config(cfg: Mapping, models: bool = True) -> list[str]:
+    """Check every name a (schema-validated) config refers to, and, with ``models``, each
+    encoder's ``max_length`` (and ColBERT's ``query_length`` / ``document_length``) against
+    the positions its checkpoint's ``config.json`` states (read offline, nothing loaded).
+
+    Returns warnings (settings that are valid but have no effect). Raises ``ConfigError``
+    listing every problem: a name in ``NAME_REFERENCES`` that names no encoder / dataset
+    (with the known names), a reserved dataset or encoder name, a malformed compression
+    variant, a ``twin_negatives.datasets`` entry without twins, a ``hardness.m_sweep.P`` not
+    in ``hardness.P``, or a length above the model's positions.
+    """
+    problems = _name_problems(cfg) + _other_problems(cfg)
+    if models:
+        problems += _max_length_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+    warnings = []
+    if _section(cfg, "twin_negatives").get("enabled") and not _section(cfg, "finetune").get("enabled"):
+        warnings.append("twin_negatives is enabled but finetune is not; twin_negatives compares against the "
+                        "finetune rule's adapter, so it does not run")
+    return warnings
