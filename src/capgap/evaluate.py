@@ -149,7 +149,7 @@ def evaluate_encoder(rs: RetrievalSet, encoder, index, ks: Sequence[int], ndcg_k
     ``encoder``: a ``capgap.encoders.Encoder`` (pre-trained or with a LoRA adapter); ``index``:
     its ``capgap.index.FrozenIndex`` (``embeddings`` ``(n_docs, dim) float32``, inner product).
     """
-    q = encoder.encode_queries(list(rs.queries.texts), progress=True)
+    q = encoder.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
     return evaluate_queries(rs, q, index.embeddings, index.doc_ids, ks, ndcg_k, encoder_name, method, threads)
 
 
