@@ -76,18 +76,22 @@ def test_truncation_renormalises_unit_rows():
     D = rng.standard_normal((30, 12))
     D /= np.linalg.norm(D, axis=1, keepdims=True)
     D = D.astype(np.float32)
-    D[3] = 0.0
-    D[3, 11] = 1.0  # first 5 coordinates all zero: stays zero
+    Z = D.copy()
+    Z[3] = 0.0
+    Z[3, 11] = 1.0  # first 5 coordinates all zero: no direction left, cosine undefined
+    with pytest.raises(ValueError, match=r"trunc-5: documents: row 3 \(0-based\) has norm 0"):
+        compress(Z, "trunc-5")
     c = compress(D, "trunc-5")
     assert c.renormalized and c.family == "truncation" and c.bytes_per_doc == 20.0 and c.codes is None
     want = D[:, :5].astype(np.float64)
     nrm = np.linalg.norm(want, axis=1, keepdims=True)
-    want = np.divide(want, nrm, out=np.zeros_like(want), where=nrm > 0)
-    np.testing.assert_allclose(c.documents, want, atol=1e-6)
-    np.testing.assert_array_equal(c.documents[3], 0.0)
+    np.testing.assert_allclose(c.documents, want / nrm, atol=1e-6)
     Q = rng.standard_normal((4, 12)).astype(np.float32) * 3
     q = Q[:, :5] / np.linalg.norm(Q[:, :5], axis=1, keepdims=True)
     np.testing.assert_allclose(c.queries(Q), q, atol=1e-6)
+    Q[2, :5] = 0.0
+    with pytest.raises(ValueError, match=r"trunc-5: queries: row 2 \(0-based\) has norm 0"):
+        c.queries(Q)
     # just off unit norm (|norm - 1| = 2e-3 > 1e-3): not re-normalised
     c2 = compress(D * np.float32(1.002), "trunc-5")
     assert not c2.renormalized

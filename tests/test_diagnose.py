@@ -617,3 +617,75 @@ def test_compression_limited_under_l2(tmp_path):
     assert s["verdicts"]["compression-limited"] == 1 and s["verdicts"]["index-limited"] == 0
     r = CliRunner().invoke(main, args + ["--out", str(tmp_path / "o2")])
     assert json.loads((tmp_path / "o2" / "summary.json").read_text())["verdicts"]["index-limited"] == 1
+
+
+N8 = DATA / "n8-zero-norm-cosine"  # docs.npy row 4 and queries.npy row 2 are all zeros (case n8)
+
+
+def _n8_args(out, *extra):
+    return ["diagnose", "--doc-embeddings", str(N8 / "docs.npy"), "--doc-ids", str(N8 / "doc_ids.txt"),
+            "--query-embeddings", str(N8 / "queries.npy"), "--query-ids", str(N8 / "query_ids.txt"),
+            "--qrels", str(N8 / "qrels.tsv"), "--k", "4", "--metric", "cosine", "--out", str(out), *extra]
+
+
+def test_zero_norm_rows_under_cosine_are_an_error_naming_file_and_rows(tmp_path):
+    """cos(q, d) = q.d / (|q| |d|) is 0/0 for a zero vector: never scored as 0, but an error
+    naming the file, the 0-based rows and their ids (as a NaN row is)."""
+    r = CliRunner().invoke(main, _n8_args(tmp_path / "out"))
+    assert r.exit_code != 0 and not (tmp_path / "out" / "per_query.tsv").exists()
+    assert "docs.npy: row 4 (0-based; ids ['d4']) has norm 0 (<= 1e-12): cosine is undefined" in r.output
+    assert "queries.npy: row 2 (0-based; ids ['q2'])" in r.output and "--zero-norm set-apart" in r.output
+    D, Q = np.load(N8 / "docs.npy"), np.load(N8 / "queries.npy")
+    ids = [f"d{i}" for i in range(12)]
+    qrels = {"q0": {"d8": 1}, "q1": {"d3": 1}, "q3": {"d2": 1}}
+    with pytest.raises(ValueError, match=r"^documents: row 4 \(0-based; ids \['d4'\]\) has norm 0"):
+        diagnose(D, Q[[0, 1, 3]], qrels, ids, ["q0", "q1", "q3"], k=4, metric="cosine")
+    D2 = D.copy()
+    D2[4] = 1e-14  # norm 2.4e-14 <= 1e-12: as undefined as an exact zero
+    with pytest.raises(ValueError, match="row 4"):
+        diagnose(D2, Q[[0, 1, 3]], qrels, ids, ["q0", "q1", "q3"], k=4, metric="cosine")
+    # under inner product a zero vector's scores (0) are defined: no error
+    assert len(diagnose(D, Q, {**qrels, "q2": {"d7": 1}}, ids, ["q0", "q1", "q2", "q3"], k=4, metric="ip").rows) == 4
+    with pytest.raises(ValueError, match="zero_norm must be one of"):
+        diagnose(D, Q, qrels, ids, ["q0", "q1", "q2", "q3"], k=4, metric="cosine", zero_norm="zero")
+
+
+def test_zero_norm_rows_set_apart_rank_gold_among_defined_cosines(tmp_path):
+    """With --zero-norm set-apart the zero rows are left out and counted; each gold document's
+    rank is its rank among the 11 documents whose cosine is defined, computed here with numpy
+    (the case's expected.py: q0 rank 4, q1 rank 9, q3 rank 5, one better than with d4 scored 0)."""
+    D = np.load(N8 / "docs.npy").astype(np.float64)
+    Q = np.load(N8 / "queries.npy").astype(np.float64)
+    gold = {"q0": 8, "q1": 3, "q3": 2}
+    want = {}
+    for q, g in gold.items():
+        i = int(q[1:])
+        c = (D @ Q[i]) / (np.linalg.norm(D, axis=1) * np.linalg.norm(Q[i]) + (np.arange(12) == 4))  # d4: 0/1, dropped below
+        c = np.delete(c, 4)
+        want[q] = int((c > c[g - (g > 4)]).sum()) + 1
+    assert want == {"q0": 4, "q1": 9, "q3": 5}
+    r = CliRunner().invoke(main, _n8_args(tmp_path / "out", "--zero-norm", "set-apart"))
+    assert r.exit_code == 0, r.output
+    lines = (tmp_path / "out" / "per_query.tsv").read_text().splitlines()
+    head = lines[0].split("\t")
+    rows = {ln.split("\t")[0]: dict(zip(head, ln.split("\t"))) for ln in lines[1:]}
+    assert set(rows) == {"q0", "q1", "q3"}  # the zero query q2 gets no verdict
+    assert {q: int(r["best_gold_rank"]) for q, r in rows.items()} == want
+    assert {q: float(r["encoder_recall@4"]) for q, r in rows.items()} == {q: float(w <= 4) for q, w in want.items()}
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    z = s["zero_norm"]
+    assert z["policy"] == "set-apart" and z["documents"] == {"count": 1, "rows": [4], "ids": ["d4"]}
+    assert z["queries"] == {"count": 1, "rows": [2], "ids": ["q2"]} and s["queries"] == 3
+    assert any("row 4 (0-based; ids ['d4'])" in n for n in s["notes"])
+
+
+def test_zero_norm_gold_set_apart_stays_in_the_denominator():
+    """A gold document of norm 0 set apart is never found but stays gold: recall@k over the full
+    gold set (1 of 2 found = 0.5, by hand); a query whose only gold is zero is set apart too."""
+    D = np.array([[1, 0], [0, 0], [0, 1], [-1, 0]], dtype=np.float32)
+    Q = np.array([[1, 0.1], [0, 1]], dtype=np.float32)
+    d = diagnose(D, Q, {"a": {"d0": 1, "d1": 1}, "b": {"d1": 1}}, ["d0", "d1", "d2", "d3"], ["a", "b"], k=2,
+                 metric="cosine", zero_norm="set-apart")
+    assert [r["query_id"] for r in d.rows] == ["a"]
+    assert d.rows[0]["encoder_recall@2"] == 0.5 and d.rows[0]["probe_recall@2"] == 0.5 and d.rows[0]["n_gold"] == 2
+    assert d.summary["zero_norm"]["queries_with_only_zero_gold"] == {"count": 1, "ids": ["b"]}

@@ -145,3 +145,31 @@ def test_checkpoint_default_above_positions_is_clamped_with_a_warning(tmp_path, 
     assert enc.max_length == 512 and enc.model.max_seq_length == 512
     assert any("max_seq_length 1024 exceeds its 512 position embeddings; clamped to 512" in r.getMessage() for r in caplog.records)
     assert enc.encode_documents([LONG_DOC]).shape == (1, 384)
+
+
+def test_zero_norm_embedding_of_a_normalising_encoder_is_an_error():
+    """sentence-transformers normalises with torch's F.normalize (eps 1e-12), which leaves a zero
+    vector zero: its cosine is undefined, so ``encode`` names the encoder, the rows and ids; a
+    NaN row is named the same way; an encoder that does not normalise keeps a zero row (its
+    inner products, 0, are defined)."""
+    from capgap.encoders import Encoder
+
+    class Stub:
+        def __init__(self, out):
+            self.out = out
+
+        def encode(self, texts, **kw):
+            return self.out[: len(texts)].copy()
+
+    out = np.eye(3, 4, dtype=np.float32)
+    out[1] = 0.0
+    spec = EncoderSpec("stub", "stub/model")
+    enc = Encoder(spec, Stub(out), None, "mean", True, 4, 16)
+    with pytest.raises(ValueError, match=r"encoder 'stub' embedded 1 scifact queries to norm 0 .*row 1 \(0-based; ids \['q1'\]\)"):
+        enc.encode_queries(["a", "", "c"], ids=["q0", "q1", "q2"], what="scifact queries")
+    out[1, 2] = np.nan
+    with pytest.raises(ValueError, match=r"NaN/inf embeddings for queries: row 1 \(0-based; ids \['q1'\]\)"):
+        enc.encode_queries(["a", "", "c"], ids=["q0", "q1", "q2"])
+    out[1] = 0.0
+    plain = Encoder(spec, Stub(out), None, "mean", False, 4, 16)
+    assert not plain.encode_documents(["a", "", "c"])[1].any()

@@ -61,13 +61,18 @@ def test_bright_download_and_conversion(bright_repo, tmp_path):
     assert download_bright("biology", tmp_path / "cache", base_url="file:///nonexistent/{revision}/{config}/{category}") == folder
 
 
-def test_bright_rejects_gold_and_excluded(tmp_path):
+def test_bright_gold_and_excluded_is_gold_never_found(tmp_path):
+    # BRIGHT's run.py asserts no excluded id is gold; capgap applies its one rule (data.gold_rule):
+    # the id stays gold, is removed from the ranking, and is counted
     ex = EXAMPLES.copy()
     ex.loc[0, "excluded_ids"] = ["doc_cat_1"]
     ex.to_parquet(tmp_path / "ex.parquet")
     DOCUMENTS.to_parquet(tmp_path / "docs.parquet")
-    with pytest.raises(DataFormatError, match=r"ex.parquet:1: field 'excluded_ids'"):
-        bright_to_beir(tmp_path / "ex.parquet", tmp_path / "docs.parquet", tmp_path / "out")
+    info = bright_to_beir(tmp_path / "ex.parquet", tmp_path / "docs.parquet", tmp_path / "out")
+    assert info["gold_pairs_excluded"] == 1
+    rs = obtain("b", {"source": "local", "path": str(tmp_path / "out")})
+    assert rs.unfindable["0"] == (("doc_cat_1", 1, "excluded"),) and rs.excluded["0"] == ("doc_cat_1",)
+    assert rs.qrels.gold("0") == {"doc_cat_2": 1}
     EXAMPLES.drop(columns=["excluded_ids"]).to_parquet(tmp_path / "ex2.parquet")
     with pytest.raises(DataFormatError, match="excluded_ids"):
         bright_to_beir(tmp_path / "ex2.parquet", tmp_path / "docs.parquet", tmp_path / "out2")

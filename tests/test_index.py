@@ -78,3 +78,33 @@ def test_nan_rejected(tmp_path):
 
     with pytest.raises(ValueError, match="NaN"):
         build_index(CORPUS, NaNEncoder(), tmp_path, progress=False)
+
+
+def test_zero_norm_document_under_cosine_names_the_document(tmp_path):
+    """An encoder that normalises scores by cosine: a document embedded to the zero vector has no
+    cosine (0/0), so the build stops naming its corpus row and id; an inner-product encoder's
+    zero row scores 0, which is defined, and is kept."""
+    class ZeroEncoder(HashEncoder):
+        normalize = True
+
+        def fingerprint(self):
+            return {**super().fingerprint(), "normalize": self.normalize}
+
+        def encode_documents(self, texts, progress=False):
+            out = super().encode_documents(texts)
+            out /= np.linalg.norm(out, axis=1, keepdims=True)
+            out[[t == "text 7" for t in texts]] = 0.0
+            return out
+
+    with pytest.raises(ValueError, match=r"document row 7 \(0-based; ids \['d7'\]\) has norm 0"):
+        build_index(CORPUS, ZeroEncoder(), tmp_path / "cos", chunk_size=3, progress=False)
+    ip = ZeroEncoder()
+    ip.normalize = False
+    idx = build_index(CORPUS, ip, tmp_path / "ip", chunk_size=3, progress=False)
+    assert not idx.embeddings[7].any()
+    # an index of normalised embeddings holding a zero row (e.g. written by an older build) is refused on load
+    fp = {**idx.fingerprint, "normalize": True}
+    import json
+    (tmp_path / "ip" / "fingerprint.json").write_text(json.dumps(fp))
+    with pytest.raises(DataFormatError, match=r"embeddings.npy: .*row 7 \(0-based; ids \['d7'\]\) has norm 0"):
+        load_index(tmp_path / "ip")

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from capgap import sources
+from capgap.data import load_corpus
 from capgap.errors import DataFormatError, DatasetUnavailable
 from capgap.sources import download_beir, download_limit, obtain
 
@@ -144,7 +145,9 @@ def test_download_bright_over_http(tmp_path, server):
     folder = sources.download_bright("biology", tmp_path / "cache", base_url=base)
     assert folder == tmp_path / "cache" / "bright-biology"
     corpus = [json.loads(line) for line in (folder / "corpus.jsonl").read_text().splitlines()]
-    assert [d["_id"] for d in corpus] == ["d1", "d2", "d3"]  # the blank document is left out
+    # the blank document is written as it is; the loader leaves it out (data.gold_rule counts gold pointing at it)
+    assert [d["_id"] for d in corpus] == ["d1", "d2", "d3", "d4"] and corpus[3]["text"] == " "
+    assert load_corpus(folder / "corpus.jsonl").empty_ids == ("d4",)
     assert (folder / "qrels" / "test.tsv").read_text() == "query-id\tcorpus-id\tscore\n0\td1\t1\n1\td2\t1\n"
     assert (folder / "excluded.tsv").read_text() == "query-id\tcorpus-id\n1\td3\n"
     raw = tmp_path / "cache" / ".bright-raw" / "main" / "biology"

@@ -40,11 +40,14 @@ def main() -> None:
               help="ip (inner product), cosine (vectors L2-normalised into new arrays) or l2 (squared L2 distance). Default: a "
                    "faiss index's own metric, else ip; another metric than the index's is an error (cosine on an "
                    "inner-product index is allowed).")
+@click.option("--zero-norm", "zero_norm", default="error", show_default=True, type=click.Choice(["error", "set-apart"]),
+              help="Under --metric cosine, a row of norm 0 (cosine undefined, e.g. an empty text embedded as zeros): an "
+                   "error naming the file and rows, or set-apart: such rows left out and counted in summary.json.")
 @click.option("--key", default=None, help="Array name inside .npz files holding several.")
 @click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
-def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, key, threads,
-             out) -> None:
+def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, zero_norm, key,
+             threads, out) -> None:
     """Per-query verdict: index-limited, compression-limited (with --uncompressed-embeddings), encoder-limited,
     ann-limited or ok."""
     from .diagnosis import diagnose as run
@@ -75,7 +78,8 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
         qids = load_ids(query_ids) if query_ids else list(qr)
         diag = run(D.matrix, Q.matrix, qr, dids, qids, k=k, ann_run=load_run_file(ann_run, ann_run_percent_encoded) if ann_run else None,
                    metric=metric, threads=threads, uncompressed=U_matrix, index_info=D.info(),
-                   uncompressed_info=U.info() if U is not None else None)
+                   uncompressed_info=U.info() if U is not None else None, zero_norm=zero_norm,
+                   paths={"documents": docs, "queries": queries, "uncompressed documents": uncompressed})
     except (DataFormatError, ValueError) as e:
         raise click.ClickException(str(e)) from e
     paths = write_diagnosis(diag, out)

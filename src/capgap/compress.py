@@ -38,7 +38,8 @@ PCA transform the query too (``Compressed.queries``).
   (Kusupati et al., "Matryoshka Representation Learning", NeurIPS 2022). When the input rows
   are unit-norm (max ``|norm - 1| < 1e-3``) the truncated rows are re-normalised to unit L2
   norm (cosine similarity at the shorter width, as Matryoshka models are evaluated); else they
-  are kept as they are. A row whose first d coordinates are all zero stays zero.
+  are kept as they are. A row whose first d coordinates are all zero has no direction to
+  re-normalise (its cosine is undefined): an error naming the rows, never a zero row scored 0.
 * PCA: ``faiss.PCAMatrix(dim, d, eigen_power=0, random_rotation=False)`` trained on the
   corpus (no whitening, no rotation); its rows ``A`` ``(d, dim)`` are the top-d principal axes.
   Documents are ``D A^T`` and queries ``Q A^T``: one linear map for both. faiss's
@@ -298,7 +299,7 @@ class Compressed:
         """Apply the query side of the compression.
 
         Truncation keeps the first d' coordinates (re-normalised to unit L2 norm when
-        ``renormalized``; a zero row stays zero); PCA multiplies by ``projection`` (no mean
+        ``renormalized``; a row of norm 0 is a ``ValueError``: its cosine is undefined); PCA multiplies by ``projection`` (no mean
         subtraction, see the module docstring); float32, sq, pq and binary leave the query
         unchanged (asymmetric scoring: float query against the decoded document).
 
@@ -324,19 +325,28 @@ class Compressed:
         if self.family == "truncation":
             Q = np.ascontiguousarray(Q[:, : self.out_dim])
             if self.renormalized:
-                _normalize_rows(Q)
+                _normalize_rows(Q, f"{self.variant}: queries")
             return Q
         if self.family == "pca":
             return np.ascontiguousarray(Q @ self.projection, dtype=np.float32)
         return Q
 
 
-def _normalize_rows(X: np.ndarray) -> None:
-    """Scale the rows of float32 ``X`` to unit L2 norm in place (norms in float64; zero rows stay zero)."""
+def _normalize_rows(X: np.ndarray, what: str = "rows") -> None:
+    """Scale the rows of float32 ``X`` to unit L2 norm in place (norms in float64).
+
+    A row of norm 0 (``<= capgap.retrieval.ZERO_NORM``: e.g. a unit vector whose first d
+    coordinates are all zero) has no direction, so its cosine is undefined: ``ValueError``
+    naming ``what`` and the rows (0-based), never a silent zero row scored 0."""
+    from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
+
+    zero = zero_norm_rows(X, _BLOCK)
+    if len(zero):
+        raise ValueError(f"{what}: {describe_rows(zero)} {'has' if len(zero) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}) "
+                         "after truncation, so re-normalising cannot give a cosine: the variant is undefined for them")
     for b0 in range(0, len(X), _BLOCK):
         blk = X[b0 : b0 + _BLOCK]
         n = np.sqrt(np.einsum("ij,ij->i", blk, blk, dtype=np.float64))
-        n[n == 0] = 1.0
         blk /= n[:, None].astype(np.float32)
 
 
@@ -425,7 +435,7 @@ def compress(D: np.ndarray, variant: str, seed: int = _SEED, threads: int | None
             docs = np.array(X[:, : spec.d], dtype=np.float32, order="C")  # a copy
             renorm = _is_unit_norm(X)
             if renorm:
-                _normalize_rows(docs)
+                _normalize_rows(docs, f"{variant}: documents")
             return Compressed(variant, "truncation", 4.0 * spec.d, docs, None, dim, renormalized=renorm)
         if spec.family == "binary":
             pos = X >= 0  # sign(0) = +1 (and -0.0 >= 0)

@@ -24,7 +24,9 @@ Public API
 
 Conventions (BEIR, Thakur et al. 2021): a qrels score <= 0 is *not gold*; a query with no gold
 document is dropped and counted (``RetrievalSet.dropped_queries``), never silently kept; a
-document whose title and text are both empty, or a query with empty text, is an error.
+query with empty text is an error. Gold that no method can find (a document absent from the
+corpus, empty, or excluded for that query) follows one rule for every loader, the benchmarks'
+own (``gold_rule``): it stays gold, never found, counted in status.json (``unfindable_gold``).
 Grades are kept as written (NFCorpus: 2 and 1). Under the files split rule a qrels file in
 neither ``train_qrels`` nor ``heldout_qrels`` (BEIR's ``dev``) is not used: its queries are in
 neither split, dropped and counted apart (``RetrievalSet.dropped_unused``). One fact stated twice
@@ -75,11 +77,14 @@ _SPLIT = item_defaults("datasets", "split")  # the schema holds every default (c
 # --------------------------------------------------------------------------- records
 @dataclass(frozen=True)
 class Corpus:
-    """Documents: ``ids``, ``titles``, ``texts`` are parallel tuples of str (length n_docs)."""
+    """Documents: ``ids``, ``titles``, ``texts`` are parallel tuples of str (length n_docs);
+    ``empty_ids``: documents the file holds with empty title and text, left out (no method can
+    find them; a gold one is counted by ``gold_rule``)."""
 
     ids: tuple[str, ...]
     titles: tuple[str, ...]
     texts: tuple[str, ...]
+    empty_ids: tuple[str, ...] = field(default=(), compare=False)  # documents left out for empty title and text
 
     def __post_init__(self):
         if not (len(self.ids) == len(self.titles) == len(self.texts)):
@@ -170,7 +175,12 @@ class RetrievalSet:
     ``((twin id, type), ...)``, its near-miss twins (``capgap.nearmiss``), never gold for a
     query whose gold set holds the document. ``dropped_queries``: queries without gold in any
     qrels file; ``dropped_unused``: qrels file stem -> queries dropped because their gold is
-    only in that file, which the split does not use (``assemble``; BEIR's ``dev``)."""
+    only in that file, which the split does not use (``assemble``; BEIR's ``dev``).
+    ``unfindable``: query id -> ``((doc id, grade, reason), ...)``, gold that no method can find
+    (``gold_rule``: reason ``absent``, ``empty`` or ``excluded``); it stays in the query's gold
+    set for every metric (recall's and nDCG's denominators), never ranked. ``qrels`` holds the
+    findable judgements only. ``dropped_unfindable``: queries dropped because none of their gold
+    can be found."""
 
     name: str
     corpus: Corpus
@@ -182,6 +192,8 @@ class RetrievalSet:
     excluded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     twins: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     dropped_unused: Mapping[str, int] = field(default_factory=dict)
+    unfindable: Mapping[str, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
+    dropped_unfindable: int = 0
 
     def __post_init__(self):
         doc_ids = set(self.corpus.ids)
@@ -213,9 +225,78 @@ class RetrievalSet:
             missing = [d for d in gold if d not in doc_ids]
             if missing:
                 raise ValueError(f"{self.name}: query {q!r} judges unknown documents {missing[:3]}")
+        for q, items in self.unfindable.items():
+            if q not in qids:
+                raise ValueError(f"{self.name}: unfindable gold for unknown query {q!r}")
+            for d, grade, reason in items:
+                if reason not in UNFINDABLE_REASONS or grade <= 0 or d in self.qrels.gold(q):
+                    raise ValueError(f"{self.name}: query {q!r}: ({d!r}, {grade}, {reason!r}) is no unfindable gold")
+                if reason != "excluded" and d in doc_ids:
+                    raise ValueError(f"{self.name}: query {q!r}: {d!r} is in the corpus, not {reason}")
         extra = (set(self.split.train) | set(self.split.heldout)) - qids
         if extra:
             raise ValueError(f"{self.name}: split names unknown queries, e.g. {sorted(extra)[:3]}")
+
+
+# --------------------------------------------------------------------------- gold no method can find
+UNFINDABLE_REASONS = ("absent", "empty", "excluded")
+
+
+def gold_rule(corpus: Corpus, judgements: Mapping[str, Mapping[str, int]],
+              excluded: Mapping[str, tuple[str, ...]] | None = None) -> tuple[dict, dict, int]:
+    """The one rule for gold that no method can find, applied by every loader (``assemble``:
+    BEIR, BRIGHT, LIMIT, local folders, the generator) as the benchmarks' own evaluators apply
+    it: BRIGHT's run.py (``ground_truth[q][gid] = 1`` for every ``gold_ids`` entry, excluded ids
+    removed from the scores, pytrec_eval), BEIR's ``EvaluateRetrieval`` and MTEB (pytrec_eval on
+    the qrels as written): such a gold document **stays in the query's gold set and is never
+    retrieved**, so recall@k and nDCG@k keep the full gold set as denominator / ideal DCG.
+
+    A gold judgement (grade > 0) is unfindable when its document is ``empty`` (in
+    ``corpus.empty_ids``: empty title and text, left out of the corpus), ``absent`` (not in the
+    corpus at all) or ``excluded`` (in ``excluded[q]``: removed from q's ranking). A non-gold
+    judgement (grade <= 0) of a document not in the corpus changes no metric and is dropped
+    (counted).
+
+    Returns ``(findable, unfindable, dropped_non_gold)``: the judgements whose document can be
+    ranked (query -> {doc: grade}), query -> ``((doc, grade, reason), ...)`` in judgement order,
+    and the number of non-gold judgements of documents not in the corpus."""
+    ids, empty = set(corpus.ids), set(corpus.empty_ids)
+    excluded = excluded or {}
+    findable: dict[str, dict[str, int]] = {}
+    unfindable: dict[str, list] = {}
+    dropped = 0
+    for q, docs in judgements.items():
+        ex = set(excluded.get(q, ()))
+        into = findable.setdefault(q, {})
+        for d, g in docs.items():
+            if d not in ids:
+                if g > 0:
+                    unfindable.setdefault(q, []).append((d, g, "empty" if d in empty else "absent"))
+                else:
+                    dropped += 1
+            elif g > 0 and d in ex:
+                unfindable.setdefault(q, []).append((d, g, "excluded"))
+            else:
+                into[d] = g
+    return findable, {q: tuple(v) for q, v in unfindable.items()}, dropped
+
+
+def unfindable_counts(rs: "RetrievalSet") -> dict[str, dict[str, int]]:
+    """Per split (``train``, ``heldout``, ``all``): gold pairs no method can find, by reason
+    (``UNFINDABLE_REASONS``), and ``gold_pairs`` (all gold pairs of the split's queries, findable
+    or not): what status.json (``describe``) and the report's dataset section show."""
+    members = {"train": rs.split.train, "heldout": rs.split.heldout, "all": rs.queries.ids}
+    out = {}
+    for split, qids in members.items():
+        c = {r: 0 for r in UNFINDABLE_REASONS}
+        n = 0
+        for q in qids:
+            items = rs.unfindable.get(q, ())
+            for _, _, reason in items:
+                c[reason] += 1
+            n += len(rs.qrels.gold(q)) + len(items)
+        out[split] = {"gold_pairs": n, **c}
+    return out
 
 
 # --------------------------------------------------------------------------- readers
@@ -344,12 +425,14 @@ def load_corpus(path: str | Path) -> Corpus:
     """Read a BEIR ``corpus.jsonl`` (``_id``, ``title`` optional, ``text``).
 
     Returns a ``Corpus`` in file order, title and text NFC-normalised, ids as written (module
-    docstring, "Conventions"). Raises ``DataFormatError`` on bad UTF-8, malformed JSON, a missing
-    ``_id`` or ``text``, an id with a control character (``check_id``), a duplicate ``_id``, or
-    a document whose title and text are both empty.
+    docstring, "Conventions"). A document whose title and text are both empty is left out
+    (``Corpus.empty_ids``, logged): no method can find it, and a gold judgement of it stays gold
+    (``gold_rule``). Raises ``DataFormatError`` on bad UTF-8, malformed JSON, a missing ``_id``
+    or ``text``, an id with a control character (``check_id``), a duplicate ``_id``, or no
+    document with text.
     """
     path = Path(path)
-    ids, titles, texts, seen = [], [], [], {}
+    ids, titles, texts, seen, empty = [], [], [], {}, []
     for lineno, obj in _iter_jsonl(path):
         did = check_id(path, lineno, "_id", _str_field(path, lineno, obj, "_id"))
         if not did:
@@ -358,15 +441,19 @@ def load_corpus(path: str | Path) -> Corpus:
             raise DataFormatError(path, lineno, "_id", f"duplicate id {did!r} (first on line {seen[did]})")
         title = _nfc(_str_field(path, lineno, obj, "title", required=False))
         text = _nfc(_str_field(path, lineno, obj, "text"))
-        if not (title.strip() or text.strip()):
-            raise DataFormatError(path, lineno, "text", f"document {did!r} has empty title and text")
         seen[did] = lineno
+        if not (title.strip() or text.strip()):
+            empty.append(did)  # nothing to embed or match: left out; gold pointing here stays gold (gold_rule)
+            continue
         ids.append(did)
         titles.append(title)
         texts.append(text)
     if not ids:
-        raise DataFormatError(path, None, None, "no documents")
-    return Corpus(tuple(ids), tuple(titles), tuple(texts))
+        raise DataFormatError(path, None, None, "no documents" + (f" with text ({len(empty)} empty)" if empty else ""))
+    if empty:
+        log.warning("%s: %d documents with empty title and text left out (no method can find them), e.g. %s", path,
+                    len(empty), empty[:3])
+    return Corpus(tuple(ids), tuple(titles), tuple(texts), tuple(empty))
 
 
 def load_queries(path: str | Path) -> Queries:
@@ -611,6 +698,7 @@ def assemble(
     qrels_by_file: dict[str, Qrels],
     split_cfg: Mapping | None = None,
     source: dict | None = None,
+    excluded: Mapping[str, tuple[str, ...]] | None = None,
 ) -> RetrievalSet:
     """Merge per-file qrels, drop queries without gold (counted), and split train/held-out.
 
@@ -628,6 +716,10 @@ def assemble(
     with gold in both a train and a held-out file ("two splits claiming one query", which
     would put it in both sets). A query judged in a used file and in an unused one (BEIR's
     ``dev``) is not a conflict: the unused file's judgements take no part (logged).
+
+    Gold that no method can find (``gold_rule``: absent, empty or ``excluded``) stays in its
+    query's gold set (``RetrievalSet.unfindable``); a query none of whose gold can be found is
+    dropped and counted (``dropped_unfindable``), as no probe or encoder can be asked about it.
     """
     split_cfg = {**_SPLIT, **dict(split_cfg or {})}
     train_files = [f for f in split_cfg["train_qrels"] if f in qrels_by_file]
@@ -635,10 +727,12 @@ def assemble(
     use_files = bool(train_files and held_files)
     chosen = list(dict.fromkeys(train_files + held_files)) if use_files else list(qrels_by_file)
     unused = [f for f in qrels_by_file if f not in chosen]
-    qrels = Qrels(_merge_qrels(name, qrels_by_file, chosen))
+    findable, unfindable, _ = gold_rule(corpus, _merge_qrels(name, qrels_by_file, chosen), excluded)
+    qrels = Qrels(findable)
     if unused:  # one grade per pair across *every* qrels file of the dataset, used by the split or not
         _merge_qrels(name, qrels_by_file, chosen + unused)
     keep = [q for q in queries.ids if qrels.gold(q)]
+
     kept_set, known = set(keep), set(queries.ids)
     dropped_unused: dict[str, int] = {}
     only_unused: set[str] = set()
@@ -650,7 +744,11 @@ def assemble(
         if judged & kept_set:
             log.info("%s: %d kept queries also have judgements in unused qrels file %r; those are ignored", name,
                      len(judged & kept_set), f)
-    dropped = len(queries) - len(keep) - len(only_unused)
+    only_unfindable = [q for q in queries.ids if not qrels.gold(q) and unfindable.get(q) and q not in only_unused]
+    if only_unfindable:
+        log.warning("%s: dropped %d queries none of whose gold documents can be found (absent, empty or excluded), e.g. %s",
+                    name, len(only_unfindable), only_unfindable[:3])
+    dropped = len(queries) - len(keep) - len(only_unused) - len(only_unfindable)
     if dropped:
         log.warning("%s: dropped %d of %d queries without any gold document", name, dropped, len(queries))
     if only_unused:
@@ -677,7 +775,15 @@ def assemble(
         split = split_queries(kept.ids, float(split_cfg["heldout_fraction"]), int(split_cfg["seed"]))
     # keep only judgements of kept queries
     qrels = Qrels({q: dict(qrels.judgements[q]) for q in kept.ids})
-    return RetrievalSet(name, corpus, kept, qrels, split, dropped, dict(source or {}), dropped_unused=dropped_unused)
+    unf = {q: unfindable[q] for q in kept.ids if q in unfindable}
+    n_unf = sum(len(v) for v in unf.values())
+    if n_unf:
+        log.warning("%s: %d gold pairs name a document no method can find (%s); they stay gold, never found (gold_rule)",
+                    name, n_unf, ", ".join(f"{r}: {sum(x[2] == r for v in unf.values() for x in v)}" for r in UNFINDABLE_REASONS))
+    kept_ids = set(kept.ids)
+    excl = {q: tuple(v) for q, v in (excluded or {}).items() if q in kept_ids and v}
+    return RetrievalSet(name, corpus, kept, qrels, split, dropped, dict(source or {}), excluded=excl, dropped_unused=dropped_unused,
+                        unfindable=unf, dropped_unfindable=len(only_unfindable))
 
 
 def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mapping | None = None) -> RetrievalSet:
@@ -685,7 +791,10 @@ def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mappin
 
     Expects ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/{train,dev,test}.tsv`` or
     ``qrels.jsonl``; an optional ``excluded.tsv`` (query-id, corpus-id) lists documents removed
-    from a query's ranking. Raises ``DataFormatError`` for a missing file or any bad record.
+    from a query's ranking. A qrels line naming a document not in the corpus (or one left out
+    as empty) is gold no method can find (``gold_rule``: kept, never found, logged with its file
+    and line, counted). Raises ``DataFormatError`` for a missing file or any bad record (a
+    qrels line naming an unknown query included).
     """
     folder = Path(folder)
     for f in ("corpus.jsonl", "queries.jsonl"):
@@ -696,13 +805,18 @@ def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mappin
         raise DataFormatError(folder / "qrels", None, None, "no qrels file (qrels/*.tsv or qrels.jsonl)")
     corpus = load_corpus(folder / "corpus.jsonl")
     queries = load_queries(folder / "queries.jsonl")
-    qrels = {k: load_qrels(p, corpus, queries) for k, p in files.items()}
-    rs = assemble(name or folder.name, corpus, queries, qrels, split_cfg)
-    if (folder / "excluded.tsv").is_file():  # BRIGHT converted by capgap.sources.bright_to_beir
-        kept = set(rs.queries.ids)
-        excluded = {q: d for q, d in load_excluded(folder / "excluded.tsv", corpus, queries).items() if q in kept}
-        rs = replace(rs, excluded=excluded)
-    return rs
+    qrels = {k: load_qrels(p, None, queries) for k, p in files.items()}
+    known = set(corpus.ids)
+    for qr in qrels.values():  # gold of a document not in the corpus: kept, never found (gold_rule), each line named
+        absent = [(q, d) for q, docs in qr.judgements.items() for d, g in docs.items() if g > 0 and d not in known]
+        for q, d in absent[:5]:
+            log.warning("%s line %s: gold document %r of query %r is %s corpus.jsonl: it stays gold and no method can find it",
+                        qr.path, qr.lines.get(q, {}).get(d), d, q,
+                        "empty in" if d in corpus.empty_ids else "not in")
+        if len(absent) > 5:
+            log.warning("%s: %d such gold judgements in all", qr.path, len(absent))
+    excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else None
+    return assemble(name or folder.name, corpus, queries, qrels, split_cfg, excluded=excluded)
 
 
 # --------------------------------------------------------------------------- canonical copy
@@ -727,6 +841,11 @@ def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
         for q in rs.queries.ids:
             for d in rs.excluded.get(q, ()):
                 fh.write(f"{q}\t{d}\n")
+    with atomic_open(folder / "unfindable.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\tscore\treason\n")
+        for q in rs.queries.ids:
+            for d, g, reason in rs.unfindable.get(q, ()):
+                fh.write(f"{q}\t{d}\t{g}\t{reason}\n")
     with atomic_open(folder / "twins.tsv", "w", encoding="utf-8") as fh:
         fh.write("corpus-id\ttwin-id\ttype\n")
         for d in rs.corpus.ids:
@@ -791,6 +910,8 @@ def load_excluded(path: str | Path, corpus: Corpus, queries: Queries) -> dict[st
         if check_id(path, lineno, "query-id", q) not in qids:
             raise DataFormatError(path, lineno, "query-id", f"unknown query id {q!r}")
         if check_id(path, lineno, "corpus-id", d) not in dids:
+            if d in corpus.empty_ids:
+                continue  # an empty document left out of the corpus is never ranked anyway
             raise DataFormatError(path, lineno, "corpus-id", f"unknown document id {d!r}")
         out.setdefault(q, []).append(d)
     return {q: tuple(v) for q, v in out.items()}
@@ -839,7 +960,35 @@ def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
     split = load_split(folder / "split.tsv", queries)
     excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else {}
     twins = load_twins(folder / "twins.tsv", corpus) if (folder / "twins.tsv").is_file() else {}
-    return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded, twins=twins)
+    unf = load_unfindable(folder / "unfindable.tsv", queries) if (folder / "unfindable.tsv").is_file() else {}
+    return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded, twins=twins, unfindable=unf)
+
+
+def load_unfindable(path: str | Path, queries: Queries) -> dict[str, tuple[tuple[str, int, str], ...]]:
+    """Read ``unfindable.tsv`` (``query-id<TAB>corpus-id<TAB>score<TAB>reason``, header line;
+    ``write_canonical``): query id -> ``((doc id, grade, reason), ...)``. Bad UTF-8, a wrong
+    column count, an id with a control character, an unknown query id, a grade that is not a
+    positive integer or an unknown reason raise ``DataFormatError`` naming the line and field."""
+    path = Path(path)
+    qids = set(queries.ids)
+    out: dict[str, list] = {}
+    for lineno, line in iter_lines(path):
+        cols = line.split("\t")
+        if tuple(cols) == ("query-id", "corpus-id", "score", "reason") or not line.strip():
+            continue
+        if len(cols) != 4:
+            raise DataFormatError(path, lineno, None, "expected 4 tab-separated columns")
+        q, d, g, reason = cols
+        if check_id(path, lineno, "query-id", q) not in qids:
+            raise DataFormatError(path, lineno, "query-id", f"unknown query id {q!r}")
+        check_id(path, lineno, "corpus-id", d)
+        grade = _parse_score(path, lineno, g)
+        if grade <= 0:
+            raise DataFormatError(path, lineno, "score", f"expected a gold grade > 0, got {g!r}")
+        if reason not in UNFINDABLE_REASONS:
+            raise DataFormatError(path, lineno, "reason", f"expected one of {UNFINDABLE_REASONS}, got {reason!r}")
+        out.setdefault(q, []).append((d, grade, reason))
+    return {q: tuple(v) for q, v in out.items()}
 
 
 def describe(rs: RetrievalSet) -> dict:
@@ -848,7 +997,10 @@ def describe(rs: RetrievalSet) -> dict:
     ``dropped_queries_unused_qrels`` (qrels file -> queries judged only there, in neither
     split), ``split_rule``, ``source``, ``text_normalization`` and ``duplicate_documents`` /
     ``duplicate_queries`` (``capgap.retrieval.duplicate_summary``: identical passages, and
-    queries identical after ``text_key``); ``twins`` (``twin_counts``) when it has any."""
+    queries identical after ``text_key``); ``twins`` (``twin_counts``) when it has any;
+    ``unfindable_gold`` (``unfindable_counts``: per split, gold pairs whose document is absent,
+    empty or excluded, which stay gold and are never found), ``empty_documents_left_out`` and
+    ``dropped_queries_gold_unfindable``."""
     from .retrieval import duplicate_summary, text_key
 
     return {
@@ -859,6 +1011,8 @@ def describe(rs: RetrievalSet) -> dict:
         "duplicate_documents": duplicate_summary(rs.corpus.ids, rs.corpus.passages()),
         "duplicate_queries": duplicate_summary(rs.queries.ids, [text_key(t) for t in rs.queries.texts]),
         **({"twins": twin_counts(rs)} if rs.twins else {}),
+        "unfindable_gold": unfindable_counts(rs), "empty_documents_left_out": len(rs.corpus.empty_ids),
+        "dropped_queries_gold_unfindable": rs.dropped_unfindable,
     }
 
 

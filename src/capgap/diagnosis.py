@@ -23,7 +23,9 @@ than k can still be fully served. ANN recall against exact search (|ANN top-k âˆ
 k) is reported apart from gold-document recall.
 
 Metrics. ``ip`` ranks by q.d; ``cosine`` by q.d of L2-normalised rows (copies: inputs are never
-written, and a ``.npy`` is memory-mapped read-only); ``l2`` by -|q - d|^2, a faiss
+written, and a ``.npy`` is memory-mapped read-only; a row of norm 0, ``<= capgap.retrieval.ZERO_NORM``,
+has no cosine: an error naming the file and rows, or with ``zero_norm="set-apart"`` left out and
+counted, never scored as 0); ``l2`` by -|q - d|^2, a faiss
 ``IndexFlatL2``'s own order (``load_embeddings`` reports a faiss file's metric, and the CLI uses
 it unless ``--metric`` is given; ``resolve_metric`` refuses another). Under ``l2`` everything is
 an inner product of augmented vectors: q.d - |d|^2/2 = (q, 1).(d, -|d|^2/2) ranks each query's
@@ -78,6 +80,7 @@ VERDICTS = ("index-limited", "compression-limited", "encoder-limited", "ann-limi
 
 # --------------------------------------------------------------------------- inputs
 METRICS = ("ip", "cosine", "l2")
+ZERO_NORM_POLICIES = ("error", "set-apart")  # diagnose(zero_norm=...): what a norm-0 row does under cosine
 _FAISS_METRICS = {0: "ip", 1: "l2"}  # faiss.METRIC_INNER_PRODUCT, faiss.METRIC_L2
 _METRIC_NAMES = {"ip": "inner product", "cosine": "cosine", "l2": "L2 distance"}
 
@@ -666,8 +669,8 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, 
     written to.
 
     ``ip``: ``M`` itself (float32 C-contiguous input, e.g. a memory map, is read in place;
-    other dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (norm 0
-    stays 0). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
+    other dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (rows of
+    norm 0 never get here: ``_zero_norm_rows`` refuses or removes them first). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
     ``(q, 1)`` (``side`` ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
     ``-|q - d|^2`` does. Built block by block (norms in float64). Returns the array and, for
     cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). Raises ``ValueError`` when
@@ -691,6 +694,58 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, 
                 r = a + int(np.flatnonzero(~np.isfinite(out[a : a + step, dim]))[0])
                 raise ValueError(f"{side}: row {r} (0-based): |d|^2/2 overflows float32 (metric l2)")
     return out, dev
+
+
+def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths: Mapping[str, str], notes: list[str]):
+    """Under cosine: find the rows of norm 0 (``capgap.retrieval.zero_norm_rows``) of the
+    documents, the judged query rows ``keep`` and the uncompressed documents, and apply
+    ``policy`` (``diagnose``'s ``zero_norm``). Returns ``(D, U, doc_ids, keep, summary)``: with
+    ``"set-apart"`` the matrices and ids without the zero document rows (a row zero in either
+    document matrix leaves both) and ``keep`` without zero query rows or queries whose gold is
+    only zero documents; ``summary`` = per side ``{"count", "rows", "ids"}`` (input rows,
+    0-based) and the policy. Raises ``ValueError`` naming the file and rows with ``"error"``."""
+    from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
+
+    if policy not in ZERO_NORM_POLICIES:
+        raise ValueError(f"zero_norm must be one of {list(ZERO_NORM_POLICIES)}, got {policy!r}")
+    found = {"documents": (zero_norm_rows(D), doc_ids),
+             "queries": (np.asarray(keep, dtype=np.int64)[zero_norm_rows(Q[keep])], query_ids)}
+    if U is not None:
+        found["uncompressed documents"] = (zero_norm_rows(U), doc_ids)
+    bad = {side: rows for side, (rows, _) in found.items() if len(rows)}
+    summary = {"policy": policy, "threshold": ZERO_NORM,
+               **{side: {"count": len(rows), "rows": rows.tolist()[:20], "ids": [ids[r] for r in rows[:20]]}
+                  for side, (rows, ids) in found.items()}}
+    if not bad:
+        return D, U, doc_ids, keep, summary
+    if policy == "error":
+        side, rows = next(iter(bad.items()))
+        more = "".join(f"; so {'does' if len(r) == 1 else 'do'} {paths.get(s, s)}: {describe_rows(r, found[s][1])}"
+                       for s, r in list(bad.items())[1:])
+        raise ValueError(f"{paths.get(side, side)}: {describe_rows(rows, found[side][1])} "
+                         f"{'has' if len(rows) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}): cosine is undefined for "
+                         f"{'it' if len(rows) == 1 else 'them'} (an empty or failed text embedded as a zero vector is "
+                         f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such rows "
+                         "out, counted")
+    zd = np.union1d(found["documents"][0], found.get("uncompressed documents", (np.zeros(0, np.int64),))[0])
+    dkeep = np.setdiff1d(np.arange(D.shape[0]), zd)
+    if not len(dkeep):
+        raise ValueError(f"{paths.get('documents', 'documents')}: every row has norm 0: cosine is undefined")
+    left = set(doc_ids[i] for i in dkeep)
+    zq = set(found["queries"][0].tolist())
+    no_gold = [i for i in keep if i not in zq and not any(g > 0 and d in left for d, g in qrels[query_ids[i]].items())]
+    new_keep = [i for i in keep if i not in zq and i not in set(no_gold)]
+    if not new_keep:
+        raise ValueError("metric cosine: no query is left once the rows of norm 0 are set apart")
+    summary["queries_with_only_zero_gold"] = {"count": len(no_gold), "ids": [query_ids[i] for i in no_gold[:20]]}
+    for side, rows in bad.items():
+        _note(notes, f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
+                     f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}")
+    if no_gold:
+        _note(notes, f"metric cosine: {len(no_gold)} queries whose every gold document has norm 0 are set apart too, "
+                     f"e.g. {[query_ids[i] for i in no_gold[:3]]}")
+    sub = (lambda M: None if M is None else np.asarray(M)[dkeep]) if len(zd) else (lambda M: M)
+    return sub(D), sub(U), [doc_ids[i] for i in dkeep], new_keep, summary
 
 
 def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, metric: str, kk: int, threads: int | None,
@@ -727,7 +782,8 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
              query_ids: Sequence[str], k: int = 10, ann_run: Mapping[str, Sequence[str]] | None = None,
              metric: str = "ip", probe_cfg: Mapping | None = None, threads: int | None = None,
              uncompressed: np.ndarray | None = None, index_info: Mapping | None = None,
-             uncompressed_info: Mapping | None = None) -> Diagnosis:
+             uncompressed_info: Mapping | None = None, zero_norm: str = "error",
+             paths: Mapping[str, str] | None = None) -> Diagnosis:
     """Verdict per query: index-limited, compression-limited, encoder-limited, ann-limited or ok
     (module docstring).
 
@@ -763,6 +819,17 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         What the two matrices are (``Embeddings.info()``: kind, bytes per vector, ...), copied
         into the summary's ``index`` / ``uncompressed``; default: the dtype and
         ``itemsize * dim``.
+    zero_norm : str
+        Under ``cosine``, what a row of norm 0 (``<= capgap.retrieval.ZERO_NORM``: its cosine is
+        undefined) does: ``"error"`` (default) raises ``ValueError`` naming the file and rows;
+        ``"set-apart"`` leaves those rows out and counts them (summary ``zero_norm``): a zero
+        document is ranked for no query (a gold one stays in its query's gold set, never found,
+        so recall keeps its denominator), a zero query gets no verdict, and a query whose every
+        gold document is zero is left out too. Ignored under ``ip`` and ``l2`` (a zero vector has
+        well-defined scores there).
+    paths : mapping, optional
+        The files the matrices came from, keyed ``"documents"``, ``"queries"``,
+        ``"uncompressed documents"``, named in errors about their rows (default: those words).
 
     Returns
     -------
@@ -783,7 +850,9 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         matrix is named ``"uncompressed documents"``), a dimension mismatch, ``uncompressed``
         of another shape than ``D``, an unknown metric, id counts that differ from the row
         counts, no query row judged by the qrels (naming ids of both sides), qrels that name
-        documents not in ``doc_ids``, or a query whose judged documents are all non-gold.
+        documents not in ``doc_ids``, a query whose judged documents are all non-gold, or,
+        under ``cosine`` with ``zero_norm="error"``, a row of norm 0 (``"docs.npy: row 4
+        (0-based; ids ['d4']) has norm 0 (<= 1e-12): cosine is undefined ..."``).
     """
     from .retrieval import dense_scores, duplicate_groups, rank_queries
 
@@ -815,6 +884,13 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
     if empty:
         raise ValueError(f"{len(empty)} queries have an empty gold set (every judged grade <= 0), e.g. {empty[:3]}")
+    pos_all = pos
+    zero = None
+    if metric == "cosine":
+        D, uncompressed, doc_ids, keep, zero = _zero_norm_rows(D, Q, uncompressed, doc_ids, query_ids, keep, qrels,
+                                                               zero_norm, paths or {}, notes)
+        pos = {d: i for i, d in enumerate(doc_ids)}
+        qids = [query_ids[i] for i in keep]
     Ds, dev_d = _scoring_matrix(D, metric, "documents")
     Qs, dev_q = _scoring_matrix(Q[keep], metric, "queries")
     Us, dev_u = _scoring_matrix(uncompressed, metric, "uncompressed documents") if uncompressed is not None else (None, 0.0)
@@ -822,9 +898,10 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         if dev > 1e-3:
             _note(notes, f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
     if ann_run is not None:
-        notes += _run_mismatch(ann_run, qids, pos)
+        notes += _run_mismatch(ann_run, qids, pos_all)
     golds = [{d for d, g in qrels[q].items() if g > 0} for q in qids]
-    gold_rows = [np.array(sorted(pos[d] for d in g), dtype=np.int64) for g in golds]
+    # a gold document set apart (zero norm) stays in ``golds`` (the denominators) but has no row
+    gold_rows = [np.array(sorted(pos[d] for d in g if d in pos), dtype=np.int64) for g in golds]
     grades = [np.array([qrels[q][doc_ids[r]] for r in g], dtype=np.float64) for q, g in zip(qids, gold_rows)]
     groups = duplicate_groups(Ds)  # bit-identical rows; under l2 the same groups as D's
     # no text ties here: equal query embeddings need not mean equal texts, and another encoder
@@ -882,6 +959,8 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         row["verdict"] = verdict
         rows.append(row)
     extra = {"metric": metric, "left_out_without_qrels": unmatched["rows_without_judgements"]["count"], **unmatched}
+    if zero is not None:
+        extra["zero_norm"] = zero
     if reachable is not None:
         extra["probe_not_l2_query"] = reachable.count(False)
     extra["index"] = dict(index_info) if index_info is not None else _array_info(D)

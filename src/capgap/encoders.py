@@ -35,6 +35,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -225,10 +226,15 @@ class Encoder:
             fp["dtype"] = self.extra["dtype"]
         return fp
 
-    def encode(self, texts: list[str], prompt: str = "", batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+    def encode(self, texts: list[str], prompt: str = "", batch_size: int | None = None, progress: bool = False,
+               ids: Sequence[str] | None = None, what: str = "texts") -> np.ndarray:
         """Embed ``texts`` -> ``(len(texts), dim) float32``, L2-normalised iff ``self.normalize``.
 
-        Raises ``ValueError`` if any output is NaN or infinite.
+        ``ids`` (parallel to ``texts``) and ``what`` (e.g. ``"scifact documents"``) only name the
+        texts in errors. Raises ``ValueError`` if any output is NaN or infinite, or, for an
+        encoder that normalises (its scores are cosines), if a row has norm 0 (``<=
+        capgap.retrieval.ZERO_NORM``: the normaliser left it zero, its cosine is undefined),
+        naming the encoder, ``what`` and the rows and ids (an empty text is the usual cause).
         """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -239,17 +245,28 @@ class Encoder:
             normalize_embeddings=self.normalize and not self.extra.get("has_normalize_module", False),
             show_progress_bar=progress,
         ).astype(np.float32, copy=False)
-        if not np.isfinite(emb).all():
-            raise ValueError(f"encoder {self.spec.name!r} produced NaN/inf embeddings")
+        from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
+
+        bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
+        if len(bad):
+            raise ValueError(f"encoder {self.spec.name!r} produced NaN/inf embeddings for {what}: {describe_rows(bad, ids)}")
+        if self.normalize:
+            zero = zero_norm_rows(emb)
+            if len(zero):
+                raise ValueError(f"encoder {self.spec.name!r} embedded {len(zero)} {what} to norm 0 (<= {ZERO_NORM:g}), so "
+                                 f"their cosine is undefined: {describe_rows(zero, ids)}, texts "
+                                 f"{[texts[i][:40] for i in zero[:3]]}; an empty or untokenisable text is the usual cause")
         return emb
 
-    def encode_queries(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        """Queries with the spec's ``query_prompt``: ``(n_queries, dim) float32``."""
-        return self.encode(texts, self.spec.query_prompt, progress=progress)
+    def encode_queries(self, texts: list[str], progress: bool = False, ids: Sequence[str] | None = None,
+                       what: str = "queries") -> np.ndarray:
+        """Queries with the spec's ``query_prompt``: ``(n_queries, dim) float32`` (``ids``, ``what``: ``encode``)."""
+        return self.encode(texts, self.spec.query_prompt, progress=progress, ids=ids, what=what)
 
-    def encode_documents(self, texts: list[str], progress: bool = False) -> np.ndarray:
-        """Documents with the spec's ``document_prompt``: ``(n_docs, dim) float32``."""
-        return self.encode(texts, self.spec.document_prompt, progress=progress)
+    def encode_documents(self, texts: list[str], progress: bool = False, ids: Sequence[str] | None = None,
+                         what: str = "documents") -> np.ndarray:
+        """Documents with the spec's ``document_prompt``: ``(n_docs, dim) float32`` (``ids``, ``what``: ``encode``)."""
+        return self.encode(texts, self.spec.document_prompt, progress=progress, ids=ids, what=what)
 
 
 def position_limit(auto_model) -> tuple[int, str] | None:

@@ -18,7 +18,7 @@ quartiles per twin type (``capgap.nearmiss``; e.g. ``twin_win:role_swap``, k emp
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -48,26 +48,42 @@ class Judged:
 
     ``query_ids``: tuple of str; ``gold[q]``: ``(g,) int64`` row indices (into ``doc_ids``, the
     index order) of query q's documents with grade > 0, ascending; ``grades[q]``: ``(g,)
-    float64`` their grades; ``excluded[q]``: ``(e,) int64`` rows removed from q's ranking.
+    float64`` their grades; ``excluded[q]``: ``(e,) int64`` rows removed from q's ranking;
+    ``unfindable[q]``: ``(u,) float64`` grades of q's gold documents that no method can find
+    (``capgap.data.gold_rule``: absent, empty or excluded; no row), empty when none (the
+    default: no list at all). They count in every metric as gold never retrieved
+    (``full_ranks``), the benchmarks' own rule (BRIGHT's run.py, BEIR, MTEB via pytrec_eval).
     """
 
     query_ids: tuple
     gold: list
     grades: list
     excluded: list
+    unfindable: list = field(default_factory=list)
+
+    def full_ranks(self, ranks: Sequence[np.ndarray]) -> tuple[list, list]:
+        """``(ranks, grades)`` over each query's full gold set: ``ranks[i]`` (aligned with
+        ``gold[i]``) and ``grades[i]`` followed by ``inf`` ranks and the grades of its
+        unfindable gold. What every metric is computed from."""
+        if not self.unfindable:
+            return list(ranks), list(self.grades)
+        r = [np.concatenate([np.asarray(x, dtype=np.float64), np.full(len(u), np.inf)]) for x, u in zip(ranks, self.unfindable)]
+        g = [np.concatenate([np.asarray(x, dtype=np.float64), u]) for x, u in zip(self.grades, self.unfindable)]
+        return r, g
 
     @classmethod
     def of(cls, rs: RetrievalSet, query_ids: Sequence[str], doc_ids: Sequence[str]) -> "Judged":
         """Build from a retrieval set. Raises ``KeyError`` for a gold document not in ``doc_ids``."""
         pos = {d: i for i, d in enumerate(doc_ids)}
-        gold, grades, excluded = [], [], []
+        gold, grades, excluded, unfindable = [], [], [], []
         for q in query_ids:
+            unfindable.append(np.array([g for _, g, _ in rs.unfindable.get(q, ())], dtype=np.float64))
             rel = rs.qrels.gold(q)
             rows = np.array(sorted(pos[d] for d in rel), dtype=np.int64)
             gold.append(rows)
             grades.append(np.array([rel[doc_ids[r]] for r in rows], dtype=np.float64))
             excluded.append(np.array(sorted(pos[d] for d in rs.excluded.get(q, ())), dtype=np.int64))
-        return cls(tuple(query_ids), gold, grades, excluded)
+        return cls(tuple(query_ids), gold, grades, excluded, unfindable if any(len(u) for u in unfindable) else [])
 
 
 def rows_from_ranks(
@@ -89,12 +105,14 @@ def rows_from_ranks(
     retrieved), aligned with ``judged.gold[i]``. recall@k = |gold ranked <= k| / |gold|, nDCG@k
     with linear gains, R-precision = |gold ranked <= |gold|| / |gold| (trec_eval ``recall_k`` /
     ``ndcg_cut_k`` / ``Rprec`` on the full ranking) and capped recall@k = |gold ranked <= k| /
-    min(k, |gold|) (BEIR ``R_cap@k``).
+    min(k, |gold|) (BEIR ``R_cap@k``), where gold is the full gold set: ``judged``'s unfindable
+    gold counts as never retrieved (``Judged.full_ranks``).
     ``dataset`` defaults to ``rs.name``. Raises ``KeyError`` if a query of a split is not in
     ``judged``.
     """
     dataset = rs.name if dataset is None else dataset
     at = {q: i for i, q in enumerate(judged.query_ids)}
+    ranks, grades = judged.full_ranks(ranks)  # unfindable gold: in the denominators, never found
     rows = []
     for split in EVAL_SPLITS:
         qids = list(rs.queries.ids) if split == "all" else list(rs.split.ids(split))
@@ -103,7 +121,7 @@ def rows_from_ranks(
         if not qids:
             continue
         r = [np.asarray(ranks[at[q]], dtype=np.float64) for q in qids]
-        g = [judged.grades[at[q]] for q in qids]
+        g = [grades[at[q]] for q in qids]
         for k in ks:
             rows.append({**base, "metric": "recall", "k": int(k), "value": float(recall_from_ranks(r, int(k)).mean())})
         rows.append({**base, "metric": "ndcg", "k": int(ndcg_k), "value": float(ndcg_from_ranks(r, g, int(ndcg_k)).mean())})
@@ -149,7 +167,7 @@ def evaluate_encoder(rs: RetrievalSet, encoder, index, ks: Sequence[int], ndcg_k
     ``encoder``: a ``capgap.encoders.Encoder`` (pre-trained or with a LoRA adapter); ``index``:
     its ``capgap.index.FrozenIndex`` (``embeddings`` ``(n_docs, dim) float32``, inner product).
     """
-    q = encoder.encode_queries(list(rs.queries.texts), progress=True)
+    q = encoder.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
     return evaluate_queries(rs, q, index.embeddings, index.doc_ids, ks, ndcg_k, encoder_name, method, threads)
 
 

@@ -47,7 +47,9 @@ def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int = 
     """Embed ``corpus`` with ``encoder`` (a ``capgap.encoders.Encoder``) into ``out_dir``.
 
     Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was
-    killed. Returns the loaded index. Raises ``ValueError`` on NaN/inf embeddings.
+    killed. Returns the loaded index. Raises ``ValueError`` on NaN/inf embeddings and, for an
+    encoder that normalises, on a document embedded to norm 0 (``Encoder.encode``: the rows and
+    document ids are named).
     """
     out = Path(out_dir)
     fp = index_fingerprint(encoder.fingerprint(), corpus)
@@ -66,6 +68,7 @@ def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int = 
             log.info("resuming: reused %s (%d docs)", f.name, len(emb))
         else:
             emb = encoder.encode_documents(texts[start : start + chunk_size], progress=progress)
+            _check_zero_norm(emb, fp, corpus.ids, start)
             save_npy(f, emb)
         chunks.append(emb)
     emb = np.concatenate(chunks).astype(np.float32, copy=False)
@@ -87,7 +90,8 @@ def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus 
     must have. ``corpus``: the corpus it must have been built from, checked on its own (hash,
     size and document order) when the encoder does not matter (the probe only needs the
     geometry). Raises ``FingerprintMismatch`` when either check fails, ``DataFormatError``
-    when a file is missing or inconsistent.
+    when a file is missing or inconsistent, or when an index of normalised embeddings
+    (fingerprint ``normalize``) holds a row of norm 0 (naming the rows and document ids).
     """
     folder = Path(folder)
     fpf = folder / "fingerprint.json"
@@ -109,4 +113,25 @@ def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus 
         raise DataFormatError(folder / "embeddings.npy", None, "dim", f"shape {emb.shape} / {len(ids)} ids do not match fingerprint ({fp['n_docs']}, {fp['dim']})")
     if not np.isfinite(emb).all():
         raise DataFormatError(folder / "embeddings.npy", None, None, "NaN or inf in embeddings")
+    try:
+        _check_zero_norm(emb, fp, ids)
+    except ValueError as e:
+        raise DataFormatError(folder / "embeddings.npy", None, None, f"{e}; rebuild the index") from None
     return FrozenIndex(emb, ids, fp)
+
+
+def _check_zero_norm(emb: np.ndarray, fp: dict, ids, start: int = 0) -> None:
+    """For an encoder that normalises (fingerprint ``normalize``: scores are cosines), a row of
+    ``emb`` ``(n, dim)`` (rows ``start..`` of the corpus ``ids``) with norm 0 (``<=
+    capgap.retrieval.ZERO_NORM``) has no cosine: ``ValueError`` naming the model, the corpus
+    rows and the document ids (an empty text embedded to zero is the usual cause)."""
+    if not fp.get("normalize"):
+        return  # inner product: a zero row scores 0, which is defined
+    from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
+
+    zero = zero_norm_rows(emb)
+    if len(zero):
+        rows = zero + start
+        raise ValueError(f"index ({fp.get('model')}, normalised embeddings): document {describe_rows(rows, ids)} "
+                         f"{'has' if len(rows) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}), so cosine is undefined; an "
+                         "empty or untokenisable document text is the usual cause")

@@ -21,6 +21,15 @@ ColBERT, ``capgap diagnose``), implemented once here by ``rank_gold`` / ``rank_t
    (``inf``), never a place at the end of the list;
 4. metrics come from the gold documents' ranks in the full ranking, so every cut-off (recall@k,
    nDCG@k) is exact however deep the written run file is.
+
+**Undefined scores.** Cosine similarity q.d / (|q| |d|) is undefined (0/0) when either vector is
+zero. A row whose L2 norm (in float64) is at most ``ZERO_NORM`` = 1e-12 counts as zero: the
+same epsilon that ``torch.nn.functional.normalize`` (and so sentence-transformers) clamps a norm
+to, so such a row is exactly the one a normaliser leaves unnormalised. ``zero_norm_rows`` finds
+them; wherever capgap scores by cosine (``capgap diagnose --metric cosine``, an encoder that
+normalises its embeddings, an index built by one, compression that re-normalises) such a row is
+an error naming the file or dataset/encoder and the rows, never a silent score of 0 (which
+would rank it above every document whose cosine is negative).
 """
 
 from __future__ import annotations
@@ -28,6 +37,32 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+
+
+ZERO_NORM = 1e-12  # an L2 norm <= this is zero: cosine with that row is undefined (module docstring)
+
+
+def zero_norm_rows(M: np.ndarray, block: int = 4096) -> np.ndarray:
+    """Rows of ``M`` ``(n, dim)`` float whose L2 norm, computed in float64, is ``<= ZERO_NORM``:
+    rows whose cosine with anything is undefined. Returns ``(z,) int64`` row indices, ascending
+    (empty when none). Reads ``M`` in blocks of ``block`` rows (a memory map is never loaded
+    whole); ``M`` is never written."""
+    M = np.asarray(M) if not isinstance(M, np.memmap) else M
+    out = []
+    for b0 in range(0, M.shape[0], block):
+        x = np.asarray(M[b0 : b0 + block], dtype=np.float64)
+        out.append(b0 + np.flatnonzero(np.sqrt(np.einsum("ij,ij->i", x, x)) <= ZERO_NORM))
+    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+
+
+def describe_rows(rows: Sequence[int], ids: Sequence[str] | None = None, limit: int = 5) -> str:
+    """``"rows [4, 9] (0-based; ids ['d4', 'd9'])"`` (one row: ``"row 4 (0-based; ids ['d4'])"``) for an error message: at most ``limit``
+    rows named, then ``", ..."`` and the total."""
+    rows = [int(r) for r in rows]
+    shown = rows[:limit]
+    more = f", ... ({len(rows)} in all)" if len(rows) > limit else ""
+    named = f"; ids {[ids[r] for r in shown]}" if ids is not None else ""
+    return f"row{'s' if len(rows) != 1 else ''} {shown[0] if len(rows) == 1 else shown}{more} (0-based{named})"
 
 
 def topk_from_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

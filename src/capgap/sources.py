@@ -247,23 +247,27 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
 
     ``examples``: columns ``id``, ``query``, ``gold_ids``, ``gold_ids_long``, ``excluded_ids``
     (lists of str; ``["N/A"]`` means none); ``documents``: ``id``, ``content``. Writes
-    ``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv`` (score 1 per gold id, duplicated
-    gold ids once: theoremqa_questions repeats some) and ``excluded.tsv``. Documents with empty
-    content are left out (capgap's corpus forbids them) and so are exclusions of ids not in the
-    corpus (they cannot be retrieved anyway); both are counted in the returned dict.
+    ``corpus.jsonl`` (every document, an empty one with empty text: the loader leaves it out,
+    counted), ``queries.jsonl``, ``qrels/test.tsv`` (score 1 per gold id, as BRIGHT's run.py
+    builds its ground truth: every ``gold_ids`` entry, whether or not its document exists or has
+    text; duplicated gold ids once: theoremqa_questions repeats some) and ``excluded.tsv``.
+    Gold that no method can find is then handled by the one rule every loader applies
+    (``capgap.data.gold_rule``: it stays gold, never found, counted). Exclusions of ids not in
+    the documents are left out (they cannot be retrieved anyway), counted in the returned dict.
 
     Returns
     -------
     dict
-        Counts: documents, empty documents left out, queries, gold and excluded pairs,
-        exclusions of unknown ids.
+        Counts: documents (with text), empty documents, queries, gold pairs (all of them) and of
+        those the ones whose document is absent, empty or excluded, excluded pairs, exclusions
+        of unknown ids.
 
     Raises
     ------
     DataFormatError
-        ``(file, row, field)`` for a missing column, a missing id, an id with a control
-        character (``capgap.data.check_id``), or an id both gold and excluded (BRIGHT's own
-        evaluation asserts there is none).
+        ``(file, row, field)`` for a missing column, a missing id, or an id with a control
+        character (``capgap.data.check_id``). An id both gold and excluded (BRIGHT's run.py
+        asserts there is none) is logged and kept as gold that cannot be found.
     """
     import pandas as pd
 
@@ -277,15 +281,14 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
         if missing:
             raise DataFormatError(path, None, missing[0], f"column missing (has {list(frame.columns)})")
     dest = Path(dest)
-    keep, empty = [], 0
+    keep, empty = [], set()
     for i, (d, c) in enumerate(zip(docs["id"], docs["content"]), start=1):
         if d is None or str(d) == "":
             raise DataFormatError(documents, i, "id", "empty document id")
         check_id(documents, i, "id", str(d))
         if c is None or not str(c).strip():
-            empty += 1
-            continue
-        keep.append((str(d), str(c)))
+            empty.add(str(d))
+        keep.append((str(d), "" if c is None else str(c)))
     corpus_ids = {d for d, _ in keep}
     write_jsonl(dest / "corpus.jsonl", ({"_id": d, "title": "", "text": c} for d, c in keep))
     qrels, excl, dropped_excl = [], [], 0
@@ -299,12 +302,13 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
         gold = list(dict.fromkeys(check_id(examples, i, gold_key, str(g)) for g in (r[gold_key] if r[gold_key] is not None else [])))
         ex_ids = [check_id(examples, i, "excluded_ids", str(e))
                   for e in (r["excluded_ids"] if r["excluded_ids"] is not None else []) if str(e) != "N/A"]
-        both = set(gold) & set(ex_ids)
+        both = set(gold) & set(ex_ids) & (corpus_ids - empty)
         if both:
-            raise DataFormatError(examples, i, "excluded_ids", f"ids both gold and excluded: {sorted(both)[:3]}")
-        qrels += [(q, g) for g in gold if g in corpus_ids]
+            log.warning("%s row %d: ids both gold and excluded %s (BRIGHT's run.py asserts there are none): kept as gold "
+                        "that no method can find", examples, i, sorted(both)[:3])
+        qrels += [(q, g) for g in gold]
         for e in dict.fromkeys(ex_ids):
-            if e in corpus_ids:
+            if e in corpus_ids and e not in empty:
                 excl.append((q, e))
             else:
                 dropped_excl += 1
@@ -317,8 +321,11 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
     with atomic_open(dest / "excluded.tsv", "w", encoding="utf-8") as fh:
         fh.write("query-id\tcorpus-id\n")
         fh.writelines(f"{q}\t{d}\n" for q, d in excl)
-    return {"documents": len(keep), "empty_documents_left_out": empty, "queries": len(queries),
-            "gold_pairs": len(qrels), "excluded_pairs": len(excl), "exclusions_of_unknown_ids": dropped_excl}
+    excl_set = set(excl)
+    return {"documents": len(keep) - len(empty), "empty_documents": len(empty), "queries": len(queries),
+            "gold_pairs": len(qrels), "gold_pairs_absent": sum(d not in corpus_ids for _, d in qrels),
+            "gold_pairs_empty": sum(d in empty for _, d in qrels), "gold_pairs_excluded": sum(p in excl_set for p in qrels),
+            "excluded_pairs": len(excl), "exclusions_of_unknown_ids": dropped_excl}
 
 
 def download_bright(category: str, dest: str | Path, base_url: str | None = None, revision: str = BRIGHT_REVISION,

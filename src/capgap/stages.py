@@ -97,7 +97,7 @@ def compress(inputs, outputs, params, threads: int = 1) -> list[dict]:
     from .probe import ProbeConfig
 
     rs, enc, idx = _load_with_index(inputs, params, threads)
-    q = enc.encode_queries(list(rs.queries.texts), progress=True)
+    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
     cfg = params.compress
     rows = evaluate_variants(rs, idx, q, cfg["variants"], ProbeConfig.from_config(params.probe), params.encoder_name, params.ks,
                              params.ndcg_k, seed=cfg["seed"], threads=threads)

@@ -336,6 +336,7 @@ def curve_evaluator(rs, doc_ids: Sequence[str], scorer: Callable[[], Callable], 
         for split, j in judged.items():
             ranks = rank_queries(score([text[q] for q in j.query_ids]), len(j.query_ids), j.gold, j.grades, j.excluded, 0,
                                  len(doc_ids), groups)[0]
+            ranks, _ = j.full_ranks(ranks)  # unfindable gold: in the denominator, never found
             for k in cks:
                 out[f"{split}_recall@{k}"] = float(recall_from_ranks(ranks, k).mean())
         return out
