@@ -122,7 +122,7 @@ class Split:
 class RetrievalSet:
     """One dataset: corpus, queries (only those with >= 1 gold document), qrels, split;
     ``excluded``: query id -> documents removed from its ranking; ``twins``: document id ->
-    ``((twin id, type), ...)``, its near-miss twins (``capgap.nearmiss``), never gold for a
+    ``((twin id, type), ...)``, its near-miss twins (``capgap.data.twins``), never gold for a
     query whose gold set holds the document. ``dropped_queries``: queries without gold in any
     qrels file; ``dropped_unused``: qrels file stem -> queries dropped because their gold is
     only in that file, which the split does not use (``assemble``; BEIR's ``dev``).
