@@ -1,4 +1,4 @@
-"""Near-miss twins (capgap.nearmiss): the edit rules on fixed sentences, the seeded generator,
+"""Near-miss twins (capgap.data.edits / capgap.data.twins, capgap.nearmiss): the edit rules on fixed sentences, the seeded generator,
 the canonical twins.tsv, the ``near_miss`` hook, and the twin rows of BM25, the probe and
 evaluate_scores, each against values derived by hand."""
 
@@ -29,9 +29,8 @@ from capgap.data import (
 from capgap.errors import DataFormatError
 from capgap.evaluate import evaluate_scores
 from capgap.generate import NEAR_MISS_RELATIONS, NEAR_MISS_SPATIAL, generate_near_miss
-from capgap.nearmiss import (
+from capgap.data import (
     EDITS,
-    TYPES,
     add_twins,
     flip_spatial,
     negate,
@@ -39,6 +38,7 @@ from capgap.nearmiss import (
     twin_id,
     why_not,
 )
+from capgap.data import TWIN_TYPES as TYPES
 from capgap.sources import obtain
 
 from .conftest import write_jsonl

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from .config import section_defaults
-from .retrieval import topk_from_scores
+from .evaluate import evaluate_scores
+from .retrieval import document_groups, topk_from_scores
 
 if TYPE_CHECKING:
     from .trec import Run
@@ -172,9 +173,6 @@ def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dic
     query by the evaluation tie rule (only documents sharing a query term are retrieved;
     identical texts tie), evaluate every split (method ``bm25``). Returns the result rows and
     the run (tag ``bm25``, depth ``eval_depth(ks, ndcg_k)``)."""
-    from .evaluate import evaluate_scores
-    from .retrieval import document_groups
-
     bm = BM25(rs.corpus.passages(), **dict(cfg))
     log.info("bm25: %s", bm.variant)
     texts = list(rs.queries.texts)

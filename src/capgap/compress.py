@@ -89,6 +89,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import section_defaults
+from .evaluate import evaluate_queries
+from .probe import evaluate as probe_evaluate
+from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
 
 log = logging.getLogger(__name__)
 _SEED = section_defaults("compress")["seed"]  # the schema holds every default (capgap.config)
@@ -338,8 +341,6 @@ def _normalize_rows(X: np.ndarray, what: str = "rows") -> None:
     A row of norm 0 (``<= capgap.retrieval.ZERO_NORM``: e.g. a unit vector whose first d
     coordinates are all zero) has no direction, so its cosine is undefined: ``ValueError``
     naming ``what`` and the rows (0-based), never a silent zero row scored 0."""
-    from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
-
     zero = zero_norm_rows(X, _BLOCK)
     if len(zero):
         raise ValueError(f"{what}: {describe_rows(zero)} {'has' if len(zero) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}) "
@@ -506,9 +507,6 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
     """
     import time
     from types import SimpleNamespace
-
-    from .evaluate import evaluate_queries
-    from .probe import evaluate as probe_evaluate
 
     D = np.asarray(index.embeddings)
     n, dim = D.shape

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Mapping
 
+from .compress import parse_variant
+from .encoders import EncoderSpec, max_length_problem
 from .errors import CapgapError
 
 # path segments under results/{dataset}/ that an encoder name would collide with
@@ -110,8 +112,6 @@ def _other_problems(cfg: Mapping) -> list[str]:
                        f"{list(RESERVED_ENCODER_NAMES)}")
     variants = _section(cfg, "compress").get("variants") or []
     if variants:
-        from .compress import parse_variant
-
         for v in variants:
             try:
                 parse_variant(v)
@@ -133,8 +133,6 @@ def _other_problems(cfg: Mapping) -> list[str]:
 def _max_length_problems(cfg: Mapping) -> list[str]:
     """Encoders (and ColBERT, when enabled) whose token lengths exceed the positions their
     checkpoint's config.json states (``capgap.encoders.max_length_problem``)."""
-    from .encoders import EncoderSpec, max_length_problem
-
     out = []
     for name, enc in (cfg.get("encoders") or {}).items():
         try:

@@ -42,6 +42,7 @@ import numpy as np
 from .config import item_defaults
 from .errors import ModelIntegrityError, ModelNotFound
 from .io import sha256_file
+from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
 from .sources import default_cache_dir, is_offline
 
 log = logging.getLogger(__name__)
@@ -245,7 +246,6 @@ class Encoder:
             normalize_embeddings=self.normalize and not self.extra.get("has_normalize_module", False),
             show_progress_bar=progress,
         ).astype(np.float32, copy=False)
-        from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
 
         bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
         if len(bad):

@@ -12,7 +12,7 @@ recall at k = the query's own |gold|, k empty) and ``recall_cap`` (capped recall
 gold| / min(k, |gold|)) at every configured k, after the split's older rows, which keep their
 order. A set
 with near-miss twins adds ``twin_pairs``, ``twin_win``, ``twin_tie``, ``twin_gap`` and its
-quartiles per twin type (``capgap.nearmiss``; e.g. ``twin_win:role_swap``, k empty).
+quartiles per twin type (``twin_rows``; e.g. ``twin_win:role_swap``, k empty).
 """
 
 from __future__ import annotations
@@ -20,14 +20,17 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from .config import section_defaults
 from .data import SPLITS, RetrievalSet
+from .data.edits import TYPES as TWIN_TYPES
+from .data.twins import TwinPairs
 from .io import atomic_open
 from .metrics import ndcg_from_ranks, recall_cap_from_ranks, recall_from_ranks, rprec_from_ranks
+from .retrieval import dense_scores, document_groups, rank_queries
 from .trec import Run, write_run  # noqa: F401  (write_run re-exported: run files live in capgap.trec)
 
 EVAL_DEFAULTS = section_defaults("eval")  # the schema holds every default (capgap.config)
@@ -182,8 +185,6 @@ def evaluate_queries(rs: RetrievalSet, queries: np.ndarray, documents: np.ndarra
     Returns the result rows (``rows_from_ranks``, method ``method``) and the run of depth
     ``eval_depth(ks, ndcg_k)``, tagged ``{encoder_name}-{method}``.
     """
-    from .retrieval import dense_scores, document_groups
-
     return evaluate_scores(rs, dense_scores(queries, documents, threads), doc_ids, document_groups(rs.corpus, documents), ks,
                            ndcg_k, encoder_name, method, f"{encoder_name}-{method}")
 
@@ -200,22 +201,89 @@ def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], group
     ``(b - a, n_docs) bool`` mask of retrieved documents (``rank_queries``).
 
     A set with near-miss twins (``rs.twins``) also gets, per split, the twin rows of
-    ``capgap.nearmiss.twin_rows`` from the same scores (``twin_win:<type>``, ...)."""
-    from .nearmiss import TwinPairs, TwinScores
-    from .retrieval import rank_queries
-
+    ``twin_rows`` from the same scores (``twin_win:<type>``, ...): a ``PairScores`` of its
+    ``capgap.data.TwinPairs`` observes the score blocks (``rank_queries``' ``observe`` hook)."""
     qids = list(rs.queries.ids)
     j = Judged.of(rs, qids, doc_ids)
-    twins = TwinScores(TwinPairs.of(rs, qids, doc_ids)) if rs.twins else None
+    pairs = TwinPairs.of(rs, qids, doc_ids) if rs.twins else None
+    seen = None if pairs is None else PairScores(pairs.query, pairs.gold, pairs.twin)
     ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k), len(doc_ids),
-                                     groups, block=block, observe=None if twins is None else twins.observe)
+                                     groups, block=block, observe=None if seen is None else seen.observe)
     rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder, method=method)
-    if twins is not None:
+    if pairs is not None:
         base = {"dataset": rs.name, "encoder": encoder, "method": method}
-        rows = interleave_rows(rows, twins.rows(qids, split_members(rs), base))
+        gold_scores, twin_scores = seen.scores()
+        rows = interleave_rows(rows, twin_rows(pairs, gold_scores, twin_scores, qids, split_members(rs), base))
     return rows, Run(qids, top, top_s, doc_ids, tag)
+
+
+class PairScores:
+    """Collects score(query, a) and score(query, b) of fixed (query, document a, document b)
+    triples while a method's score blocks go by: ``observe`` is the observer hook of
+    ``capgap.retrieval.rank_queries`` (evaluate_scores: a near-miss set's gold documents and
+    their twins). ``query``: ``(n,) int64`` positions into the ranked queries; ``a`` / ``b``:
+    ``(n,) int64`` document rows."""
+
+    def __init__(self, query: np.ndarray, a: np.ndarray, b: np.ndarray):
+        self.query, self.a, self.b = query, a, b
+        self.score_a = np.full(len(query), np.nan)
+        self.score_b = np.full(len(query), np.nan)
+
+    def observe(self, start: int, S: np.ndarray, retrieved: np.ndarray | None = None) -> None:
+        """Record the scores of queries ``start:start+len(S)`` (``S``: ``(b - a, n_docs)`` float;
+        a document not ``retrieved`` scores ``-inf``)."""
+        sel = np.flatnonzero((self.query >= start) & (self.query < start + len(S)))
+        if not len(sel):
+            return
+        r = self.query[sel] - start
+        a = np.asarray(S[r, self.a[sel]], dtype=np.float64)
+        b = np.asarray(S[r, self.b[sel]], dtype=np.float64)
+        if retrieved is not None:
+            a = np.where(retrieved[r, self.a[sel]], a, -np.inf)
+            b = np.where(retrieved[r, self.b[sel]], b, -np.inf)
+        self.score_a[sel], self.score_b[sel] = a, b
+
+    def scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(score_a, score_b)``, each ``(n,) float64``. Raises ``RuntimeError`` when some triple
+        was never scored (its query's block never went by)."""
+        if np.isnan(self.score_a).any() or np.isnan(self.score_b).any():
+            raise RuntimeError("PairScores.scores: some triples were never scored")
+        return self.score_a, self.score_b
 
 
 def split_members(rs: RetrievalSet) -> dict[str, list[str]]:
     """Query ids of every evaluation split (``EVAL_SPLITS``: train, heldout, all) of ``rs``."""
     return {"train": list(rs.split.train), "heldout": list(rs.split.heldout), "all": list(rs.queries.ids)}
+
+
+def twin_rows(pairs: TwinPairs, gold_scores: np.ndarray, twin_scores: np.ndarray, query_ids: Sequence[str],
+              split_ids: Mapping[str, Sequence[str]], base: Mapping) -> list[dict]:
+    """Result rows (``k`` empty) per split of ``split_ids`` (name -> query ids) and twin type
+    present: ``twin_pairs``, ``twin_win``, ``twin_tie``, ``twin_gap``, ``twin_gap_p25``,
+    ``twin_gap_p75`` with the type after a colon (``capgap.nearmiss``'s docstring). ``gold_scores`` /
+    ``twin_scores``: ``(len(pairs),) float64``, aligned with ``pairs``; ``-inf`` = not
+    retrieved (a gap with an infinity is left out of the quantiles, not of win/tie). ``base``:
+    the dataset / encoder / method columns. No rows when there are no pairs."""
+    if not len(pairs):
+        return []
+    at = {q: i for i, q in enumerate(query_ids)}
+    gold_scores = np.asarray(gold_scores, dtype=np.float64)
+    twin_scores = np.asarray(twin_scores, dtype=np.float64)
+    out = []
+    for split, ids in split_ids.items():
+        members = np.zeros(len(query_ids), dtype=bool)
+        members[[at[q] for q in ids if q in at]] = True
+        for k, kind in enumerate(TWIN_TYPES):
+            sel = members[pairs.query] & (pairs.kind == k)
+            if not sel.any():
+                continue
+            g, t = gold_scores[sel], twin_scores[sel]
+            gap = g - t
+            finite = gap[np.isfinite(gap)]
+            b = {**base, "split": split, "k": ""}
+            out.append({**b, "metric": f"twin_pairs:{kind}", "value": int(sel.sum())})
+            out.append({**b, "metric": f"twin_win:{kind}", "value": float(np.mean(g > t))})
+            out.append({**b, "metric": f"twin_tie:{kind}", "value": float(np.mean(g == t))})
+            for name, qn in (("twin_gap", 50), ("twin_gap_p25", 25), ("twin_gap_p75", 75)):
+                out.append({**b, "metric": f"{name}:{kind}", "value": float(np.percentile(finite, qn)) if len(finite) else ""})
+    return out

@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from .data import TWIN_TYPES
 from .io import atomic_open
 
 HARDNESS_PREFIX = "parity-P"
@@ -313,12 +314,10 @@ NEAR_MISS_Y = "probe margin, gold - twin (unit witness)"
 
 def near_miss_points(df: pd.DataFrame) -> pd.DataFrame:
     """The points of ``plot_near_miss``: one row per dataset x encoder x twin type (types in
-    ``capgap.nearmiss.TYPES`` order, then others) with both the pre-trained encoder's and the
+    ``capgap.data.TWIN_TYPES`` order, then others) with both the pre-trained encoder's and the
     probe's held-out ``twin_gap`` rows. Columns dataset, encoder, type, x, x25, x75 (pre-trained
     median and quartiles of score(gold) - score(twin), cosine), y, y25, y75 (the probe's
     geometric margin, witness scaled to unit norm); quartiles nan when not recorded."""
-    from .nearmiss import TYPES
-
     cols = ["dataset", "encoder", "type", "x", "x25", "x75", "y", "y25", "y75"]
     d = df[(df["split"] == "heldout") & df["method"].isin(["pretrained", "probe"])
            & df["metric"].astype(str).str.startswith("twin_gap")]
@@ -326,7 +325,7 @@ def near_miss_points(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     d = d.assign(name=d["metric"].str.split(":", n=1).str[0], type=d["metric"].str.split(":", n=1).str[1])
     wide = d.pivot_table(index=["dataset", "encoder", "type"], columns=["method", "name"], values="value", aggfunc="first")
-    order = {t: i for i, t in enumerate(TYPES)}
+    order = {t: i for i, t in enumerate(TWIN_TYPES)}
     rows = []
     for (ds, enc, t), r in wide.iterrows():
         def g(method, name):

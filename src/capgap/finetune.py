@@ -54,7 +54,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .config import section_defaults
-from .training import json_digest
+from .data import excluded_positions, query_records
+from .retrieval import dense_scores, document_groups
+from .training import PartialState, curve_evaluator, json_digest, run_loop, seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -233,8 +235,6 @@ def train_query_encoder(
     """
     import torch
 
-    from .training import PartialState, run_loop, seed_everything
-
     if threads:
         torch.set_num_threads(int(threads))
     n_train = len(train_queries)
@@ -330,10 +330,6 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         at the end. Raises ``ValueError`` without train queries; ``KeyError`` when a gold
         document is not in the index.
     """
-    from .data import excluded_positions, query_records
-    from .retrieval import dense_scores, document_groups
-    from .training import curve_evaluator
-
     D, doc_ids = index.embeddings, index.doc_ids
     pos = {d: i for i, d in enumerate(doc_ids)}
     text = dict(zip(rs.queries.ids, rs.queries.texts))

@@ -14,7 +14,9 @@ import random
 from typing import Sequence
 
 from .config import item_defaults
-from .data import Corpus, Qrels, Queries
+from .data import Corpus, Qrels, Queries, RetrievalSet, Split
+from .data.edits import EDITS, TYPES, _is_name
+from .data.twins import twin_id
 
 _NM = item_defaults("datasets", "near_miss")  # the schema holds every default (capgap.config)
 
@@ -200,7 +202,7 @@ def expand_limit(
     return out, info
 
 
-# Near-miss statements (capgap.nearmiss): (statement verb phrase, query paraphrase), both third
+# Near-miss statements (capgap.data.edits): (statement verb phrase, query paraphrase), both third
 # person singular; the paraphrase shares no word with the statement's verb phrase but the function
 # words "is" / "of" (English stopwords, which BM25 drops).
 NEAR_MISS_RELATIONS = (
@@ -230,7 +232,7 @@ def generate_near_miss(
 ):
     """A seeded near-miss retrieval set (``capgap.nearmiss``): short statements about two named
     people ("Alice trusts Bob.", "Alice is left of Bob."), each with its twins of ``types``
-    made by the ``capgap.nearmiss`` edit rules, and one query per statement that paraphrases
+    made by the ``capgap.data.edits`` rules, and one query per statement that paraphrases
     it without the statement's relation words ("Alice has faith in Bob").
 
     Relations: ``NEAR_MISS_RELATIONS`` (15 verbs) and, for a ``spatial_fraction`` share of the
@@ -247,9 +249,6 @@ def generate_near_miss(
     grade 1 each, corpus shuffled) and a JSON-ready ``info`` dict. Same arguments, same output.
     Raises ``ValueError`` when a family has too few people pairs for its share of statements.
     """
-    from .data import Corpus, Qrels, Queries, RetrievalSet, Split
-    from .nearmiss import EDITS, TYPES, _is_name, twin_id
-
     for t in types:
         if t not in TYPES:
             raise ValueError(f"near_miss.types: unknown type {t!r}; expected some of {TYPES}")
@@ -264,7 +263,7 @@ def generate_near_miss(
     while len(people) < n_people:
         name = fake.first_name()
         tries += 1
-        if _is_name(name) and name not in people:  # a name token of the edit rules (capgap.nearmiss._is_name)
+        if _is_name(name) and name not in people:  # a name token of the edit rules (capgap.data.edits._is_name)
             people.append(name)
         if tries > 100 * n_people:
             raise ValueError(f"generate_near_miss: Faker has fewer than {n_people} distinct single-word first names")

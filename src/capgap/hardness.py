@@ -26,6 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import section_defaults
+from .finetune import infonce_loss
+from .probe import ProbeConfig, probe
+from .retrieval import rank_gold
 
 _D = section_defaults("hardness")  # the schema holds every default (capgap.config)
 
@@ -189,8 +192,6 @@ def ball_recall_at_k(codes: np.ndarray, gold: list[np.ndarray], d: int) -> np.nd
     codes ``(n, d)``: |gold ranked <= k| / k under capgap's evaluation tie rule (a non-gold
     vertex tied with a gold one ranks first: ``capgap.retrieval.rank_gold``). Returns ``(n,)
     float64``."""
-    from .retrieval import rank_gold
-
     scores = np.asarray(codes, dtype=np.float64) @ hypercube(d).astype(np.float64).T
     k = len(gold[0])
     return np.array([float(np.mean(rank_gold(s, np.asarray(g)) <= k)) for s, g in zip(scores, gold)])
@@ -215,8 +216,6 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
     (CPU). Raises ``ValueError`` for an unknown ``arch`` or ``loss``.
     """
     import torch
-
-    from .finetune import infonce_loss
 
     if arch not in ("perfect", "mlp") or loss not in ("infonce", "regression"):
         raise ValueError(f"train_encoder: arch must be perfect|mlp and loss infonce|regression, got {arch!r}, {loss!r}")
@@ -291,8 +290,6 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
     the chance-agreement measurements and the perfect encoders' sizes. ``probe_cfg``: a
     ``capgap.probe.ProbeConfig`` (default: the schema's probe settings, as in the DAG).
     """
-    from .probe import ProbeConfig, probe
-
     cfg = {**_D, **dict(cfg)}
     seed = int(cfg["seed"])
     rho = int(cfg["rho"])

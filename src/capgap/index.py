@@ -24,6 +24,7 @@ import numpy as np
 from .data import Corpus, corpus_hash
 from .errors import DataFormatError, FingerprintMismatch
 from .io import save_npy, write_json
+from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
 
 log = logging.getLogger(__name__)
 INDEX_VERSION = 1
@@ -127,7 +128,6 @@ def _check_zero_norm(emb: np.ndarray, fp: dict, ids, start: int = 0) -> None:
     rows and the document ids (an empty text embedded to zero is the usual cause)."""
     if not fp.get("normalize"):
         return  # inner product: a zero row scores 0, which is defined
-    from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
 
     zero = zero_norm_rows(emb)
     if len(zero):

@@ -36,6 +36,8 @@ import logging
 import re
 from pathlib import Path
 
+from .provenance import code_summary, code_version
+
 FAISS_LOGGER = "faiss.loader"
 TRANSFORMERS_LOGGER = "transformers.modeling_utils"
 
@@ -125,8 +127,6 @@ def log_to(path: str | Path) -> None:
     workflow script. Logs which capgap code runs, loudly when it is not the workflow's checkout
     (``capgap.provenance``), and quiets known library noise (``quiet_known_noise``)."""
     import sys
-
-    from .provenance import code_summary, code_version
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stderr = open(path, "w", buffering=1)

@@ -46,9 +46,7 @@ def code_version() -> dict:
     ``matches`` whether the imported package belongs to it (None when not set)."""
     import subprocess
 
-    import capgap
-
-    pkg = Path(capgap.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parent  # the imported capgap package's folder
     out = {"path": str(pkg), "checkout": None, "commit": None, "dirty": None}
 
     def git(*args):

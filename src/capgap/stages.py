@@ -14,10 +14,20 @@ import logging
 import time
 from pathlib import Path
 
-from .data import load_canonical
-from .evaluate import write_curve, write_rows
-from .io import write_json
+from .bm25 import evaluate as bm25_evaluate
+from .colbert import ColbertConfig, run_colbert
+from .compress import evaluate_variants
+from .data import load_canonical, write_canonical
+from .encoders import EncoderSpec, load_encoder
+from .evaluate import evaluate_encoder, write_curve, write_rows
+from .finetune import FinetuneConfig, finetune_encoder, load_adapter, save_adapter
+from .hardness import run_grid
+from .index import build_index, index_fingerprint, load_index
+from .io import write_json, write_jsonl
 from .logs import log_to  # noqa: F401  (every script's first call)
+from .nearmiss import twin_negative_rows
+from .probe import ProbeConfig, evaluate as probe_evaluate
+from .sources import prepare
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +36,6 @@ def data(inputs, outputs, params, threads: int = 1) -> dict:
     """Rule ``data``: obtain dataset ``params.dataset`` as ``params.spec`` (its config section)
     says (``sources.prepare``); write its canonical copy, then ``status.json`` (last: it marks
     the copy complete) to ``outputs[0]``. Returns the status."""
-    from .data import write_canonical
-    from .sources import prepare
-
     out = Path(outputs[0])
     out.mkdir(parents=True, exist_ok=True)
     rs, status = prepare(params.dataset, params.spec)
@@ -42,8 +49,6 @@ def index(inputs, outputs, params, threads: int = 1) -> dict:
     """Rule ``index``: embed the corpus of ``inputs.data`` once with encoder
     ``params.encoder_name`` (config ``params.encoder``) into the folder of
     ``outputs.fingerprint`` (``capgap.index.build_index``). Returns the index fingerprint."""
-    from .index import build_index
-
     rs = load_canonical(inputs.data)
     enc = _encoder(params, threads)
     t = time.perf_counter()
@@ -57,8 +62,6 @@ def pretrained(inputs, outputs, params, threads: int = 1) -> list[dict]:
     on its frozen index (``evaluate.evaluate_encoder``); writes ``outputs.run`` and
     ``outputs.metrics``. The index must match this encoder and corpus (else
     ``FingerprintMismatch``)."""
-    from .evaluate import evaluate_encoder
-
     rs, enc, idx = _load_with_index(inputs, params, threads)
     return _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads))
 
@@ -66,9 +69,7 @@ def pretrained(inputs, outputs, params, threads: int = 1) -> list[dict]:
 def bm25(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``bm25``: BM25 with settings ``params.bm25`` (``capgap.bm25.evaluate``); writes
     ``outputs.run`` and ``outputs.metrics``."""
-    from .bm25 import evaluate
-
-    return _write(outputs, *evaluate(load_canonical(inputs.data), params.bm25, params.ks, params.ndcg_k))
+    return _write(outputs, *bm25_evaluate(load_canonical(inputs.data), params.bm25, params.ks, params.ndcg_k))
 
 
 def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
@@ -76,13 +77,9 @@ def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
     frozen index (``capgap.probe.evaluate``); writes ``outputs.per_query`` (one JSON line per
     query), ``outputs.run`` (every query's w) and ``outputs.metrics``. The index must have been
     built from this corpus (else ``FingerprintMismatch``)."""
-    from .index import load_index
-    from .io import write_jsonl
-    from .probe import ProbeConfig, evaluate
-
     rs = load_canonical(inputs.data)
     idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
-    rows, records, run = evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k, threads)
+    rows, records, run = probe_evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k, threads)
     write_jsonl(outputs.per_query, records)
     return _write(outputs, rows, run)
 
@@ -93,9 +90,6 @@ def compress(inputs, outputs, params, threads: int = 1) -> list[dict]:
     ``variants``, ``seed``; ``capgap.compress.evaluate_variants``); writes ``outputs.metrics``
     (column ``compression`` names the variant). The index must match this encoder and corpus
     (else ``FingerprintMismatch``)."""
-    from .compress import evaluate_variants
-    from .probe import ProbeConfig
-
     rs, enc, idx = _load_with_index(inputs, params, threads)
     q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
     cfg = params.compress
@@ -110,8 +104,6 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     from ``params.checkpoint`` after a kill; then train and held-out evaluated exactly as the
     pre-trained encoder. Writes ``outputs.metrics`` (method ``finetuned``), ``outputs.curve``,
     ``outputs.run`` and ``outputs.adapter`` (peft ``save_pretrained``)."""
-    from .evaluate import evaluate_encoder
-
     rs, enc, idx = _load_with_index(inputs, params, threads)
     _train_adapter(rs, enc, idx, params, outputs, threads)
     rows = _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads))
@@ -129,10 +121,6 @@ def twin_negatives(inputs, outputs, params, threads: int = 1) -> list[dict]:
     target (``inputs.targets`` data folders, ``inputs.target_indexes`` fingerprints, same
     encoder) both adapters: ``finetuned-no-twins@<set>`` and, loaded from ``inputs.adapter``
     (rule ``finetune``: twins as negatives), ``finetuned@<set>``."""
-    from .finetune import load_adapter
-    from .index import index_fingerprint, load_index
-    from .nearmiss import twin_negative_rows
-
     rs, enc, idx = _load_with_index(inputs, params, threads)
     targets = []
     for folder, fp in zip(inputs.targets, inputs.target_indexes):
@@ -157,8 +145,6 @@ def colbert(inputs, outputs, params, threads: int = 1) -> list[dict]:
     extensions. With an ANN backend, rows ``ann_recall@k`` (split ``all``) give the index's
     recall against exact MaxSim top-k on ``ann_sample`` queries. Writes ``outputs.metrics``,
     ``outputs.curve`` and ``outputs.run``."""
-    from .colbert import ColbertConfig, run_colbert
-
     rs = load_canonical(inputs.data)
     cfg = ColbertConfig.from_config(dict(params.colbert))
     res = run_colbert(rs, cfg, params.work, params.extensions, params.ks, params.ndcg_k, threads=threads)
@@ -170,9 +156,6 @@ def hardness(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``hardness``: the parity-task experiments (``capgap.hardness.run_grid``, settings
     ``params.hardness``, probe settings ``params.probe``): rows to ``outputs.metrics`` (the
     results.csv columns), sizes and chance agreement to ``outputs.summary`` (JSON)."""
-    from .hardness import run_grid
-    from .probe import ProbeConfig
-
     t = time.perf_counter()
     rows, summary = run_grid(params.hardness, ProbeConfig.from_config(params.probe))
     log.info("hardness: %d rows in %.1f s", len(rows), time.perf_counter() - t)
@@ -182,16 +165,12 @@ def hardness(inputs, outputs, params, threads: int = 1) -> list[dict]:
 
 def _encoder(params, threads):
     """The encoder ``params.encoder_name`` with config ``params.encoder``."""
-    from .encoders import EncoderSpec, load_encoder
-
     return load_encoder(EncoderSpec.from_config(params.encoder_name, dict(params.encoder)), threads=threads)
 
 
 def _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool = True) -> None:
     """LoRA fine-tuning with settings ``params.finetune`` (``capgap.finetune.finetune_encoder``,
     resuming from ``params.checkpoint``); writes ``outputs.curve`` and ``outputs.adapter``."""
-    from .finetune import FinetuneConfig, finetune_encoder, save_adapter
-
     cfg = FinetuneConfig.from_config(dict(params.finetune))
     res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads,
                            twin_negatives=twin_negatives)
@@ -201,8 +180,6 @@ def _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool 
 
 def _load_with_index(inputs, params, threads):
     """The canonical dataset, the loaded encoder, and its frozen index (fingerprint-checked)."""
-    from .index import index_fingerprint, load_index
-
     rs = load_canonical(inputs.data)
     enc = _encoder(params, threads)
     return rs, enc, load_index(Path(inputs.fingerprint).parent, index_fingerprint(enc.fingerprint(), rs.corpus))

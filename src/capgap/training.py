@@ -35,6 +35,11 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from .evaluate import Judged
+from .io import atomic_open
+from .metrics import recall_from_ranks
+from .retrieval import rank_queries
+
 log = logging.getLogger(__name__)
 
 
@@ -79,8 +84,6 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
     """``torch.save(payload)`` to ``path`` atomically (``capgap.io.atomic_open``): a kill leaves
     the previous checkpoint or the new one. Creates the parent folder."""
     import torch
-
-    from .io import atomic_open
 
     with atomic_open(path, "wb") as fh:
         torch.save(payload, fh)
@@ -318,10 +321,6 @@ def curve_evaluator(rs, doc_ids: Sequence[str], scorer: Callable[[], Callable], 
         each non-empty split (train first) and each curve k; the mean recall@k over the split's
         sampled queries, from full rankings (``capgap.metrics.recall_from_ranks``).
     """
-    from .evaluate import Judged
-    from .metrics import recall_from_ranks
-    from .retrieval import rank_queries
-
     text = dict(zip(rs.queries.ids, rs.queries.texts))
     cks = curve_ks(ks)
     judged = {}

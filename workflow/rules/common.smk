@@ -38,8 +38,8 @@ def dataset_spec(dataset):
     ``require_datasets`` (then an unobtainable dataset fails its data job). ``near_miss`` is
     reduced to what it means for the source (only ``types`` unless the source is near-miss:
     the generator's sizes, filled in by the schema's defaults, mean nothing elsewhere), with
-    the types in capgap.nearmiss.TYPES order, so neither reruns anything."""
-    from capgap.nearmiss import TYPES
+    the types in capgap.data.TWIN_TYPES order, so neither reruns anything."""
+    from capgap.data import TWIN_TYPES as TYPES
 
     spec = {k: v for k, v in config["datasets"][dataset].items() if k != "encoders"}
     if "near_miss" in spec:

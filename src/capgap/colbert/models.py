@@ -15,6 +15,9 @@ from typing import Sequence
 import numpy as np
 
 from ..config import section_defaults
+from ..encoders import EncoderSpec, resolve_model
+from ..errors import ModelNotFound
+from ..io import atomic_open
 from ..training import json_digest
 from .scores import pack_documents
 
@@ -116,9 +119,6 @@ def load_colbert(cfg: ColbertConfig, device: str | None = None, path: str | None
     import torch
     from pylate import models
 
-    from ..encoders import EncoderSpec, resolve_model
-    from ..errors import ModelNotFound
-
     if path is None:
         resolved = resolve_model(EncoderSpec.from_config("colbert", {"model": cfg.model, "sha256": cfg.sha256}))
         path, local = resolved.path, resolved.origin != "hub"
@@ -146,8 +146,6 @@ def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_s
     Returns ``(tokens (n_tokens, dim) float16, offsets (n_docs + 1,) int64)``. Raises
     ``ValueError`` (``pack_documents``) when a document has no token embedding.
     """
-    from ..io import atomic_open
-
     parts = Path(parts_dir)
     parts.mkdir(parents=True, exist_ok=True)
     all_tokens, lengths = [], []

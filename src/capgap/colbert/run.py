@@ -24,7 +24,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ..training import json_digest
+from ..data import corpus_hash, excluded_positions, query_records
+from ..evaluate import eval_depth, evaluate_scores
+from ..io import write_json
+from ..retrieval import document_groups
+from ..training import curve_evaluator, json_digest
 from ..trec import Run
 from .indexes import FaissTokenIndex, PlaidIndex
 from .models import ColbertConfig, encode_documents, encode_queries, load_colbert
@@ -38,8 +42,6 @@ def work_key(cfg: ColbertConfig, rs) -> str:
     """The work folder's name: 16 hex digits of sha256 over ``cfg.training_digest()``, the
     corpus hash (``capgap.data.corpus_hash``) and ``capgap.data.query_records(rs)`` (train and
     held-out texts, gold sets, exclusions): other settings or data never reuse a folder."""
-    from ..data import corpus_hash, query_records
-
     return json_digest([cfg.training_digest(), corpus_hash(rs.corpus), query_records(rs)])[:16]
 
 
@@ -79,10 +81,6 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
     and the checkpoint deleted. ``groups``: duplicate document groups tied in the curve's
     rankings. Returns ``(model, curve)``, the model in eval mode.
     """
-    from ..data import excluded_positions
-    from ..io import write_json
-    from ..training import curve_evaluator
-
     work = Path(work)
     model_dir, curve_file, ckpt = work / "model", work / "curve.json", work / "checkpoint.pt"
     if (model_dir / "capgap_done").is_file():
@@ -186,9 +184,6 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
     ``load_colbert`` propagate.
     """
     import torch
-
-    from ..evaluate import eval_depth, evaluate_scores
-    from ..retrieval import document_groups
 
     if threads:
         torch.set_num_threads(int(threads))

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ..retrieval import topk_from_scores
+
 
 def pack_documents(doc_embeddings: Sequence[np.ndarray], dtype=np.float16) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate per-document token embeddings ``[(n_tokens_i, dim)]`` into
@@ -88,8 +90,6 @@ def maxsim_topk(queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, k:
     min(k, n_docs)``, scores descending, ties broken by lower document index
     (``capgap.retrieval.topk_from_scores``).
     """
-    from ..retrieval import topk_from_scores
-
     n_docs = len(offsets) - 1
     k = min(int(k), n_docs)
     idx_out, sc_out = [], []

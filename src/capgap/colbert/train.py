@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..training import json_digest, run_loop, seed_everything
 from .models import ColbertConfig
 
 
@@ -72,8 +73,6 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     """
     import torch
     from pylate import losses
-
-    from ..training import json_digest, run_loop, seed_everything
 
     n_train, n_docs = len(train_queries), len(doc_texts)
     if n_train == 0:
