@@ -32,7 +32,7 @@ FAMILIES = {
     "baselines": [("stages", "bm25")],
     "colbert": [("stages", "colbert")],
     "hardness": [("stages", "hardness")],
-    "report": [("report", "build_report")],
+    "report": [("report.build", "build_report")],
 }
 RULE_FAMILY = {"data": "data", "index": "index", "pretrained": "index", "probe": "probe", "compress": "compress", "finetune": "finetune",
                "twin_negatives": "finetune",

@@ -15,7 +15,7 @@ import pytrec_eval
 from capgap.data import describe, load_beir_dir, load_canonical, write_canonical
 from capgap.evaluate import Judged, rows_from_ranks
 from capgap.io import write_jsonl
-from capgap.report import _unfindable_cell, render_datasets
+from capgap.report.datasets import _unfindable_cell, render_datasets
 from capgap.sources import bright_to_beir, obtain
 
 N10 = Path(__file__).parent / "data" / "n10-bright-gold-dropped" / "parquet"
