@@ -288,7 +288,7 @@ def _save(path, arr):
 def test_every_matrix_is_validated(tmp_path, monkeypatch):
     """Documents and queries alike: shape, dtype and finite values; errors name the file (or the
     array) and the first bad row. Checked block by block."""
-    import capgap.diagnosis as dg
+    import capgap.diagnosis.inputs as dg
 
     monkeypatch.setattr(dg, "_block_rows", lambda dim: 2)  # row 3 lies in the second block
     bad_d = D.copy()
