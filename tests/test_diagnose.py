@@ -47,6 +47,23 @@ def test_each_verdict_by_construction():
     assert s["ann_recall@1"] == 0.5 and "limited by" in s["reading"]
 
 
+def test_capgap_diagnose_stays_the_function_once_the_package_is_imported():
+    """``capgap.diagnose(...)`` is the documented Python API (docs/diagnose.md) and the package is
+    ``capgap.diagnosis``: a subpackage named ``diagnose`` would replace the attribute
+    ``capgap.diagnose`` with the module on its first import. Called twice, after every
+    submodule is imported, it gives the verdicts of the construction above (one of each)."""
+    import importlib
+
+    import capgap
+
+    for m in ("inputs", "faiss_io", "prepare", "verdicts", "summary", "outputs"):
+        importlib.import_module(f"capgap.diagnosis.{m}")
+    for _ in range(2):
+        assert callable(capgap.diagnose)
+        s = capgap.diagnose(D, Q, QRELS, DOCS, QIDS, k=1, ann_run=ANN).summary
+        assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+
+
 def test_capped_recall_and_no_ann():
     """Two gold documents at k = 1: one in the top 1 serves the query fully (capped recall)."""
     diag = diagnose(D, Q[3:], {"qd": {"d0": 1, "d4": 1}}, DOCS, ["qd"], k=1)
@@ -288,7 +305,7 @@ def _save(path, arr):
 def test_every_matrix_is_validated(tmp_path, monkeypatch):
     """Documents and queries alike: shape, dtype and finite values; errors name the file (or the
     array) and the first bad row. Checked block by block."""
-    import capgap.diagnosis as dg
+    import capgap.diagnosis.inputs as dg
 
     monkeypatch.setattr(dg, "_block_rows", lambda dim: 2)  # row 3 lies in the second block
     bad_d = D.copy()

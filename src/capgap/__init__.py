@@ -16,8 +16,9 @@ Modules (one per concept):
 - ``report``: results.csv -> report.md / report.html, figures, metrics.json (with ``figures``, ``paper``: the
   published numbers and verdicts, ``provenance``).
 - ``stages``: one function per pipeline stage (what ``workflow/scripts`` call).
-- ``diagnosis`` / ``cli``: ``capgap diagnose`` and ``capgap.diagnose(...)``: the probe on a user's
-  own index, with a per-query verdict (index-, encoder-, ann-limited or ok).
+- ``diagnosis`` (a package: ``inputs``/``faiss_io`` read the user's files, ``prepare``, ``verdicts``,
+  ``summary``, ``outputs``) / ``cli``: ``capgap diagnose`` and ``capgap.diagnose(...)``: the probe on a
+  user's own index, with a per-query verdict (index-, compression-, encoder-, ann-limited or ok).
 """
 
 __version__ = "0.1.0"

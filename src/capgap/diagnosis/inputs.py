@@ -1,0 +1,408 @@
+"""Reading a user's files for ``capgap diagnose``, each checked where it enters.
+
+- embedding matrices: ``load_embeddings`` (``.npy`` memory-mapped read-only, ``.npz``, or a faiss
+  index through ``capgap.diagnosis.faiss_io``) -> ``Embeddings`` (matrix, faiss metric, kind,
+  bytes per vector, faiss ids); ``load_matrix`` (the matrix alone); ``validate_matrix`` (an
+  in-memory matrix: 2-d, floating point, finite, checked blockwise);
+- ids: ``load_ids`` (one per line), ``document_ids`` (faiss ids to row ids) and
+  ``match_uncompressed`` (the uncompressed vectors of an index's rows);
+- judgements and runs: ``load_qrels_file`` (BEIR, TREC or two columns), ``load_run_file`` (TREC or
+  ``qid docid [score]``);
+- ``resolve_metric``: the metric to diagnose with, given ``--metric`` and a faiss index's own.
+
+Bad input raises ``DataFormatError`` naming the file (and line and field where there is one).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..data import check_id, iter_lines, iter_qrels, split_tsv
+from ..errors import DataFormatError
+from ..trec import decode_id
+from .faiss_io import read_faiss_vectors
+
+METRICS = ("ip", "cosine", "l2")
+_METRIC_NAMES = {"ip": "inner product", "cosine": "cosine", "l2": "L2 distance"}
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    """An embedding matrix as ``load_embeddings`` read it.
+
+    Attributes
+    ----------
+    matrix : numpy.ndarray
+        ``(n, dim)`` float32, float16 or float64 (a read-only memory map for ``.npy``); for a
+        faiss index the reconstructed vectors, float32: what the index's search scores a query
+        against (decoded SQ/PQ codes, IVF residuals added back to their centroid).
+    metric : str or None
+        The metric a faiss index searches by (``"ip"`` or ``"l2"``); None for ``.npy``/``.npz``
+        (the file does not say).
+    path : pathlib.Path
+        The file.
+    kind : str or None
+        What the vectors are: for arrays the dtype name (``"float32"``, ``"float16"``,
+        ``"float64"``); for a faiss index its compression, ``"flat"``, ``"sq8"``, ``"sq4"``,
+        ``"sq6"``, ``"sq-fp16"``, ... (``_SQ_KINDS``), ``"pq-<M>x<nbits>"``, and for IVF and
+        HNSW indexes ``"ivf<nlist>-"`` / ``"hnsw-"`` followed by the code, e.g. ``"ivf256-pq-48x8"``.
+    bytes_per_vector : float or None
+        Stored bytes per vector: ``itemsize * dim`` for arrays; faiss's ``sa_code_size()`` for
+        flat, SQ and PQ; for IVF the code stored in the inverted lists (``code_size``: faiss's
+        ``sa_code_size()`` adds the list number, which the lists hold implicitly). Ids (8 bytes
+        each in IVF lists and id maps), graph links and shared tables (codebooks, SQ ranges,
+        centroids) are not counted.
+    faiss_type : str or None
+        The faiss class, wrappers outside in (``"IndexIDMap(IndexPQ)"``); None for arrays.
+    ids : numpy.ndarray or None
+        ``(n,)`` int64: the faiss ids of the rows, ascending, for an index whose ids are not
+        0..n-1 (``IndexIDMap``, IVF ``add_with_ids``); None when row i is id i (always for
+        arrays).
+    """
+
+    matrix: np.ndarray
+    metric: str | None
+    path: Path
+    kind: str | None = None
+    bytes_per_vector: float | None = None
+    faiss_type: str | None = None
+    ids: np.ndarray | None = None
+
+    def info(self) -> dict:
+        """``{"path", "kind", "faiss_type", "bytes_per_vector", "n", "dim"}`` for a summary."""
+        return {**_array_info(self.matrix), "path": str(self.path), "kind": self.kind, "faiss_type": self.faiss_type,
+                "bytes_per_vector": self.bytes_per_vector}
+
+
+def _block_rows(dim: int) -> int:
+    """Rows per block for a pass over a (memory-mapped) matrix: about 4 M values."""
+    return max(1, (1 << 22) // max(1, dim))
+
+
+FLOAT_DTYPES = (np.float16, np.float32, np.float64)  # float64 (numpy's default) is cast to float32 blockwise
+
+
+def _matrix_problem(a: np.ndarray, dtypes: tuple = FLOAT_DTYPES) -> str | None:
+    """Why ``a`` is not a usable embedding matrix, or None: not 2-d, no rows or columns, a dtype
+    outside ``dtypes``, or a value that is not finite once cast to float32 (NaN, +-inf, or a
+    float64 beyond float32's range): the first such row is named (0-based). Reads ``a`` in
+    blocks of rows, so a memory map is never loaded whole."""
+    if a.ndim != 2:
+        return f"expected a 2-d (n, dim) array, got shape {a.shape}"
+    if a.dtype not in dtypes:
+        names = [np.dtype(t).name for t in dtypes]
+        return f"expected {', '.join(names[:-1])} or {names[-1]}, got {a.dtype}"
+    if 0 in a.shape:
+        return f"expected at least one row and one column, got shape {a.shape}"
+    step = _block_rows(a.shape[1])
+    for b0 in range(0, a.shape[0], step):
+        block = np.asarray(a[b0 : b0 + step])
+        with np.errstate(over="ignore"):  # float64 beyond float32 becomes inf, reported below
+            bad = ~np.isfinite(block.astype(np.float32, copy=False))
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            v = float(block[r, c])
+            return f"row {b0 + r} (0-based) is not finite: column {c} holds {v}" + (" (beyond float32)" if math.isfinite(v) else "")
+    return None
+
+
+def validate_matrix(a: np.ndarray, name: str) -> None:
+    """Check an in-memory embedding matrix for ``diagnose``: 2-d with at least one row and
+    column, a floating dtype (float16, float32 or float64; float64 is cast to float32), and
+    every value finite as float32, checked blockwise (a memory map is fine).
+
+    Raises ``ValueError`` ``"<name>: <reason>"``, naming the first non-finite row (0-based),
+    e.g. ``"queries: row 1 (0-based) is not finite: column 0 holds nan"``."""
+    problem = _matrix_problem(np.asarray(a))
+    if problem:
+        raise ValueError(f"{name}: {problem}")
+
+
+def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
+    """Read an embedding matrix, or the vectors a faiss index searches against.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        ``.npy`` (memory-mapped read-only; float32, float16 or float64), ``.npz`` (array
+        ``key`` when the file holds it, else its only array), or a faiss index file
+        (``.faiss``/``.index``) of a type in ``SUPPORTED_FAISS``, metric inner product
+        (``"ip"``) or L2 (``"l2"``). The file is never written.
+    key : str, optional
+        The array to take from an ``.npz`` holding several.
+
+    Returns
+    -------
+    Embeddings
+        ``matrix`` ``(n, dim)``: arrays as stored (float16 and float64 are returned as is;
+        callers cast blockwise); for a faiss index its vectors reconstructed as float32
+        (``reconstruct_n``: decoded SQ/PQ codes; IVF codes decoded and added to their coarse
+        centroid), rows in ascending faiss-id order. Also the metric, ``kind``,
+        ``bytes_per_vector``, ``faiss_type`` and ``ids`` (see ``Embeddings``).
+
+    Notes
+    -----
+    faiss indexes: ``IndexIDMap``/``IndexIDMap2`` take their ids from ``id_map``; IVF indexes
+    from their inverted lists. When those ids are 0..n-1 (a plain ``add``), row i is the vector
+    with id i and ``ids`` is None; otherwise the rows are sorted by id and ``ids`` holds them.
+    IVF needs no direct map: ``IndexIVF.reconstruct_n`` scans the inverted lists; for ids that
+    are not 0..n-1 a hash-table direct map is built on the loaded copy (the file is untouched).
+    An IVF index's coarse quantizer and an HNSW graph only decide which vectors a search
+    visits, an approximation ``diagnose`` judges through its ANN run, not a change of geometry.
+
+    Raises
+    ------
+    DataFormatError
+        Naming the file: another suffix; an ``.npz`` holding several arrays and no ``key``
+        among them; a file faiss cannot read; a faiss index without vectors, of an unsupported
+        type or scalar-quantizer type, with another metric, or with negative or repeated ids; a
+        shape that is not 2-d with at least one row and column; a dtype other than
+        float32/float16/float64; or a non-finite value, checked block by block (the reason
+        names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite: column 1
+        holds nan``).
+    """
+    path = Path(path)
+    if path.suffix == ".npy":
+        a = np.load(path, mmap_mode="r")
+    elif path.suffix == ".npz":
+        a = _npz_array(path, key)
+    elif path.suffix in (".faiss", ".index"):
+        metric, fv = read_faiss_vectors(path)
+        _check_matrix(fv.matrix, path)
+        return Embeddings(fv.matrix, metric, path, fv.kind, fv.bytes_per_vector, fv.faiss_type, fv.ids)
+    else:
+        raise DataFormatError(path, None, None, "expected .npy, .npz or a faiss index (.faiss/.index)")
+    _check_matrix(a, path)
+    return Embeddings(a, None, path, a.dtype.name, float(a.dtype.itemsize * a.shape[1]))
+
+
+def _npz_array(path: Path, key: str | None) -> np.ndarray:
+    """Array ``key`` of an ``.npz``, or its only array; ``DataFormatError`` when it holds several and none is ``key``."""
+    with np.load(path) as z:
+        names = list(z.files)
+        if key not in names and len(names) != 1:
+            got = "" if key is None else f", not {key!r}"
+            raise DataFormatError(path, None, None, f"holds arrays {names}{got}: name one with --key")
+        return z[key if key in names else names[0]]
+
+
+def _check_matrix(a: np.ndarray, path: Path) -> None:
+    """``DataFormatError`` naming ``path`` when ``a`` is no usable embedding matrix (``_matrix_problem``)."""
+    problem = _matrix_problem(a)
+    if problem:
+        raise DataFormatError(path, None, None, problem)
+
+
+def load_matrix(path: str | Path, key: str | None = None) -> np.ndarray:
+    """The ``(n, dim)`` float16/float32/float64 matrix of ``load_embeddings(path, key)`` (same formats,
+    checks and ``DataFormatError``s), without the faiss metric."""
+    return load_embeddings(path, key).matrix
+
+
+def resolve_metric(requested: str | None, index_metric: str | None, path: str | Path = "the document index") -> str:
+    """The metric to diagnose with: ``requested`` (``--metric``) or, when None, the faiss
+    index's own ``index_metric`` (else ``"ip"``).
+
+    A faiss index is searched by its own metric, so diagnosing it by another would judge a
+    search the index never runs: ``requested`` must equal ``index_metric``, except ``cosine``
+    on an inner-product index (the usual cosine index: normalised vectors, inner product).
+    Raises ``ValueError`` naming ``path`` for a mismatch or an unknown metric."""
+    if requested is not None and requested not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {requested!r}")
+    if requested is None:
+        return index_metric or "ip"
+    if index_metric is None or requested == index_metric or (requested, index_metric) == ("cosine", "ip"):
+        return requested
+    raise ValueError(f"{path} is a faiss index that searches by {_METRIC_NAMES[index_metric]}; --metric {requested} would "
+                     f"diagnose a search the index does not run: omit --metric (capgap then uses the index's own metric, "
+                     f"{index_metric})")
+
+
+def load_ids(path: str | Path) -> list[str]:
+    """One id per line, line i naming array row i-1 (``capgap.data.iter_lines``: UTF-8, a
+    leading BOM skipped, lines end at LF or CRLF only).
+
+    Leading and trailing whitespace of a line is removed (``str.strip``: the format cannot
+    tell it from the id), nothing else. Raises ``DataFormatError`` naming the line for bad
+    UTF-8, a blank line before the last id (ids must match array rows one to one; blank lines at
+    the end are ignored), an id with a control
+    character (``capgap.data.check_id``) or a duplicate id."""
+    path = Path(path)
+    ids: list[str] = []
+    seen: dict[str, int] = {}
+    lines = list(iter_lines(path))
+    while lines and not lines[-1][1].strip():  # blank lines at the end of the file name no row
+        lines.pop()
+    for i, line in lines:
+        x = line.strip()
+        if not x:
+            raise DataFormatError(path, i, None, "empty id")
+        check_id(path, i, None, x)
+        if x in seen:
+            raise DataFormatError(path, i, None, f"duplicate id {x!r} (first on line {seen[x]})")
+        seen[x] = i
+        ids.append(x)
+    return ids
+
+
+def document_ids(docs: Embeddings, listed: Sequence[str] | None = None, listed_path: str | Path = "--doc-ids") -> list[str]:
+    """The id of each row of ``docs.matrix``.
+
+    Row i of an array, or of a faiss index whose ids are 0..n-1, is document ``listed[i]``
+    (default: ``str(i)``). A faiss index with other ids (``docs.ids``) takes them as row
+    numbers into ``listed``: the row with faiss id j is document ``listed[j]``, the usual use
+    of ``add_with_ids`` (the list may name more documents than the index holds); without
+    ``listed`` the ids themselves, as decimal strings, are the document ids.
+
+    Parameters
+    ----------
+    docs : Embeddings
+        From ``load_embeddings``.
+    listed : sequence of str, optional
+        The ids file's lines (``load_ids``).
+    listed_path : str or pathlib.Path
+        The ids file, for messages.
+
+    Returns
+    -------
+    list of str
+        ``n_docs`` ids, one per row (``diagnose`` checks the count for arrays).
+
+    Raises
+    ------
+    ValueError
+        A faiss id beyond the end of ``listed`` (naming both files).
+    """
+    if docs.ids is None:
+        return list(listed) if listed is not None else [str(i) for i in range(docs.matrix.shape[0])]
+    if listed is None:
+        return [str(int(i)) for i in docs.ids]
+    top = int(docs.ids[-1])
+    if top >= len(listed):
+        raise ValueError(f"{docs.path} holds faiss ids up to {top}, taken as line numbers (0-based) of {listed_path}, "
+                         f"which names only {len(listed)} documents")
+    return [listed[int(i)] for i in docs.ids]
+
+
+def match_uncompressed(docs: Embeddings, unc: Embeddings) -> np.ndarray:
+    """The uncompressed vectors of the documents in ``docs``, row for row.
+
+    Row i of ``unc`` is the document of row i of ``docs`` (the same row order); when ``docs``
+    has faiss ids (``docs.ids``) they are row numbers of an uncompressed array, as in
+    ``document_ids``, and an uncompressed faiss index with ids must hold the same ids.
+
+    Parameters
+    ----------
+    docs : Embeddings
+        The index diagnosed (e.g. a compressed faiss index), ``(n_docs, dim)``.
+    unc : Embeddings
+        The same documents at full precision (``--uncompressed-embeddings``).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_docs, dim)``: ``unc.matrix`` itself, or its rows at ``docs.ids`` (a copy).
+
+    Raises
+    ------
+    ValueError
+        Naming both files: different dimensions, row counts, or ids; a faiss id beyond the
+        uncompressed rows; or two faiss indexes searching by different metrics.
+    """
+    both = f"{docs.path} and {unc.path}"
+    if docs.metric and unc.metric and docs.metric != unc.metric:
+        raise ValueError(f"{both} are faiss indexes searching by different metrics ({_METRIC_NAMES[docs.metric]}, "
+                         f"{_METRIC_NAMES[unc.metric]}): the uncompressed vectors must be scored like the index's own")
+    (n, dim), (nu, dimu) = docs.matrix.shape, unc.matrix.shape
+    if dim != dimu:
+        raise ValueError(f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has dim "
+                         f"{dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension")
+    U = unc.matrix
+    if unc.ids is not None:
+        if docs.ids is None:
+            raise ValueError(f"{unc.path} holds faiss ids that are not 0..n-1, {docs.path} does not: its rows cannot be "
+                             "matched to the documents; give the uncompressed vectors in the index's row order")
+        if not np.array_equal(docs.ids, unc.ids):
+            raise ValueError(f"{both} hold different faiss ids: the uncompressed vectors must be the same documents")
+    elif docs.ids is not None:
+        top = int(docs.ids[-1])
+        if top >= nu:
+            raise ValueError(f"{docs.path} holds faiss ids up to {top}, taken as row numbers of {unc.path}, which has "
+                             f"only {nu} rows")
+        U = U[docs.ids]
+    if U.shape[0] != n:
+        raise ValueError(f"{docs.path} holds {n} documents, {unc.path} (the uncompressed documents) {U.shape[0]}: "
+                         "they must be the same documents in the same row order")
+    return U
+
+
+def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
+    """Qrels as query id -> {document id: grade}: BEIR tsv (``query-id corpus-id score``, header
+    optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1),
+    read by ``capgap.data.iter_qrels``. Grades <= 0 are judged non-gold. A pair repeated with
+    the same grade is one judgement; with another grade it is an error naming both lines (as
+    ``capgap.data.load_qrels``). Raises ``DataFormatError`` (file, line, field)."""
+    out: dict[str, dict[str, int]] = {}
+    first: dict[tuple[str, str], int] = {}
+    for lineno, q, d, g in iter_qrels(path, pairs=True):
+        prev = out.setdefault(q, {}).get(d)
+        if prev is not None and prev != g:
+            raise DataFormatError(path, lineno, "score", f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
+        out[q][d] = g
+        first.setdefault((q, d), lineno)
+    return out
+
+
+def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, list[str]]:
+    """A run as query id -> document ids in rank order: TREC (``qid Q0 docid rank score tag``) or
+    tsv ``qid docid [score]`` (ordered by score when given, else by file order). A line holding a
+    TAB is split on TABs (so ids may contain spaces), any other on whitespace; ids are taken as
+    written, or percent-decoded with ``percent_encoded`` (the run files capgap writes:
+    ``capgap.trec.decode_id``); lines are read by ``capgap.data.iter_lines`` (UTF-8, a leading
+    BOM skipped).
+
+    Raises ``DataFormatError`` naming file and line for bad UTF-8, a wrong column count, an id
+    with a control character (``capgap.data.check_id``) or a malformed percent escape, and
+    (field ``score``) a score that is not a number (except on line 1, a header) or is not finite
+    (``nan``, ``inf``)."""
+    path = Path(path)
+    rows: dict[str, list[tuple[float, int, str]]] = {}
+    for i, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = split_tsv(path, i, line) if "\t" in line else line.split()
+        if len(cols) == 6:
+            q, d, score = cols[0], cols[2], cols[4]
+        elif len(cols) in (2, 3):
+            q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
+        else:
+            raise DataFormatError(path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
+        try:
+            s = float(score) if score is not None else -float(i)
+        except ValueError:
+            if i == 1:
+                continue  # header
+            raise DataFormatError(path, i, "score", f"{score!r} is not a number") from None
+        if not math.isfinite(s):
+            raise DataFormatError(path, i, "score", f"not a finite number: {score!r}")
+        if percent_encoded:
+            try:
+                q, d = decode_id(q), decode_id(d)
+            except ValueError as e:
+                raise DataFormatError(path, i, None, f"not a percent-encoded id: {e}") from None
+        check_id(path, i, "query-id", q)
+        check_id(path, i, "doc-id", d)
+        rows.setdefault(q, []).append((-s, i, d))
+    return {q: [d for _, _, d in sorted(v)] for q, v in rows.items()}
+
+
+
+def _array_info(M: np.ndarray) -> dict:
+    """``Embeddings.info()`` of an in-memory matrix: its dtype as ``kind``, ``itemsize * dim`` bytes per vector."""
+    return {"path": None, "kind": M.dtype.name, "faiss_type": None, "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
+            "n": int(M.shape[0]), "dim": int(M.shape[1])}

@@ -1,0 +1,75 @@
+"""Writing a diagnosis: ``write_diagnosis(diag, out_dir)`` -> per_query.tsv, summary.json,
+summary.md and verdicts.png, each written atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from ..figures import _mpl, _save
+from ..io import atomic_open, write_json, write_text
+from .inputs import _METRIC_NAMES
+from .summary import VERDICTS
+from .verdicts import Diagnosis
+
+
+def write_diagnosis(diag: Diagnosis, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``per_query.tsv``, ``summary.json``, ``summary.md`` and ``verdicts.png`` into
+    ``out_dir`` (each atomically); returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"per_query": out / "per_query.tsv", "summary_json": out / "summary.json", "summary_md": out / "summary.md",
+             "figure": out / "verdicts.png"}
+    cols = list(diag.rows[0]) if diag.rows else ["query_id", "verdict"]
+    with atomic_open(paths["per_query"], "w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols, delimiter="\t", lineterminator="\n")
+        w.writeheader()
+        for r in diag.rows:
+            w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    write_json(paths["summary_json"], diag.summary)
+    write_text(paths["summary_md"], "\n".join(_markdown(diag.summary, diag.k)).rstrip() + "\n")
+    _plot(diag, paths["figure"])
+    return paths
+
+
+def _markdown(s: dict, k: int) -> list[str]:
+    """The lines of summary.md: the reading, the metric, what the index is, the verdict counts,
+    the mean recalls and the notes."""
+    md = ["# capgap diagnose", "", s["reading"], "", f"Metric: {_METRIC_NAMES[s['metric']]} (`{s['metric']}`).", ""]
+    for what, info in (("Index", s.get("index")), ("Uncompressed documents", s.get("uncompressed"))):
+        if info:
+            src = f"`{info['path']}`, " if info.get("path") else ""
+            typ = f" (faiss `{info['faiss_type']}`)" if info.get("faiss_type") else ""
+            md += [f"{what}: {src}`{info['kind']}`{typ}, {info['bytes_per_vector']:g} bytes per vector.", ""]
+    md += ["| verdict | queries |", "|---|---|"]
+    md += [f"| {v} | {s['verdicts'][v]} |" if v != "compression-limited" or s.get("uncompressed")
+           else f"| {v} | not measured (no uncompressed documents) |" for v in VERDICTS]
+    md += ["", f"| at k = {k} | mean |", "|---|---|", f"| probe (capacity) recall | {s[f'probe_recall@{k}']:.3f} |",
+           f"| certified | {s['certified']:.3f} |", f"| encoder recall (exact search) | {s[f'encoder_recall@{k}']:.3f} |",
+           f"| unused capacity (probe − encoder) | {s['unused_capacity']:.3f} |"]
+    if f"ann_recall@{k}" in s:
+        md += [f"| ANN recall | {s[f'ann_recall@{k}']:.3f} |", f"| ANN vs exact top-{k} | {s[f'ann_vs_exact@{k}']:.3f} |"]
+    if s.get("uncompressed"):
+        u = s["uncompressed"]
+        md += [f"| probe recall, uncompressed documents | {u[f'probe_recall@{k}']:.3f} |",
+               f"| certified, uncompressed documents | {u['certified']:.3f} |"]
+    md += ["", "Recall is capped: |top-k ∩ gold| / min(k, |gold|). Per-query numbers: `per_query.tsv`.", ""]
+    md += [f"- {n}" for n in s["notes"]]
+    return md
+
+
+def _plot(diag: Diagnosis, path: Path) -> None:
+    """verdicts.png: the verdict counts and the mean recalls of probe, encoder and ANN."""
+    plt, sns = _mpl()
+    s, k = diag.summary, diag.k
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.2))
+    shown = [v for v in VERDICTS if v != "compression-limited" or s.get("uncompressed")]
+    sns.barplot(x=shown, y=[s["verdicts"][v] for v in shown], ax=a, color="#4c72b0")
+    a.set(ylabel="queries", title="Verdicts")
+    a.tick_params(axis="x", labelrotation=25)
+    names = ["probe (capacity)", "encoder (exact)"] + (["ANN"] if f"ann_recall@{k}" in s else [])
+    vals = [s[f"probe_recall@{k}"], s[f"encoder_recall@{k}"]] + ([s[f"ann_recall@{k}"]] if f"ann_recall@{k}" in s else [])
+    sns.barplot(x=names, y=vals, ax=b, color="#55a868")
+    b.set(ylim=(0, 1.02), ylabel=f"recall@{k} (capped)", title="Where recall is lost")
+    _save(fig, path)

@@ -1,0 +1,161 @@
+"""What ``diagnose`` does to its inputs before anything is probed: the query rows matched to the
+qrels, the ANN run's ids checked against them, the rows of norm 0 under cosine, and the
+scoring matrices whose inner products rank by the metric (module docstring of
+``capgap.diagnosis``). Each problem is a ``ValueError`` naming the ids or rows, or a note: a
+message for the summary, also logged as a warning (``_note``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..retrieval import ZERO_NORM, describe_rows, zero_norm_rows
+from .inputs import _block_rows
+
+log = logging.getLogger(__name__)
+ZERO_NORM_POLICIES = ("error", "set-apart")  # diagnose(zero_norm=...): what a norm-0 row does under cosine
+
+
+def _note(notes: list[str], msg: str) -> None:
+    """A note for the summary, also logged as a warning (the console, under the CLI)."""
+    log.warning(msg)
+    notes.append(msg)
+
+
+def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]], notes: list[str]) -> tuple[list[int], dict]:
+    """Which query rows have judgements, and the ids on either side that meet nothing.
+
+    Returns ``(keep, unmatched)``: ``keep``, the row indices whose id the qrels judge (row
+    order); ``unmatched``, ``{"rows_without_judgements": ..., "judged_queries_without_row": ...}``,
+    each ``{"count": int, "examples": [first 5 ids]}``. A partial mismatch becomes a note (and a
+    logged warning). Raises ``ValueError`` when no query row is judged, naming ids of both sides."""
+    keep = [i for i, q in enumerate(query_ids) if q in qrels]
+    if not keep:
+        if not qrels:
+            raise ValueError("the qrels judge no query")
+        raise ValueError(f"none of the {len(query_ids)} query ids (e.g. {list(query_ids[:3])}) appears in the qrels, "
+                         f"whose query ids look like {list(qrels)[:3]}")
+    rows = set(query_ids)
+    unjudged = [q for q in query_ids if q not in qrels]
+    rowless = [q for q in qrels if q not in rows]
+    unmatched = {}
+    for key, ids, total, what in (
+            ("rows_without_judgements", unjudged, len(query_ids), "query rows have no judgements in the qrels (left out)"),
+            ("judged_queries_without_row", rowless, len(qrels), "judged queries have no query embedding row (not evaluated)")):
+        unmatched[key] = {"count": len(ids), "examples": list(ids[:5])}
+        if ids:
+            _note(notes, f"{len(ids)} of the {total} {what}, e.g. {ids[:3]}")
+    return keep, unmatched
+
+
+def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, float]:
+    """``M`` ``(n, dim)`` as float32 rows whose inner products rank by ``metric``; ``M`` is never
+    written to.
+
+    ``ip``: ``M`` itself (float32 C-contiguous input, e.g. a memory map, is read in place;
+    other dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (rows of
+    norm 0 never get here: ``_zero_norm_rows`` refuses or removes them first). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
+    ``(q, 1)`` (``side`` ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
+    ``-|q - d|^2`` does. Built block by block (norms in float64). Returns the array and, for
+    cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). Raises ``ValueError`` when
+    a document's ``|d|^2/2`` overflows float32 (``l2``)."""
+    n, dim = M.shape
+    if metric == "ip":
+        return np.ascontiguousarray(M, dtype=np.float32), 0.0
+    out = np.empty((n, dim + (metric == "l2")), dtype=np.float32)
+    dev = 0.0
+    step = _block_rows(dim)
+    for a in range(0, n, step):
+        x = np.asarray(M[a : a + step], dtype=np.float64)
+        if metric == "cosine":
+            norms = np.linalg.norm(x, axis=1)
+            dev = max(dev, float(np.abs(norms - 1).max()))
+            out[a : a + step] = x / np.maximum(norms, 1e-12)[:, None]
+        else:
+            out[a : a + step, :dim] = x
+            out[a : a + step, dim] = 1.0 if side == "queries" else -0.5 * np.einsum("ij,ij->i", x, x)
+            if not np.isfinite(out[a : a + step, dim]).all():
+                r = a + int(np.flatnonzero(~np.isfinite(out[a : a + step, dim]))[0])
+                raise ValueError(f"{side}: row {r} (0-based): |d|^2/2 overflows float32 (metric l2)")
+    return out, dev
+
+
+def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths: Mapping[str, str], notes: list[str]):
+    """Under cosine: find the rows of norm 0 (``capgap.retrieval.zero_norm_rows``) of the
+    documents, the judged query rows ``keep`` and the uncompressed documents, and apply
+    ``policy`` (``diagnose``'s ``zero_norm``). Returns ``(D, U, doc_ids, keep, summary)``: with
+    ``"set-apart"`` the matrices and ids without the zero document rows (a row zero in either
+    document matrix leaves both) and ``keep`` without zero query rows or queries whose gold is
+    only zero documents; ``summary`` = per side ``{"count", "rows", "ids"}`` (input rows,
+    0-based) and the policy. Raises ``ValueError`` naming the file and rows with ``"error"``."""
+    if policy not in ZERO_NORM_POLICIES:
+        raise ValueError(f"zero_norm must be one of {list(ZERO_NORM_POLICIES)}, got {policy!r}")
+    found = {"documents": (zero_norm_rows(D), doc_ids),
+             "queries": (np.asarray(keep, dtype=np.int64)[zero_norm_rows(Q[keep])], query_ids)}
+    if U is not None:
+        found["uncompressed documents"] = (zero_norm_rows(U), doc_ids)
+    bad = {side: rows for side, (rows, _) in found.items() if len(rows)}
+    summary = {"policy": policy, "threshold": ZERO_NORM,
+               **{side: {"count": len(rows), "rows": rows.tolist()[:20], "ids": [ids[r] for r in rows[:20]]}
+                  for side, (rows, ids) in found.items()}}
+    if not bad:
+        return D, U, doc_ids, keep, summary
+    if policy == "error":
+        side, rows = next(iter(bad.items()))
+        more = "".join(f"; so {'does' if len(r) == 1 else 'do'} {paths.get(s, s)}: {describe_rows(r, found[s][1])}"
+                       for s, r in list(bad.items())[1:])
+        raise ValueError(f"{paths.get(side, side)}: {describe_rows(rows, found[side][1])} "
+                         f"{'has' if len(rows) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}): cosine is undefined for "
+                         f"{'it' if len(rows) == 1 else 'them'} (an empty or failed text embedded as a zero vector is "
+                         f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such rows "
+                         "out, counted")
+    zd = np.union1d(found["documents"][0], found.get("uncompressed documents", (np.zeros(0, np.int64),))[0])
+    dkeep = np.setdiff1d(np.arange(D.shape[0]), zd)
+    if not len(dkeep):
+        raise ValueError(f"{paths.get('documents', 'documents')}: every row has norm 0: cosine is undefined")
+    left = set(doc_ids[i] for i in dkeep)
+    zq = set(found["queries"][0].tolist())
+    no_gold = [i for i in keep if i not in zq and not any(g > 0 and d in left for d, g in qrels[query_ids[i]].items())]
+    new_keep = [i for i in keep if i not in zq and i not in set(no_gold)]
+    if not new_keep:
+        raise ValueError("metric cosine: no query is left once the rows of norm 0 are set apart")
+    summary["queries_with_only_zero_gold"] = {"count": len(no_gold), "ids": [query_ids[i] for i in no_gold[:20]]}
+    for side, rows in bad.items():
+        _note(notes, f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
+                     f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}")
+    if no_gold:
+        _note(notes, f"metric cosine: {len(no_gold)} queries whose every gold document has norm 0 are set apart too, "
+                     f"e.g. {[query_ids[i] for i in no_gold[:3]]}")
+    sub = (lambda M: None if M is None else np.asarray(M)[dkeep]) if len(zd) else (lambda M: M)
+    return sub(D), sub(U), [doc_ids[i] for i in dkeep], new_keep, summary
+
+
+
+def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Mapping[str, int]) -> list[str]:
+    """Notes (also logged) on ANN-run ids that meet nothing: run queries that are not judged
+    queries, judged queries missing from the run, run documents not among the document ids.
+    Raises ``ValueError`` when no run query is a judged query, or no run document is a known
+    document: every verdict would then be an artefact of the ids."""
+    notes = []
+    known_q = set(qids)
+    extra_q = [q for q in run if q not in known_q]
+    missing_q = [q for q in qids if q not in run]
+    run_docs = {d for v in run.values() for d in v}
+    extra_d = sorted(d for d in run_docs if d not in pos)
+    hint = "percent-encoded ids (capgap's run files) need --ann-run-percent-encoded"
+    if run and len(extra_q) == len(run):
+        raise ValueError(f"none of the ANN run's {len(run)} query ids (e.g. {list(run)[:3]}) is a judged query; "
+                         f"the query ids look like {list(qids)[:3]} ({hint})")
+    if run_docs and len(extra_d) == len(run_docs):
+        raise ValueError(f"none of the ANN run's {len(run_docs)} document ids (e.g. {extra_d[:3]}) is a document id; "
+                         f"the document ids look like {list(pos)[:3]} ({hint})")
+    for what, ids in (("ANN-run queries are not judged queries (ignored)", extra_q),
+                      ("judged queries are missing from the ANN run (nothing retrieved)", missing_q),
+                      ("ANN-run documents are not in the document ids (count as misses)", extra_d)):
+        if ids:
+            _note(notes, f"{len(ids)} {what}, e.g. {ids[:3]}; {hint}")
+    return notes
+

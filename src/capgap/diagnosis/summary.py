@@ -1,0 +1,60 @@
+"""The summary of a diagnosis: the verdict counts, the mean recalls and a plain-language
+reading of where the bottleneck is (``Diagnosis.summary``, written to summary.json and
+summary.md by ``capgap.diagnosis.outputs``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+VERDICTS = ("index-limited", "compression-limited", "encoder-limited", "ann-limited", "ok")
+
+
+def _summary(rows: list[dict], k: int, has_ann: bool, notes: list[str], extra: Mapping) -> dict:
+    """The summary dict of per-query ``rows``: counts, ``extra`` (``diagnose``'s entries), verdicts,
+    mean recalls, ``notes`` (the same list) and the reading (``_reading``)."""
+    n = len(rows)
+    mean = (lambda key: float(np.mean([r[key] for r in rows])) if rows else float("nan"))
+    s = {"queries": n, "k": k, **extra,
+         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
+         f"probe_recall@{k}": mean(f"probe_recall@{k}"), "certified": mean("certified"),
+         f"encoder_recall@{k}": mean(f"encoder_recall@{k}"), "notes": notes}
+    s["unused_capacity"] = s[f"probe_recall@{k}"] - s[f"encoder_recall@{k}"]
+    if has_ann:
+        s[f"ann_recall@{k}"] = mean(f"ann_recall@{k}")
+        s[f"ann_vs_exact@{k}"] = mean(f"ann_vs_exact@{k}")
+    s["reading"] = _reading(s, k, has_ann)
+    return s
+
+
+def _reading(s: dict, k: int, has_ann: bool) -> str:
+    """A plain-language reading of where the bottleneck is."""
+    n = max(s["queries"], 1)
+    v = s["verdicts"]
+    worst = max((x for x in VERDICTS if x != "ok"), key=lambda x: v[x])
+    parts = [f"At k = {k}, the index admits {s[f'probe_recall@{k}']:.3f} recall (the probe; {s['certified']:.0%} of queries certified); "
+             f"the query encoder reaches {s[f'encoder_recall@{k}']:.3f} with exact search"]
+    if has_ann:
+        parts.append(f" and {s[f'ann_recall@{k}']:.3f} with your ANN (which returns {s[f'ann_vs_exact@{k}']:.3f} of the exact top-{k})")
+    unc = s.get("uncompressed")
+    if unc:
+        parts.append(f". Uncompressed, the same documents admit {unc[f'probe_recall@{k}']:.3f} recall; the index's "
+                     f"{s['index']['kind']} vectors lose {unc['lost_to_compression']} queries to compression")
+    parts.append(f". {v['ok']} of {s['queries']} queries are fully served. ")
+    if v[worst] == 0:
+        parts.append("No bottleneck at this k.")
+    else:
+        where = {"index-limited": "the index itself: no query vector puts their gold documents in the top k; "
+                                  "better document embeddings or a larger k, not query-side training, would help",
+                 "compression-limited": "the index's compression: the uncompressed vectors admit the answer, the "
+                                        "index's own reconstructed vectors do not; a finer code (more bytes per vector) "
+                                        "or re-ranking with the full-precision vectors would help",
+                 "encoder-limited": "the query encoder: the index admits the answer but the encoder's query vectors miss it "
+                                    f"({s['unused_capacity']:.3f} recall of capacity unused); tune or replace the query side",
+                 "ann-limited": "the approximate search: exact search finds the gold documents, the ANN index loses them; "
+                                "tune the ANN (more probes, candidates) before anything else"}[worst]
+        parts.append(f"The largest group ({v[worst]} queries, {v[worst] / n:.0%}) is limited by {where}.")
+    return "".join(parts)
+

@@ -1,0 +1,405 @@
+"""The diagnosis: per query, the probe on the index's own vectors (and on the uncompressed ones),
+exact search with the user's query embedding and the user's ANN run -> a verdict
+(``capgap.diagnosis`` module docstring).
+
+``diagnose`` runs in stages that share a ``_Case`` (the checked matrices and ids, the judged
+query rows, the notes) and a ``_Scoring`` (the scoring matrices and each query's gold
+documents): ``_checked_matrices`` and ``_judged`` (the checks), ``_set_apart_zero_norm``
+(cosine), ``_score``, ``_probe_both`` (``_Geometry`` per matrix), ``_query_row`` per query
+and ``_summary_extra``. ``admitted_but_missed`` applies the encoder-limited verdict to the
+DAG's probe rows and runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..probe import ProbeConfig, probe
+from ..retrieval import dense_scores, duplicate_groups, rank_queries
+from .inputs import METRICS, _array_info, validate_matrix
+from .prepare import _match_queries, _note, _run_mismatch, _scoring_matrix, _zero_norm_rows
+from .summary import _summary
+
+
+@dataclass
+class Diagnosis:
+    """Per-query rows (dicts) and the summary dict of one ``diagnose`` call."""
+
+    rows: list[dict]
+    summary: dict
+    k: int
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Case:
+    """What the stages of ``diagnose`` share about its inputs, once checked."""
+
+    D: np.ndarray  # (n_docs, dim) the documents, less any row set apart (zero norm)
+    Q: np.ndarray  # (n_queries, dim) every query row
+    U: np.ndarray | None  # (n_docs, dim) the uncompressed documents, row for row with D
+    doc_ids: Sequence[str]  # the ids of D's rows
+    query_ids: Sequence[str]  # the ids of Q's rows
+    qrels: Mapping[str, Mapping[str, int]]
+    keep: list[int]  # the judged query rows, in row order
+    qids: list[str]  # their ids
+    unmatched: dict  # ``_match_queries``'s counts
+    pos_all: dict[str, int]  # document id -> row before any is set apart: what the ANN run's ids meet
+    notes: list[str]
+    zero: dict | None = None  # the zero-norm summary (cosine only)
+
+
+@dataclass
+class _Scoring:
+    """The scoring matrices of one diagnosis (``_scoring_matrix``) and each judged query's gold."""
+
+    Ds: np.ndarray  # (n_docs, dim') float32 documents
+    Qs: np.ndarray  # (n_judged, dim') float32 judged queries
+    Us: np.ndarray | None  # (n_docs, dim') float32 uncompressed documents
+    golds: list[set[str]]  # gold ids (grade > 0); one set apart (zero norm) stays: the denominators
+    gold_rows: list[np.ndarray]  # (|gold in D|,) int64 rows of Ds, ascending
+    grades: list[np.ndarray]  # (|gold in D|,) float64 their grades
+    groups: object  # ``duplicate_groups(Ds)``: bit-identical rows
+    kk: int  # min(k, n_docs)
+
+
+@dataclass
+class _Geometry:
+    """The probe on one scoring matrix (``_probe_geometry``), per query: the probe's result, the
+    gold documents' ranks under its vector, certified, cause; under ``l2`` whether ``(w, c)``
+    is an L2 query (``reachable``, else None) and the queries where it is not (``off``)."""
+
+    results: list
+    ranks: list[np.ndarray]
+    certified: list[bool]
+    causes: list
+    reachable: list[bool] | None
+    off: list[int]
+
+
+def _capped_recall(ranked: Sequence[str], gold: set[str], k: int) -> float:
+    """|top-k of ``ranked`` ∩ ``gold``| / min(k, |gold|)."""
+    return len(set(ranked[:k]) & gold) / min(k, len(gold))
+
+
+def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]], doc_ids: Sequence[str],
+             query_ids: Sequence[str], k: int = 10, ann_run: Mapping[str, Sequence[str]] | None = None,
+             metric: str = "ip", probe_cfg: Mapping | None = None, threads: int | None = None,
+             uncompressed: np.ndarray | None = None, index_info: Mapping | None = None,
+             uncompressed_info: Mapping | None = None, zero_norm: str = "error",
+             paths: Mapping[str, str] | None = None) -> Diagnosis:
+    """Verdict per query: index-limited, compression-limited, encoder-limited, ann-limited or ok
+    (module docstring).
+
+    Parameters
+    ----------
+    D : numpy.ndarray
+        ``(n_docs, dim)`` document embeddings as the index stores them (for a compressed faiss
+        index its reconstructed vectors, ``load_embeddings``), float16/float32/float64 (scored
+        as float32; a memory map is read in place and never written).
+    Q : numpy.ndarray
+        ``(n_queries, dim)`` query embeddings, same dtypes.
+    qrels : mapping
+        Query id -> {doc id: grade} (grade > 0 = gold).
+    doc_ids, query_ids : sequence of str
+        The rows' ids.
+    k : int
+        The cut-off of every recall and verdict.
+    ann_run : mapping, optional
+        Query id -> the user's approximate top documents.
+    metric : str
+        ``ip`` (inner product), ``cosine`` (rows L2-normalised into new arrays; a note says how
+        far they were from unit length) or ``l2`` (ranked by ``-|q - d|^2``; the probe runs on
+        ``(d, -|d|^2/2)``: module docstring).
+    probe_cfg : mapping, optional
+        Overrides of the probe's defaults (``capgap.probe.ProbeConfig``: the DAG's).
+    threads : int, optional
+        BLAS threads.
+    uncompressed : numpy.ndarray, optional
+        ``(n_docs, dim)``: the same documents at full precision, row for row
+        (``match_uncompressed``). The probe also runs on them, scored by the same ``metric``;
+        a query the index's own vectors do not admit but these do is **compression-limited**.
+    index_info, uncompressed_info : mapping, optional
+        What the two matrices are (``Embeddings.info()``: kind, bytes per vector, ...), copied
+        into the summary's ``index`` / ``uncompressed``; default: the dtype and
+        ``itemsize * dim``.
+    zero_norm : str
+        Under ``cosine``, what a row of norm 0 (``<= capgap.retrieval.ZERO_NORM``: its cosine is
+        undefined) does: ``"error"`` (default) raises ``ValueError`` naming the file and rows;
+        ``"set-apart"`` leaves those rows out and counts them (summary ``zero_norm``): a zero
+        document is ranked for no query (a gold one stays in its query's gold set, never found,
+        so recall keeps its denominator), a zero query gets no verdict, and a query whose every
+        gold document is zero is left out too. Ignored under ``ip`` and ``l2`` (a zero vector has
+        well-defined scores there).
+    paths : mapping, optional
+        The files the matrices came from, keyed ``"documents"``, ``"queries"``,
+        ``"uncompressed documents"``, named in errors about their rows (default: those words).
+
+    Returns
+    -------
+    Diagnosis
+        Per-query rows and the summary (module docstring).
+
+    Notes
+    -----
+    Query rows whose id the qrels do not judge are left out, judged queries without a row are
+    not evaluated: both are counted in the summary (``rows_without_judgements``,
+    ``judged_queries_without_row``) and in a note logged as a warning.
+
+    Raises
+    ------
+    ValueError
+        A matrix that is not 2-d, not floating point, empty, or holds a non-finite value
+        (``"documents: row 3 (0-based) is not finite: column 1 holds nan"``; the uncompressed
+        matrix is named ``"uncompressed documents"``), a dimension mismatch, ``uncompressed``
+        of another shape than ``D``, an unknown metric, id counts that differ from the row
+        counts, no query row judged by the qrels (naming ids of both sides), qrels that name
+        documents not in ``doc_ids``, a query whose judged documents are all non-gold, or,
+        under ``cosine`` with ``zero_norm="error"``, a row of norm 0 (``"docs.npy: row 4
+        (0-based; ids ['d4']) has norm 0 (<= 1e-12): cosine is undefined ..."``).
+    """
+    case = _judged(*_checked_matrices(D, Q, uncompressed, metric), qrels, doc_ids, query_ids)
+    if metric == "cosine":
+        _set_apart_zero_norm(case, zero_norm, paths or {})
+    sc = _score(case, metric, k)
+    if ann_run is not None:
+        case.notes += _run_mismatch(ann_run, case.qids, case.pos_all)
+    pr, pu = _probe_both(case, sc, metric, threads, probe_cfg)
+    # the encoder's full ranking under the evaluation tie rule (capgap.retrieval)
+    enc_ranks, exact_top, _ = rank_queries(dense_scores(sc.Qs, sc.Ds, threads), len(case.qids), sc.gold_rows, sc.grades,
+                                           None, sc.kk, len(case.doc_ids), sc.groups)
+    rows, admitted = [], []  # per query: (the index's vectors admit it, the uncompressed vectors do or None)
+    for i, er in enumerate(enc_ranks):
+        row, adm = _query_row(case, sc, i, er, exact_top[i], pr, pu, k, ann_run)
+        rows.append(row)
+        admitted.append(adm)
+    extra = _summary_extra(case, pr, pu, rows, admitted, k, metric, index_info, uncompressed_info)
+    kind = str(extra["index"].get("kind") or "")
+    if kind.startswith(("ivf", "hnsw")) and ann_run is None:
+        _note(case.notes, f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
+                          "does; which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with "
+                          "--ann-run")
+    return Diagnosis(rows, _summary(rows, k, ann_run is not None, case.notes, extra), k, case.notes)
+
+
+def _checked_matrices(D, Q, U, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``D``, ``Q`` and ``U`` (or None) as arrays, each checked (``validate_matrix``), with matching
+    dimensions (``U`` of ``D``'s shape); ``ValueError`` for an unknown ``metric``."""
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    D, Q = np.asarray(D), np.asarray(Q)
+    validate_matrix(D, "documents")
+    validate_matrix(Q, "queries")
+    if D.shape[1] != Q.shape[1]:
+        raise ValueError(f"dimension mismatch: documents {D.shape}, queries {Q.shape}")
+    if U is not None:
+        U = np.asarray(U)
+        validate_matrix(U, "uncompressed documents")
+        if U.shape != D.shape:
+            raise ValueError(f"uncompressed documents have shape {U.shape}, documents {D.shape}: they must be "
+                             "the same documents, row for row, at the same dimension")
+    return D, Q, U
+
+
+def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[str, Mapping[str, int]],
+            doc_ids: Sequence[str], query_ids: Sequence[str]) -> _Case:
+    """The ``_Case`` of checked matrices: ids counted against rows, qrels naming only known
+    documents, the judged query rows (``_match_queries``), each with a gold document."""
+    if len(doc_ids) != D.shape[0]:
+        raise ValueError(f"{len(doc_ids)} document ids for {D.shape[0]} document rows")
+    if len(query_ids) != Q.shape[0]:
+        raise ValueError(f"{len(query_ids)} query ids for {Q.shape[0]} query rows")
+    notes: list[str] = []
+    pos = {d: i for i, d in enumerate(doc_ids)}
+    unknown = sorted({d for q in qrels for d in qrels[q] if d not in pos})
+    if unknown:
+        raise ValueError(f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}; "
+                         f"the document ids look like {list(doc_ids[:3])}")
+    keep, unmatched = _match_queries(query_ids, qrels, notes)
+    qids = [query_ids[i] for i in keep]
+    empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
+    if empty:
+        raise ValueError(f"{len(empty)} queries have an empty gold set (every judged grade <= 0), e.g. {empty[:3]}")
+    return _Case(D, Q, U, doc_ids, query_ids, qrels, keep, qids, unmatched, pos, notes)
+
+
+def _set_apart_zero_norm(case: _Case, policy: str, paths: Mapping[str, str]) -> None:
+    """Under cosine: the rows of norm 0 refused or set apart (``_zero_norm_rows``), in ``case``."""
+    case.D, case.U, case.doc_ids, case.keep, case.zero = _zero_norm_rows(
+        case.D, case.Q, case.U, case.doc_ids, case.query_ids, case.keep, case.qrels, policy, paths, case.notes)
+    case.qids = [case.query_ids[i] for i in case.keep]
+
+
+def _score(case: _Case, metric: str, k: int) -> _Scoring:
+    """The scoring matrices (a note for each that was not unit length under cosine) and each
+    judged query's gold documents, rows and grades."""
+    Ds, dev_d = _scoring_matrix(case.D, metric, "documents")
+    Qs, dev_q = _scoring_matrix(case.Q[case.keep], metric, "queries")
+    Us, dev_u = _scoring_matrix(case.U, metric, "uncompressed documents") if case.U is not None else (None, 0.0)
+    for name, dev in (("documents", dev_d), ("queries", dev_q), ("uncompressed documents", dev_u)):
+        if dev > 1e-3:
+            _note(case.notes, f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
+    pos = {d: i for i, d in enumerate(case.doc_ids)}
+    golds = [{d for d, g in case.qrels[q].items() if g > 0} for q in case.qids]
+    # a gold document set apart (zero norm) stays in ``golds`` (the denominators) but has no row
+    gold_rows = [np.array(sorted(pos[d] for d in g if d in pos), dtype=np.int64) for g in golds]
+    grades = [np.array([case.qrels[q][case.doc_ids[r]] for r in g], dtype=np.float64) for q, g in zip(case.qids, gold_rows)]
+    groups = duplicate_groups(Ds)  # bit-identical rows; under l2 the same groups as D's
+    # no text ties here: equal query embeddings need not mean equal texts, and another encoder
+    # could tell them apart, so each query keeps its own w
+    return _Scoring(Ds, Qs, Us, golds, gold_rows, grades, groups, min(k, len(case.doc_ids)))
+
+
+def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, metric: str, kk: int, threads: int | None,
+                    probe_cfg: Mapping | None, groups) -> _Geometry:
+    """Run the probe on one scoring matrix ``Ds`` ``(n_docs, dim')`` float32 (``_scoring_matrix``).
+
+    Returns the ``_Geometry``: the probe's results, per query the gold documents' ranks under
+    the probe's vector, certified and cause; under ``l2`` whether the probe's ``(w, c)`` is an
+    L2 query (``c > 0``) and the queries where it is not, whose ranks come from ``w`` alone
+    (``capgap.diagnosis`` module docstring); else None and []."""
+    results = probe(Ds, gold_rows, threads=threads, grades=grades, **ProbeConfig.from_config(probe_cfg).kwargs())
+    ranks = [res.gold_ranks for res in results]
+    certified = [bool(res.certified) for res in results]
+    causes = [res.cause for res in results]
+    reachable = [bool(res.w[-1] > 0) for res in results] if metric == "l2" else None
+    off = [i for i, r in enumerate(reachable) if not r] if reachable is not None else []
+    if off:
+        # (w, c) with c <= 0 is no L2 query; w alone is the limit of the L2 queries t*w, t -> oo
+        W = np.stack([results[i].w for i in off]).astype(np.float32)
+        W[:, -1] = 0.0
+        f_ranks, _, _ = rank_queries(dense_scores(W, Ds, threads), len(off), [gold_rows[i] for i in off],
+                                     [grades[i] for i in off], None, kk, Ds.shape[0], groups)
+        for i, r in zip(off, f_ranks):
+            ranks[i] = r
+            certified[i] = bool(r.max() <= len(r))  # pessimistic ranks 1..|G|: every gold strictly first
+            causes[i] = None if certified[i] else (results[i].cause or "l2-unreachable")
+    return _Geometry(results, ranks, certified, causes, reachable, off)
+
+
+
+def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
+                probe_cfg: Mapping | None) -> tuple[_Geometry, _Geometry | None]:
+    """The probe on the index's vectors and, when given, on the uncompressed ones; a note where
+    its vector is no L2 query (``l2``)."""
+    n = len(case.qids)
+    pr = _probe_geometry(sc.Ds, sc.gold_rows, sc.grades, metric, sc.kk, threads, probe_cfg, sc.groups)
+    if pr.off:
+        _note(case.notes, f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
+                          f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
+                          f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
+    pu = None
+    if sc.Us is not None:
+        pu = _probe_geometry(sc.Us, sc.gold_rows, sc.grades, metric, sc.kk, threads, probe_cfg, duplicate_groups(sc.Us))
+        if pu.off:
+            _note(case.notes, f"metric l2, uncompressed documents: for {len(pu.off)} of {n} queries the probe's "
+                              f"vector is no L2 query; their uncompressed probe numbers come from w alone, a lower bound")
+    return pr, pu
+
+
+def _query_row(case: _Case, sc: _Scoring, i: int, er: np.ndarray, exact_top: np.ndarray, pr: _Geometry,
+               pu: _Geometry | None, k: int, ann_run: Mapping[str, Sequence[str]] | None) -> tuple[dict, tuple]:
+    """The row of judged query ``i`` (its encoder ranks ``er``, exact top ``exact_top``) and
+    ``(admitted by the index's vectors, by the uncompressed ones or None)``."""
+    q, gold, kk = case.qids[i], sc.golds[i], sc.kk
+    probe_r = float(np.sum(pr.ranks[i] <= kk)) / min(kk, len(gold))
+    enc_r = float(np.sum(er <= kk)) / min(kk, len(gold))
+    row = {"query_id": q, "n_gold": len(gold), f"probe_recall@{k}": round(probe_r, 6), "certified": pr.certified[i]}
+    if pr.reachable is not None:
+        row["probe_l2_query"] = pr.reachable[i]
+    row |= {"cause": pr.causes[i], "slack": pr.results[i].slack}
+    unc_admits = None
+    if pu is not None:
+        unc_r = float(np.sum(pu.ranks[i] <= kk)) / min(kk, len(gold))
+        row |= {f"uncompressed_probe_recall@{k}": round(unc_r, 6), "uncompressed_certified": pu.certified[i]}
+        unc_admits = pu.certified[i] or unc_r >= 1
+    row |= {f"encoder_recall@{k}": round(enc_r, 6), "best_gold_rank": int(er.min())}
+    ann_r = None
+    if ann_run is not None:
+        ann = list(ann_run.get(q, []))  # a query the run lacks retrieved nothing
+        ann_r = _capped_recall(ann, gold, kk)
+        exact = {case.doc_ids[j] for j in exact_top}
+        row[f"ann_recall@{k}"] = round(ann_r, 6)
+        row[f"ann_vs_exact@{k}"] = round(len(set(ann[:kk]) & exact) / kk, 6)
+    admits = pr.certified[i] or probe_r >= 1
+    row["verdict"] = _verdict(admits, unc_admits, enc_r, ann_r)
+    return row, (admits, unc_admits)
+
+
+def _verdict(admits: bool, unc_admits: bool | None, enc_r: float, ann_r: float | None) -> str:
+    """The first part that fails: the geometry (the index's vectors; compression when the
+    uncompressed vectors admit the query), the encoder (exact search), the ANN run; else ok."""
+    if not admits:
+        return "compression-limited" if unc_admits else "index-limited"
+    if enc_r < 1:
+        return "encoder-limited"
+    if ann_r is not None and ann_r < 1:
+        return "ann-limited"
+    return "ok"
+
+
+def _summary_extra(case: _Case, pr: _Geometry, pu: _Geometry | None, rows: list[dict], admitted: list[tuple], k: int,
+                   metric: str, index_info: Mapping | None, uncompressed_info: Mapping | None) -> dict:
+    """The summary's entries beyond the means and counts: metric, unmatched ids, zero-norm rows,
+    probe vectors that are no L2 query, what the index (and the uncompressed vectors) are."""
+    extra = {"metric": metric, "left_out_without_qrels": case.unmatched["rows_without_judgements"]["count"], **case.unmatched}
+    if case.zero is not None:
+        extra["zero_norm"] = case.zero
+    if pr.reachable is not None:
+        extra["probe_not_l2_query"] = pr.reachable.count(False)
+    extra["index"] = dict(index_info) if index_info is not None else _array_info(case.D)
+    extra["uncompressed"] = None
+    if pu is not None:
+        extra["uncompressed"] = _uncompressed_summary(case, pu, rows, admitted, k, uncompressed_info)
+    return extra
+
+
+def _uncompressed_summary(case: _Case, pu: _Geometry, rows: list[dict], admitted: list[tuple], k: int,
+                          info: Mapping | None) -> dict:
+    """The summary's ``uncompressed``: what the vectors are, the probe's means on them, and how
+    many queries each geometry admits; a note when the index admits some the uncompressed
+    vectors do not."""
+    admitted_c, admitted_u = [c for c, _ in admitted], [u for _, u in admitted]
+    unc = dict(info) if info is not None else _array_info(case.U)
+    unc |= {f"probe_recall@{k}": float(np.mean([r[f"uncompressed_probe_recall@{k}"] for r in rows])),
+            "certified": float(np.mean([r["uncompressed_certified"] for r in rows])),
+            "admitted": int(sum(admitted_u)), "admitted_by_index": int(sum(admitted_c)),
+            "lost_to_compression": int(sum(u and not c for u, c in zip(admitted_u, admitted_c))),
+            "admitted_only_by_index": int(sum(c and not u for u, c in zip(admitted_u, admitted_c)))}
+    if pu.reachable is not None:
+        unc["probe_not_l2_query"] = pu.reachable.count(False)
+    if unc["admitted_only_by_index"]:
+        _note(case.notes, f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
+                          "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
+    return unc
+
+
+def admitted_but_missed(probe_rows: Sequence[Mapping], run: Mapping[str, Sequence[str]],
+                        qrels: Mapping[str, Mapping[str, int]], k: int) -> list[dict]:
+    """Queries the index admits but an encoder's exact run misses at k: the DAG report's
+    "geometrically easy but missed" list (encoder-limited queries, as ``diagnose`` defines them).
+
+    ``probe_rows``: the probe's per-query JSON lines (``query_id``, ``certified``,
+    ``recall@{k}``, ``n_gold``); ``run``: query id -> ranked document ids (decoded, e.g. by
+    ``capgap.trec.read_run``); ``qrels``: query id -> {doc id: grade}. Returns dicts
+    ``query_id, n_gold, encoder_recall (capped), best_gold_rank`` (None: no gold document in
+    the run) for every such query, in probe order."""
+    out = []
+    for p in probe_rows:
+        q = p["query_id"]
+        gold = {d for d, g in qrels.get(q, {}).items() if g > 0}
+        if not gold:
+            continue
+        key = f"recall@{k}"
+        probe_r = p[key] * len(gold) / min(k, len(gold)) if key in p else None
+        if probe_r is None or not (p["certified"] or probe_r >= 1):
+            continue
+        ranked = list(run.get(q, []))
+        enc = _capped_recall(ranked, gold, k)
+        if enc < 1:
+            ranks = [i + 1 for i, d in enumerate(ranked) if d in gold]
+            out.append({"query_id": q, "n_gold": len(gold), "encoder_recall": round(enc, 6), "best_gold_rank": min(ranks) if ranks else None})
+    return out
