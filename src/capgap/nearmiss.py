@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .data.edits import TYPES  # noqa: F401  (capgap.report imports it here until its split lands)
 from .data.twins import TwinPairs  # noqa: F401  (capgap.probe imports it here until its split lands)
 from .evaluate import evaluate_encoder
 from .evaluate import twin_rows  # noqa: F401  (capgap.probe imports it here until its split lands)

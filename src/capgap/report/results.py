@@ -23,7 +23,7 @@ def collect(csv_paths: Sequence[str | Path]) -> pd.DataFrame:
     table written before that column existed (the first seven of COLUMNS) reads with it empty.
     Rows of the frozen index come first, sorted as they always were; compress rows follow, per
     dataset x encoder in the order their job wrote the variants. ``value`` is numeric: an empty
-    value (a twin gap quantile with no finite score, ``capgap.nearmiss.twin_rows``) reads as nan."""
+    value (a twin gap quantile with no finite score, ``capgap.evaluate.twin_rows``) reads as nan."""
     frames = []
     for p in csv_paths:
         df = pd.read_csv(p, dtype={"encoder": str, "k": "Int64", "compression": str}, keep_default_na=False,

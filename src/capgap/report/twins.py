@@ -9,7 +9,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from ..nearmiss import TYPES
+from ..data import TWIN_TYPES as TYPES
 from .format import _count, _f, _md_table, _num
 
 
@@ -33,7 +33,7 @@ def twin_metric_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def twin_types(df: pd.DataFrame) -> list[str]:
-    """The twin types that have rows in ``df``: ``capgap.nearmiss.TYPES`` order, then any other
+    """The twin types that have rows in ``df``: ``capgap.data.TWIN_TYPES`` order, then any other
     type (a newer edit rule) alphabetically."""
     seen = {t[1] for t in map(_twin_metric, df["metric"]) if t}
     return [t for t in TYPES if t in seen] + sorted(seen - set(TYPES))
