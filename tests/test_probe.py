@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from capgap.metrics import ndcg_at_k, ndcg_from_ranks, recall_at_k, recall_from_ranks
-from capgap.probe import HULL_AFTER, hull_distance_bound, lp_feasible, probe
+from capgap.probe import constants, hull_distance_bound, lp_feasible, probe
 
 
 def unit(rng, n, d):
@@ -195,7 +195,7 @@ def test_certificate_first_gives_the_optimums_certificates_and_ranks():
             assert c.iterations <= o.iterations and c.margin > 0
         elif c.stopped == "inseparable":  # proven after HULL_AFTER escalations (C = 1e5), in both modes
             assert o.stopped == "inseparable"  # (iterations may differ by a few: batch products round differently)
-            assert c.extra["C_final"] == o.extra["C_final"] == 1000.0 * 10**HULL_AFTER and c.extra["hull"] <= 1e-9
+            assert c.extra["C_final"] == o.extra["C_final"] == 1000.0 * 10**constants.HULL_AFTER and c.extra["hull"] <= 1e-9
             assert c.outcome == o.outcome == "geometry" and c.decided_by == "hull"
             assert lp_feasible(D, g) is not True  # HiGHS: infeasible (or numerically undecided here)
         else:  # not provable (separable by a tiny margin): escalated to C_max in both modes
@@ -247,12 +247,29 @@ def test_inseparability_proof_is_sound_and_bounds_escalation():
         lp = lp_feasible(D, g)
         kinds.add(lp)
         if r.stopped == "inseparable":
-            assert lp is False and not r.certified and r.extra["escalations"] == HULL_AFTER
+            assert lp is False and not r.certified and r.extra["escalations"] == constants.HULL_AFTER
             assert r.extra["hull"] <= 1e-9 and r.iterations < 200
         else:
             assert r.certified == lp
     assert kinds == {True, False}
     assert any(r.stopped == "inseparable" for r in res)
+
+
+@pytest.mark.parametrize("hull_after", [0, 1])
+def test_hull_after_is_read_at_call_time(monkeypatch, hull_after):
+    """capgap.probe.constants.HULL_AFTER, patched, moves the one in-loop proof: an inseparable
+    query (20 random gold documents among 500 in 8 dims; HiGHS's exact LP agrees) on a corpus
+    without the LP is proven after exactly that many 10x escalations of C, so it ends at
+    C = 1000 x 10^HULL_AFTER, in this process and in forked worker processes alike."""
+    monkeypatch.setattr(constants, "HULL_AFTER", hull_after)
+    rng = np.random.default_rng(28)
+    D = unit(rng, 500, 8)
+    golds = [rng.choice(500, 20, replace=False) for _ in range(2)]
+    for threads in (1, 2):
+        for r, g in zip(probe(D, golds, lp_check_max_docs=0, threads=threads), golds):
+            assert lp_feasible(D, g) is False
+            assert r.stopped == "inseparable" and r.decided_by == "hull"
+            assert r.extra["escalations"] == hull_after and r.extra["C_final"] == 1000.0 * 10**hull_after
 
 
 def test_solve_must_be_known():
@@ -263,7 +280,7 @@ def test_solve_must_be_known():
 def test_hinge_matches_the_pairwise_sum():
     """_hinge (the reported slack) equals the brute-force pair-averaged hinge over every
     gold/non-gold pair, with excluded documents in no pair."""
-    from capgap.probe import _hinge
+    from capgap.probe.planes import _hinge
 
     rng = np.random.default_rng(5)
     for _ in range(40):

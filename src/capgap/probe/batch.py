@@ -1,0 +1,226 @@
+"""The cutting-plane loop over one batch of problems: one float32 score product and one plane
+product per iteration for every problem still iterating, each problem's step (certificate,
+convergence, the escalation gate with its one proof, eps tightening, the iteration cap), the
+restricted dual QP after each new plane, and the final scores handed to ``finish``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..retrieval import tie_duplicates
+from . import constants as const
+from .finish import _finish
+from .planes import (
+    _certified32,
+    _exact_near_gold,
+    _first_plane,
+    _group_violated,
+    _hinge,
+    _planes32,
+    _scores32,
+    _separated,
+    _solve_dual,
+)
+from .proofs import _prove_inseparable, lp_feasible
+from .result import ProbeResult
+from .state import Problem, _Env
+from .ties import _crossing
+
+
+def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]:
+    """Problems ``ps`` (indices into ``env.problems``) solved together, one matrix product per
+    iteration for all of them: ``({query: ProbeResult}, queries that hit max_iter)``. A
+    problem's result does not depend on which others share its batch."""
+    state = {p: _new_problem(env, p) for p in ps}
+    capped = 0
+    active = [p for p in ps if not state[p].done]
+    while active:
+        active, n_capped = _iteration(env, state, active)
+        capped += n_capped
+    return _finish_batch(env, state, ps), capped
+
+
+def _new_problem(env: _Env, p: int) -> Problem:
+    """Problem ``p``'s state before its first iteration: w = 0, an empty working set."""
+    n, dim = env.Df.shape
+    members = env.opt_members[p]  # the queries, or a graded query's grade levels (pairs="graded")
+    pairs = [len(env.golds[q]) * (n - len(env.golds[q]) - len(env.opt_excl[q])) for q in members]
+    crossing = _crossing(members, env.golds, env.excls) if len(members) > 1 and members == env.problems[p] else set()
+    return Problem(members=members, pairs=pairs, P=sum(pairs), A=np.zeros((dim, 0)), b=np.zeros(0), K=np.zeros((0, 0)),
+                   w=np.zeros(dim), alpha=np.zeros(0), age=np.zeros(0, dtype=np.int64), C=float(env.C), eps=float(env.eps),
+                   crossing=crossing, early=env.solve == "certificate" and not crossing,
+                   seek_witness=env.C_max > env.C,  # escalation on: the capacity is sought, and a separating w replaces the SVM's
+                   done=sum(pairs) == 0)
+
+
+def _iteration(env: _Env, state: dict[int, Problem], active: list[int]) -> tuple[list[int], int]:
+    """One iteration of the problems ``active``: the problems still iterating afterwards, and
+    how many queries hit ``max_iter`` in it."""
+    first = [p for p in active if state[p].it == 0]
+    for p in first:  # w = 0: the first cutting plane in closed form, no product
+        state[p].b_new, state[p].a_new = _first_plane(state[p], env.golds, env.opt_excl, env.Df, env.colsum)
+    active = [p for p in active if state[p].it > 0]
+    W = np.stack([state[p].w for p in active]).astype(np.float32) if active else np.zeros((0, env.Df.shape[1]), np.float32)
+    S = tie_duplicates(_scores32(env.Df, W), env.dups)  # (B', n): one product, rows contiguous
+    Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
+    add, still, capped = [], list(first), 0
+    for row, p in enumerate(active):
+        action = _step(env, state[p], S[row], Cm[len(add)])
+        if action == "plane":
+            add.append(p)
+        if action != "stop":
+            still.append(p)
+        elif state[p].stopped == "max_iter":
+            capped += len(env.problems[p])
+    del S
+    if not still:
+        return [], capped
+    # new cutting planes, (dim, B''); written D^T.C^T: OpenBLAS runs C.D ~10x slower here
+    A_new = _planes32(env.Df, Cm[: len(add)]) if add else None
+    del Cm
+    for col, p in enumerate(add + first):
+        st = state[p]
+        if col < len(add):
+            a = A_new[:, col].astype(np.float64)
+        else:
+            a, st.a_new = st.a_new, None
+        _add_plane(st, a)
+    return [p for p in still if not state[p].done], capped
+
+
+def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
+    """One problem's step at its float32 scores ``s`` ``(n_docs,)`` (duplicates tied): ``"stop"``
+    (done: certificate, convergence, proof or iteration cap), ``"again"`` (C escalated: the next
+    iteration goes on with the same working set) or ``"plane"`` (a new cutting plane, its
+    coefficients written into ``out`` and its offset into ``st.b_new``)."""
+    if st.early and _certified32(s, st, env.golds, env.opt_excl, env.rmax, env.dmax):
+        st.done, st.stopped = True, "certificate"  # recall, ranks, certificate final
+        st.s32 = s.copy()  # the final scores: w does not change any more
+        return "stop"
+    b_new, H = _group_violated(s, st, env.golds, env.opt_excl, out=out)
+    if H <= st.xiW + st.eps and H > 0 and not st.crossing:
+        action = _converged(env, st, s, H)
+        if action is not None:
+            return action
+    tight_over = st.it_tight is not None and st.it - st.it_tight >= const.TIGHTEN_ITERS
+    if H <= st.xiW + st.eps or st.it >= env.max_iter or tight_over:
+        st.done = True
+        if st.it >= env.max_iter and H > st.xiW + env.eps:
+            st.capped = True
+            st.stopped = "max_iter"
+        return "stop"
+    st.b_new = b_new
+    return "plane"
+
+
+def _converged(env: _Env, st: Problem, s: np.ndarray, H: float) -> str | None:
+    """Converged for this C with some pair violated (violation ``H``): unless the gold set is
+    separated, either prove that no w separates it (then C stays: the certificate cannot
+    change; ``"stop"``) or continue towards the hard margin with a 10x larger C (the working
+    set stays valid: cutting planes do not depend on C; ``"again"``). At C_max, certificate
+    mode tightens eps instead. None: the step's stopping rule decides."""
+    if all(_separated(s, env.golds[q], env.opt_excl[q]) for q in st.members):
+        return None
+    # the gate: one proof attempt after HULL_AFTER escalations (most separable queries are
+    # certified by then, so few proofs are spent on them); on a corpus the whole LP decides, the
+    # exact LP at the base C (finish's exact LP settles the certificate there)
+    lp_decides = bool(env.lp_check_max_docs) and env.Df.shape[0] <= env.lp_check_max_docs
+    whole_lp = lp_decides and len(st.members) == 1
+    if not st.proof_tried and (st.escalations >= (0 if whole_lp else const.HULL_AFTER) or st.C >= env.C_max):
+        st.proof_tried = True
+        if _proof(env, st, s, whole_lp):
+            return "stop"
+    if st.C < env.C_max:
+        st.C = min(st.C * 10.0, env.C_max)
+        st.adopt(_solve_dual(st.K, st.b, st.C))
+        st.escalations += 1
+        return "again"
+    # certificate mode at C_max: on a separable set the SVM optimum there is (near) the
+    # hard-margin solution, which separates; eps alone stopped short of it, so tighten it 10x at
+    # a time (at most TIGHTEN_STEPS times, for at most TIGHTEN_ITERS iterations) and go on; not
+    # without escalation (C_max=None: the plain soft-margin problem at C)
+    while st.early and env.C_max > env.C and st.tightened < const.TIGHTEN_STEPS and H <= st.xiW + st.eps:
+        st.eps /= 10.0
+        st.tightened += 1
+        if st.it_tight is None:
+            st.it_tight = st.it
+    return None
+
+
+def _proof(env: _Env, st: Problem, s: np.ndarray, whole_lp: bool) -> bool:
+    """The one in-loop proof attempt at scores ``s``: the whole exact LP (``whole_lp``, a single
+    query) or ``_prove_inseparable``. True when it ends the problem: proven inseparable
+    (``stopped="inseparable"``), or the proof found a separating witness instead (then the
+    problem is converged at C: objective, slack and dual are that optimum's)."""
+    if whole_lp:
+        q = st.members[0]
+        if lp_feasible(env.Df, env.golds[q], excluded=env.opt_excl[q]) is False:
+            st.done, st.stopped, st.lp = True, "inseparable", False
+            return True
+        return False
+    proof = _prove_inseparable(s, st.members, st.seek_witness, env.golds, env.opt_excl, env.Df, env.rep, env.dmax)
+    st.hull_members, st.witness = proof.proven, proof.witness
+    if proof.bound is not None:
+        st.done, st.stopped, st.hull = True, "inseparable", proof.bound
+        return True
+    if st.witness is not None:
+        st.done = True
+        return True
+    return False
+
+
+def _add_plane(st: Problem, a: np.ndarray) -> None:
+    """Add the cutting plane ``(a, st.b_new)`` (``a`` ``(dim,) float64``) to the working set,
+    re-solve the dual QP, drop planes inactive for ``PRUNE_AFTER`` iterations (Joachims 2006,
+    Sec. 5) and adopt the new w."""
+    cross = st.A.T @ a
+    K = np.empty((len(st.b) + 1,) * 2)
+    K[:-1, :-1] = st.K
+    K[-1, :-1] = K[:-1, -1] = cross
+    K[-1, -1] = a @ a
+    st.A = np.hstack([st.A, a[:, None]])
+    st.b = np.append(st.b, st.b_new)
+    st.K = K
+    alpha = _solve_dual(K, st.b, st.C)
+    st.age = np.where(alpha > 1e-12 * st.C, 0, np.append(st.age, 0) + 1)
+    keep = st.age <= const.PRUNE_AFTER
+    if not keep.all():
+        st.A, st.b, st.K = st.A[:, keep], st.b[keep], K[np.ix_(keep, keep)]
+        alpha, st.age = alpha[keep], st.age[keep]
+    st.adopt(alpha)
+    st.it += 1
+
+
+def _finish_batch(env: _Env, state: dict[int, Problem], ps: list[int]) -> dict[int, ProbeResult]:
+    """Every problem's results at its final w: first those stopped at their certificate (scores
+    known), then the others, their final scores 32 problems per product."""
+    results: dict[int, ProbeResult] = {}
+    for p in [p for p in ps if state[p].s32 is not None]:
+        results.update(_finish_problem(env, p, state.pop(p)))
+    rest = list(state)
+    for c0 in range(0, len(rest), 32):
+        chunk = rest[c0 : c0 + 32]
+        S32 = tie_duplicates(_scores32(env.Df, np.stack([state[p].w for p in chunk]).astype(np.float32)), env.dups)
+        for row, p in enumerate(chunk):
+            st = state.pop(p)
+            st.s32 = S32[row]
+            results.update(_finish_problem(env, p, st))
+    return results
+
+
+def _finish_problem(env: _Env, p: int, st: Problem) -> dict[int, ProbeResult]:
+    """Problem ``p``'s results (``_finish``) at float64 scores near its gold documents. A graded
+    query (``pairs="graded"``) is judged gold vs non-gold as any query, with w, slack and
+    objective those of the graded problem the cutting plane solved."""
+    real = env.problems[p]
+    s = _exact_near_gold(env.Df, st.w, st.s32, [env.golds[q] for q in real], env.rmax, env.dups)
+    if st.members == real:
+        return _finish(st, env, s)
+    n = env.Df.shape[0]
+    slack = sum(_hinge(s, env.golds[v], n_v, env.opt_excl[v]) * n_v for v, n_v in zip(st.members, st.pairs) if n_v) / max(st.P, 1)
+    q = real[0]
+    n_q = len(env.golds[q]) * (n - len(env.golds[q]) - len(env.opt_excl[q]))
+    res = _finish(replace(st, members=real, pairs=[n_q], P=n_q, graded=True, seek_witness=False), env, s)[q]
+    return {q: replace(res, slack=slack, objective=0.5 * float(np.linalg.norm(st.w)) ** 2 + st.C * slack)}

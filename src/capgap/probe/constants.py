@@ -1,0 +1,20 @@
+"""The probe's internal constants, in one place.
+
+Every module of ``capgap.probe`` reads them at call time as ``constants.NAME``, so a test or a
+benchmark that sets ``capgap.probe.constants.NAME`` (``monkeypatch.setattr``) changes what the
+next ``probe()`` call does, in worker processes too (they are forked after the change).
+"""
+
+PRUNE_AFTER = 10  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
+GEMV_ROWS = 10  # fewer active queries than this: their products are matrix-vector products (planes._scores32)
+MIN_BATCHES = 8  # batch_size=None: at least this many batches where the problems allow (solver._probe)
+BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
+HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
+HULL_ROUNDS = 3  # column-generation rounds of an inseparability proof (proofs._prove_inseparable)
+HULL_STEP = 512  # candidates added per round, at least (and at least 2 (dim + 2))
+HULL_AFTER = 2  # escalations of C before the one in-loop inseparability proof (C = 100 x the base C by default)
+TIGHTEN_STEPS = 3  # certificate mode at C_max, unseparated: eps is tightened 10x at a time, at most this often
+TIGHTEN_ITERS = 300  # ... and for at most this many iterations
+LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (proofs._lp_generated)
+LP_ROUNDS_BEFORE_WHOLE = 4  # ... on corpora small enough for the whole LP, which then follows
+LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs

@@ -1,0 +1,181 @@
+"""A problem's results at its final w: margins and certificates in float64, the exact LP or a
+proof for what the cutting plane left open, the verdict (``ProbeResult.outcome`` /
+``decided_by`` / ``cause``), ranks and top rows under ``capgap.retrieval``'s tie rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..retrieval import rank_gold, rank_top
+from . import constants as const
+from .planes import _hinge, _scores64
+from .proofs import _lp_generated, _prove_inseparable, lp_feasible
+from .result import ProbeResult
+from .state import Problem, _Env
+from .ties import _break_ties
+
+
+@dataclass
+class _Verdict:
+    """One member's verdict in progress: its final ``w`` ``(dim,)`` and scores ``s``
+    ``(n_docs,) float64`` (the problem's, or a witness's that replaced them), ``margin``,
+    ``certified``, ``separated`` (certified, or certified up to a gold document's identical
+    copies), ``lp`` (``ProbeResult.lp_feasible``), ``decided_by`` and ``hull`` (the proof's bound)."""
+
+    w: np.ndarray
+    s: np.ndarray
+    margin: float
+    certified: bool
+    separated: bool
+    lp: bool | None
+    decided_by: str | None
+    hull: float | None
+
+
+def _margin(scores: np.ndarray, gold: np.ndarray, mask: np.ndarray) -> float:
+    """Min gold score - max score over ``mask`` ``(n_docs,) bool``; inf when ``mask`` is empty."""
+    return float(scores[gold].min() - scores[mask].max()) if mask.any() else float("inf")
+
+
+def _threshold(w: np.ndarray, dmax: float) -> float:
+    """The float64 certificate's threshold on the margin at ``w``."""
+    return 1e-9 * max(1.0, float(np.linalg.norm(w))) * dmax
+
+
+def _masks(n: int, gold: np.ndarray, excl: np.ndarray, twins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(valid, ng, rest)`` ``(n,) bool``: the documents not excluded, the non-gold ones among
+    them, and those less the gold documents' identical copies."""
+    valid = np.ones(n, dtype=bool)
+    valid[excl] = False
+    ng = valid.copy()
+    ng[gold] = False
+    rest = ng.copy()
+    rest[twins] = False
+    return valid, ng, rest
+
+
+def _finish(st: Problem, env: _Env, s: np.ndarray) -> dict[int, ProbeResult]:
+    """Results of one problem (a query, or a text-tied group sharing w) at its final w, whose
+    scores (``_exact_near_gold``; duplicates tied) are ``s`` ``(n_docs,) float64``.
+
+    Scores, margin, certificate and ranks are computed in float64 with duplicates tied; ranks
+    and the top rows follow ``capgap.retrieval``'s pessimistic tie rule. The LP runs for an
+    uncertified single query (unless its escalation stopped at an inseparability proof): whole
+    when the corpus has at most ``lp_check_max_docs`` documents, else by constraint generation
+    (``_lp_generated``); a feasible LP's witness replaces w.
+    """
+    w = st.w
+    if st.crossing:
+        w, s = _break_ties(st, env, w, s)
+    slacks = {q: _hinge(s, env.golds[q], n_pairs, env.opt_excl[q]) if n_pairs else 0.0 for q, n_pairs in zip(st.members, st.pairs)}
+    group_slack = sum(slacks[q] * n_pairs for q, n_pairs in zip(st.members, st.pairs)) / max(st.P, 1)
+    objective = 0.5 * float(np.linalg.norm(w)) ** 2 + st.C * group_slack
+    dual = float(st.b @ st.alpha - 0.5 * float(np.linalg.norm(w)) ** 2) if len(st.alpha) else 0.0
+    out = {}
+    for q in st.members:
+        gold, twins = env.golds[q], env.twins[q]
+        valid, ng, rest = _masks(len(s), gold, env.excls[q], twins)
+        v = _verdict(st, env, q, w, s, ng, rest)
+        ranks = rank_gold(v.s, gold, env.grades[q], valid)
+        top_rows, top_scores = rank_top(v.s, env.depth, gold, env.grades[q], valid) if env.depth else (None, None)
+        cause, outcome = _outcome(v, q in st.crossing, len(twins) > 0)
+        out[q] = ProbeResult(v.w, objective, dual, slacks[q], st.it, not st.capped, v.margin, bool(v.certified), ranks, v.lp,
+                             bool(len(twins)), {"C_final": st.C, "escalations": st.escalations, "hull": v.hull}, cause,
+                             len(st.members), _by_construction(st, env, q, ng), top_rows, top_scores, st.stopped, outcome,
+                             v.decided_by)
+    return out
+
+
+def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: np.ndarray, rest: np.ndarray) -> _Verdict:
+    """Member ``q``'s verdict at the problem's ``w`` and scores ``s``: its certificate (up to
+    identical copies), else the in-loop proof's witness or verdict, the construction of a
+    crossing text-tied group, the exact LP (a single query), and for what is still open (the LP
+    off, a text-tied group, the LP undecided within its time limit, or a witness HiGHS's
+    tolerance let through) one more proof, for the verdict only."""
+    gold, twins = env.golds[q], env.twins[q]
+    single = len(st.members) == 1
+    margin = _margin(s, gold, ng)
+    thresh = _threshold(w, env.dmax)
+    certified = margin > thresh
+    separated = certified or (len(twins) > 0 and _margin(s, gold, rest) > thresh)  # up to identical copies
+    v = _Verdict(w, s, margin, certified, separated, False if len(twins) else None, None, st.hull)
+    if not separated and single and st.witness is not None:  # the proof's separating w (_hull_witness)
+        _adopt_witness(v, st.witness, gold, ng, env.dmax)
+    elif separated:
+        v.decided_by = "certificate"
+    elif q in st.crossing:
+        v.decided_by = "construction"
+    elif v.hull is not None and q in st.hull_members:  # the in-loop proof of this member
+        v.decided_by = "hull"
+    elif st.lp is False:  # the in-loop exact LP (a single query)
+        v.decided_by, v.lp = "lp", False
+    elif single and env.lp_check_max_docs and not st.graded:  # (a graded query keeps its w)
+        _exact_lp(v, env, q, ng, rest)
+    if v.decided_by is None and not v.separated:
+        proof = _prove_inseparable(v.s, [q], st.seek_witness, env.golds, env.opt_excl, env.Df, env.rep, env.dmax)
+        v.hull = proof.bound
+        v.decided_by = "hull" if proof.bound is not None else None
+        if proof.witness is not None:  # no proof, but a separating w
+            _adopt_witness(v, proof.witness, gold, ng, env.dmax)
+    return v
+
+
+def _adopt_witness(v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, dmax: float) -> None:
+    """A proof's separating ``(w, scores)`` replaces the verdict's (``decided_by="hull"``)."""
+    v.w, v.s = witness
+    v.margin = _margin(v.s, gold, ng)
+    v.certified = v.margin > _threshold(v.w, dmax)
+    v.separated, v.decided_by = True, "hull"
+
+
+def _exact_lp(v: _Verdict, env: _Env, q: int, ng: np.ndarray, rest: np.ndarray) -> None:
+    """The exact LP on what is still open: the gold set against ``rest`` (a gold document's
+    identical copies set aside: they tie with it whatever w is); whole on a corpus of at most
+    ``lp_check_max_docs`` documents, beyond by constraint generation. A witness that separates
+    what w did not is strictly better and adopted; an infeasible LP decides the verdict."""
+    Df, gold, twins = env.Df, env.golds[q], env.twins[q]
+    if Df.shape[0] <= env.lp_check_max_docs:  # the whole LP; beyond, by constraint generation
+        ok, w_lp = lp_feasible(Df, gold, excluded=env.opt_excl[q], return_witness=True)
+        s_lp = _scores64(Df, w_lp, env.dups) if ok else None
+    else:
+        ok, w_lp, s_lp = _lp_generated(Df, env.rep, gold, rest, v.s, env.dups, const.LP_WHOLE_FACTOR * env.lp_check_max_docs)
+    if ok and _margin(s_lp, gold, rest) > 0:  # a witness separates what w did not: strictly better, adopted
+        v.w, v.s = w_lp, s_lp
+        v.margin = _margin(v.s, gold, ng)
+        v.certified = v.margin > 0
+        v.separated = True
+        v.decided_by = "lp"
+    elif ok is False:
+        v.decided_by = "lp"
+    if not len(twins):
+        v.lp = ok
+
+
+def _outcome(v: _Verdict, crossing: bool, has_twins: bool) -> tuple[str | None, str]:
+    """``(cause, outcome)`` of a member's verdict (``ProbeResult``)."""
+    if v.certified:
+        return None, "certified"
+    if v.separated:
+        return "duplicate", "duplicate"
+    if crossing:
+        return "tied", "tied"
+    if v.decided_by in ("hull", "lp"):
+        return "geometry", "geometry"
+    return ("duplicate" if has_twins else "geometry"), "undecided"
+
+
+def _by_construction(st: Problem, env: _Env, q: int, ng: np.ndarray) -> str | None:
+    """Why member ``q``'s certification was guaranteed before any optimisation, else None
+    (``ProbeResult.by_construction``): only when every member of the problem poses the same
+    problem and no gold document has an identical copy."""
+    gold, excl = env.golds[q], env.excls[q]
+    same_problem = all(np.array_equal(env.golds[m], gold) and np.array_equal(env.excls[m], excl) for m in st.members)
+    if not same_problem or len(env.twins[q]):
+        return None
+    if env.affine:
+        return "n_docs <= dim + 1, affinely independent: every gold set is separable"
+    if len(gold) == 1 and ng.any() and np.all(np.abs(env.norms[ng] / max(env.norms[gold[0]], 1e-30) - 1) <= 1e-5):
+        return "single gold among distinct documents of equal norm: w = the gold vector separates it"
+    return None

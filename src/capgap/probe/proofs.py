@@ -1,0 +1,219 @@
+"""Certificates and proofs: the exact hard-margin LP (``lp_feasible``, whole or by constraint
+generation, ``_lp_generated``) and the inseparability proof (``hull_distance_bound`` of the
+gold and non-gold convex hulls, by column generation in ``_prove_inseparable``; the proof's
+nearest-point direction, when it separates, is a witness: ``_hull_witness``)."""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple, Sequence
+
+import numpy as np
+from scipy.optimize import linprog, nnls
+
+from . import constants as const
+from .planes import _non_gold, _scores64, _separated
+
+
+def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, excluded: Sequence[int] = (),
+                return_witness: bool = False):
+    """Exact hard-margin check: is {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} feasible?
+
+    An LP with |G| + |N| constraints and dim + 1 free variables, solved by scipy's HiGHS.
+    ``D``: ``(n_docs, dim)`` float. Returns True/False, or None if HiGHS hit ``time_limit``
+    (seconds) or failed numerically. ``excluded``: rows left out of the problem (neither gold
+    nor non-gold). With ``return_witness``: ``(feasible, w)``, ``w`` the LP's ``(dim,)
+    float64`` witness when feasible (else None): a query vector that ranks every gold document
+    above every non-gold one by a margin of 1.
+    """
+    D = np.asarray(D, dtype=np.float64)
+    gold = np.asarray(gold, dtype=np.int64)
+    if len(excluded):
+        keep = np.ones(len(D), dtype=bool)
+        keep[np.asarray(excluded, dtype=np.int64)] = False
+        new = np.cumsum(keep) - 1
+        D, gold = D[keep], new[gold]
+    mask = np.zeros(len(D), dtype=bool)
+    mask[gold] = True
+    if mask.all():
+        return (True, np.zeros(D.shape[1])) if return_witness else True
+    # variables x = (w, t); constraints A_ub x <= b_ub
+    A_gold = np.hstack([-D[mask], np.ones((mask.sum(), 1))])  # -w.d_i + t <= -1
+    A_ng = np.hstack([D[~mask], -np.ones(((~mask).sum(), 1))])  # w.d_j - t <= 0
+    A = np.vstack([A_gold, A_ng])
+    b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
+    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] + 1), method="highs", options={"time_limit": time_limit})
+    ok = True if res.status == 0 else False if res.status == 2 else None
+    if return_witness:
+        return ok, (np.asarray(res.x[:-1], dtype=np.float64) if ok else None)
+    return ok
+
+
+class Proof(NamedTuple):
+    """What ``_prove_inseparable`` found: ``bound`` (the largest member's
+    ``hull_distance_bound`` when every unseparated member is proven, else None), ``proven``
+    (the members proven, in order; a failed proof may leave some) and ``witness`` (``(w,
+    scores)``, margin 1: a single member's separating nearest-point direction, ``_hull_witness``;
+    else None)."""
+
+    bound: float | None
+    proven: list
+    witness: tuple | None
+
+
+def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool, golds, opt_excl, Df: np.ndarray,
+                       rep: np.ndarray, dmax: float) -> Proof:
+    """The escalation gate: an inseparability proof for every member (indices into ``golds`` /
+    ``opt_excl``) of a problem whose gold set the scores ``s`` ``(n_docs,)`` (at the problem's
+    w, duplicates tied) do not separate.
+
+    Per unseparated member, column generation on the nearest-point problem of the two hulls:
+    start from the ``max(2 (dim + 2), HULL_STEP)`` highest-scoring non-gold documents; ``hull_distance_bound``
+    of the gold documents against them gives convex weights and r = p - q; if |r| <=
+    ``HULL_TOL * dmax`` the member is proven (every w has min gold score - max non-gold score
+    <= |w| |r|, below the certificate's threshold in ``_finish``, so no C certifies it). Else r
+    points from the gold hull towards the subset's non-gold hull: the non-gold documents ranked
+    at or above the lowest gold one along r join the candidates (highest first), topped up with
+    the next documents by score at w to that many new ones per round, and the next round
+    starts. At most ``HULL_ROUNDS`` rounds; a failed proof escalates. Documents enter as their
+    duplicate group's first row (``rep``), whose score every member of the group gets. A single
+    member with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
+    dim = Df.shape[1]
+    step = max(2 * (dim + 2), const.HULL_STEP)
+    worst, proven, witness = 0.0, [], None
+    single = len(members) == 1 and seek_witness
+    for q in members:
+        gold = golds[q]
+        if _separated(s, gold, opt_excl[q]):
+            continue  # separated (or nothing to separate from)
+        ng = np.flatnonzero(_non_gold(len(s), gold, opt_excl[q]))
+        n_rows = len(np.unique(rep[ng]))
+        G = Df[np.unique(rep[gold])]
+        by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
+        cand, used = by_s[:step], step
+        bound = float("inf")
+        for _ in range(const.HULL_ROUNDS):
+            rows = np.unique(rep[cand])
+            bound, r = hull_distance_bound(G, Df[rows], return_direction=True)
+            if bound <= const.HULL_TOL * dmax or r is None:
+                break
+            t = (Df @ r.astype(np.float32))[rep]  # along r, duplicates tied
+            if single and float(t[gold].min()) > float(t[ng].max()):
+                # r, the nearest-point direction of the subset's hulls, separates every document:
+                # the query is separable and r is its witness (checked exactly, scaled to margin 1)
+                witness = _hull_witness(Df, r, gold, ng, rep, dmax)
+                if witness is not None:
+                    break
+            if len(rows) >= n_rows:
+                break
+            new = _misranked(t, gold, ng, rep, rows, step)
+            fill = by_s[used : used + step - len(new)]  # the rest of the round: the next by score at w
+            used += len(fill)
+            cand = np.concatenate([cand, new, fill])
+        if bound > const.HULL_TOL * dmax:
+            return Proof(None, proven, witness)
+        worst = max(worst, bound)
+        proven.append(q)
+    return Proof(worst if proven else None, proven, witness)
+
+
+def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
+                  dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """A separating witness from a nearest-point direction ``r`` ``(dim,) float64``: the exact
+    (float64) scores along r, duplicates tied through ``rep``; when every gold document scores
+    above every non-gold one in ``ng`` (row indices) by a margin m that ``_finish``'s certificate
+    threshold accepts after scaling, returns ``(r / m, scores / m)`` (margin 1: a feasible point
+    of the hard-margin problem), else None."""
+    s = _scores64(Df, r, ())[rep]
+    m = float(s[gold].min() - s[ng].max()) if len(ng) else float("inf")
+    if not np.isfinite(m) or m <= 0:
+        return None
+    wn = float(np.linalg.norm(r)) / m
+    if 1.0 <= 1e-9 * max(1.0, wn) * dmax:  # _finish's threshold: not certified after scaling
+        return None
+    return r / m, s / m
+
+
+def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = False):
+    """An upper bound on the distance between the convex hulls of the rows of ``P`` ``(p, dim)``
+    and ``N`` ``(m, dim)`` (float32 or float64): |r| for r = sum_i lam_i P_i - sum_j mu_j N_j with
+    lam, mu convex weights, found by non-negative least squares (scipy's ``nnls`` on
+    [P^T, -N^T; 10 1^T, 0; 0, 10 1^T] x = [0; 10; 10], then lam, mu normalised) and r computed
+    in float64. Whatever the solver's accuracy, the bound is exact for the weights it returns:
+    for every w, min_i w.P_i - max_j w.N_j <= w.r <= |w| |r| (a convex combination lies between
+    the minimum and the maximum). 0 (up to rounding, ~1e-15) when the hulls intersect, i.e.
+    when no hyperplane separates P from N (Bennett & Bredensteiner, "Duality and Geometry in SVM
+    Classifiers", ICML 2000: the hard-margin SVM is the nearest-point problem of the two hulls).
+    Returns ``inf`` when the solver fails. With ``return_direction``: ``(bound, r)``, r the
+    ``(dim,) float64`` difference (None when the solver fails)."""
+    P = np.asarray(P, dtype=np.float64)
+    N = np.asarray(N, dtype=np.float64)
+    p, dim = P.shape
+    A = np.zeros((dim + 2, p + len(N)))
+    A[:dim, :p], A[:dim, p:] = P.T, -N.T
+    A[dim, :p] = A[dim + 1, p:] = 10.0
+    b = np.zeros(dim + 2)
+    b[dim:] = 10.0
+    fail = (float("inf"), None) if return_direction else float("inf")
+    try:
+        x = nnls(A, b)[0]
+    except RuntimeError:  # iteration limit
+        return fail
+    lam, mu = x[:p], x[p:]
+    if lam.sum() <= 0 or mu.sum() <= 0:
+        return fail
+    r = P.T @ (lam / lam.sum()) - N.T @ (mu / mu.sum())
+    return (float(np.linalg.norm(r)), r) if return_direction else float(np.linalg.norm(r))
+
+
+def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """The column-generation step of ``_prove_inseparable`` and ``_lp_generated``: the non-gold
+    documents ``ng`` (row indices) that scores ``t`` ``(n_docs,)`` rank at or above the lowest gold
+    one and whose duplicate-group representative (``rep``) is not among ``rows`` yet, the ``k``
+    highest first."""
+    new = ng[(t[ng] >= t[gold].min()) & ~np.isin(rep[ng], rows)]
+    return new[np.argsort(-t[new], kind="stable")[:k]]
+
+
+def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
+                  whole_max_docs: int, time_limit: float = 60.0):
+    """The hard-margin LP (``lp_feasible``) by constraint generation, for a corpus too large to
+    pass whole: the gold documents against the ``2 (dim + 2)`` non-gold documents scoring
+    highest at the final w (``s`` ``(n_docs,) float64``); a feasible LP's witness is scored on
+    every document, and the non-gold documents it ranks at or above the lowest gold one join
+    (at most ``2 (dim + 2)`` per round, highest first) until the witness separates the whole
+    gold set (``True``, exact) or a subset's LP is infeasible (``False``, exact: a subset of the
+    constraints already admits no w). A corpus of at most ``whole_max_docs`` documents gets the
+    whole LP after ``LP_ROUNDS_BEFORE_WHOLE`` undecided rounds; a larger one up to ``LP_ROUNDS``
+    rounds. Documents enter as their duplicate group's
+    first row (``rep``), whose score the group gets. ``ng``: ``(n_docs,) bool`` the non-gold
+    documents. Returns ``(lp, w, scores)``: ``lp`` None when undecided within ``time_limit``
+    seconds (in all); ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True."""
+    step = 2 * (Df.shape[1] + 2)
+    ngr = np.flatnonzero(ng)
+    cand = ngr[np.argsort(-s[ngr], kind="stable")[:step]]
+    G = np.unique(rep[gold])
+    t_end = time.perf_counter() + time_limit
+
+    def witness(rows):
+        ok, w = lp_feasible(Df[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
+                            return_witness=True)
+        return ok, w, (_scores64(Df, w, dups) if ok else None)
+
+    for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(Df) <= whole_max_docs else const.LP_ROUNDS):
+        if time.perf_counter() >= t_end:
+            return None, None, None
+        rows = np.unique(rep[cand])
+        ok, w, sw = witness(rows)
+        if not ok:
+            return ok, None, None
+        new = _misranked(sw, gold, ngr, rep, rows, step)
+        if not len(new):
+            return (True, w, sw) if sw[gold].min() > sw[ngr].max() else (None, None, None)
+        cand = np.concatenate([cand, new])
+    if len(Df) <= whole_max_docs and time.perf_counter() < t_end:
+        ok, w, sw = witness(np.unique(rep[ngr]))
+        if ok and sw[gold].min() > sw[ngr].max():
+            return True, w, sw
+        return (False, None, None) if ok is False else (None, None, None)
+    return None, None, None

@@ -1,0 +1,136 @@
+"""The probe's entry point: ``probe()`` validates its input, builds the shared environment
+(``setup``), splits the problems into batches and runs them (``workers``, ``batch``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Sequence
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from . import constants as const
+from .config import PAIRS, SOLVES, _D
+from .result import ProbeResult
+from .setup import _environment, _queries
+from .workers import _map_batches
+
+log = logging.getLogger("capgap.probe")  # the package's one logger, as before the split
+
+
+def probe(
+    D: np.ndarray,
+    gold_sets: Sequence[Sequence[int]],
+    C: float = _D["C"],
+    eps: float = _D["eps"],
+    max_iter: int = _D["max_iter"],
+    batch_size: int | None = _D["batch_size"],
+    lp_check_max_docs: int = _D["lp_check_max_docs"],
+    C_max: float | None = _D["C_max"],
+    threads: int | None = None,
+    progress: bool = False,
+    excluded_sets: Sequence[Sequence[int]] | None = None,
+    grades: Sequence[Sequence[float]] | None = None,
+    tie_groups: Sequence | None = None,
+    depth: int = 0,
+    duplicates: Sequence[Sequence[int]] = (),
+    solve: str = _D["solve"],
+    pairs: str = _D["pairs"],
+) -> list[ProbeResult]:
+    """Run the capacity probe for every query.
+
+    ``D``: ``(n_docs, dim) float32`` frozen index (rows = documents; may be a memory map).
+    ``gold_sets[q]``: row indices of query q's gold documents (non-empty). ``C``: see the package
+    docstring (``capgap.probe``; dlib scaling). ``eps``: stopping tolerance on the pair-averaged hinge. ``max_iter``:
+    iteration cap per query (a warning names how many queries hit it). ``batch_size``: queries
+    per matrix product (default ``max(16, dim // 4)``: keeps the two ``(n_docs, batch)`` float32
+    work matrices under half the index size; fewer where that leaves under ``MIN_BATCHES``
+    batches, so that a small query set still spreads over the worker processes). ``lp_check_max_docs``: run the exact LP for queries
+    the cutting plane leaves uncertified, whole when ``n_docs`` is at most this, by constraint
+    generation otherwise (0: never); a feasible LP's witness becomes the query's w. ``C_max``: when a query converges without strict
+    separation, C is raised 10x at a time up to ``C_max`` and the cutting plane continues on the
+    same working set, approaching the hard-margin problem (None: no escalation, the plain
+    soft-margin problem with ``C``); text-tied queries with crossing gold sets are not
+    escalated, and a gold document's identical non-gold copies are set aside from the
+    optimisation (they tie with it under any w). ``excluded_sets[q]``: rows that are neither gold nor non-gold for query
+    q (BRIGHT's ``excluded_ids``; BEIR's self-retrieval rule): they enter no pair, no rank and
+    no certificate. ``grades[q]``: relevance grades aligned with ``gold_sets[q]`` (default 1;
+    they order tied gold documents, lowest grade first). ``tie_groups[q]``: a label; queries with
+    the same label (identical query text) share one w, a ranking SVM over the union of their
+    pair sets (the 1-slack constraint sums every member's pairs), since any text encoder maps
+    them to one vector. ``depth``: also keep each query's first ``depth`` documents
+    (``ProbeResult.top_rows``/``top_scores``) for a run file. ``duplicates``: groups of rows to
+    treat as identical documents besides the bit-identical rows found here (identical texts
+    whose embeddings differ in the last bits): they score identically and are twins.
+    ``solve``: ``"certificate"`` stops a query once its witness separates the gold set with a
+    float32 margin above the float32 error bound (so the float64 check certifies it too):
+    recall, ranks and the certificate are then what the optimum would give (every gold
+    document ranks above every other), objective and slack are the witness's; graded gold sets
+    too (the recall capacity is decided there; the nDCG of that w is a lower bound on the nDCG
+    capacity). A text-tied group with crossing gold sets runs to the optimum.
+    ``"optimum"``: every query runs to Joachims' eps criterion. ``pairs``: ``"gold"`` (every
+    gold document against every non-gold one: the paper's recall capacity) or ``"graded"``:
+    for a single query with more than one grade, the pairs of every two grade levels (non-gold
+    = grade 0; Joachims, "Optimizing Search Engines using Clickthrough Data", KDD 2002, Sec. 4),
+    so w seeks the whole graded order and its nDCG is the nDCG capacity that order supports;
+    the 1-slack constraint sums one gold-vs-lower-levels constraint per level, weighted by its
+    pairs (as a text-tied group's members), ``solve="certificate"`` stops a query when every
+    level ranks above every lower one, and w is the SVM's (no LP or proof witness replaces it:
+    those decide gold vs non-gold only). ``slack``/``objective``/``dual`` are then the graded
+    problem's; certificate, ranks and recall still judge gold against non-gold.
+
+    Escalation, then one proof: an unseparated problem raises C 10x at a time; after
+    ``HULL_AFTER`` escalations it gets one inseparability proof (``hull_distance_bound``; package
+    docstring; on a corpus of at most ``lp_check_max_docs`` documents a single query gets the
+    whole exact LP at the base C instead). When it holds, no w and hence no C certifies the
+    query, so C stays (``stopped="inseparable"``). At ``C_max`` (certificate mode, escalation on)
+    eps is tightened 10x at a time (``TIGHTEN_STEPS``, ``TIGHTEN_ITERS``), since eps alone can stop short
+    of the hard-margin solution of a separable set. What is still open then goes to the exact LP
+    (``lp_check_max_docs`` > 0, single queries) or, with the LP off, to one more proof for the
+    verdict; ``ProbeResult.outcome`` / ``decided_by`` record how each query was decided.
+
+    Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
+    w: identical rows score identically and a non-gold document tied with a gold one ranks first.
+
+    Returns one ``ProbeResult`` per query, in order. Raises ``ValueError`` for NaN/Inf in ``D``,
+    an empty gold set, an index out of range, or a document both gold and excluded.
+    """
+    D = np.asarray(D)
+    if D.ndim != 2:
+        raise ValueError(f"index must be 2-d, got shape {D.shape}")
+    for b0 in range(0, D.shape[0], const.BLOCK):  # blockwise: no full-size temporary
+        if not np.isfinite(D[b0 : b0 + const.BLOCK]).all():
+            raise ValueError("index contains NaN or Inf")
+    if solve not in SOLVES:
+        raise ValueError(f"solve must be one of {SOLVES}, got {solve!r}")
+    if pairs not in PAIRS:
+        raise ValueError(f"pairs must be one of {PAIRS}, got {pairs!r}")
+    workers = int(threads) if threads else (os.cpu_count() or 1)
+    with threadpool_limits(int(threads) if threads else None):
+        return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
+                      excluded_sets, grades, tie_groups, int(depth), duplicates, solve, workers, pairs)
+
+
+def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
+           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"], workers=1, pairs="gold") -> list[ProbeResult]:
+    """``probe()`` past its checks, with ``C_max`` >= ``C`` resolved and ``workers`` processes."""
+    golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
+    settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
+                    lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve)
+    env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings)
+    # batches: max(16, dim // 4) problems, fewer where that leaves under MIN_BATCHES batches (a small
+    # query set still spreads over the worker processes); never a function of the thread count,
+    # so the numbers are not either
+    n_prob = len(env.problems)
+    B = batch_size or min(max(16, D.shape[1] // 4), max(1, -(-n_prob // const.MIN_BATCHES)))
+    batches = [list(range(b0, min(b0 + B, n_prob))) for b0 in range(0, n_prob, B)]
+    results: list[ProbeResult | None] = [None] * len(golds)
+    capped = 0
+    for out, n_capped in _map_batches(env, batches, workers, progress):
+        capped += n_capped
+        for q, res in out.items():
+            results[q] = res
+    if capped:
+        log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
+    return results  # type: ignore[return-value]

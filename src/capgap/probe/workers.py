@@ -1,0 +1,66 @@
+"""Batches of problems in this process or in forked worker processes, each with one BLAS
+thread: the batches, and so the numbers, are the same either way."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+from tqdm import tqdm
+
+from .batch import _solve_batch
+from .result import ProbeResult
+from .state import _Env
+
+_WORKER_ENV: _Env | None = None  # a worker process's copy of the batches' environment (_map_batches)
+
+
+def _init_worker(env: _Env, memmap: tuple | None) -> None:
+    """A worker process's start: keep the environment (the index reopened from its file when
+    ``memmap`` = ``(filename, offset, shape)``) and run one BLAS thread."""
+    global _WORKER_ENV
+    if memmap is not None:  # the index reopened from its file, not copied through a pipe
+        filename, offset, shape = memmap
+        env = replace(env, Df=np.memmap(filename, dtype=np.float32, mode="r", offset=offset, shape=shape))
+    threadpool_limits(1)  # one BLAS thread per worker: the workers are the parallelism
+    _WORKER_ENV = env
+
+
+def _worker_batch(ps: list[int]) -> tuple[dict[int, ProbeResult], int]:
+    return _solve_batch(_WORKER_ENV, ps)  # type: ignore[arg-type]
+
+
+def _memmap_of(Df: np.ndarray) -> tuple | None:
+    """``(filename, offset, shape)`` when the index ``Df`` is (a view of) a whole float32
+    C-contiguous memory map, which workers can reopen; else None."""
+    base = Df.base if isinstance(Df.base, np.memmap) else Df
+    if isinstance(base, np.memmap) and base.dtype == np.float32 and base.flags.c_contiguous and base.shape == Df.shape:
+        return (base.filename, base.offset, base.shape)
+    return None
+
+
+def _map_batches(env: _Env, batches: list[list[int]], workers: int, progress: bool):
+    """Yield ``_solve_batch`` of each batch, in order: in this process, or with ``workers`` > 1
+    in that many worker processes (forked: the environment is inherited, nothing re-imports a
+    script's top level), each with one BLAS thread. Batches are the same either way, so the
+    results are too."""
+    it = tqdm(total=len(batches), desc="probe", unit="batch") if progress else None
+    if workers > 1 and len(batches) > 1:
+        with ProcessPoolExecutor(min(workers, len(batches)), mp_context=mp.get_context("fork"), initializer=_init_worker,
+                                 initargs=(env, _memmap_of(env.Df))) as pool:
+            for out in pool.map(_worker_batch, batches):
+                if it is not None:
+                    it.update()
+                yield out
+    else:
+        for ps in batches:
+            with threadpool_limits(1):  # as in a worker: the numbers do not depend on the thread count
+                out = _solve_batch(env, ps)
+            if it is not None:
+                it.update()
+            yield out
+    if it is not None:
+        it.close()
