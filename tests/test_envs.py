@@ -127,6 +127,24 @@ def _resolve(module: str, imp: ast.ImportFrom) -> str:
     return ".".join(p for p in (pkg, imp.module or "") if p)
 
 
+def _defining(module: str, name: str) -> tuple[str, str | None]:
+    """Where ``from module import name`` finds ``name``: ``(module, name)`` when ``module``
+    defines it, the defining module when ``module`` re-exports it (a package ``__init__``'s
+    ``from .sub import name``, followed), else ``(module, None)``: the whole module."""
+    body = ast.parse(_path(module).read_text()).body
+    if any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name for n in body):
+        return module, name
+    for n in body:
+        if isinstance(n, ast.ImportFrom) and n.level > 0 and any((a.asname or a.name) == name for a in n.names):
+            orig = next(a.name for a in n.names if (a.asname or a.name) == name)
+            target = _resolve(module, n)
+            sub = ".".join(p for p in (target, orig) if p)
+            if (SRC / sub.replace(".", "/")).is_dir() or (SRC / (sub.replace(".", "/") + ".py")).is_file():
+                return sub, None
+            return _defining(target, orig)
+    return module, None
+
+
 def _closure(module, name=None, seen=None) -> set[str]:
     """Top-level third-party import names reachable from capgap ``module`` (``name``: one
     function or class of it and what it calls in the same module; None: the whole module)."""
@@ -158,8 +176,7 @@ def _closure(module, name=None, seen=None) -> set[str]:
                 if (SRC / sub.replace(".", "/")).is_dir() or (SRC / (sub.replace(".", "/") + ".py")).is_file():
                     found |= _closure(sub, None, seen)  # from . import x: a whole module
                 else:
-                    names = {n.name for n in ast.parse(_path(target).read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-                    found |= _closure(target, a.name if a.name in names else None, seen)
+                    found |= _closure(*_defining(target, a.name), seen)
     return found - set(sys.stdlib_module_names) - {"capgap", "__future__"}
 
 

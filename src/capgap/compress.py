@@ -89,8 +89,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import section_defaults
-from .evaluate import evaluate_queries
-from .probe import evaluate as probe_evaluate
 from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
 
 log = logging.getLogger(__name__)
@@ -507,6 +505,9 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
     """
     import time
     from types import SimpleNamespace
+
+    from .evaluate import evaluate_queries  # lazy: parse_variant serves the report rule, whose env has no torch
+    from .probe import evaluate as probe_evaluate  # lazy: ... nor the probe's quadprog / scipy
 
     D = np.asarray(index.embeddings)
     n, dim = D.shape

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .data.twins import TwinPairs  # noqa: F401  (capgap.probe imports it here until its split lands)
 from .evaluate import evaluate_encoder
-from .evaluate import twin_rows  # noqa: F401  (capgap.probe imports it here until its split lands)
 
 
 def twin_negative_rows(rs, index, without_twins, with_twins, targets, ks: Sequence[int], ndcg_k: int, encoder_name: str,

@@ -14,20 +14,10 @@ import logging
 import time
 from pathlib import Path
 
-from .bm25 import evaluate as bm25_evaluate
-from .colbert import ColbertConfig, run_colbert
-from .compress import evaluate_variants
 from .data import load_canonical, write_canonical
-from .encoders import EncoderSpec, load_encoder
-from .evaluate import evaluate_encoder, write_curve, write_rows
-from .finetune import FinetuneConfig, finetune_encoder, load_adapter, save_adapter
-from .hardness import run_grid
-from .index import build_index, index_fingerprint, load_index
+from .evaluate import write_curve, write_rows
 from .io import write_json, write_jsonl
 from .logs import log_to  # noqa: F401  (every script's first call)
-from .nearmiss import twin_negative_rows
-from .probe import ProbeConfig, evaluate as probe_evaluate
-from .sources import prepare
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +26,8 @@ def data(inputs, outputs, params, threads: int = 1) -> dict:
     """Rule ``data``: obtain dataset ``params.dataset`` as ``params.spec`` (its config section)
     says (``sources.prepare``); write its canonical copy, then ``status.json`` (last: it marks
     the copy complete) to ``outputs[0]``. Returns the status."""
+    from .sources import prepare  # lazy: pooch (each rule's env loads only its own method)
+
     out = Path(outputs[0])
     out.mkdir(parents=True, exist_ok=True)
     rs, status = prepare(params.dataset, params.spec)
@@ -49,6 +41,8 @@ def index(inputs, outputs, params, threads: int = 1) -> dict:
     """Rule ``index``: embed the corpus of ``inputs.data`` once with encoder
     ``params.encoder_name`` (config ``params.encoder``) into the folder of
     ``outputs.fingerprint`` (``capgap.index.build_index``). Returns the index fingerprint."""
+    from .index import build_index  # lazy: torch, faiss (each rule's env loads only its own method)
+
     rs = load_canonical(inputs.data)
     enc = _encoder(params, threads)
     t = time.perf_counter()
@@ -62,6 +56,8 @@ def pretrained(inputs, outputs, params, threads: int = 1) -> list[dict]:
     on its frozen index (``evaluate.evaluate_encoder``); writes ``outputs.run`` and
     ``outputs.metrics``. The index must match this encoder and corpus (else
     ``FingerprintMismatch``)."""
+    from .evaluate import evaluate_encoder  # lazy: torch (each rule's env loads only its own method)
+
     rs, enc, idx = _load_with_index(inputs, params, threads)
     return _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads))
 
@@ -69,7 +65,9 @@ def pretrained(inputs, outputs, params, threads: int = 1) -> list[dict]:
 def bm25(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``bm25``: BM25 with settings ``params.bm25`` (``capgap.bm25.evaluate``); writes
     ``outputs.run`` and ``outputs.metrics``."""
-    return _write(outputs, *bm25_evaluate(load_canonical(inputs.data), params.bm25, params.ks, params.ndcg_k))
+    from .bm25 import evaluate  # lazy: bm25s (each rule's env loads only its own method)
+
+    return _write(outputs, *evaluate(load_canonical(inputs.data), params.bm25, params.ks, params.ndcg_k))
 
 
 def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
@@ -77,9 +75,12 @@ def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
     frozen index (``capgap.probe.evaluate``); writes ``outputs.per_query`` (one JSON line per
     query), ``outputs.run`` (every query's w) and ``outputs.metrics``. The index must have been
     built from this corpus (else ``FingerprintMismatch``)."""
+    from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
+    from .probe import ProbeConfig, evaluate  # lazy: quadprog, scipy (each rule's env loads only its own method)
+
     rs = load_canonical(inputs.data)
     idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
-    rows, records, run = probe_evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k, threads)
+    rows, records, run = evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k, threads)
     write_jsonl(outputs.per_query, records)
     return _write(outputs, rows, run)
 
@@ -90,6 +91,9 @@ def compress(inputs, outputs, params, threads: int = 1) -> list[dict]:
     ``variants``, ``seed``; ``capgap.compress.evaluate_variants``); writes ``outputs.metrics``
     (column ``compression`` names the variant). The index must match this encoder and corpus
     (else ``FingerprintMismatch``)."""
+    from .compress import evaluate_variants  # lazy: faiss (each rule's env loads only its own method)
+    from .probe import ProbeConfig  # lazy: quadprog, scipy (each rule's env loads only its own method)
+
     rs, enc, idx = _load_with_index(inputs, params, threads)
     q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
     cfg = params.compress
@@ -104,6 +108,8 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     from ``params.checkpoint`` after a kill; then train and held-out evaluated exactly as the
     pre-trained encoder. Writes ``outputs.metrics`` (method ``finetuned``), ``outputs.curve``,
     ``outputs.run`` and ``outputs.adapter`` (peft ``save_pretrained``)."""
+    from .evaluate import evaluate_encoder  # lazy: torch (each rule's env loads only its own method)
+
     rs, enc, idx = _load_with_index(inputs, params, threads)
     _train_adapter(rs, enc, idx, params, outputs, threads)
     rows = _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads))
@@ -121,6 +127,10 @@ def twin_negatives(inputs, outputs, params, threads: int = 1) -> list[dict]:
     target (``inputs.targets`` data folders, ``inputs.target_indexes`` fingerprints, same
     encoder) both adapters: ``finetuned-no-twins@<set>`` and, loaded from ``inputs.adapter``
     (rule ``finetune``: twins as negatives), ``finetuned@<set>``."""
+    from .finetune import load_adapter  # lazy: torch, peft (each rule's env loads only its own method)
+    from .index import index_fingerprint, load_index  # lazy: torch, faiss (each rule's env loads only its own method)
+    from .nearmiss import twin_negative_rows  # lazy: torch (each rule's env loads only its own method)
+
     rs, enc, idx = _load_with_index(inputs, params, threads)
     targets = []
     for folder, fp in zip(inputs.targets, inputs.target_indexes):
@@ -145,6 +155,8 @@ def colbert(inputs, outputs, params, threads: int = 1) -> list[dict]:
     extensions. With an ANN backend, rows ``ann_recall@k`` (split ``all``) give the index's
     recall against exact MaxSim top-k on ``ann_sample`` queries. Writes ``outputs.metrics``,
     ``outputs.curve`` and ``outputs.run``."""
+    from .colbert import ColbertConfig, run_colbert  # lazy: torch, PyLate (each rule's env loads only its own method)
+
     rs = load_canonical(inputs.data)
     cfg = ColbertConfig.from_config(dict(params.colbert))
     res = run_colbert(rs, cfg, params.work, params.extensions, params.ks, params.ndcg_k, threads=threads)
@@ -156,6 +168,9 @@ def hardness(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``hardness``: the parity-task experiments (``capgap.hardness.run_grid``, settings
     ``params.hardness``, probe settings ``params.probe``): rows to ``outputs.metrics`` (the
     results.csv columns), sizes and chance agreement to ``outputs.summary`` (JSON)."""
+    from .hardness import run_grid  # lazy: torch, quadprog (each rule's env loads only its own method)
+    from .probe import ProbeConfig  # lazy: quadprog, scipy (each rule's env loads only its own method)
+
     t = time.perf_counter()
     rows, summary = run_grid(params.hardness, ProbeConfig.from_config(params.probe))
     log.info("hardness: %d rows in %.1f s", len(rows), time.perf_counter() - t)
@@ -165,12 +180,16 @@ def hardness(inputs, outputs, params, threads: int = 1) -> list[dict]:
 
 def _encoder(params, threads):
     """The encoder ``params.encoder_name`` with config ``params.encoder``."""
+    from .encoders import EncoderSpec, load_encoder  # lazy: torch (each rule's env loads only its own method)
+
     return load_encoder(EncoderSpec.from_config(params.encoder_name, dict(params.encoder)), threads=threads)
 
 
 def _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool = True) -> None:
     """LoRA fine-tuning with settings ``params.finetune`` (``capgap.finetune.finetune_encoder``,
     resuming from ``params.checkpoint``); writes ``outputs.curve`` and ``outputs.adapter``."""
+    from .finetune import FinetuneConfig, finetune_encoder, save_adapter  # lazy: torch, peft (each rule's env loads only its own method)
+
     cfg = FinetuneConfig.from_config(dict(params.finetune))
     res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads,
                            twin_negatives=twin_negatives)
@@ -180,6 +199,8 @@ def _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool 
 
 def _load_with_index(inputs, params, threads):
     """The canonical dataset, the loaded encoder, and its frozen index (fingerprint-checked)."""
+    from .index import index_fingerprint, load_index  # lazy: torch, faiss (each rule's env loads only its own method)
+
     rs = load_canonical(inputs.data)
     enc = _encoder(params, threads)
     return rs, enc, load_index(Path(inputs.fingerprint).parent, index_fingerprint(enc.fingerprint(), rs.corpus))

@@ -88,7 +88,8 @@ from .inputs import (
 from .outputs import write_diagnosis
 from .prepare import ZERO_NORM_POLICIES
 from .summary import VERDICTS
-from .verdicts import Diagnosis, admitted_but_missed, diagnose
+from .summary import admitted_but_missed
+from .verdicts import Diagnosis, diagnose
 
 __all__ = [
     "FLOAT_DTYPES",

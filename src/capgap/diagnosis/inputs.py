@@ -25,7 +25,6 @@ import numpy as np
 from ..data import check_id, iter_lines, iter_qrels, split_tsv
 from ..errors import DataFormatError
 from ..trec import decode_id
-from .faiss_io import read_faiss_vectors
 
 METRICS = ("ip", "cosine", "l2")
 _METRIC_NAMES = {"ip": "inner product", "cosine": "cosine", "l2": "L2 distance"}
@@ -172,6 +171,8 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
     elif path.suffix == ".npz":
         a = _npz_array(path, key)
     elif path.suffix in (".faiss", ".index"):
+        from .faiss_io import read_faiss_vectors  # lazy: faiss (the report rule reads qrels here; its env has no faiss)
+
         metric, fv = read_faiss_vectors(path)
         _check_matrix(fv.matrix, path)
         return Embeddings(fv.matrix, metric, path, fv.kind, fv.bytes_per_vector, fv.faiss_type, fv.ids)

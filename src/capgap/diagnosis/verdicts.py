@@ -21,7 +21,7 @@ from ..probe import ProbeConfig, probe
 from ..retrieval import dense_scores, duplicate_groups, rank_queries
 from .inputs import METRICS, _array_info, validate_matrix
 from .prepare import _match_queries, _note, _run_mismatch, _scoring_matrix, _zero_norm_rows
-from .summary import _summary
+from .summary import _capped_recall, _summary
 
 
 @dataclass
@@ -78,11 +78,6 @@ class _Geometry:
     causes: list
     reachable: list[bool] | None
     off: list[int]
-
-
-def _capped_recall(ranked: Sequence[str], gold: set[str], k: int) -> float:
-    """|top-k of ``ranked`` ∩ ``gold``| / min(k, |gold|)."""
-    return len(set(ranked[:k]) & gold) / min(k, len(gold))
 
 
 def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]], doc_ids: Sequence[str],
@@ -375,31 +370,3 @@ def _uncompressed_summary(case: _Case, pu: _Geometry, rows: list[dict], admitted
         _note(case.notes, f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
                           "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
     return unc
-
-
-def admitted_but_missed(probe_rows: Sequence[Mapping], run: Mapping[str, Sequence[str]],
-                        qrels: Mapping[str, Mapping[str, int]], k: int) -> list[dict]:
-    """Queries the index admits but an encoder's exact run misses at k: the DAG report's
-    "geometrically easy but missed" list (encoder-limited queries, as ``diagnose`` defines them).
-
-    ``probe_rows``: the probe's per-query JSON lines (``query_id``, ``certified``,
-    ``recall@{k}``, ``n_gold``); ``run``: query id -> ranked document ids (decoded, e.g. by
-    ``capgap.trec.read_run``); ``qrels``: query id -> {doc id: grade}. Returns dicts
-    ``query_id, n_gold, encoder_recall (capped), best_gold_rank`` (None: no gold document in
-    the run) for every such query, in probe order."""
-    out = []
-    for p in probe_rows:
-        q = p["query_id"]
-        gold = {d for d, g in qrels.get(q, {}).items() if g > 0}
-        if not gold:
-            continue
-        key = f"recall@{k}"
-        probe_r = p[key] * len(gold) / min(k, len(gold)) if key in p else None
-        if probe_r is None or not (p["certified"] or probe_r >= 1):
-            continue
-        ranked = list(run.get(q, []))
-        enc = _capped_recall(ranked, gold, k)
-        if enc < 1:
-            ranks = [i + 1 for i, d in enumerate(ranked) if d in gold]
-            out.append({"query_id": q, "n_gold": len(gold), "encoder_recall": round(enc, 6), "best_gold_rank": min(ranks) if ranks else None})
-    return out

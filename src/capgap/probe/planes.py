@@ -9,7 +9,6 @@ state (``state.Problem``) holds its members' rows (indices into ``golds``/``opt_
 from __future__ import annotations
 
 import numpy as np
-import quadprog
 
 from ..retrieval import tie_duplicates
 from . import constants as const
@@ -88,6 +87,7 @@ def _hinge(s: np.ndarray, gold: np.ndarray, n_pairs: int, excl: np.ndarray) -> f
 
 def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     """max b.alpha - 1/2 alpha K alpha, alpha >= 0, sum alpha <= C (quadprog)."""
+    import quadprog  # third-party, imported where used: the report and diagnose paths import capgap.probe without solving
     n = len(b)
     if n not in _QP_CONSTRAINTS:  # alpha >= 0 and -sum alpha >= -C, as quadprog's C^T x >= b
         _QP_CONSTRAINTS[n] = (np.hstack([np.eye(n), -np.ones((n, 1))]), np.eye(n))

@@ -9,7 +9,6 @@ import time
 from typing import NamedTuple, Sequence
 
 import numpy as np
-from scipy.optimize import linprog, nnls
 
 from . import constants as const
 from .planes import _non_gold, _scores64, _separated
@@ -26,6 +25,7 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, ex
     float64`` witness when feasible (else None): a query vector that ranks every gold document
     above every non-gold one by a margin of 1.
     """
+    from scipy.optimize import linprog  # imported where used (scipy.optimize: ~0.8 s to import)
     D = np.asarray(D, dtype=np.float64)
     gold = np.asarray(gold, dtype=np.int64)
     if len(excluded):
@@ -146,6 +146,7 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     Classifiers", ICML 2000: the hard-margin SVM is the nearest-point problem of the two hulls).
     Returns ``inf`` when the solver fails. With ``return_direction``: ``(bound, r)``, r the
     ``(dim,) float64`` difference (None when the solver fails)."""
+    from scipy.optimize import nnls  # imported where used (scipy.optimize: ~0.8 s to import)
     P = np.asarray(P, dtype=np.float64)
     N = np.asarray(N, dtype=np.float64)
     p, dim = P.shape

@@ -11,9 +11,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..data import SPLITS
-from ..evaluate import Judged, eval_depth, interleave_rows, rows_from_ranks, split_members
-from ..nearmiss import TwinPairs, twin_rows
+from ..data import SPLITS, TwinPairs
+from ..evaluate import Judged, eval_depth, interleave_rows, rows_from_ranks, split_members, twin_rows
 from ..retrieval import document_groups, text_key
 from ..trec import Run
 from .config import ProbeConfig
@@ -133,7 +132,7 @@ def twin_margins(rs, index, results: Sequence[ProbeResult], query_ids: Sequence[
     twin)`` in float64, i.e. how far the twin lies behind the gold document along the best
     direction the probe found (the geometric margin of that pair; > 0: separated). Adds
     ``twin_margin: {twin id: margin}`` to each of ``records`` (aligned with ``query_ids``) and
-    returns ``capgap.nearmiss.twin_rows`` of the margins (``twin_gap:<type>`` is the median
+    returns ``capgap.evaluate.twin_rows`` of the margins (``twin_gap:<type>`` is the median
     margin, ``twin_win`` the fraction separated)."""
     pairs = TwinPairs.of(rs, query_ids, index.doc_ids)
     D = index.embeddings
