@@ -18,6 +18,7 @@ Modules (one per concept):
 - ``stages``: one function per pipeline stage (what ``workflow/scripts`` call).
 - ``diagnosis`` / ``cli``: ``capgap diagnose`` and ``capgap.diagnose(...)``: the probe on a user's
   own index, with a per-query verdict (index-, encoder-, ann-limited or ok).
+- ``paths``: the one path refused at start (an interpreter Snakemake cannot put in a job's command).
 """
 
 __version__ = "0.1.0"

@@ -11,6 +11,12 @@ from capgap.provenance import use_checkout
 
 use_checkout(workflow.basedir)
 
+# Snakemake puts this interpreter's path unquoted in every script job's command line: one with a
+# space or a quote is refused here, at start, naming it (capgap.paths); other paths may hold any.
+from capgap.paths import check_interpreter
+
+check_interpreter()
+
 
 def canonical(obj):
     """Nested dicts with keys sorted: params whose meaning is unchanged compare equal, so
