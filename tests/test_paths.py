@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from capgap.paths import check_interpreter, shell_special, UnsafePath
+from capgap.paths import PathError, UnsafePath, check_interpreter, check_mirror, shell_special
 
 from .conftest import ROOT
 
@@ -34,6 +34,29 @@ def test_shell_special_characters_are_named_and_letters_are_not():
     msg = str(e.value)
     assert "'/x/my data/ünï \\'q\\'/.venv/bin/python'" in msg or "\"/x/my data/ünï 'q'/.venv/bin/python\"" in msg
     assert "holds a space, \"'\"" in msg and "without quoting the interpreter's path" in msg and "VENV=" in msg
+
+
+def test_a_data_mirror_that_names_no_folder_is_refused_with_its_likely_cause(tmp_path, monkeypatch):
+    """A mirror under ODD is a mirror; the same path with the quotes, '~', space or typo a user
+    can leave in it names no folder, and the message says which."""
+    mirror = tmp_path / ODD
+    mirror.mkdir(parents=True)
+    check_mirror(str(mirror))
+    check_mirror("")  # unset or empty: no mirror
+    monkeypatch.chdir(tmp_path)
+    check_mirror(str(ODD))  # relative to the current folder (Snakemake's working directory)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for value, cause in ((f"'{mirror}'", "the quotes around it are part of the value"),
+                         (f"{mirror} ", "leading or trailing whitespace"),
+                         (f"~/{ODD}", f"did you mean {str(mirror)!r}"),
+                         (str(mirror / "nope"), "no such folder"),
+                         ("nope", f"relative to the current folder {str(tmp_path)!r}")):
+        with pytest.raises(PathError) as e:
+            check_mirror(value)
+        assert str(e.value).startswith(f"capgap: $CAPGAP_DATA_MIRROR is {value!r}, which is not a folder: ") and cause in str(e.value), str(e.value)
+    (mirror / "f").write_text("")
+    with pytest.raises(PathError, match="it is a file, not a folder"):
+        check_mirror(str(mirror / "f"))
 
 
 def test_diagnose_reads_and_writes_files_under_such_a_path(tmp_path):
@@ -94,6 +117,9 @@ def test_workflow_with_data_mirror_config_and_results_under_such_paths(tmp_path)
     from .test_reruns import _jobs
 
     assert _jobs(out) == {"data": 2, "index": 2, "pretrained": 2, "bm25": 2, "report": 1, "all": 1}, out[-3000:]
+    # the same mirror with the quotes a user may leave in its value: stopped at start, named
+    r = subprocess.run([*base, "-n"], capture_output=True, text=True, timeout=300, env={**env, "CAPGAP_DATA_MIRROR": f"'{mirror}'"})
+    assert r.returncode != 0 and f"capgap: $CAPGAP_DATA_MIRROR is {repr(chr(39) + str(mirror) + chr(39))}, which is not a folder" in r.stdout + r.stderr
     r = subprocess.run([*base, "results/local/data", "results/mirrored/data"], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     for ds, src in (("local", data), ("mirrored", mirror / "mirrored")):
@@ -153,3 +179,18 @@ def test_makefile_refuses_a_virtualenv_path_at_start_and_takes_one_elsewhere(tmp
     shutil.copytree(checkout / "src", plain / "src")
     shutil.copy(ROOT / "Makefile", plain)
     assert subprocess.run(["make", "paths", py], cwd=plain, capture_output=True, text=True).returncode == 0
+
+
+def test_unlock_command_printed_for_the_user_can_be_pasted_under_such_a_path(tmp_path, monkeypatch, capsys):
+    """capgap.locks prints the `snakemake --unlock` command for the user to run when it cannot
+    tell whether a run holds the lock; with a Snakemake under ODD that line, split as a shell
+    splits it, is the command itself."""
+    from capgap import locks
+
+    smk = str(tmp_path / ODD / "bin" / "snakemake")
+    monkeypatch.setattr(locks, "stale", lambda workdir: None)
+    assert locks.main([str(tmp_path), smk, "--configfile", "my config ü.yaml"]) == 0
+    line = capsys.readouterr().err.strip()
+    import shlex
+
+    assert shlex.split(line.split("unlock it with: ", 1)[1]) == [smk, "--unlock", "--cores", "1", "--configfile", "my config ü.yaml"]

@@ -10,7 +10,12 @@ character would let the DAG parse and then fail every job with exit status 127. 
 (``check_interpreter``) and the Makefile (``python -m capgap.paths``, before the virtualenv is
 made) refuse such a path at start, naming it and the characters.
 
-Public functions: ``shell_special(path)``, ``check_interpreter(executable)``, ``main(argv)``.
+The data mirror (``$CAPGAP_DATA_MIRROR``) may hold any character, but a value that names no folder
+(a literal ``~`` or quotes, a stray space, a typo) is refused at start too (``check_mirror``),
+instead of every dataset being reported "not in the data mirror" after the run.
+
+Public functions: ``shell_special(path)``, ``check_interpreter(executable)``, ``check_mirror(value)``,
+``main(argv)``.
 """
 
 from __future__ import annotations
@@ -24,13 +29,21 @@ SHELL_SPECIAL = frozenset(" \t\n\r\v\f'\"`$\\!*?[](){}<>|&;#~")
 _NAMES = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return", "\v": "a vertical tab", "\f": "a form feed"}
 
 
-class UnsafePath(ValueError):
+class PathError(ValueError):
+    """A path capgap cannot use: ``path`` (as given), ``what`` it is, and the message."""
+
+    def __init__(self, path: str, what: str, message: str):
+        self.path, self.what = path, what
+        super().__init__(message)
+
+
+class UnsafePath(PathError):
     """A path a tool cannot take: ``path``, ``what`` it is and the offending ``chars``."""
 
     def __init__(self, path: str, what: str, chars: list[str], reason: str, fix: str):
-        self.path, self.what, self.chars = path, what, chars
+        self.chars = chars
         named = ", ".join(_NAMES.get(c, repr(c)) for c in chars)
-        super().__init__(f"capgap: the {what} path {path!r} holds {named}: {reason}. {fix}")
+        super().__init__(path, what, f"capgap: the {what} path {path!r} holds {named}: {reason}. {fix}")
 
 
 def shell_special(path: str | os.PathLike) -> list[str]:
@@ -60,6 +73,40 @@ def check_interpreter(executable: str | os.PathLike | None = None) -> None:
         raise UnsafePath(exe, "Python interpreter", bad, REASON,
                          "Make the virtualenv at a path without spaces, quotes or shell characters "
                          "(make run VENV=/path/to/venv; the checkout, data and results folders may keep their names).")
+
+
+MIRROR_ENV = "CAPGAP_DATA_MIRROR"
+
+
+def check_mirror(value: str | None = None) -> None:
+    """Refuse a data mirror (default ``$CAPGAP_DATA_MIRROR``; unset or empty: no mirror) that is
+    not a folder, at start: otherwise every dataset it should provide would be listed as "not in
+    the data mirror" after the run. The message names the value as given and the likely cause:
+    a ``~`` or quotes kept literally (the shell expands or strips them only outside quotes),
+    surrounding whitespace, a file, or a relative path resolved against the current folder.
+
+    Raises
+    ------
+    PathError
+        The value names no folder.
+    """
+    value = os.environ.get(MIRROR_ENV) if value is None else value
+    if not value or Path(value).is_dir():
+        return
+    if value != value.strip():
+        why = "it has leading or trailing whitespace, which is part of the path"
+    elif value[0] in "'\"" and value[-1] == value[0]:
+        why = "the quotes around it are part of the value (an env file, a Makefile or nested quoting keeps them)"
+    elif value.startswith("~"):
+        why = f"'~' is not expanded here (the shell expands it only unquoted); did you mean {os.path.expanduser(value)!r}?"
+    elif Path(value).exists():
+        why = "it is a file, not a folder"
+    elif not os.path.isabs(value):
+        why = f"no such folder, relative to the current folder {os.getcwd()!r}"
+    else:
+        why = "no such folder"
+    raise PathError(value, "data mirror", f"capgap: ${MIRROR_ENV} is {value!r}, which is not a folder: {why}. "
+                    f"Point it at the folder holding one BEIR-layout folder per dataset, or unset it to run without a mirror.")
 
 
 def main(argv: list[str] | None = None) -> int:

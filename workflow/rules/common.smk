@@ -13,9 +13,11 @@ use_checkout(workflow.basedir)
 
 # Snakemake puts this interpreter's path unquoted in every script job's command line: one with a
 # space or a quote is refused here, at start, naming it (capgap.paths); other paths may hold any.
-from capgap.paths import check_interpreter
+# So is a data mirror that names no folder (a literal '~' or quotes, a typo).
+from capgap.paths import check_interpreter, check_mirror
 
 check_interpreter()
+check_mirror()
 
 
 def canonical(obj):
