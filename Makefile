@@ -1,9 +1,9 @@
 # capgap front door: `make run` and `make test` (each installs what it needs first).
 SHELL := /bin/bash
 PY ?= python3
-# The virtualenv: under the checkout unless VENV names another folder (a checkout whose path
+# The virtualenv: under the checkout unless `make ... VENV=/other/folder` (a checkout whose path
 # holds a space or a quote needs one elsewhere: Snakemake cannot run jobs from it, see paths).
-VENV ?= .venv
+VENV := .venv
 BIN := $(VENV)/bin
 # $(BIN) for PATH, absolute, without make's $(abspath) (it splits a path at its spaces): the
 # recipe's shell expands $$PWD inside double quotes, whatever the checkout's path holds

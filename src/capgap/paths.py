@@ -121,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = shell_special(path)
     if bad:
         print(UnsafePath(path, "virtualenv", bad, REASON,
-                         "Move or clone the checkout to such a path, or keep it and put the virtualenv elsewhere: "
-                         "make run VENV=/path/without/spaces/venv (the same VENV for make test)."), file=sys.stderr)
+                         "Put the virtualenv at a path without spaces, quotes or shell characters: "
+                         "make run VENV=/path/without/spaces/venv (the same VENV= for make test); "
+                         "the checkout itself may keep its path."), file=sys.stderr)
         return 2
     return 0
 
