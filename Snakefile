@@ -38,6 +38,11 @@ rule all:
     default_target: True
     input:
         rules.report.output,
+        # every dataset's data folder as a plain input: a dataset that waits for its data
+        # checkpoint (a download, online) and has none yet makes this target, hence the
+        # report, rerun; Snakemake would otherwise skip a missing checkpoint whose downstream
+        # report exists ("Nothing to be done", snakemake/snakemake#3870)
+        status_files,
 
 
 rule all_results:

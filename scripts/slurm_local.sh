@@ -14,6 +14,10 @@
 # Needs root (the daemons run as root; apt-get installs the packages).
 set -euo pipefail
 DIR=${CAPGAP_SLURM_DIR:-/tmp/capgap-slurm}
+# slurm.conf takes a path up to the first space (and '#' starts a comment there): refuse such a folder
+case $DIR in
+  *[[:space:]\#]*) echo "slurm_local.sh: CAPGAP_SLURM_DIR '$DIR' holds a space or '#', which slurm.conf cannot hold in a path; choose another folder" >&2; exit 2 ;;
+esac
 CONF=$DIR/slurm.conf
 NODE=$(hostname -s)
 

@@ -19,6 +19,7 @@ Modules (one per concept):
 - ``diagnosis`` (a package: ``inputs``/``faiss_io`` read the user's files, ``prepare``, ``verdicts``,
   ``summary``, ``outputs``) / ``cli``: ``capgap diagnose`` and ``capgap.diagnose(...)``: the probe on a
   user's own index, with a per-query verdict (index-, compression-, encoder-, ann-limited or ok).
+- ``paths``: the one path refused at start (an interpreter Snakemake cannot put in a job's command).
 """
 
 __version__ = "0.1.0"

@@ -11,6 +11,7 @@ exact command is printed for the user to decide.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -62,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [smk, "--unlock", "--cores", "1", *args[2:]]
     if state is None:
         print(f"capgap: {workdir} is locked by a Snakemake run; if none is running (a killed run), unlock it with: "
-              f"{' '.join(cmd)}", file=sys.stderr)
+              f"{shlex.join(cmd)}", file=sys.stderr)
         return 0
-    print(f"capgap: removing the stale lock a killed run left in {workdir / '.snakemake' / 'locks'} ({' '.join(cmd)})",
+    print(f"capgap: removing the stale lock a killed run left in {workdir / '.snakemake' / 'locks'} ({shlex.join(cmd)})",
           file=sys.stderr)
     return subprocess.run(cmd, cwd=workdir).returncode
 

@@ -11,6 +11,14 @@ from capgap.provenance import use_checkout
 
 use_checkout(workflow.basedir)
 
+# Snakemake puts this interpreter's path unquoted in every script job's command line: one with a
+# space or a quote is refused here, at start, naming it (capgap.paths); other paths may hold any.
+# So is a data mirror that names no folder (a literal '~' or quotes, a typo).
+from capgap.paths import check_interpreter, check_mirror
+
+check_interpreter()
+check_mirror()
+
 
 def canonical(obj):
     """Nested dicts with keys sorted: params whose meaning is unchanged compare equal, so
@@ -171,7 +179,9 @@ def dataset_available(dataset):
     mirror, the generator, the download cache) is available and "remote:offline" is not. Only
     a download that may fail ("remote:online") waits for the data checkpoint. Snakemake does
     not run a missing checkpoint job when the files downstream of it exist, so a dataset added
-    to an existing results tree must reach the DAG as a plain input, not through a checkpoint.
+    to an existing results tree must reach the DAG as a plain input, not through a checkpoint;
+    a download's data folder is one of rule all's plain inputs (status_files), so a missing one
+    reruns its data job and the report (tests/test_reruns.py, snakemake/snakemake#3870).
     """
     if config["require_datasets"]:
         return True
