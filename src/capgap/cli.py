@@ -50,8 +50,8 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
              threads, out) -> None:
     """Per-query verdict: index-limited, compression-limited (with --uncompressed-embeddings), encoder-limited,
     ann-limited or ok."""
-    from .diagnosis import diagnose as run
-    from .diagnosis import (
+    from .diagnosis import diagnose as run  # lazy: `capgap --help` starts without numpy / the probe
+    from .diagnosis import (  # lazy: as above
         document_ids,
         load_embeddings,
         load_ids,
@@ -61,7 +61,7 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
         resolve_metric,
         write_diagnosis,
     )
-    from .errors import DataFormatError
+    from .errors import DataFormatError  # lazy: beside the others, only this command raises it
 
     logging.basicConfig(level=logging.WARNING, format="capgap: %(message)s")
     try:
