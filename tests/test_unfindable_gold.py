@@ -58,7 +58,12 @@ def test_bright_case_n10_matches_brights_own_evaluation(tmp_path):
         if method == "pretrained":
             rows, run = evaluate_encoder(rs, enc, idx, [1, 2, 5, 10], 10, "minilm", "pretrained")
         else:
-            rows, _, run = probe_evaluate(rs, idx, ProbeConfig.from_config(None), "minilm", [1, 2, 5, 10], 10)
+            rows, records, run = probe_evaluate(rs, idx, ProbeConfig.from_config(None), "minilm", [1, 2, 5, 10], 10)
+            # per_query.jsonl counts the unfindable gold as the rows do: q7 and q8 find 3 of 4 (by hand)
+            by_q = {r["query_id"]: r for r in records}
+            assert (by_q["q7"]["n_gold"], by_q["q7"]["n_unfindable"], by_q["q7"]["recall@10"]) == (4, 1, 0.75)
+            assert (by_q["q8"]["n_gold"], by_q["q8"]["n_unfindable"], by_q["q8"]["recall@10"]) == (4, 1, 0.75)
+            assert sum(r["recall@10"] for r in records) / len(records) == pytest.approx(23 / 24)
         # the run as a pytrec_eval dict: rank r gets score depth - r (the run's own order); excluded ids are not in it
         trec = {q: {run.doc_ids[j]: float(len(row) - r) for r, j in enumerate(row) if j >= 0}
                 for q, row in zip(run.query_ids, run.rows)}

@@ -23,19 +23,25 @@ log = logging.getLogger("capgap.probe")  # the package's one logger, as before t
 
 
 def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], gold: Sequence[np.ndarray], doc_ids: Sequence[str],
-                  split_of: Mapping[str, str], ks: Sequence[int]) -> list[dict]:
+                  split_of: Mapping[str, str], ks: Sequence[int], unfindable: Sequence[int] | None = None) -> list[dict]:
     """One JSON-ready record per query (the probe's ``per_query.jsonl``): id, split, gold-set
     size, recall@k for each k in ``ks`` (pessimistic ties), certificate and its cause, slack
     (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict
     JSON: no non-gold document), objective, duality gap, iterations, convergence, |w|, the final
     C and escalations, ``outcome`` and ``decided_by`` (``ProbeResult``), the inseparability proof's ``hull_distance_bound`` (null: no proof was
     needed or found), and each gold document's rank by id. ``gold[i]``: ``(g,) int64`` rows of
-    query i's gold documents (into ``doc_ids``), aligned with ``results[i].gold_ranks``."""
+    query i's gold documents (into ``doc_ids``), aligned with ``results[i].gold_ranks``.
+    ``unfindable[i]``: how many more gold documents query i has that no method can find
+    (``capgap.data.gold_rule``: absent, empty or excluded); they count in ``n_gold`` and in
+    recall's denominator, as in every method's rows (``Judged.full_ranks``), and are listed as
+    ``n_unfindable``."""
     out = []
-    for q, g, r in zip(query_ids, gold, results):
+    unfindable = unfindable if unfindable is not None else [0] * len(results)
+    for q, g, r, u in zip(query_ids, gold, results, unfindable):
+        scale = len(g) / (len(g) + u)
         out.append({
-            "query_id": q, "split": split_of.get(q, ""), "n_gold": len(g),
-            **{f"recall@{k}": r.recall_at(k) for k in ks},
+            "query_id": q, "split": split_of.get(q, ""), "n_gold": len(g) + u, "n_unfindable": int(u),
+            **{f"recall@{k}": r.recall_at(k) * scale for k in ks},
             "certified": r.certified, "cause": r.cause, "outcome": r.outcome, "decided_by": r.decided_by,
             "by_construction": r.by_construction, "tied": r.tied,
             "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
@@ -114,7 +120,8 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
     splits = split_members(rs)
     split_of = {q: s for s in SPLITS for q in splits[s]}
-    records = per_query_records(results, qids, j.gold, index.doc_ids, split_of, ks)
+    records = per_query_records(results, qids, j.gold, index.doc_ids, split_of, ks,
+                                [len(u) for u in j.unfindable] if j.unfindable else None)
     run = Run(qids, np.stack([r.top_rows for r in results]), np.stack([r.top_scores for r in results]), index.doc_ids,
               f"{encoder_name}-probe")
     rows = rows_from_ranks(rs, j, [r.gold_ranks for r in results], ks, ndcg_k, encoder=encoder_name, method="probe")
