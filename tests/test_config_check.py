@@ -97,6 +97,31 @@ def test_other_references(path, value, says):
     assert len(e.value.problems) == 1 and e.value.problems[0].startswith(says)
 
 
+@pytest.mark.parametrize("kind, name, says", [
+    ("datasets", "..", "dataset name '..' is not a folder name"),
+    ("datasets", "", "dataset name '' is not a folder name"),
+    ("datasets", "a/b", "dataset name 'a/b' holds '/'"),
+    ("encoders", ".", "encoder name '.' is not a folder name"),
+    ("encoders", "m{x}", "encoder name 'm{x}' holds '{', '}'"),
+    ("encoders", "back\\slash", "encoder name 'back\\\\slash' holds '\\\\'"),
+    ("encoders", " minilm", "encoder name ' minilm' starts or ends with whitespace"),
+])
+def test_a_name_that_is_not_a_folder_name_is_refused(kind, name, says):
+    """Names become results/{dataset}/{encoder}/ folders and wildcard values: '..' would write
+    beside results/, 'a/b' nest into another name's folder, braces break the rules' paths."""
+    cfg = copy.deepcopy(BASE)
+    cfg[kind][name] = {"encoders": ["minilm"]} if kind == "datasets" else {"model": MINILM}
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg, models=False)
+    assert any(p.startswith(says) for p in e.value.problems), e.value.problems
+
+
+def test_names_with_letters_digits_dashes_spaces_inside_are_fine():
+    cfg = copy.deepcopy(BASE)
+    cfg["datasets"]["ünï q-1_x.v2"] = {"encoders": ["minilm"]}
+    check_config(cfg, models=False)
+
+
 def test_twin_negatives_without_finetune_is_a_warning():
     cfg = _with("twin_negatives.enabled", True)
     cfg["finetune"]["enabled"] = False

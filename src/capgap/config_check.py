@@ -101,8 +101,30 @@ def _name_problems(cfg: Mapping) -> list[str]:
     return out
 
 
+# characters a dataset or encoder name may not hold: it is a folder name under results/ (a path
+# separator or '.'/'..' would leave it or merge two names' folders) and a Snakemake wildcard value
+# (braces are format fields in the rules' paths)
+_NAME_FORBIDDEN = set("/\\{}") | {chr(c) for c in range(32)} | {chr(127)}
+
+
+def name_problem(kind: str, name: str) -> str | None:
+    """Why ``name`` cannot name a dataset or encoder (``kind``), or None: empty, ``.`` or
+    ``..``, leading or trailing whitespace, or a character of ``/ \\ { }`` or a control
+    character (it becomes a folder under ``results/`` and a Snakemake wildcard value)."""
+    if name in ("", ".", ".."):
+        return f"{kind} name {name!r} is not a folder name (results/{{dataset}}/{{encoder}}/ paths are made from it)"
+    if name != name.strip():
+        return f"{kind} name {name!r} starts or ends with whitespace"
+    bad = sorted({c for c in name if c in _NAME_FORBIDDEN})
+    if bad:
+        return (f"{kind} name {name!r} holds {', '.join(repr(c) for c in bad)}: a name is a folder under results/ and a "
+                "Snakemake wildcard value (no path separators, braces or control characters)")
+    return None
+
+
 def _other_problems(cfg: Mapping) -> list[str]:
-    out = []
+    out = [p for kind, names in (("dataset", _datasets(cfg)), ("encoder", _encoders(cfg)))
+           for p in (name_problem(kind, str(n)) for n in names) if p]
     for d in _datasets(cfg):
         if d in RESERVED_DATASET_NAMES:
             out.append(f"dataset name {d!r} is reserved (results/{d}/ holds the parity task)")
