@@ -73,6 +73,11 @@ def test_bright_gold_and_excluded_is_gold_never_found(tmp_path):
     rs = obtain("b", {"source": "local", "path": str(tmp_path / "out")})
     assert rs.unfindable["0"] == (("doc_cat_1", 1, "excluded"),) and rs.excluded["0"] == ("doc_cat_1",)
     assert rs.qrels.gold("0") == {"doc_cat_2": 1}
+    # an excluded id that is an empty document (left out of the corpus) or absent is counted apart
+    ex.loc[1, "excluded_ids"] = ["doc_cat_2", "doc_ghost", "doc_empty"]
+    ex.to_parquet(tmp_path / "ex3.parquet")
+    info = bright_to_beir(tmp_path / "ex3.parquet", tmp_path / "docs.parquet", tmp_path / "out3")
+    assert (info["exclusions_of_unknown_ids"], info["exclusions_of_empty_documents"]) == (1, 1)
     EXAMPLES.drop(columns=["excluded_ids"]).to_parquet(tmp_path / "ex2.parquet")
     with pytest.raises(DataFormatError, match="excluded_ids"):
         bright_to_beir(tmp_path / "ex2.parquet", tmp_path / "docs.parquet", tmp_path / "out2")

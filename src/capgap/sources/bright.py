@@ -43,7 +43,7 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
     dict
         Counts: documents (with text), empty documents, queries, gold pairs (all of them) and of
         those the ones whose document is absent, empty or excluded, excluded pairs, exclusions
-        of unknown ids.
+        of unknown ids and of empty documents (both left out: neither can be retrieved).
 
     Raises
     ------
@@ -72,7 +72,7 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
         keep.append((str(d), "" if c is None else str(c)))
     corpus_ids = {d for d, _ in keep}
     write_jsonl(dest / "corpus.jsonl", ({"_id": d, "title": "", "text": c} for d, c in keep))
-    qrels, excl, dropped_excl = [], [], 0
+    qrels, excl, dropped_excl, excl_empty = [], [], 0, 0
     queries = []
     for i, r in enumerate(ex.to_dict("records"), start=1):
         q = str(r["id"])
@@ -91,6 +91,8 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
         for e in dict.fromkeys(ex_ids):
             if e in corpus_ids and e not in empty:
                 excl.append((q, e))
+            elif e in empty:
+                excl_empty += 1  # left out of the corpus already: nothing to exclude
             else:
                 dropped_excl += 1
     write_jsonl(dest / "queries.jsonl", queries)
@@ -104,7 +106,8 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
     return {"documents": len(keep) - len(empty), "empty_documents": len(empty), "queries": len(queries),
             "gold_pairs": len(qrels), "gold_pairs_absent": sum(d not in corpus_ids for _, d in qrels),
             "gold_pairs_empty": sum(d in empty for _, d in qrels), "gold_pairs_excluded": sum(p in excl_set for p in qrels),
-            "excluded_pairs": len(excl), "exclusions_of_unknown_ids": dropped_excl}
+            "excluded_pairs": len(excl), "exclusions_of_unknown_ids": dropped_excl,
+            "exclusions_of_empty_documents": excl_empty}
 
 
 def download_bright(category: str, dest: str | Path, base_url: str | None = None, revision: str = BRIGHT_REVISION,
