@@ -149,3 +149,18 @@ def test_report_dataset_section_counts_unfindable_gold():
     assert _unfindable_cell({}) == "not recorded"
     text = "\n".join(render_datasets([status], pd.DataFrame({"dataset": [], "method": [], "split": [], "metric": [], "value": []}), {}))
     assert "gold no method can find" in text and cell in text
+
+
+def test_qrels_ids_that_match_no_corpus_id_are_named_with_both_sides(tmp_path):
+    """Every gold id absent (here upper-case ids against lower-case ones): the error says that no
+    gold can be found, with the counts by reason and example ids from both files, not only
+    "no query has a gold document"."""
+    write_jsonl(tmp_path / "corpus.jsonl", [{"_id": f"d{i}", "title": "", "text": f"text {i}"} for i in range(3)])
+    write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "x"}, {"_id": "q2", "text": "y"}])
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tD1\t1\nq2\tD2\t1\nq2\tD0\t1\n")
+    with pytest.raises(ValueError) as e:
+        load_beir_dir(tmp_path, "ids", {"heldout_fraction": 0.5, "seed": 0})
+    msg = str(e.value)
+    assert "3 gold judgements of 2 queries, 3 absent from the corpus, 0 empty, 0 excluded" in msg
+    assert "['D1', 'D2', 'D0']" in msg and "['d0', 'd1', 'd2']" in msg

@@ -232,6 +232,13 @@ def assemble(
                     "held-out", name, len(only_unused), len(queries), ", ".join(f"{f}: {n}" for f, n in dropped_unused.items()))
     kept = queries.subset(keep)
     if not len(kept):
+        if only_unfindable:  # every gold id misses the corpus: most likely ids that do not match (case, spaces, prefix)
+            pairs = [(q, d, why) for q in only_unfindable for d, _, why in unfindable[q]]
+            by = {w: sum(1 for *_, x in pairs if x == w) for w in ("absent", "empty", "excluded")}
+            raise ValueError(f"{name}: no query has a gold document that can be found: {len(pairs)} gold judgements of "
+                             f"{len(only_unfindable)} queries, {by['absent']} absent from the corpus, {by['empty']} empty, "
+                             f"{by['excluded']} excluded; e.g. qrels document ids {[d for _, d, _ in pairs[:3]]} vs corpus ids "
+                             f"{list(corpus.ids[:3])}: do the qrels and the corpus use the same ids?")
         raise ValueError(f"{name}: no query has a gold document")
     if use_files:
         train_q = {q for f in train_files for q, d in qrels_by_file[f].judgements.items() if any(s > 0 for s in d.values())}
