@@ -164,3 +164,12 @@ def test_qrels_ids_that_match_no_corpus_id_are_named_with_both_sides(tmp_path):
     msg = str(e.value)
     assert "3 gold judgements of 2 queries, 3 absent from the corpus, 0 empty, 0 excluded" in msg
     assert "['D1', 'D2', 'D0']" in msg and "['d0', 'd1', 'd2']" in msg
+
+
+@pytest.mark.parametrize("written, meant", [("d1 ", "d1"), ("D1", "d1"), ("e\u0301", "\u00e9"), ("d9", None)])
+def test_an_absent_gold_id_names_the_corpus_id_it_was_likely_meant_to_be(written, meant):
+    from capgap.data.assemble import near_id
+
+    known = {"d1", "d2", "\u00e9"}
+    folded = {k.casefold(): k for k in known}
+    assert near_id(written, known, folded) == meant

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import unicodedata
 from pathlib import Path
 from typing import Mapping
 
@@ -17,6 +18,18 @@ from .corpus import UNFINDABLE_REASONS, Corpus, Qrels, Queries, RetrievalSet, Sp
 
 log = logging.getLogger("capgap.data")
 _SPLIT = item_defaults("datasets", "split")  # the schema holds every default (capgap.config)
+
+
+def near_id(d: str, known: set, folded: Mapping[str, str] | None = None) -> str | None:
+    """A corpus id that ``d`` becomes once whitespace is stripped or Unicode is NFC-normalised,
+    or (with ``folded``: casefolded corpus id -> id) whose case alone differs, else None: the
+    usual ways one id gets written twice. Ids are never rewritten (docs/evaluation.md): this
+    only names the likely intended one in a message."""
+    for cand in (d.strip(), unicodedata.normalize("NFC", d), unicodedata.normalize("NFC", d.strip())):
+        if cand != d and cand in known:
+            return cand
+    hit = (folded or {}).get(unicodedata.normalize("NFC", d.strip()).casefold())
+    return hit if hit != d else None
 
 
 def gold_rule(corpus: Corpus, judgements: Mapping[str, Mapping[str, int]],
@@ -292,10 +305,12 @@ def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mappin
     known = set(corpus.ids)
     for qr in qrels.values():  # gold of a document not in the corpus: kept, never found (gold_rule), each line named
         absent = [(q, d) for q, docs in qr.judgements.items() for d, g in docs.items() if g > 0 and d not in known]
+        folded = {unicodedata.normalize("NFC", k).casefold(): k for k in known} if absent else None
         for q, d in absent[:5]:
-            log.warning("%s line %s: gold document %r of query %r is %s corpus.jsonl: it stays gold and no method can find it",
+            near = near_id(d, known, folded)
+            log.warning("%s line %s: gold document %r of query %r is %s corpus.jsonl: it stays gold and no method can find it%s",
                         qr.path, qr.lines.get(q, {}).get(d), d, q,
-                        "empty in" if d in corpus.empty_ids else "not in")
+                        "empty in" if d in corpus.empty_ids else "not in", f" (did you mean {near!r}?)" if near else "")
         if len(absent) > 5:
             log.warning("%s: %d such gold judgements in all", qr.path, len(absent))
     excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else None
