@@ -49,8 +49,8 @@ $(VENV)/.installed: pyproject.toml $(BIN)/python
 install: paths $(VENV)/.installed
 
 run: install
-	PATH="$(PATHBIN):$$PATH" $(BIN)/python -m capgap.locks . $(BIN)/snakemake --configfile $(CONFIG)
-	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete
+	PATH="$(PATHBIN):$$PATH" $(BIN)/python -m capgap.locks . $(BIN)/snakemake --configfile "$(CONFIG)"
+	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --cores $(CORES) --configfile "$(CONFIG)" --rerun-incomplete
 
 test: install
 	PATH="$(PATHBIN):$$PATH" $(BIN)/python -m pytest -q $(PYTEST_ARGS)
