@@ -226,3 +226,15 @@ def test_dry_run_of_a_name_typo_fails_at_start(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "finetune.steps_by_encoder names unknown encoder 'minlm'; known: ['minilm']" in out
+
+
+def test_a_max_length_that_cannot_be_checked_offline_is_a_warning():
+    """A hub model whose config.json is nowhere offline: no error (it may be valid), but a
+    warning that the check waits for the model to load."""
+    cfg = copy.deepcopy(BASE)
+    cfg["encoders"]["ghost"] = {"model": "nobody/nothing-such", "max_length": 99999}
+    cfg["encoders"]["minilm"]["max_length"] = 256
+    warnings = check_config(cfg)
+    assert any(w.startswith("encoders.ghost.max_length 99999 is not checked against nobody/nothing-such's positions")
+               for w in warnings), warnings
+    assert not any(w.startswith("encoders.minilm") for w in warnings)  # the bundled model's config.json is found: checked

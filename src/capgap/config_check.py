@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable, Iterator, Mapping
 
 from .compress import parse_variant
-from .encoders import EncoderSpec, max_length_problem
+from .encoders import EncoderSpec, max_length_problem, read_model_config
 from .errors import CapgapError
 
 # path segments under results/{dataset}/ that an encoder name would collide with
@@ -176,6 +176,22 @@ def _max_length_problems(cfg: Mapping) -> list[str]:
     return out
 
 
+def _max_length_unchecked(cfg: Mapping) -> list[str]:
+    """Encoders with a ``max_length`` whose checkpoint's config.json is not found offline (a hub
+    model not downloaded yet): checked only when the model loads, which the warning says."""
+    out = []
+    for name, enc in (cfg.get("encoders") or {}).items():
+        try:
+            spec = EncoderSpec.from_config(name, dict(enc or {}))
+        except (TypeError, ValueError):
+            continue  # reported as a problem by _max_length_problems
+        if spec.max_length and read_model_config(spec) is None:
+            out.append(f"encoders.{name}.max_length {spec.max_length} is not checked against {spec.model}'s positions "
+                       "now: its config.json is not found offline (local path, bundled package or HF cache); it is "
+                       "checked when the model loads")
+    return out
+
+
 def check_config(cfg: Mapping, models: bool = True) -> list[str]:
     """Check every name a (schema-validated) config refers to, and, with ``models``, each
     encoder's ``max_length`` (and ColBERT's ``query_length`` / ``document_length``) against
@@ -193,6 +209,8 @@ def check_config(cfg: Mapping, models: bool = True) -> list[str]:
     if problems:
         raise ConfigError(problems)
     warnings = []
+    if models:
+        warnings += _max_length_unchecked(cfg)
     if _section(cfg, "twin_negatives").get("enabled") and not _section(cfg, "finetune").get("enabled"):
         warnings.append("twin_negatives is enabled but finetune is not; twin_negatives compares against the "
                         "finetune rule's adapter, so it does not run")
