@@ -57,6 +57,12 @@ def test_a_data_mirror_that_names_no_folder_is_refused_with_its_likely_cause(tmp
     (mirror / "f").write_text("")
     with pytest.raises(PathError, match="it is a file, not a folder"):
         check_mirror(str(mirror / "f"))
+    (mirror / "scifact").mkdir()
+    (mirror / "scifact" / "corpus.jsonl").write_text("")
+    check_mirror(str(mirror))  # the mirror: one folder per dataset
+    with pytest.raises(PathError) as e:  # one dataset's folder: one level too deep
+        check_mirror(str(mirror / "scifact"))
+    assert "holds corpus.jsonl itself" in str(e.value) and repr(str(mirror)) in str(e.value)
 
 
 def test_diagnose_reads_and_writes_files_under_such_a_path(tmp_path):

@@ -83,7 +83,8 @@ def check_mirror(value: str | None = None) -> None:
     not a folder, at start: otherwise every dataset it should provide would be listed as "not in
     the data mirror" after the run. The message names the value as given and the likely cause:
     a ``~`` or quotes kept literally (the shell expands or strips them only outside quotes),
-    surrounding whitespace, a file, or a relative path resolved against the current folder.
+    surrounding whitespace, a file, or a relative path resolved against the current folder; and
+    a folder that holds ``corpus.jsonl`` itself (one dataset's folder, one level too deep).
 
     Raises
     ------
@@ -91,7 +92,13 @@ def check_mirror(value: str | None = None) -> None:
         The value names no folder.
     """
     value = os.environ.get(MIRROR_ENV) if value is None else value
-    if not value or Path(value).is_dir():
+    if not value:
+        return
+    if Path(value).is_dir():
+        if (Path(value) / "corpus.jsonl").is_file():  # one dataset's own folder, one level too deep
+            raise PathError(value, "data mirror", f"capgap: ${MIRROR_ENV} is {value!r}, which holds corpus.jsonl itself: "
+                            f"it is one dataset's folder; point it at the folder above ({str(Path(value).parent)!r}), "
+                            "which holds one BEIR-layout folder per dataset")
         return
     if value != value.strip():
         why = "it has leading or trailing whitespace, which is part of the path"
