@@ -13,6 +13,16 @@ if not config:
     configfile: "config/config.yaml"
 
 
+# --config alone (no --configfile) is the whole config, not an edit of the default: say so
+# rather than letting the schema report a missing section
+_missing = [k for k in ("encoders", "datasets") if k not in config]
+if _missing:
+    raise ValueError(
+        f"the config has no {' / '.join(_missing)} section (it holds only {sorted(config)}): --config without "
+        "--configfile replaces the default config instead of editing it; add --configfile config/config.yaml"
+    )
+
+
 validate(config, "src/capgap/schemas/config.schema.yaml")
 
 

@@ -238,3 +238,17 @@ def test_a_max_length_that_cannot_be_checked_offline_is_a_warning():
     assert any(w.startswith("encoders.ghost.max_length 99999 is not checked against nobody/nothing-such's positions")
                for w in warnings), warnings
     assert not any(w.startswith("encoders.minilm") for w in warnings)  # the bundled model's config.json is found: checked
+
+
+def test_config_without_configfile_says_it_replaces_the_default(tmp_path):
+    """`snakemake --config finetune=...` alone is the whole config (Snakemake's rule, and the
+    Snakefile applies the default only to an empty config): the error says so and what to add,
+    instead of the schema's "'encoders' is a required property"."""
+    bin_ = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{bin_}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    r = subprocess.run([str(bin_ / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "w"),
+                        "--config", "seedless=1", "--cores", "1", "-n"], env=env, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert ("the config has no encoders / datasets section (it holds only ['seedless']): --config without --configfile "
+            "replaces the default config instead of editing it; add --configfile config/config.yaml") in out
