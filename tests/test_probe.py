@@ -457,3 +457,34 @@ def test_graded_pairs_certificate_orders_every_level():
     order = [int(np.argsort(-s).tolist().index(g)) + 1 for g in gold]  # 1-based rank of each gold document
     assert sorted(order[:2]) == [1, 2] and sorted(order[2:5]) == [3, 4, 5] and sorted(order[5:]) == [6, 7, 8, 9]
     assert ndcg_from_ranks([res.gold_ranks], [grade[np.argsort(gold)]], 10) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("copies, bound", [([1, 1, 0], 2 / 3), ([2, 1, 0, 0], 3 / 4), ([3, 0], 1 / 2), ([1, 1, 1], 1 / 3), ([0, 0], 1.0)])
+def test_the_duplicates_rprec_upper_bound_by_hand(copies, bound):
+    """Copy-free gold first, then whole blocks (gold + its copies) smallest first into the ranks
+    left: [1, 1, 0]: 1 copy-free + one block of 2 in 2 ranks = 2 of 3; [2, 1, 0, 0]: 2 + the
+    block of 2 (not of 3) in 2 ranks = 3 of 4; [3, 0]: the block of 4 does not fit in 1 rank;
+    [1, 1, 1]: one block of 2 in 3 ranks = 1 of 3."""
+    from capgap.probe.refine import rprec_upper_bound
+
+    assert rprec_upper_bound(np.array(copies)) == pytest.approx(bound)
+
+
+def test_a_duplicate_query_is_resolved_with_copy_free_gold_first():
+    """Gold rows 0, 2 have identical non-gold copies (rows 1, 3), gold row 4 has none. The SVM's
+    w ranks the copies' gold documents (x = 1) above row 4 (x = 0.6): copies and gold pair up at
+    ranks 1-4 and row 4 is 5th, recall@3 = 1/3 (by hand: c, g, c in the top 3). The best any w
+    reaches is 2/3 (row 4 first, then one copy-gold pair; the other pair's gold is 5th): the
+    second, graded solve (copy-free gold one level above) reaches it and is kept."""
+    from capgap.probe.solver import _probe
+
+    D = np.array([[1, .1, 0], [1, .1, 0], [1, -.1, 0], [1, -.1, 0], [.6, 0, .8], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0],
+                  [-.5, .5, -.5]], dtype=np.float32)
+    first = _probe(D, [[0, 2, 4]], 1000.0, 1e-3, 2000, None, 2000, 1e8, False, refine=False)[0]
+    assert first.outcome == "duplicate" and first.recall_at(3) == pytest.approx(1 / 3)
+    r = probe(D, [[0, 2, 4]], threads=1)[0]
+    assert r.outcome == "duplicate" and r.recall_at(3) == pytest.approx(2 / 3) and "refined" in r.extra
+    assert sorted(r.gold_ranks.tolist()) == [1, 3, 5] and r.gold_ranks[2] == 1  # row 4 first, a copy at 2 and at 4
+    # no second solve without escalation (the soft-margin problem at C is reported as it is)
+    plain = probe(D, [[0, 2, 4]], threads=1, C_max=None)[0]
+    assert "refined" not in plain.extra

@@ -18,3 +18,4 @@ TIGHTEN_ITERS = 300  # ... and for at most this many iterations
 LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (proofs._lp_generated)
 LP_ROUNDS_BEFORE_WHOLE = 4  # ... on corpora small enough for the whole LP, which then follows
 LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs
+REFINE_MAX_ITER = 300  # iterations of a duplicate query's second, graded solve (refine.refine_duplicates)

@@ -12,6 +12,7 @@ from threadpoolctl import threadpool_limits
 
 from . import constants as const
 from .config import PAIRS, SOLVES, _D
+from .refine import refine_duplicates
 from .result import ProbeResult
 from .setup import _environment, _queries
 from .workers import _map_batches
@@ -113,8 +114,11 @@ def probe(
 
 
 def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
-           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"], workers=1, pairs="gold") -> list[ProbeResult]:
-    """``probe()`` past its checks, with ``C_max`` >= ``C`` resolved and ``workers`` processes."""
+           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"], workers=1, pairs="gold",
+           refine=True) -> list[ProbeResult]:
+    """``probe()`` past its checks, with ``C_max`` >= ``C`` resolved and ``workers`` processes;
+    ``refine=False``: no second solve of the duplicates (``refine.refine_duplicates``), no
+    iteration-cap warning (the second solve itself)."""
     golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
     settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
                     lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve)
@@ -131,6 +135,12 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
         capped += n_capped
         for q, res in out.items():
             results[q] = res
-    if capped:
+    if capped and refine:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
+    if refine and pairs == "gold" and solve == "certificate" and C_max > C:  # the capacity is sought: tighten the duplicates' R-precision
+        def solve_again(rows, levels):
+            return _probe(D, [golds[q] for q in rows], C, eps, min(max_iter, const.REFINE_MAX_ITER), batch_size, lp_check_max_docs,
+                          C_max, False, [excls[q] for q in rows], levels, None, depth, env.dups, solve, workers, "graded", refine=False)
+
+        results = refine_duplicates(env, results, grs, solve_again)
     return results  # type: ignore[return-value]
