@@ -14,9 +14,11 @@ import logging
 import time
 from pathlib import Path
 
+import numpy as np
+
 from .data import load_canonical, write_canonical
 from .evaluate import write_curve, write_rows
-from .io import write_json, write_jsonl
+from .io import save_npz, write_json, write_jsonl
 from .logs import log_to  # noqa: F401  (every script's first call)
 
 log = logging.getLogger(__name__)
@@ -73,15 +75,19 @@ def bm25(inputs, outputs, params, threads: int = 1) -> list[dict]:
 def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``probe``: the capacity probe with settings ``params.probe`` on every query of the
     frozen index (``capgap.probe.evaluate``); writes ``outputs.per_query`` (one JSON line per
-    query), ``outputs.run`` (every query's w) and ``outputs.metrics``. The index must have been
-    built from this corpus (else ``FingerprintMismatch``)."""
+    query), ``outputs.run`` (every query's w ranking), ``outputs.w`` (every query's w: ``w``
+    ``(n_queries, dim) float32`` and ``query_ids`` in the same order, one ``.npz``; the ladder's
+    nearest-train transfer reads it) and ``outputs.metrics``. The index must have been built
+    from this corpus (else ``FingerprintMismatch``)."""
     from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
     from .probe import ProbeConfig, evaluate  # lazy: quadprog, scipy (each rule's env loads only its own method)
 
     rs = load_canonical(inputs.data)
     idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
-    rows, records, run = evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k, threads)
+    rows, records, run, W = evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k,
+                                     threads, return_w=True)
     write_jsonl(outputs.per_query, records)
+    save_npz(outputs.w, w=W, query_ids=np.array(list(rs.queries.ids), dtype=str))
     return _write(outputs, rows, run)
 
 
