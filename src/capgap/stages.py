@@ -123,6 +123,24 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     return rows
 
 
+def ladder(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``ladder``: rungs 2-4 of the learnability ladder (``capgap.ladder.evaluate_ladder``,
+    settings ``params.ladder``): shared query heads on the pre-trained encoder's query embeddings,
+    fit on all queries and on train queries, and nearest-train transfer of the probe's w
+    (``inputs.w``, rule probe's ``w.npz``); rows to ``outputs.metrics`` (methods
+    ``capgap.ladder.method_names``). The index must match this encoder and corpus (else
+    ``FingerprintMismatch``)."""
+    from .ladder import LadderConfig, evaluate_ladder, load_witnesses  # lazy: torch (each rule's env loads only its own method)
+
+    rs, enc, idx = _load_with_index(inputs, params, threads)
+    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    W = load_witnesses(inputs.w, list(rs.queries.ids))
+    rows, seconds = evaluate_ladder(rs, q, idx.embeddings, idx.doc_ids, W, LadderConfig.from_config(params.ladder), params.ks,
+                                    params.ndcg_k, params.encoder_name, threads)
+    log.info("ladder: %s", ", ".join(f"{m} {s:.1f} s" for m, s in seconds.items()))
+    return _write_rows(outputs.metrics, rows)
+
+
 def twin_negatives(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``twin_negatives``: near-miss twins as hard negatives or not
     (``capgap.nearmiss.twin_negative_rows``). Fine-tunes the query encoder on the near-miss
