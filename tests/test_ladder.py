@@ -190,3 +190,32 @@ def test_the_probe_returns_each_querys_w_for_the_transfer_rung():
     assert [DOC_IDS[int(np.argmax(DOCS @ w))] for w in W] == ["p1", "m2", "p3", "m4"]
     assert _value(rows, "probe", "all", "recall", 1) == 1.0
     assert len(evaluate(rs, FrozenIndex(DOCS, DOC_IDS, {}), ProbeConfig(), "enc", [1], 10)) == 3  # unchanged without it
+
+
+def test_the_stages_write_the_w_file_and_the_ladder_rows(tmp_path):
+    """The DAG's stage functions on a small real set (MiniLM, tests/data): rule probe's w.npz
+    holds one w per query in query order, and rule ladder's metrics.csv every rung's rows for
+    every split, with n_queries as the data's split has them."""
+    import csv
+    from types import SimpleNamespace as NS
+
+    from capgap import stages
+    from capgap.data import load_canonical
+
+    from .test_ties import MINILM, pipeline
+
+    pipeline(tmp_path, "tie-handling-inconsistent", [1, 2], 10, methods=("probe",))
+    rs = load_canonical(tmp_path / "data")
+    with np.load(tmp_path / "probe_w.npz") as z:
+        assert z["query_ids"].tolist() == list(rs.queries.ids) and z["w"].shape[0] == len(rs.queries.ids)
+    cfg = LadderConfig(steps=30)
+    out = tmp_path / "ladder.csv"
+    stages.ladder(NS(data=tmp_path / "data", fingerprint=tmp_path / "index" / "fingerprint.json", w=tmp_path / "probe_w.npz"),
+                  NS(metrics=out), NS(encoder_name="minilm", encoder=MINILM, ks=[1, 2], ndcg_k=10,
+                                      ladder={"enabled": True, "steps": cfg.steps}))
+    with open(out, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(dict.fromkeys(r["method"] for r in rows)) == method_names(cfg)
+    n = {(r["method"], r["split"]): r["value"] for r in rows if r["metric"] == "n_queries"}
+    assert {v for (m, s), v in n.items() if s == "all"} == {str(len(rs.queries.ids))}
+    assert {n[(m, "train")] for m in method_names(cfg)} == {str(len(rs.split.train))}
