@@ -13,7 +13,8 @@ import yaml
 from capgap.config import SCHEMA_PATH, field_defaults, item_defaults, schema, section_defaults
 
 # keys the workflow consumes itself (switches, per-dataset / per-encoder overrides)
-DAG_ONLY = {"probe": {"enabled"}, "finetune": {"enabled", "steps_by_encoder"}, "colbert": {"enabled", "datasets", "steps_by_dataset"}}
+DAG_ONLY = {"probe": {"enabled"}, "finetune": {"enabled", "steps_by_encoder"}, "colbert": {"enabled", "datasets", "steps_by_dataset"},
+            "ladder": {"enabled"}}
 
 
 def _props(section):
@@ -23,12 +24,13 @@ def _props(section):
 def _dataclasses():
     from capgap.colbert import ColbertConfig
     from capgap.finetune import FinetuneConfig
+    from capgap.ladder import LadderConfig
     from capgap.probe import ProbeConfig
 
-    return {"probe": ProbeConfig, "finetune": FinetuneConfig, "colbert": ColbertConfig}
+    return {"probe": ProbeConfig, "finetune": FinetuneConfig, "colbert": ColbertConfig, "ladder": LadderConfig}
 
 
-@pytest.mark.parametrize("section", ["probe", "finetune", "colbert"])
+@pytest.mark.parametrize("section", ["probe", "finetune", "colbert", "ladder"])
 def test_settings_dataclass_defaults_are_the_schema_defaults(section):
     cls = _dataclasses()[section]
     props = _props(section)
@@ -117,16 +119,18 @@ def test_hardness_train_encoder_defaults_are_the_schema_defaults():
 
 def test_helper_function_defaults_are_the_schema_defaults():
     """Lower-level functions whose keyword arguments are config keys default to the schema."""
-    from capgap import bm25, compress, finetune, generate, hardness
+    from capgap import bm25, compress, finetune, generate, hardness, ladder
     from capgap.colbert import FaissTokenIndex, PlaidIndex, encode_documents
 
-    b, c, f, h, cb = (section_defaults(s) for s in ("bm25", "compress", "finetune", "hardness", "colbert"))
+    b, c, f, h, cb, la = (section_defaults(s) for s in ("bm25", "compress", "finetune", "hardness", "colbert", "ladder"))
     want = [
         (bm25.tokenize, {"stopwords": b["stopwords"]}),
         (bm25.variant_name, {k: b[k] for k in ("backend", "method", "k1", "b", "epsilon", "stopwords")}),
         (compress.compress, {"seed": c["seed"]}),
         (compress.evaluate_variants, {"seed": c["seed"]}),
         (finetune.infonce_loss, {"form": f["loss"]}),
+        (finetune.candidate_masks, {"candidates": f["candidates"], "n_negatives": f["n_negatives"]}),
+        (ladder.make_head, {"width_factor": la["width_factor"]}),
         (hardness.dimension, {"a": h["d_rule"]["a"], "b": h["d_rule"]["b"]}),
         (hardness.make_task, {"seed": h["seed"]}),
         (hardness.sample_queries, {"seed": h["seed"]}),

@@ -29,13 +29,14 @@ FAMILIES = {
     "probe": [("stages", "probe")],
     "compress": [("stages", "compress")],
     "finetune": [("stages", "finetune"), ("stages", "twin_negatives")],
+    "ladder": [("stages", "ladder")],
     "baselines": [("stages", "bm25")],
     "colbert": [("stages", "colbert")],
     "hardness": [("stages", "hardness")],
     "report": [("report.build", "build_report")],
 }
 RULE_FAMILY = {"data": "data", "index": "index", "pretrained": "index", "probe": "probe", "compress": "compress", "finetune": "finetune",
-               "twin_negatives": "finetune",
+               "twin_negatives": "finetune", "ladder": "ladder",
                "bm25": "baselines", "colbert": "colbert", "hardness": "hardness", "report": "report"}
 
 

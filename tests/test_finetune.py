@@ -349,3 +349,25 @@ def test_run_loop_stops_once_the_watched_metric_stops_rising(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     with pytest.raises(ValueError, match="patience"):
         run_loop(lambda b: None, model, torch.optim.SGD(model.parameters(), lr=1e-2), 3, 10, 4, seed_everything(0), patience=1)
+
+
+def test_candidate_masks_by_hand():
+    """Items 0 and 2 of gold [[1], [0, 3], [4]] and exclusions [[], [], [2]] over 5 documents.
+    full: every document a candidate; gold rows 1 and 4, item 2's document 2 excluded. sampled:
+    the batch's gold rows {1, 4} plus 2 documents drawn without replacement by the sampler (the
+    same draw an independent generator of the same seed makes), ascending."""
+    from capgap.finetune import candidate_masks
+
+    gold, excl = [[1], [0, 3], [4]], [[], [], [2]]
+    cand, mask, ex = candidate_masks(np.array([0, 2]), gold, excl, 5, "full", 1024)
+    assert cand is None
+    assert mask.numpy().astype(int).tolist() == [[0, 1, 0, 0, 0], [0, 0, 0, 0, 1]]
+    assert ex.numpy().astype(int).tolist() == [[0, 0, 0, 0, 0], [0, 0, 1, 0, 0]]
+    assert candidate_masks(np.array([0, 1]), gold, excl, 5, "full", 1024)[2] is None  # no exclusions in the batch
+    cand, mask, ex = candidate_masks(np.array([0, 2]), gold, excl, 5, "sampled", 2, np.random.default_rng(7))
+    want = sorted({1, 4} | set(np.random.default_rng(7).choice(5, size=2, replace=False).tolist()))
+    assert cand.tolist() == want
+    assert mask.numpy().tolist() == [[c == 1 for c in want], [c == 4 for c in want]]
+    assert ex.numpy().tolist() == [[False] * len(want), [c == 2 for c in want]]
+    with pytest.raises(ValueError, match="sampler"):
+        candidate_masks(np.array([0]), gold, None, 5, "sampled", 2)

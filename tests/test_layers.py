@@ -26,7 +26,7 @@ LAYERS = {
     1: ("capgap.data", "capgap.trec", "capgap.generate", "capgap.sources"),
     2: ("capgap.evaluate", "capgap.index", "capgap.encoders", "capgap.training", "capgap.figures"),
     3: ("capgap.probe", "capgap.bm25", "capgap.finetune", "capgap.colbert", "capgap.compress", "capgap.hardness",
-        "capgap.nearmiss", "capgap.diagnosis"),
+        "capgap.nearmiss", "capgap.diagnosis", "capgap.ladder"),
     4: ("capgap", "capgap.report", "capgap.paper", "capgap.stages", "capgap.config_check", "capgap.cli"),
 }
 # Units exempt from the '# lazy:' rule (none: the splits of issue 28 have landed)

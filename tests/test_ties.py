@@ -41,7 +41,8 @@ def pipeline(tmp, case, ks, ndcg_k, methods=("probe", "pretrained", "bm25")):
         stages.pretrained(index, NS(metrics=out["pretrained"], run=tmp / "pretrained.trec"), NS(**enc))
     if "probe" in methods:
         out["probe"] = tmp / "probe.csv"
-        stages.probe(index, NS(metrics=out["probe"], per_query=tmp / "probe.jsonl", run=tmp / "probe.trec"), NS(**enc, probe=PROBE_CFG))
+        stages.probe(index, NS(metrics=out["probe"], per_query=tmp / "probe.jsonl", run=tmp / "probe.trec", w=tmp / "probe_w.npz"),
+                     NS(**enc, probe=PROBE_CFG))
     if "bm25" in methods:
         out["bm25"] = tmp / "bm25.csv"
         stages.bm25(NS(data=data), NS(metrics=out["bm25"], run=tmp / "bm25.trec"), NS(bm25=BM25_CFG, ks=ks, ndcg_k=ndcg_k))

@@ -319,7 +319,8 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert re.search(r"rule colbert:\n(?:    .*\n)*?    threads: 8\n    resources: [^\n]*\bmem_mb=128000\b", out)
 
 
-RULES = ("data", "index", "pretrained", "probe", "compress", "finetune", "twin_negatives", "bm25", "colbert", "hardness", "report")
+RULES = ("data", "index", "pretrained", "probe", "compress", "finetune", "twin_negatives", "ladder", "bm25", "colbert", "hardness",
+         "report")
 
 
 def _rules_in_workflow():
@@ -351,7 +352,8 @@ def test_workflow_profiles_give_every_rule_its_resources(profile):
     if profile == "default":  # the CPU defaults: no GPU anywhere
         assert all(res["gpu"] == 0 for res in prof["set-resources"].values())
     else:
-        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "pretrained", "finetune", "twin_negatives", "colbert"}
+        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "pretrained", "finetune", "twin_negatives", "ladder",
+                                                                                        "colbert"}
 
 
 def _report_outputs():

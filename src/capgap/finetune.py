@@ -10,6 +10,8 @@ Public API
 - ``FinetuneConfig``: steps, batch size, learning rate, temperature, LoRA rank/alpha/dropout,
   target modules per architecture, loss form, candidates, checkpointing, seed.
 - ``infonce_loss(scores, gold_mask, temperature, form)``: the loss (see below).
+- ``candidate_masks(batch, gold, excluded, n_docs, candidates, n_negatives, sampler)``: one batch's
+  candidates and gold / excluded masks (shared with the ladder's heads, ``capgap.ladder``).
 - ``add_lora(encoder, cfg)``: wraps the encoder's attention projections with LoRA adapters.
 - ``train_query_encoder(encoder, doc_embeddings, train_queries, train_gold, cfg, ckpt_path,
   ...)`` -> ``TrainResult``: trains in place, resumable from ``ckpt_path`` (the loop is
@@ -145,6 +147,47 @@ def infonce_loss(scores, gold_mask, temperature: float, form: str = _D["loss"], 
     return per_q.mean()
 
 
+def candidate_masks(batch: np.ndarray, gold: Sequence[Sequence[int]], excluded: Sequence[Sequence[int]] | None, n_docs: int,
+                    candidates: str = _D["candidates"], n_negatives: int = _D["n_negatives"],
+                    sampler: np.random.Generator | None = None):
+    """One batch's InfoNCE candidates and masks (module docstring, "Candidates").
+
+    ``batch``: ``(b,) int64`` item indices; ``gold[i]`` / ``excluded[i]``: item i's gold and
+    excluded row indices into the frozen index of ``n_docs`` rows (``excluded`` None: none).
+    ``candidates``: ``full`` (every row; ``cand`` is None) or ``sampled`` (the batch's gold rows
+    plus ``n_negatives`` rows drawn without replacement from ``sampler``, ascending and unique:
+    ``cand`` ``(c,) int64``). Returns ``(cand, gold_mask, exclude_mask)``: ``gold_mask`` ``(b,
+    n_docs or c) bool`` torch tensor, ``exclude_mask`` the same shape or None when no item of
+    the batch has exclusions. Raises ``ValueError`` for ``sampled`` without a ``sampler``."""
+    import torch
+
+    excl = None
+    if candidates == "full":
+        cand = None
+        mask = torch.zeros((len(batch), n_docs), dtype=torch.bool)
+        for r, qi in enumerate(batch):
+            mask[r, list(gold[qi])] = True
+        if excluded is not None and any(len(excluded[qi]) for qi in batch):
+            excl = torch.zeros((len(batch), n_docs), dtype=torch.bool)
+            for r, qi in enumerate(batch):
+                excl[r, list(excluded[qi])] = True
+        return cand, mask, excl
+    if sampler is None:
+        raise ValueError("candidate_masks: candidates 'sampled' needs a sampler")
+    gold_rows = np.unique(np.concatenate([np.asarray(gold[qi], dtype=np.int64) for qi in batch]))
+    extra = sampler.choice(n_docs, size=min(n_negatives, n_docs), replace=False)
+    cand = np.unique(np.concatenate([gold_rows, extra]))
+    where = {d: i for i, d in enumerate(cand)}
+    mask = torch.zeros((len(batch), len(cand)), dtype=torch.bool)
+    for r, qi in enumerate(batch):
+        mask[r, [where[d] for d in gold[qi]]] = True
+    if excluded is not None and any(len(excluded[qi]) for qi in batch):
+        excl = torch.zeros((len(batch), len(cand)), dtype=torch.bool)
+        for r, qi in enumerate(batch):
+            excl[r, [where[d] for d in excluded[qi] if d in where]] = True
+    return cand, mask, excl
+
+
 def add_lora(encoder, cfg: FinetuneConfig) -> list[str]:
     """Wrap the encoder's transformer with LoRA adapters (peft); freeze everything else.
 
@@ -252,28 +295,7 @@ def train_query_encoder(
     n_docs = D.shape[0]
 
     def batch_loss(batch):
-        excl = None
-        if cfg.candidates == "full":
-            cand = None
-            mask = torch.zeros((len(batch), n_docs), dtype=torch.bool)
-            for r, qi in enumerate(batch):
-                mask[r, train_gold[qi]] = True
-            if train_excluded is not None and any(len(train_excluded[qi]) for qi in batch):
-                excl = torch.zeros((len(batch), n_docs), dtype=torch.bool)
-                for r, qi in enumerate(batch):
-                    excl[r, list(train_excluded[qi])] = True
-        else:
-            gold_rows = np.unique(np.concatenate([train_gold[qi] for qi in batch]))
-            extra = sampler.choice(n_docs, size=min(cfg.n_negatives, n_docs), replace=False)
-            cand = np.unique(np.concatenate([gold_rows, extra]))
-            where = {d: i for i, d in enumerate(cand)}
-            mask = torch.zeros((len(batch), len(cand)), dtype=torch.bool)
-            for r, qi in enumerate(batch):
-                mask[r, [where[d] for d in train_gold[qi]]] = True
-            if train_excluded is not None and any(len(train_excluded[qi]) for qi in batch):
-                excl = torch.zeros((len(batch), len(cand)), dtype=torch.bool)
-                for r, qi in enumerate(batch):
-                    excl[r, [where[d] for d in train_excluded[qi] if d in where]] = True
+        cand, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, cfg.candidates, cfg.n_negatives, sampler)
         feats = model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch])
         feats = {k: v.to(device) for k, v in feats.items()}
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):

@@ -101,6 +101,12 @@ def save_npy(path: str | Path, array: np.ndarray) -> None:
         np.save(fh, array, allow_pickle=False)
 
 
+def save_npz(path: str | Path, **arrays: np.ndarray) -> None:
+    """Atomically save ``arrays`` (name -> array; no object arrays) in one uncompressed ``.npz``."""
+    with atomic_open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
     h = hashlib.sha256()

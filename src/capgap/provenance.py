@@ -155,7 +155,7 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
     return {"s": num(r.get("s")), "max_rss": num(r.get("max_rss")), "cpu_time": num(r.get("cpu_time"))}
 
 
-STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "bm25", "colbert"})
+STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "ladder", "bm25", "colbert"})
 
 
 def benchmark_paths(result_paths: Sequence[str | Path]) -> list[str]:

@@ -14,9 +14,11 @@ import logging
 import time
 from pathlib import Path
 
+import numpy as np
+
 from .data import load_canonical, write_canonical
 from .evaluate import write_curve, write_rows
-from .io import write_json, write_jsonl
+from .io import save_npz, write_json, write_jsonl
 from .logs import log_to  # noqa: F401  (every script's first call)
 
 log = logging.getLogger(__name__)
@@ -73,15 +75,19 @@ def bm25(inputs, outputs, params, threads: int = 1) -> list[dict]:
 def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``probe``: the capacity probe with settings ``params.probe`` on every query of the
     frozen index (``capgap.probe.evaluate``); writes ``outputs.per_query`` (one JSON line per
-    query), ``outputs.run`` (every query's w) and ``outputs.metrics``. The index must have been
-    built from this corpus (else ``FingerprintMismatch``)."""
+    query), ``outputs.run`` (every query's w ranking), ``outputs.w`` (every query's w: ``w``
+    ``(n_queries, dim) float32`` and ``query_ids`` in the same order, one ``.npz``; the ladder's
+    nearest-train transfer reads it) and ``outputs.metrics``. The index must have been built
+    from this corpus (else ``FingerprintMismatch``)."""
     from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
     from .probe import ProbeConfig, evaluate  # lazy: quadprog, scipy (each rule's env loads only its own method)
 
     rs = load_canonical(inputs.data)
     idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
-    rows, records, run = evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k, threads)
+    rows, records, run, W = evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k,
+                                     threads, return_w=True)
     write_jsonl(outputs.per_query, records)
+    save_npz(outputs.w, w=W, query_ids=np.array(list(rs.queries.ids), dtype=str))
     return _write(outputs, rows, run)
 
 
@@ -115,6 +121,24 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     rows = _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads))
     Path(params.checkpoint).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
+
+
+def ladder(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``ladder``: rungs 2-4 of the learnability ladder (``capgap.ladder.evaluate_ladder``,
+    settings ``params.ladder``): shared query heads on the pre-trained encoder's query embeddings,
+    fit on all queries and on train queries, and nearest-train transfer of the probe's w
+    (``inputs.w``, rule probe's ``w.npz``); rows to ``outputs.metrics`` (methods
+    ``capgap.ladder.method_names``). The index must match this encoder and corpus (else
+    ``FingerprintMismatch``)."""
+    from .ladder import LadderConfig, evaluate_ladder, load_witnesses  # lazy: torch (each rule's env loads only its own method)
+
+    rs, enc, idx = _load_with_index(inputs, params, threads)
+    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    W = load_witnesses(inputs.w, list(rs.queries.ids))
+    rows, seconds = evaluate_ladder(rs, q, idx.embeddings, idx.doc_ids, W, LadderConfig.from_config(params.ladder), params.ks,
+                                    params.ndcg_k, params.encoder_name, threads)
+    log.info("ladder: %s", ", ".join(f"{m} {s:.1f} s" for m, s in seconds.items()))
+    return _write_rows(outputs.metrics, rows)
 
 
 def twin_negatives(inputs, outputs, params, threads: int = 1) -> list[dict]:

@@ -264,6 +264,8 @@ def result_tables(wildcards=None):
             files += per_index(rules.finetune.output.metrics, ds)
         if is_enabled("probe"):
             files += per_index(rules.probe.output.metrics, ds)
+        if is_enabled("ladder"):
+            files += per_index(rules.ladder.output.metrics, ds)
         if is_enabled("bm25"):
             files += expand(rules.bm25.output.metrics, dataset=ds)
         if compress_on(ds):

@@ -10,6 +10,7 @@ rule probe:
         metrics="results/{dataset}/{encoder}/probe/metrics.csv",
         per_query="results/{dataset}/{encoder}/probe/per_query.jsonl",
         run="results/{dataset}/{encoder}/probe/run.trec",
+        w="results/{dataset}/{encoder}/probe/w.npz",
     log:
         "logs/probe/{dataset}/{encoder}.log",
     benchmark:

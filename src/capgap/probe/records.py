@@ -94,7 +94,7 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
 
 
 def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], ndcg_k: int,
-             threads: int | None = 1) -> tuple[list[dict], list[dict], Run]:
+             threads: int | None = 1, return_w: bool = False) -> tuple:
     """The capacity probe on every query of a dataset's frozen index, as the DAG reports it.
 
     ``rs``: a ``capgap.data.RetrievalSet``; ``index``: its ``capgap.index.FrozenIndex``
@@ -105,7 +105,9 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     ``per_query_records`` record per query; and the run of every query's w (tag
     ``{encoder_name}-probe``, depth ``eval_depth(ks, ndcg_k)``). A set with near-miss twins
     (``rs.twins``) is solved to the optimum whatever ``cfg.solve`` says: its twin margins
-    (``twin_margins``) are the optimum's.
+    (``twin_margins``) are the optimum's. ``return_w``: also return, fourth, every query's w as
+    ``(n_queries, dim) float32`` in ``rs.queries`` order (the ladder's nearest-train transfer,
+    ``capgap.ladder``).
     """
     qids = list(rs.queries.ids)
     j = Judged.of(rs, qids, index.doc_ids)
@@ -129,6 +131,8 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     extra = summary_rows(results, qids, splits, base)
     if rs.twins:
         extra = interleave_rows(extra, twin_margins(rs, index, results, qids, records, splits, base))
+    if return_w:
+        return interleave_rows(rows, extra), records, run, np.stack([np.asarray(r.w, dtype=np.float32) for r in results])
     return interleave_rows(rows, extra), records, run
 
 
