@@ -202,11 +202,7 @@ def load_corpus(path: str | Path) -> Corpus:
     path = Path(path)
     ids, titles, texts, seen, empty = [], [], [], {}, []
     for lineno, obj in _iter_jsonl(path):
-        did = check_id(path, lineno, "_id", _str_field(path, lineno, obj, "_id"))
-        if not did:
-            raise DataFormatError(path, lineno, "_id", "empty id")
-        if did in seen:
-            raise DataFormatError(path, lineno, "_id", f"duplicate id {did!r} (first on line {seen[did]})")
+        did = _record_id(path, lineno, obj, seen)
         title = _nfc(_str_field(path, lineno, obj, "title", required=False))
         text = _nfc(_str_field(path, lineno, obj, "text"))
         seen[did] = lineno
@@ -224,6 +220,17 @@ def load_corpus(path: str | Path) -> Corpus:
     return Corpus(tuple(ids), tuple(titles), tuple(texts), tuple(empty))
 
 
+def _record_id(path: Path, lineno: int, obj: dict, seen: Mapping[str, int]) -> str:
+    """A BEIR record's ``_id`` (``check_id``), refused when empty or already on an earlier line
+    (``seen``: id -> line), as ``DataFormatError`` naming file, line and field."""
+    rid = check_id(path, lineno, "_id", _str_field(path, lineno, obj, "_id"))
+    if not rid:
+        raise DataFormatError(path, lineno, "_id", "empty id")
+    if rid in seen:
+        raise DataFormatError(path, lineno, "_id", f"duplicate id {rid!r} (first on line {seen[rid]})")
+    return rid
+
+
 def load_queries(path: str | Path) -> Queries:
     """Read a BEIR ``queries.jsonl`` (``_id``, ``text``); texts NFC-normalised, ids as written.
 
@@ -233,11 +240,7 @@ def load_queries(path: str | Path) -> Queries:
     path = Path(path)
     ids, texts, seen = [], [], {}
     for lineno, obj in _iter_jsonl(path):
-        qid = check_id(path, lineno, "_id", _str_field(path, lineno, obj, "_id"))
-        if not qid:
-            raise DataFormatError(path, lineno, "_id", "empty id")
-        if qid in seen:
-            raise DataFormatError(path, lineno, "_id", f"duplicate id {qid!r} (first on line {seen[qid]})")
+        qid = _record_id(path, lineno, obj, seen)
         text = _nfc(_str_field(path, lineno, obj, "text"))
         if not text.strip():
             raise DataFormatError(path, lineno, "text", f"query {qid!r} has empty text")
