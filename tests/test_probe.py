@@ -488,3 +488,36 @@ def test_a_duplicate_query_is_resolved_with_copy_free_gold_first():
     # no second solve without escalation (the soft-margin problem at C is reported as it is)
     plain = probe(D, [[0, 2, 4]], threads=1, C_max=None)[0]
     assert "refined" not in plain.extra
+
+
+def test_the_second_solve_runs_no_proof_and_no_lp(monkeypatch):
+    """The duplicates' second, graded solve only seeks a better w (the verdict stays the first
+    solve's), so it never runs an inseparability proof or an exact LP (``prove=False``). On a
+    graded set no w orders (rows 0 > 1 > the rest of [[1, 0], [-1, 0], [0, 0], [0, 1],
+    [0, -1]]: row 0 above row 1 needs w_x > 0, row 1 above the origin w_x < 0) the proof
+    functions are reached with ``prove=True`` (so the count can fail) and never with
+    ``prove=False``; on the case above the second solve still reaches the bound 2/3."""
+    import capgap.probe.batch as B
+    import capgap.probe.finish as F
+    from capgap.probe.solver import _probe
+
+    calls = {"n": 0}
+    real = {B: ("_prove_inseparable", "lp_feasible"), F: ("_prove_inseparable", "lp_feasible", "_lp_generated")}
+    for m, names in real.items():
+        for k in names:
+            def counted(*a, _f=getattr(m, k), **kw):
+                calls["n"] += 1
+                return _f(*a, **kw)
+            monkeypatch.setattr(m, k, counted)
+    D2 = np.array([[1, 0], [-1, 0], [0, 0], [0, 1], [0, -1]], dtype=np.float32)
+    for lp in (0, 2000):
+        for prove in (True, False):
+            calls["n"] = 0
+            _probe(D2, [[0, 1]], 1000.0, 1e-3, 300, None, lp, 1e8, False, grades=[[2.0, 1.0]], pairs="graded", refine=False,
+                   prove=prove)
+            assert (calls["n"] > 0) == prove, (lp, prove)
+    D = np.array([[1, .1, 0], [1, .1, 0], [1, -.1, 0], [1, -.1, 0], [.6, 0, .8], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0],
+                  [-.5, .5, -.5]], dtype=np.float32)
+    graded = _probe(D, [[0, 2, 4]], 1000.0, 1e-3, 300, None, 2000, 1e8, False, grades=[[1.0, 1.0, 2.0]], pairs="graded",
+                    refine=False, prove=False)[0]
+    assert graded.recall_at(3) == pytest.approx(2 / 3)  # row 4 first, one copy-gold pair: the bound by hand

@@ -128,7 +128,7 @@ def _converged(env: _Env, st: Problem, s: np.ndarray, H: float) -> str | None:
     # exact LP at the base C (finish's exact LP settles the certificate there)
     lp_decides = bool(env.lp_check_max_docs) and env.Df.shape[0] <= env.lp_check_max_docs
     whole_lp = lp_decides and len(st.members) == 1
-    if not st.proof_tried and (st.escalations >= (0 if whole_lp else const.HULL_AFTER) or st.C >= env.C_max):
+    if env.prove and not st.proof_tried and (st.escalations >= (0 if whole_lp else const.HULL_AFTER) or st.C >= env.C_max):
         st.proof_tried = True
         if _proof(env, st, s, whole_lp):
             return "stop"

@@ -111,9 +111,9 @@ def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: n
         v.decided_by = "hull"
     elif st.lp is False:  # the in-loop exact LP (a single query)
         v.decided_by, v.lp = "lp", False
-    elif single and env.lp_check_max_docs and not st.graded:  # (a graded query keeps its w)
+    elif single and env.lp_check_max_docs and not st.graded and env.prove:  # (a graded query keeps its w)
         _exact_lp(v, env, q, ng, rest)
-    if v.decided_by is None and not v.separated:
+    if v.decided_by is None and not v.separated and env.prove:
         proof = _prove_inseparable(v.s, [q], st.seek_witness, env.golds, env.opt_excl, env.Df, env.rep, env.dmax)
         v.hull = proof.bound
         v.decided_by = "hull" if proof.bound is not None else None

@@ -36,7 +36,7 @@ def _queries(n, gold_sets, excluded_sets, grades):
 def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, pairs: str, settings: dict) -> _Env:
     """The ``_Env`` of validated queries (``_queries``) over the index ``Df`` ``(n_docs, dim)
     float32``; ``settings``: the ``_Env`` fields C, C_max, eps, max_iter, lp_check_max_docs,
-    depth and solve."""
+    depth, solve and prove."""
     n, dim = Df.shape
     B = const.BLOCK
     dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + B]).max()) for b0 in range(0, n, B)])

@@ -115,13 +115,15 @@ def probe(
 
 def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
            grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"], workers=1, pairs="gold",
-           refine=True) -> list[ProbeResult]:
+           refine=True, prove=True) -> list[ProbeResult]:
     """``probe()`` past its checks, with ``C_max`` >= ``C`` resolved and ``workers`` processes;
     ``refine=False``: no second solve of the duplicates (``refine.refine_duplicates``), no
-    iteration-cap warning (the second solve itself)."""
+    iteration-cap warning; ``prove=False``: no inseparability proof and no exact LP
+    (``_Env.prove``; the second solve itself, which only seeks a better w: the verdict stays
+    the first solve's)."""
     golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
     settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
-                    lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve)
+                    lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve, prove=bool(prove))
     env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings)
     # batches: max(16, dim // 4) problems, fewer where that leaves under MIN_BATCHES batches (a small
     # query set still spreads over the worker processes); never a function of the thread count,
@@ -140,7 +142,8 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     if refine and pairs == "gold" and solve == "certificate" and C_max > C:  # the capacity is sought: tighten the duplicates' R-precision
         def solve_again(rows, levels):
             return _probe(D, [golds[q] for q in rows], C, eps, min(max_iter, const.REFINE_MAX_ITER), batch_size, lp_check_max_docs,
-                          C_max, False, [excls[q] for q in rows], levels, None, depth, env.dups, solve, workers, "graded", refine=False)
+                          C_max, False, [excls[q] for q in rows], levels, None, depth, env.dups, solve, workers, "graded",
+                          refine=False, prove=False)
 
         results = refine_duplicates(env, results, grs, solve_again)
     return results  # type: ignore[return-value]

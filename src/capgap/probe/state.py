@@ -40,6 +40,7 @@ class _Env:
     lp_check_max_docs: int
     depth: int
     solve: str
+    prove: bool = True  # False: no inseparability proof or exact LP at all (a solve that only seeks a w: refine's)
 
 
 @dataclass
