@@ -8,6 +8,10 @@ rule index:
         shards=lambda wc: shard_files(
             "index", "results/{dataset}/{encoder}/index_shards/{shard}.npy", wc
         ),
+        # each shard's fingerprint and rows, read by the gather beside its .npy
+        shard_meta=lambda wc: shard_files(
+            "index", "results/{dataset}/{encoder}/index_shards/{shard}.json", wc
+        ),
     output:
         embeddings="results/{dataset}/{encoder}/index/embeddings.npy",
         doc_ids="results/{dataset}/{encoder}/index/doc_ids.json",
