@@ -117,7 +117,7 @@ def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
     (``capgap.probe.shards.gather_shards``): the same files, byte for byte. The index must have
     been built from this corpus (else ``FingerprintMismatch``)."""
     from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
-    from .probe import ProbeConfig, evaluate, probe_arguments, report  # lazy: quadprog, scipy (each rule's env loads only its own method)
+    from .probe import ProbeConfig, evaluate, evaluate_results, probe_arguments  # lazy: quadprog, scipy (each rule's env loads only its own method)
     from .probe.shards import gather_shards  # lazy: quadprog, scipy (each rule's env loads only its own method)
 
     rs = load_canonical(inputs.data)
@@ -128,7 +128,7 @@ def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
         kwargs = probe_arguments(rs, idx, cfg, params.ks, params.ndcg_k)
         parts = [_read_pickle(f) for f in shards]
         results = gather_shards(idx.embeddings, threads=threads, shards=parts, **kwargs)
-        rows, records, run, W = report(rs, idx, results, params.encoder_name, params.ks, params.ndcg_k, return_w=True)
+        rows, records, run, W = evaluate_results(rs, idx, results, params.encoder_name, params.ks, params.ndcg_k, return_w=True)
     else:
         rows, records, run, W = evaluate(rs, idx, cfg, params.encoder_name, params.ks, params.ndcg_k, threads, return_w=True)
     write_jsonl(outputs.per_query, records)

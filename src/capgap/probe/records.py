@@ -113,7 +113,7 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     t = time.perf_counter()
     results = probe(index.embeddings, threads=threads, progress=True, **kwargs)
     log.info("probe: %d queries in %.1f s", len(results), time.perf_counter() - t)
-    return report(rs, index, results, encoder_name, ks, ndcg_k, return_w)
+    return evaluate_results(rs, index, results, encoder_name, ks, ndcg_k, return_w)
 
 
 def probe_arguments(rs, index, cfg: ProbeConfig, ks: Sequence[int], ndcg_k: int) -> dict:
@@ -130,7 +130,7 @@ def probe_arguments(rs, index, cfg: ProbeConfig, ks: Sequence[int], ndcg_k: int)
                 depth=eval_depth(ks, ndcg_k), duplicates=document_groups(rs.corpus), **cfg.kwargs())
 
 
-def report(rs, index, results: Sequence[ProbeResult], encoder_name: str, ks: Sequence[int], ndcg_k: int,
+def evaluate_results(rs, index, results: Sequence[ProbeResult], encoder_name: str, ks: Sequence[int], ndcg_k: int,
            return_w: bool = False) -> tuple:
     """``evaluate``'s return value from the probe's ``results`` (one per query of ``rs.queries``,
     in order): rows, per-query records, run (and every w, ``return_w``)."""
