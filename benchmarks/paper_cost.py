@@ -2,6 +2,7 @@
 on this machine and stated assumptions (README "Reproduce the paper").
 
     .venv/bin/python benchmarks/paper_cost.py [--gpu-tflops 300] [--doc-tokens 200] [--query-tokens 128]
+        [--nfcorpus results/nfcorpus] [--nodes 1 2 4 8 16 32] [--node-cores 16]
 
 Method
 ------
@@ -20,6 +21,18 @@ Method
    (measured: 6.3 min index build over 6.05M tokens, 2.4 min for 1,000 queries, 2 cores).
 6. Disk: float32 frozen indexes (n_docs x dim x 4 B), ColBERT token embeddings at the bytes per
    token measured on limit-50k (1.5 GB for 6.05M tokens), model weights.
+
+7. Shards (issue 30; ``index.shards``, ``probe.shards``): measured here, one shard job's
+   throughput: MiniLM documents/s on NFCorpus documents (one 2,048-document chunk's ``encode``
+   call, what an ``index_shard`` job repeats), and the probe's queries/s on one ``probe_shard``
+   of NFCorpus x MiniLM (the frozen index of ``--nfcorpus``: 3,633 x 384, multi-gold: its gold
+   sizes are the ones measured). The probe's core-seconds per query scale with n_docs x dim to
+   every dataset x encoder (one score and one constraint product per iteration; the iteration
+   count of NFCorpus's real queries, not the synthetic benchmark's ~10). The projected wall time
+   on N nodes (one GPU and ``--node-cores`` cores each, profiles/gpu's probe_shard threads) is
+   a stage-by-stage bound: the index shards (GPU, ``--shard-overhead-s`` each for loading the
+   model), then fine-tuning and ColBERT (GPU, one job each) beside the probe shards (CPU),
+   each stage scheduled longest-job-first over the N nodes, with N shards per index and probe.
 
 Dataset sizes: BRIGHT (Su et al. 2024, Table 1 / the HF dataset), BEIR (Thakur et al. 2021,
 Table 1), LIMIT (Weller et al. 2025).
@@ -77,6 +90,75 @@ def measure_cpu(mirror: Path, n_docs: int = 200) -> dict:
             "gflops": 2 * MINILM_PARAMS * real / s / 1e9}
 
 
+def measure_shards(mirror: Path, nfcorpus: Path, n_docs: int = 512, probe_shards: int = 8, threads: int = 2) -> dict:
+    """One shard job's throughput on this machine: MiniLM embedding ``n_docs`` NFCorpus documents
+    in one ``encode`` call (documents/s), and shard 1 of ``probe_shards`` of the probe on the
+    NFCorpus x MiniLM index under ``nfcorpus`` (``data/`` and ``minilm/index/``; queries/s, the
+    mean gold size of its queries), with ``threads`` threads, and the load average around each."""
+    import numpy as np
+
+    from capgap.data import load_beir_dir, load_canonical
+    from capgap.encoders import EncoderSpec, load_encoder
+    from capgap.index import load_index
+    from capgap.probe import ProbeConfig, probe_arguments
+    from capgap.probe.shards import probe_shard
+
+    out = {"threads": threads}
+    enc = load_encoder(EncoderSpec("minilm", "sentence-transformers/all-MiniLM-L6-v2"), threads=threads)
+    texts = load_beir_dir(mirror / "nfcorpus").corpus.passages()[:n_docs]
+    enc.encode_documents(texts[:32])  # warm-up
+    load0, t = os.getloadavg()[0], time.perf_counter()
+    enc.encode_documents(texts)
+    s = time.perf_counter() - t
+    out["embed"] = {"docs": len(texts), "seconds": s, "docs_per_s": len(texts) / s, "load_before": load0, "load_after": os.getloadavg()[0]}
+    rs = load_canonical(nfcorpus / "data")
+    idx = load_index(nfcorpus / "minilm" / "index", corpus=rs.corpus)
+    kw = probe_arguments(rs, idx, ProbeConfig(), [2, 10, 20, 100], 10)
+    load0, t = os.getloadavg()[0], time.perf_counter()
+    part = probe_shard(idx.embeddings, n_shards=probe_shards, shard=0, threads=threads, **kw)
+    s = time.perf_counter() - t
+    gold = [len(kw["gold_sets"][q]) for q in part.results]
+    n, dim = idx.embeddings.shape
+    out["probe"] = {"n_docs": n, "dim": dim, "shard": f"1-of-{probe_shards}", "queries": len(part.results), "seconds": s,
+                    "queries_per_s": len(part.results) / s, "mean_gold": float(np.mean(gold)), "max_gold": int(max(gold)),
+                    "core_s_per_query_unit": s * threads / len(part.results) / (n * dim), "load_before": load0,
+                    "load_after": os.getloadavg()[0]}
+    return out
+
+
+def _makespan(jobs: list[float], nodes: int) -> float:
+    """Longest-processing-time-first list scheduling of ``jobs`` (seconds) on ``nodes`` machines."""
+    loads = [0.0] * nodes
+    for j in sorted(jobs, reverse=True):
+        loads[loads.index(min(loads))] += j
+    return max(loads)
+
+
+def project(shard: dict, gpu_tflops: float, doc_tokens: int, query_tokens: int, nodes: int, node_cores: int,
+            overhead_s: float) -> dict:
+    """The projected wall time (hours) of config/paper.yaml on ``nodes`` nodes with ``nodes``
+    shards per index and per probe (module docstring, item 7): ``{"index_h", "gpu_h", "probe_h",
+    "wall_h"}``."""
+    rate = gpu_tflops * 1e12
+    idx_jobs, gpu_jobs, cpu_jobs = [], [], []
+    for name, (n, q) in DATASETS.items():
+        for enc, (params, dim) in ENCODERS.items():
+            idx_s = 2 * params * n * min(doc_tokens, 512) / rate
+            idx_jobs += [idx_s / nodes + overhead_s] * nodes
+            ft_s = 3 * 2 * params * STEPS * BATCH * query_tokens / rate + 3 * 2 * BATCH * dim * n * STEPS / rate
+            gpu_jobs.append(ft_s)
+            probe_core_s = shard["probe"]["core_s_per_query_unit"] * n * dim * q
+            cpu_jobs += [probe_core_s / nodes / node_cores] * nodes
+        cb = 2 * COLBERT_PARAMS * n * min(doc_tokens, 300) / rate
+        if name == "limit":
+            cb += 3 * 2 * COLBERT_PARAMS * STEPS * BATCH * (32 + 2 * 300) / rate
+        gpu_jobs.append(cb)
+        if n > 20_000:
+            cpu_jobs.append((COLBERT_BUILD_CORE_S_PER_TOKEN * n * min(doc_tokens, 300) + COLBERT_SEARCH_CORE_S_PER_QUERY * q) / node_cores)
+    a, g, c = _makespan(idx_jobs, nodes), _makespan(gpu_jobs, nodes), _makespan(cpu_jobs, nodes)
+    return {"nodes": nodes, "index_h": a / 3600, "gpu_h": g / 3600, "probe_h": c / 3600, "wall_h": (a + max(g, c)) / 3600}
+
+
 def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int) -> tuple[list[dict], dict]:
     rows, tot = [], {"index_gpu_h": 0.0, "finetune_gpu_h": 0.0, "colbert_gpu_h": 0.0, "probe_cpu_core_h": 0.0, "colbert_cpu_core_h": 0.0,
                      "index_gb": 0.0, "colbert_gb": 0.0}
@@ -115,6 +197,12 @@ def main() -> None:
     ap.add_argument("--doc-tokens", type=int, default=200, help="assumed mean document length in tokens (capped at 512)")
     ap.add_argument("--query-tokens", type=int, default=128, help="assumed mean training-query length in tokens")
     ap.add_argument("--mirror", type=Path, default=os.environ.get("CAPGAP_DATA_MIRROR"), required="CAPGAP_DATA_MIRROR" not in os.environ)
+    ap.add_argument("--nfcorpus", type=Path, default=Path("results/nfcorpus"),
+                    help="a run's NFCorpus folder (data/ and minilm/index/, e.g. of config/nfcorpus.yaml) for the shard measurement")
+    ap.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32], help="node counts of the projection")
+    ap.add_argument("--node-cores", type=int, default=16, help="CPU cores per node (profiles/gpu: probe_shard threads)")
+    ap.add_argument("--shard-overhead-s", type=float, default=60.0, help="assumed seconds per index shard job to load its model")
+    ap.add_argument("--threads", type=int, default=2, help="threads of the shard measurement")
     a = ap.parse_args()
     cpu = measure_cpu(a.mirror) if (a.mirror / "limit-small").is_dir() else None
     if cpu is None:
@@ -139,7 +227,28 @@ def main() -> None:
     print(f"total GPU: {gpu:.1f} h (indexes {tot['index_gpu_h']:.1f}, fine-tuning {tot['finetune_gpu_h']:.1f}, ColBERT {tot['colbert_gpu_h']:.1f}); "
           f"CPU: probe {tot['probe_cpu_core_h']:.0f} core-hours, ColBERT index + re-scoring {tot['colbert_cpu_core_h']:.0f} core-hours")
     print(f"disk: frozen indexes {tot['index_gb']:.0f} GB, ColBERT token embeddings {tot['colbert_gb']:.0f} GB, models {tot['models_gb']:.1f} GB")
-    print(json.dumps({"cpu": cpu, "totals": tot}, default=float))
+    shard = None
+    if (a.nfcorpus / "minilm" / "index" / "fingerprint.json").is_file() and (a.mirror / "nfcorpus").is_dir():
+        shard = measure_shards(a.mirror, a.nfcorpus, threads=a.threads)
+        e, p = shard["embed"], shard["probe"]
+        print()
+        print(f"one shard job here ({a.threads} threads): MiniLM embeds {e['docs_per_s']:.1f} NFCorpus documents/s "
+              f"({e['docs']} in {e['seconds']:.1f} s, load {e['load_before']:.1f} -> {e['load_after']:.1f}); the probe solves "
+              f"{p['queries_per_s']:.1f} queries/s on NFCorpus x MiniLM ({p['n_docs']} x {p['dim']}, shard {p['shard']}: "
+              f"{p['queries']} queries, mean gold {p['mean_gold']:.1f}, max {p['max_gold']}, {p['seconds']:.1f} s, "
+              f"load {p['load_before']:.1f} -> {p['load_after']:.1f}) = {p['core_s_per_query_unit']:.3g} core-s per query x doc x dim")
+        print()
+        print(f"| nodes (1 GPU + {a.node_cores} cores each; shards per index and probe = nodes) | index shards (h) | "
+              "fine-tuning + ColBERT, GPU (h) | probe shards + ColBERT, CPU (h) | projected wall time (h) |")
+        print("|---|---|---|---|---|")
+        shard["projection"] = []
+        for n in a.nodes:
+            r = project(shard, a.gpu_tflops, a.doc_tokens, a.query_tokens, n, a.node_cores, a.shard_overhead_s)
+            shard["projection"].append(r)
+            print(f"| {n} | {r['index_h']:.2f} | {r['gpu_h']:.2f} | {r['probe_h']:.2f} | {r['wall_h']:.2f} |")
+    else:
+        print(f"no NFCorpus index under {a.nfcorpus} (--nfcorpus) or no nfcorpus in the mirror: shards not measured")
+    print(json.dumps({"cpu": cpu, "totals": tot, "shards": shard}, default=float))
 
 
 if __name__ == "__main__":

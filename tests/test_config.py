@@ -13,7 +13,7 @@ import yaml
 from capgap.config import SCHEMA_PATH, field_defaults, item_defaults, schema, section_defaults
 
 # keys the workflow consumes itself (switches, per-dataset / per-encoder overrides)
-DAG_ONLY = {"probe": {"enabled"}, "finetune": {"enabled", "steps_by_encoder"}, "colbert": {"enabled", "datasets", "steps_by_dataset"},
+DAG_ONLY = {"probe": {"enabled", "shards"}, "finetune": {"enabled", "steps_by_encoder"}, "colbert": {"enabled", "datasets", "steps_by_dataset"},
             "ladder": {"enabled"}}
 
 
@@ -47,13 +47,14 @@ def test_probe_function_defaults_are_the_probe_config():
     sig = inspect.signature(probe).parameters
     for key, value in field_defaults(ProbeConfig).items():
         assert sig[key].default == value, key
-    assert ProbeConfig().kwargs() == {k: v for k, v in section_defaults("probe").items() if k != "enabled"}
+    assert ProbeConfig().kwargs() == {k: v for k, v in section_defaults("probe").items() if k not in DAG_ONLY["probe"]}
 
 
 def test_probe_config_rejects_unknown_keys_and_ignores_enabled():
     from capgap.probe import ProbeConfig
 
     assert ProbeConfig.from_config({"enabled": False, "C": 5.0}) == ProbeConfig(C=5.0)
+    assert ProbeConfig.from_config({"shards": 4, "C": 5.0}) == ProbeConfig(C=5.0)  # how the DAG runs it, not a setting
     with pytest.raises(ValueError, match="C_maxx"):
         ProbeConfig.from_config({"C_maxx": 1.0})
 

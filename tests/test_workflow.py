@@ -319,8 +319,8 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert re.search(r"rule colbert:\n(?:    .*\n)*?    threads: 8\n    resources: [^\n]*\bmem_mb=128000\b", out)
 
 
-RULES = ("data", "index", "pretrained", "probe", "compress", "finetune", "twin_negatives", "ladder", "bm25", "colbert", "hardness",
-         "report")
+RULES = ("data", "index", "index_shard", "pretrained", "probe", "probe_shard", "compress", "finetune", "twin_negatives", "ladder",
+         "bm25", "colbert", "hardness", "report")
 
 
 def _rules_in_workflow():
@@ -352,8 +352,8 @@ def test_workflow_profiles_give_every_rule_its_resources(profile):
     if profile == "default":  # the CPU defaults: no GPU anywhere
         assert all(res["gpu"] == 0 for res in prof["set-resources"].values())
     else:
-        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "pretrained", "finetune", "twin_negatives", "ladder",
-                                                                                        "colbert"}
+        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "index_shard", "pretrained", "finetune",
+                                                                                 "twin_negatives", "ladder", "colbert"}
 
 
 def _report_outputs():
@@ -420,10 +420,10 @@ def test_benchmark_paths_follow_the_rules():
     assert got == ["benchmarks/rules/data/ds.tsv", "benchmarks/rules/probe/ds/minilm.tsv", "benchmarks/rules/bm25/ds.tsv",
                    "benchmarks/rules/index/ds/minilm.tsv", "benchmarks/rules/hardness/hardness.tsv",
                    "benchmarks/rules/colbert/ds.tsv", "benchmarks/rules/finetune/ds/minilm.tsv"]
-    # every rule's benchmark: directive has this layout
+    # every rule's benchmark: directive has this layout (a shard job's: one level more, its shard)
     for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
         for path in re.findall(r'benchmark:\s*\n\s*"([^"]+)"', smk.read_text()):
-            assert re.fullmatch(r"benchmarks/rules/\w+/(\{dataset\}(/\{encoder\})?|\w+)\.tsv", path), path
+            assert re.fullmatch(r"benchmarks/rules/\w+/(\{dataset\}(/\{encoder\}(/\{shard\})?)?|\w+)\.tsv", path), path
 
 
 def test_required_dataset_fails_its_data_job(tmp_path, monkeypatch):

@@ -9,6 +9,14 @@ Layout of an index folder (``results/{dataset}/{encoder}/index/``):
 Encoding runs in chunks saved under ``parts/`` (each atomically, with the fingerprint they
 belong to), so a killed build resumes where it stopped. Loading an index whose fingerprint
 differs from the expected one raises ``FingerprintMismatch``.
+
+Sharded (``index.shards`` > 1: rule ``index_shard`` per shard, then rule ``index``): shard k of
+n embeds a contiguous run of whole chunks (``shard_chunks``, ``build_index_shard``) and
+``gather_index`` concatenates them into the same three files. A chunk is one ``encode`` call in
+both builds, so every forward batch holds the same documents and the gathered
+``embeddings.npy`` is byte-identical to the unsharded one (tests/test_shards.py, on the bundled
+MiniLM on CPU). On a GPU the same holds as long as every shard runs on the same GPU model,
+library versions and dtype (the kernels are chosen by shape; the shapes are the same).
 """
 
 from __future__ import annotations
@@ -44,25 +52,110 @@ def index_fingerprint(encoder_fp: dict, corpus: Corpus) -> dict:
     return {**encoder_fp, "corpus_sha256": corpus_hash(corpus), "n_docs": len(corpus), "index_version": INDEX_VERSION}
 
 
-def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int = 2048, progress: bool = True) -> FrozenIndex:
+CHUNK_SIZE = 2048  # documents per encode call: the unit a build resumes by and a shard is made of
+
+
+def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | None = None, progress: bool = True) -> FrozenIndex:
     """Embed ``corpus`` with ``encoder`` (a ``capgap.encoders.Encoder``) into ``out_dir``.
 
     Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was
     killed. Returns the loaded index. Raises ``ValueError`` on NaN/inf embeddings and, for an
     encoder that normalises, on a document embedded to norm 0 (``Encoder.encode``: the rows and
-    document ids are named).
+    document ids are named). ``chunk_size``: documents per ``encode`` call (None:
+    ``CHUNK_SIZE``, read at call time).
     """
     out = Path(out_dir)
+    chunk_size = chunk_size or CHUNK_SIZE
     fp = index_fingerprint(encoder.fingerprint(), corpus)
-    parts = out / "parts"
-    marker = parts / "fingerprint.json"
-    if parts.is_dir() and (not marker.is_file() or json.loads(marker.read_text()) != fp):
+    n_chunks = -(-len(corpus) // chunk_size)
+    emb = _embed_chunks(corpus, encoder, fp, out / "parts", range(n_chunks), chunk_size, progress)
+    return _write_index(corpus, fp, emb, out, out / "parts")
+
+
+def shard_chunks(n_docs: int, n_shards: int, shard: int, chunk_size: int | None = None) -> range:
+    """The chunks (of ``chunk_size`` documents, numbered from 0 in corpus order) that index shard
+    ``shard`` (0-based) of ``n_shards`` embeds: a contiguous run, ``floor(shard * n_chunks /
+    n_shards)`` up to ``floor((shard + 1) * n_chunks / n_shards)``, so the shards cover every
+    chunk once, in order (a shard is empty when there are more shards than chunks). A shard is
+    made of whole chunks and a chunk is one ``encode`` call whatever the shard count, so every
+    forward batch (sentence-transformers sorts a call's texts by length, then batches them) holds
+    the same documents as in the unsharded build. Raises ``ValueError`` for ``n_shards < 1`` or
+    ``shard`` outside ``[0, n_shards)``. ``chunk_size`` None: ``CHUNK_SIZE``."""
+    chunk_size = chunk_size or CHUNK_SIZE
+    if n_shards < 1 or not 0 <= shard < n_shards:
+        raise ValueError(f"index shard {shard} of {n_shards}: need n_shards >= 1 and 0 <= shard < n_shards")
+    n_chunks = -(-n_docs // chunk_size)
+    return range(shard * n_chunks // n_shards, (shard + 1) * n_chunks // n_shards)
+
+
+def build_index_shard(corpus: Corpus, encoder, out_file: str | Path, n_shards: int, shard: int,
+                      chunk_size: int | None = None, progress: bool = True) -> np.ndarray:
+    """Embed shard ``shard`` of ``n_shards`` of ``corpus`` (``shard_chunks``) into ``out_file``
+    (``.npy``: ``(n_shard_docs, dim) float32``, the rows of those chunks in corpus order) and
+    its fingerprint beside it (``<out_file minus .npy>.json``: ``{"fingerprint": ...,
+    "shard": k, "n_shards": n, "start": first row, "stop": row past the last}``, written last).
+    Chunks are saved under ``<out_file minus .npy>.parts/`` as in ``build_index``, so a killed
+    shard resumes. Returns the shard's embeddings. Raises as ``build_index`` and
+    ``shard_chunks``."""
+    out_file = Path(out_file)
+    chunk_size = chunk_size or CHUNK_SIZE
+    chunks = shard_chunks(len(corpus), n_shards, shard, chunk_size)
+    fp = index_fingerprint(encoder.fingerprint(), corpus)
+    parts = out_file.with_suffix(".parts")
+    emb = _embed_chunks(corpus, encoder, fp, parts, chunks, chunk_size, progress)
+    start, stop = min(chunks.start * chunk_size, len(corpus)), min(chunks.stop * chunk_size, len(corpus))
+    if emb.shape != (stop - start, fp["dim"]):
+        raise ValueError(f"index shard {shard} of {n_shards}: embeddings have shape {emb.shape}, expected {(stop - start, fp['dim'])}")
+    save_npy(out_file, emb)
+    write_json(out_file.with_suffix(".json"), {"fingerprint": fp, "shard": shard, "n_shards": n_shards, "start": start, "stop": stop})
+    shutil.rmtree(parts)
+    return emb
+
+
+def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenIndex:
+    """The index of ``corpus`` from its shards (``build_index_shard``'s ``.npy`` files, in shard
+    order), written to ``out_dir`` exactly as ``build_index`` writes it: the same
+    ``embeddings.npy`` bytes (the rows are the same computations), ``doc_ids.json`` and
+    ``fingerprint.json``. Raises ``DataFormatError`` naming the shard file when a shard's
+    fingerprint differs from the first one's, or the shards do not cover the corpus rows
+    ``0..n_docs`` in order, each once; ``ValueError`` as ``build_index``."""
+    chunks, fp, row = [], None, 0
+    for i, f in enumerate(map(Path, shard_files)):
+        meta_file = f.with_suffix(".json")
+        meta = json.loads(meta_file.read_text())
+        fp = meta["fingerprint"] if fp is None else fp
+        if meta["fingerprint"] != fp:
+            raise DataFormatError(meta_file, None, "fingerprint", "differs from the first shard's: the shards are of different builds")
+        if (meta["shard"], meta["n_shards"], meta["start"]) != (i, len(shard_files), row):
+            raise DataFormatError(meta_file, None, "start", f"shard {meta['shard']} of {meta['n_shards']} starts at row "
+                                  f"{meta['start']}; expected shard {i} of {len(shard_files)} starting at row {row}")
+        emb = np.load(f)
+        if emb.shape[0] != meta["stop"] - meta["start"]:
+            raise DataFormatError(f, None, None, f"{emb.shape[0]} rows, its .json says {meta['stop'] - meta['start']}")
+        chunks.append(emb)
+        row = meta["stop"]
+    if fp is None:
+        raise ValueError("gather_index: no shard files")
+    if any(fp.get(k) != v for k, v in index_fingerprint({}, corpus).items()) or row != len(corpus):
+        raise DataFormatError(Path(shard_files[-1]).with_suffix(".json"), None, "corpus_sha256",
+                              f"the shards cover {row} rows of a corpus with hash {fp.get('corpus_sha256')}; this corpus has "
+                              f"{len(corpus)} documents, hash {corpus_hash(corpus)}")
+    return _write_index(corpus, fp, np.concatenate(chunks) if chunks else np.zeros((0, fp["dim"]), np.float32), Path(out_dir))
+
+
+def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range, chunk_size: int, progress: bool) -> np.ndarray:
+    """Chunks ``chunks`` of ``corpus`` embedded, one ``encode_documents`` call per chunk of
+    ``chunk_size`` documents, each saved as ``parts/part_<chunk>.npy`` (reused when ``parts``
+    holds a build of fingerprint ``fp``: a killed build resumes), concatenated:
+    ``(rows, dim) float32``."""
+    if parts.is_dir() and (not (parts / "fingerprint.json").is_file() or json.loads((parts / "fingerprint.json").read_text()) != fp):
         shutil.rmtree(parts)  # parts of another build: never trust them
     parts.mkdir(parents=True, exist_ok=True)
-    write_json(marker, fp)
+    write_json(parts / "fingerprint.json", fp)
     texts = corpus.passages()
-    chunks = []
-    for i, start in enumerate(range(0, len(texts), chunk_size)):
+    out = []
+    for i in chunks:
+        start = i * chunk_size
         f = parts / f"part_{i:06d}.npy"
         if f.is_file():
             emb = np.load(f)
@@ -71,16 +164,23 @@ def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int = 
             emb = encoder.encode_documents(texts[start : start + chunk_size], progress=progress)
             _check_zero_norm(emb, fp, corpus.ids, start)
             save_npy(f, emb)
-        chunks.append(emb)
-    emb = np.concatenate(chunks).astype(np.float32, copy=False)
+        out.append(emb)
+    return np.concatenate(out).astype(np.float32, copy=False) if out else np.zeros((0, fp["dim"]), np.float32)
+
+
+def _write_index(corpus: Corpus, fp: dict, emb: np.ndarray, out: Path, parts: Path | None = None) -> FrozenIndex:
+    """Check ``emb`` ``(n_docs, dim) float32`` and write the index folder ``out`` (embeddings,
+    doc ids, then the fingerprint, last); remove ``parts``. Returns the loaded index."""
     if emb.shape != (len(corpus), fp["dim"]):
         raise ValueError(f"index: embeddings have shape {emb.shape}, expected {(len(corpus), fp['dim'])}")
     if not np.isfinite(emb).all():
         raise ValueError("index: NaN/inf in document embeddings")
+    out.mkdir(parents=True, exist_ok=True)
     save_npy(out / "embeddings.npy", emb)
     write_json(out / "doc_ids.json", list(corpus.ids))
     write_json(out / "fingerprint.json", fp)
-    shutil.rmtree(parts)
+    if parts is not None:
+        shutil.rmtree(parts)
     return load_index(out, fp)
 
 

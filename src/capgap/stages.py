@@ -10,7 +10,9 @@ A dataset's name travels in its canonical folder (``status.json``), not as a par
 
 from __future__ import annotations
 
+import json
 import logging
+import pickle
 import time
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from .data import load_canonical, write_canonical
 from .evaluate import write_curve, write_rows
-from .io import save_npz, write_json, write_jsonl
+from .io import atomic_open, save_npz, write_json, write_jsonl
 from .logs import log_to  # noqa: F401  (every script's first call)
 
 log = logging.getLogger(__name__)
@@ -42,15 +44,48 @@ def data(inputs, outputs, params, threads: int = 1) -> dict:
 def index(inputs, outputs, params, threads: int = 1) -> dict:
     """Rule ``index``: embed the corpus of ``inputs.data`` once with encoder
     ``params.encoder_name`` (config ``params.encoder``) into the folder of
-    ``outputs.fingerprint`` (``capgap.index.build_index``). Returns the index fingerprint."""
-    from .index import build_index  # lazy: torch, faiss (each rule's env loads only its own method)
+    ``outputs.fingerprint`` (``capgap.index.build_index``); or, when ``inputs.shards`` lists
+    the ``index_shard`` jobs' files (``index.shards`` > 1), gather them into the same files
+    (``capgap.index.gather_index``). Returns the index fingerprint."""
+    from .index import build_index, gather_index  # lazy: torch, faiss (each rule's env loads only its own method)
 
     rs = load_canonical(inputs.data)
+    shards = list(getattr(inputs, "shards", None) or [])
+    if shards:
+        idx = gather_index(rs.corpus, shards, Path(outputs.fingerprint).parent)
+        log.info("gathered %d documents from %d index shards", len(rs.corpus), len(shards))
+        return idx.fingerprint
     enc = _encoder(params, threads)
     t = time.perf_counter()
     idx = build_index(rs.corpus, enc, Path(outputs.fingerprint).parent)
     log.info("embedded %d documents in %.1f s", len(rs.corpus), time.perf_counter() - t)
     return idx.fingerprint
+
+
+def index_shard(inputs, outputs, params, threads: int = 1) -> dict:
+    """Rule ``index_shard``: shard ``params.shard`` (Snakemake's ``"<i>-of-<n>"``, i from 1) of
+    the corpus of ``inputs.data`` embedded with encoder ``params.encoder_name`` (config
+    ``params.encoder``) into ``outputs.embeddings`` and its ``outputs.meta``
+    (``capgap.index.build_index_shard``). Returns the shard's metadata."""
+    from .index import build_index_shard  # lazy: torch, faiss (each rule's env loads only its own method)
+
+    k, n = shard_of(params.shard)
+    rs = load_canonical(inputs.data)
+    enc = _encoder(params, threads)
+    t = time.perf_counter()
+    emb = build_index_shard(rs.corpus, enc, outputs.embeddings, n, k)
+    log.info("index shard %s: embedded %d documents in %.1f s", params.shard, len(emb), time.perf_counter() - t)
+    return json.loads(Path(outputs.meta).read_text())
+
+
+def shard_of(item: str) -> tuple[int, int]:
+    """``"<i>-of-<n>"`` (a shard as the rules name it, Snakemake's scattergather convention, i
+    from 1) -> ``(i - 1, n)``: the 0-based shard and the count. Raises ``ValueError`` for
+    another form or i outside 1..n."""
+    i, sep, n = str(item).partition("-of-")
+    if not (sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
+        raise ValueError(f"shard {item!r}: expected '<i>-of-<n>' with 1 <= i <= n")
+    return int(i) - 1, int(n)
 
 
 def pretrained(inputs, outputs, params, threads: int = 1) -> list[dict]:
@@ -77,18 +112,56 @@ def probe(inputs, outputs, params, threads: int = 1) -> list[dict]:
     frozen index (``capgap.probe.evaluate``); writes ``outputs.per_query`` (one JSON line per
     query), ``outputs.run`` (every query's w ranking), ``outputs.w`` (every query's w: ``w``
     ``(n_queries, dim) float32`` and ``query_ids`` in the same order, one ``.npz``; the ladder's
-    nearest-train transfer reads it) and ``outputs.metrics``. The index must have been built
-    from this corpus (else ``FingerprintMismatch``)."""
+    nearest-train transfer reads it) and ``outputs.metrics``. When ``inputs.shards`` lists the
+    ``probe_shard`` jobs' files (``probe.shards`` > 1), their results are gathered instead
+    (``capgap.probe.shards.gather_shards``): the same files, byte for byte. The index must have
+    been built from this corpus (else ``FingerprintMismatch``)."""
     from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
-    from .probe import ProbeConfig, evaluate  # lazy: quadprog, scipy (each rule's env loads only its own method)
+    from .probe import ProbeConfig, evaluate, evaluate_results, probe_arguments  # lazy: quadprog, scipy (each rule's env loads only its own method)
+    from .probe.shards import gather_shards  # lazy: quadprog, scipy (each rule's env loads only its own method)
 
     rs = load_canonical(inputs.data)
     idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
-    rows, records, run, W = evaluate(rs, idx, ProbeConfig.from_config(params.probe), params.encoder_name, params.ks, params.ndcg_k,
-                                     threads, return_w=True)
+    cfg = ProbeConfig.from_config(params.probe)
+    shards = list(getattr(inputs, "shards", None) or [])
+    if shards:
+        kwargs = probe_arguments(rs, idx, cfg, params.ks, params.ndcg_k)
+        parts = [_read_pickle(f) for f in shards]
+        results = gather_shards(idx.embeddings, threads=threads, shards=parts, **kwargs)
+        rows, records, run, W = evaluate_results(rs, idx, results, params.encoder_name, params.ks, params.ndcg_k, return_w=True)
+    else:
+        rows, records, run, W = evaluate(rs, idx, cfg, params.encoder_name, params.ks, params.ndcg_k, threads, return_w=True)
     write_jsonl(outputs.per_query, records)
     save_npz(outputs.w, w=W, query_ids=np.array(list(rs.queries.ids), dtype=str))
     return _write(outputs, rows, run)
+
+
+def probe_shard(inputs, outputs, params, threads: int = 1) -> dict:
+    """Rule ``probe_shard``: shard ``params.shard`` (``"<i>-of-<n>"``, ``shard_of``) of the
+    probe of rule ``probe`` (settings ``params.probe``) on the memory-mapped index of
+    ``inputs.fingerprint``: the queries of its batches (``capgap.probe.shards.probe_shard``),
+    pickled to ``outputs.results`` for the gather. Returns ``{"shard", "n_shards",
+    "queries"}``."""
+    from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
+    from .probe import ProbeConfig, probe_arguments  # lazy: quadprog, scipy (each rule's env loads only its own method)
+    from .probe.shards import probe_shard as solve_shard  # lazy: quadprog, scipy (each rule's env loads only its own method)
+
+    k, n = shard_of(params.shard)
+    rs = load_canonical(inputs.data)
+    idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
+    kwargs = probe_arguments(rs, idx, ProbeConfig.from_config(params.probe), params.ks, params.ndcg_k)
+    t = time.perf_counter()
+    part = solve_shard(idx.embeddings, n_shards=n, shard=k, threads=threads, progress=True, **kwargs)
+    log.info("probe shard %s: %d queries in %.1f s", params.shard, len(part.results), time.perf_counter() - t)
+    with atomic_open(outputs.results, "wb") as fh:
+        pickle.dump(part, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return {"shard": k, "n_shards": n, "queries": len(part.results)}
+
+
+def _read_pickle(path):
+    """A ``probe_shard`` job's pickled ``ProbeShard`` (written by this workflow only)."""
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
 
 
 def compress(inputs, outputs, params, threads: int = 1) -> list[dict]:

@@ -125,6 +125,21 @@ def settings(section, drop=()):
     )
 
 
+def shard_files(section, pattern, wc):
+    """The shard jobs' files of one (dataset, encoder) for config ``<section>.shards`` = n > 1:
+    ``pattern`` with shard ``1-of-n`` ... ``n-of-n`` (Snakemake's scattergather naming); none
+    when n = 1 (the rule then does the whole job itself, as before shards existed)."""
+    n = config[section]["shards"]
+    if n == 1:
+        return []
+    return expand(
+        pattern,
+        dataset=wc.dataset,
+        encoder=wc.encoder,
+        shard=[f"{i}-of-{n}" for i in range(1, n + 1)],
+    )
+
+
 def colbert_params(dataset):
     """The colbert section for one dataset: steps_by_dataset[dataset] overrides steps (the
     paper fine-tunes GTE-ModernColBERT on LIMIT only; steps 0 elsewhere = zero-shot)."""

@@ -18,7 +18,7 @@ rule compress:
         encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
         compress=settings("compress", drop=("datasets",)),
-        probe=settings("probe"),
+        probe=settings("probe", drop=("shards",)),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

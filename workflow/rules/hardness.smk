@@ -13,6 +13,6 @@ rule hardness:
         "../../envs/hardness.yaml"
     params:
         hardness=settings("hardness"),
-        probe=settings("probe"),
+        probe=settings("probe", drop=("shards",)),
     script:
         "../scripts/hardness.py"

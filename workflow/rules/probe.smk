@@ -1,4 +1,5 @@
-# The capacity probe: a per-query ranking SVM (cutting plane) on the frozen index.
+# The capacity probe: a per-query ranking SVM (cutting plane) on the frozen index; with
+# probe.shards > 1, gather the probe_shard jobs' results into the same files instead.
 
 
 rule probe:
@@ -6,6 +7,9 @@ rule probe:
         data=rules.data.output[0],
         fingerprint=rules.index.output.fingerprint,
         embeddings=rules.index.output.embeddings,
+        shards=lambda wc: shard_files(
+            "probe", "results/{dataset}/{encoder}/probe_shards/{shard}.pkl", wc
+        ),
     output:
         metrics="results/{dataset}/{encoder}/probe/metrics.csv",
         per_query="results/{dataset}/{encoder}/probe/per_query.jsonl",
@@ -19,7 +23,7 @@ rule probe:
         "../../envs/probe.yaml"
     params:
         encoder_name=lambda wc: wc.encoder,
-        probe=settings("probe"),
+        probe=settings("probe", drop=("shards",)),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

@@ -69,18 +69,21 @@ Modules (one per stage):
   hinge, the dual QP, the index products;
 - ``proofs``: ``lp_feasible``, ``hull_distance_bound`` and the constraint / column generation
   around them; ``ties``: the text-tie rule; ``finish``: a problem's verdict and results;
-- ``records``: ``per_query_records``, ``summary_rows``, ``evaluate``, ``twin_margins``.
+- ``records``: ``per_query_records``, ``summary_rows``, ``evaluate`` (= ``probe_arguments``, then
+  ``probe()``, then ``evaluate_results``), ``twin_margins``;
+- ``shards``: the probe scattered over shards of whole batches and gathered to the same
+  results (``probe_shard``, ``gather_shards``; config ``probe.shards``).
 
 Every public name is re-exported here (``from capgap.probe import probe, ProbeConfig``).
 """
 
 from .config import PAIRS, SOLVES, ProbeConfig
 from .proofs import hull_distance_bound, lp_feasible
-from .records import evaluate, per_query_records, summary_rows, twin_margins
+from .records import evaluate, evaluate_results, per_query_records, probe_arguments, summary_rows, twin_margins
 from .result import OUTCOMES, ProbeResult
 from .solver import probe
 
 __all__ = [
     "OUTCOMES", "PAIRS", "SOLVES", "ProbeConfig", "ProbeResult", "evaluate", "hull_distance_bound", "lp_feasible",
-    "per_query_records", "probe", "summary_rows", "twin_margins",
+    "evaluate_results", "per_query_records", "probe", "probe_arguments", "summary_rows", "twin_margins",
 ]

@@ -35,9 +35,9 @@ class ProbeConfig:
 
     @classmethod
     def from_config(cls, cfg: Mapping | None = None) -> "ProbeConfig":
-        """From a config section (``enabled`` ignored; missing keys take the defaults).
-        Raises ``ValueError`` naming unknown keys."""
-        cfg = without(cfg or {}, "enabled")
+        """From a config section (``enabled`` and ``shards``, how the DAG runs the probe, ignored;
+        missing keys take the defaults). Raises ``ValueError`` naming unknown keys."""
+        cfg = without(cfg or {}, "enabled", "shards")
         unknown = set(cfg) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"probe: unknown keys {sorted(unknown)}")

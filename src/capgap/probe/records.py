@@ -109,17 +109,33 @@ def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], 
     ``(n_queries, dim) float32`` in ``rs.queries`` order (the ladder's nearest-train transfer,
     ``capgap.ladder``).
     """
-    qids = list(rs.queries.ids)
-    j = Judged.of(rs, qids, index.doc_ids)
+    kwargs = probe_arguments(rs, index, cfg, ks, ndcg_k)
+    t = time.perf_counter()
+    results = probe(index.embeddings, threads=threads, progress=True, **kwargs)
+    log.info("probe: %d queries in %.1f s", len(results), time.perf_counter() - t)
+    return evaluate_results(rs, index, results, encoder_name, ks, ndcg_k, return_w)
+
+
+def probe_arguments(rs, index, cfg: ProbeConfig, ks: Sequence[int], ndcg_k: int) -> dict:
+    """The keyword arguments ``evaluate`` gives ``probe()`` besides the index, ``threads`` and
+    ``progress``: every query's gold, excluded rows and grades, the text-tie labels, the run
+    depth, the identical-text document groups and ``cfg``'s settings (``solve="optimum"`` on a
+    set with near-miss twins: ``evaluate``). ``capgap.probe.shards`` splits the same call."""
+    j = Judged.of(rs, list(rs.queries.ids), index.doc_ids)
     if rs.twins and cfg.solve != "optimum":
         # the twin margin (twin_margins) is a property of the SVM optimum, not of any witness
         log.info("probe: %s has near-miss twins: every query runs to the optimum (solve=optimum)", rs.name)
         cfg = replace(cfg, solve="optimum")
-    t = time.perf_counter()
-    results = probe(index.embeddings, j.gold, threads=threads, progress=True, excluded_sets=j.excluded, grades=j.grades,
-                    tie_groups=[text_key(x) for x in rs.queries.texts], depth=eval_depth(ks, ndcg_k),
-                    duplicates=document_groups(rs.corpus), **cfg.kwargs())
-    log.info("probe: %d queries in %.1f s", len(qids), time.perf_counter() - t)
+    return dict(gold_sets=j.gold, excluded_sets=j.excluded, grades=j.grades, tie_groups=[text_key(x) for x in rs.queries.texts],
+                depth=eval_depth(ks, ndcg_k), duplicates=document_groups(rs.corpus), **cfg.kwargs())
+
+
+def evaluate_results(rs, index, results: Sequence[ProbeResult], encoder_name: str, ks: Sequence[int], ndcg_k: int,
+           return_w: bool = False) -> tuple:
+    """``evaluate``'s return value from the probe's ``results`` (one per query of ``rs.queries``,
+    in order): rows, per-query records, run (and every w, ``return_w``)."""
+    qids = list(rs.queries.ids)
+    j = Judged.of(rs, qids, index.doc_ids)
     splits = split_members(rs)
     split_of = {q: s for s in SPLITS for q in splits[s]}
     records = per_query_records(results, qids, j.gold, index.doc_ids, split_of, ks,
