@@ -33,7 +33,7 @@ from .config import PAIRS, SOLVES, _D
 from .refine import refine_duplicates
 from .result import ProbeResult
 from .setup import _environment, _queries
-from .solver import _probe
+from .solver import checked_index, problem_batches, second_solve
 from .workers import _map_batches
 
 log = logging.getLogger("capgap.probe")
@@ -110,13 +110,8 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
             log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(gold_sets),
                         s["max_iter"], s["eps"])
         if s["pairs"] == "gold" and s["solve"] == "certificate" and s["C_max"] > s["C"]:  # as solver._probe
-            golds, excls = env.golds, env.excls
-
-            def solve_again(rows, levels):
-                return _probe(env.Df, [golds[q] for q in rows], s["C"], s["eps"], min(s["max_iter"], const.REFINE_MAX_ITER),
-                              s["batch_size"], s["lp_check_max_docs"], s["C_max"], False, [excls[q] for q in rows], levels, None,
-                              s["depth"], env.dups, s["solve"], workers, "graded", refine=False)
-
+            solve_again = second_solve(env.Df, env.golds, env.excls, env.dups, s["C"], s["eps"], s["max_iter"], s["batch_size"],
+                                       s["lp_check_max_docs"], s["C_max"], s["depth"], s["solve"], workers)
             results = refine_duplicates(env, results, env.grades, solve_again)
     return results  # type: ignore[return-value]
 
@@ -127,24 +122,13 @@ def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], 
              duplicates=(), solve: str = _D["solve"], pairs: str = _D["pairs"]):
     """``probe()``'s checks and ``solver._probe``'s set-up, step for step: ``(env, batches,
     workers, settings)``."""
-    D = np.asarray(D)
-    if D.ndim != 2:
-        raise ValueError(f"index must be 2-d, got shape {D.shape}")
-    for b0 in range(0, D.shape[0], const.BLOCK):
-        if not np.isfinite(D[b0 : b0 + const.BLOCK]).all():
-            raise ValueError("index contains NaN or Inf")
-    if solve not in SOLVES:
-        raise ValueError(f"solve must be one of {SOLVES}, got {solve!r}")
-    if pairs not in PAIRS:
-        raise ValueError(f"pairs must be one of {PAIRS}, got {pairs!r}")
+    D = checked_index(D, solve, pairs)
     workers = int(threads) if threads else (os.cpu_count() or 1)
     C_max = float(C if C_max is None else max(C, C_max))
     with threadpool_limits(int(threads) if threads else None):
         golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
         settings = dict(C=float(C), C_max=C_max, eps=float(eps), max_iter=int(max_iter), lp_check_max_docs=int(lp_check_max_docs),
-                        depth=int(depth), solve=solve)
+                        depth=int(depth), solve=solve, prove=True)
         env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings)
-    n_prob = len(env.problems)
-    B = batch_size or min(max(16, D.shape[1] // 4), max(1, -(-n_prob // const.MIN_BATCHES)))
-    batches = [list(range(b0, min(b0 + B, n_prob))) for b0 in range(0, n_prob, B)]
+    batches = problem_batches(len(env.problems), D.shape[1], batch_size)
     return env, batches, workers, {**settings, "batch_size": batch_size, "pairs": pairs}

@@ -97,16 +97,7 @@ def probe(
     Returns one ``ProbeResult`` per query, in order. Raises ``ValueError`` for NaN/Inf in ``D``,
     an empty gold set, an index out of range, or a document both gold and excluded.
     """
-    D = np.asarray(D)
-    if D.ndim != 2:
-        raise ValueError(f"index must be 2-d, got shape {D.shape}")
-    for b0 in range(0, D.shape[0], const.BLOCK):  # blockwise: no full-size temporary
-        if not np.isfinite(D[b0 : b0 + const.BLOCK]).all():
-            raise ValueError("index contains NaN or Inf")
-    if solve not in SOLVES:
-        raise ValueError(f"solve must be one of {SOLVES}, got {solve!r}")
-    if pairs not in PAIRS:
-        raise ValueError(f"pairs must be one of {PAIRS}, got {pairs!r}")
+    D = checked_index(D, solve, pairs)
     workers = int(threads) if threads else (os.cpu_count() or 1)
     with threadpool_limits(int(threads) if threads else None):
         return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
@@ -125,12 +116,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
                     lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve, prove=bool(prove))
     env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings)
-    # batches: max(16, dim // 4) problems, fewer where that leaves under MIN_BATCHES batches (a small
-    # query set still spreads over the worker processes); never a function of the thread count,
-    # so the numbers are not either
-    n_prob = len(env.problems)
-    B = batch_size or min(max(16, D.shape[1] // 4), max(1, -(-n_prob // const.MIN_BATCHES)))
-    batches = [list(range(b0, min(b0 + B, n_prob))) for b0 in range(0, n_prob, B)]
+    batches = problem_batches(len(env.problems), D.shape[1], batch_size)
     results: list[ProbeResult | None] = [None] * len(golds)
     capped = 0
     for out, n_capped in _map_batches(env, batches, workers, progress):
@@ -140,10 +126,46 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     if capped and refine:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
     if refine and pairs == "gold" and solve == "certificate" and C_max > C:  # the capacity is sought: tighten the duplicates' R-precision
-        def solve_again(rows, levels):
-            return _probe(D, [golds[q] for q in rows], C, eps, min(max_iter, const.REFINE_MAX_ITER), batch_size, lp_check_max_docs,
-                          C_max, False, [excls[q] for q in rows], levels, None, depth, env.dups, solve, workers, "graded",
-                          refine=False, prove=False)
-
+        solve_again = second_solve(D, golds, excls, env.dups, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, depth, solve,
+                                   workers)
         results = refine_duplicates(env, results, grs, solve_again)
     return results  # type: ignore[return-value]
+
+
+def checked_index(D, solve: str, pairs: str) -> np.ndarray:
+    """``probe()``'s input checks: ``D`` as an array, 2-d and finite (checked blockwise: no
+    full-size temporary), ``solve`` in ``SOLVES`` and ``pairs`` in ``PAIRS``, else ``ValueError``."""
+    D = np.asarray(D)
+    if D.ndim != 2:
+        raise ValueError(f"index must be 2-d, got shape {D.shape}")
+    for b0 in range(0, D.shape[0], const.BLOCK):
+        if not np.isfinite(D[b0 : b0 + const.BLOCK]).all():
+            raise ValueError("index contains NaN or Inf")
+    if solve not in SOLVES:
+        raise ValueError(f"solve must be one of {SOLVES}, got {solve!r}")
+    if pairs not in PAIRS:
+        raise ValueError(f"pairs must be one of {PAIRS}, got {pairs!r}")
+    return D
+
+
+def problem_batches(n_problems: int, dim: int, batch_size: int | None) -> list[list[int]]:
+    """The batches of problem indices: ``batch_size`` problems each, or by default
+    ``max(16, dim // 4)``, fewer where that leaves under ``MIN_BATCHES`` batches (a small query
+    set still spreads over the worker processes); never a function of the thread count, so
+    the numbers are not either."""
+    B = batch_size or min(max(16, dim // 4), max(1, -(-n_problems // const.MIN_BATCHES)))
+    return [list(range(b0, min(b0 + B, n_problems))) for b0 in range(0, n_problems, B)]
+
+
+def second_solve(D, golds, excls, dups, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, depth, solve, workers):
+    """``solve_again(rows, levels)`` for ``refine.refine_duplicates``: the probe on queries
+    ``rows`` (their gold rows ``golds[q]``, exclusions ``excls[q]``) with grade levels ``levels``
+    and ``pairs="graded"``, at most ``REFINE_MAX_ITER`` iterations, without a second solve of
+    its own and without proofs or exact LPs (``prove=False``: it only seeks a better w). One
+    definition for ``_probe`` and the probe shards' gather (``shards.gather_shards``)."""
+    def solve_again(rows, levels):
+        return _probe(D, [golds[q] for q in rows], C, eps, min(max_iter, const.REFINE_MAX_ITER), batch_size, lp_check_max_docs,
+                      C_max, False, [excls[q] for q in rows], levels, None, depth, dups, solve, workers, "graded",
+                      refine=False, prove=False)
+
+    return solve_again
