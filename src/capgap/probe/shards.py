@@ -28,8 +28,7 @@ from typing import Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from . import constants as const
-from .config import PAIRS, SOLVES, _D
+from .config import _D
 from .refine import refine_duplicates
 from .result import ProbeResult
 from .setup import _environment, _queries
