@@ -14,7 +14,7 @@ from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
 from capgap.errors import DataFormatError
 from capgap.evaluate import evaluate_queries
 from capgap.io import save_npz
-from capgap.ladder import (LadderConfig, apply_head, evaluate_ladder, fit_head, load_witnesses, make_head, method_names,
+from capgap.ladder import (LadderConfig, apply_head, evaluate_ladder, fit_head, load_query_embeddings, load_witnesses, make_head, method_names,
                            nearest_train, transfer_vectors)
 
 DOCS = np.concatenate([np.eye(4), -np.eye(4)]).astype(np.float32)  # rows: +e1..+e4, -e1..-e4
@@ -159,6 +159,10 @@ def test_witness_file_round_trip_and_errors(tmp_path):
     save_npz(tmp_path / "nan.npz", w=np.full((1, 4), np.nan, dtype=np.float32), query_ids=np.array(["a"]))
     with pytest.raises(DataFormatError, match="non-finite"):
         load_witnesses(tmp_path / "nan.npz", ["a"])
+    save_npz(tmp_path / "q.npz", q=np.eye(2, dtype=np.float32), query_ids=np.array(["b", "a"]))
+    assert load_query_embeddings(tmp_path / "q.npz", ["a", "b"]).tolist() == [[0.0, 1.0], [1.0, 0.0]]
+    with pytest.raises(DataFormatError, match="'q'"):
+        load_query_embeddings(tmp_path / "w.npz", ["a"])  # a w file is not a query-embedding file
 
 
 def test_head_cost_on_a_small_case():
@@ -204,15 +208,25 @@ def test_the_stages_write_the_w_file_and_the_ladder_rows(tmp_path):
 
     from .test_ties import MINILM, pipeline
 
+    from capgap.encoders import EncoderSpec, load_encoder
+
     pipeline(tmp_path, "tie-handling-inconsistent", [1, 2], 10, methods=("probe",))
     rs = load_canonical(tmp_path / "data")
     with np.load(tmp_path / "probe_w.npz") as z:
         assert z["query_ids"].tolist() == list(rs.queries.ids) and z["w"].shape[0] == len(rs.queries.ids)
+    index = NS(data=tmp_path / "data", fingerprint=tmp_path / "index" / "fingerprint.json")
+    stages.pretrained(index, NS(metrics=tmp_path / "pre.csv", run=tmp_path / "pre.trec", queries=tmp_path / "queries.npz"),
+                      NS(encoder_name="minilm", encoder=MINILM, ks=[1, 2], ndcg_k=10))
+    # rule pretrained's queries.npz: the encoder's own query embeddings, in query order (encoded again here)
+    enc = load_encoder(EncoderSpec.from_config("minilm", dict(MINILM)), threads=1)
+    again = enc.encode_queries(list(rs.queries.texts))
+    with np.load(tmp_path / "queries.npz") as z:
+        assert z["query_ids"].tolist() == list(rs.queries.ids)
+        np.testing.assert_allclose(z["q"], again, atol=1e-5)
     cfg = LadderConfig(steps=30)
     out = tmp_path / "ladder.csv"
-    stages.ladder(NS(data=tmp_path / "data", fingerprint=tmp_path / "index" / "fingerprint.json", w=tmp_path / "probe_w.npz"),
-                  NS(metrics=out), NS(encoder_name="minilm", encoder=MINILM, ks=[1, 2], ndcg_k=10,
-                                      ladder={"enabled": True, "steps": cfg.steps}))
+    stages.ladder(NS(**vars(index), w=tmp_path / "probe_w.npz", queries=tmp_path / "queries.npz"),
+                  NS(metrics=out), NS(encoder_name="minilm", ks=[1, 2], ndcg_k=10, ladder={"enabled": True, "steps": cfg.steps}))
     with open(out, encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert list(dict.fromkeys(r["method"] for r in rows)) == method_names(cfg)

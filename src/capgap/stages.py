@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from .data import load_canonical, write_canonical
-from .evaluate import write_curve, write_rows
+from .errors import DataFormatError
+from .evaluate import evaluate_queries, write_curve, write_rows
 from .io import save_npz, write_json, write_jsonl
 from .logs import log_to  # noqa: F401  (every script's first call)
 
@@ -55,13 +56,17 @@ def index(inputs, outputs, params, threads: int = 1) -> dict:
 
 def pretrained(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``pretrained``: recall@k / nDCG of the pre-trained encoder's own query embeddings
-    on its frozen index (``evaluate.evaluate_encoder``); writes ``outputs.run`` and
-    ``outputs.metrics``. The index must match this encoder and corpus (else
-    ``FingerprintMismatch``)."""
-    from .evaluate import evaluate_encoder  # lazy: torch (each rule's env loads only its own method)
-
+    on its frozen index (``evaluate.evaluate_queries``, as ``evaluate_encoder`` does); writes
+    ``outputs.run``, ``outputs.metrics`` and, when the rule names it, ``outputs.queries``: the
+    query embeddings (``q`` ``(n_queries, dim) float32`` and ``query_ids``, one ``.npz``, written
+    atomically; the ladder reads them instead of loading the encoder again). The index must
+    match this encoder and corpus (else ``FingerprintMismatch``)."""
     rs, enc, idx = _load_with_index(inputs, params, threads)
-    return _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads))
+    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    rows, run = evaluate_queries(rs, q, idx.embeddings, idx.doc_ids, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads)
+    if getattr(outputs, "queries", None):
+        save_npz(outputs.queries, q=np.asarray(q, dtype=np.float32), query_ids=np.array(list(rs.queries.ids), dtype=str))
+    return _write(outputs, rows, run)
 
 
 def bm25(inputs, outputs, params, threads: int = 1) -> list[dict]:
@@ -125,15 +130,20 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
 
 def ladder(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``ladder``: rungs 2-4 of the learnability ladder (``capgap.ladder.evaluate_ladder``,
-    settings ``params.ladder``): shared query heads on the pre-trained encoder's query embeddings,
-    fit on all queries and on train queries, and nearest-train transfer of the probe's w
+    settings ``params.ladder``): shared query heads on the pre-trained encoder's query embeddings
+    (``inputs.queries``, written by rule pretrained: no encoder is loaded here), fit on all
+    queries and on train queries, and nearest-train transfer of the probe's w
     (``inputs.w``, rule probe's ``w.npz``); rows to ``outputs.metrics`` (methods
-    ``capgap.ladder.method_names``). The index must match this encoder and corpus (else
-    ``FingerprintMismatch``)."""
-    from .ladder import LadderConfig, evaluate_ladder, load_witnesses  # lazy: torch (each rule's env loads only its own method)
+    ``capgap.ladder.method_names``). The index must have been built from this corpus (else
+    ``FingerprintMismatch``); query embeddings of another dimension raise ``DataFormatError``."""
+    from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
+    from .ladder import LadderConfig, evaluate_ladder, load_query_embeddings, load_witnesses  # lazy: torch (each rule's env loads only its own method)
 
-    rs, enc, idx = _load_with_index(inputs, params, threads)
-    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    rs = load_canonical(inputs.data)
+    idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
+    q = load_query_embeddings(inputs.queries, list(rs.queries.ids))
+    if q.shape[1] != idx.embeddings.shape[1]:
+        raise DataFormatError(inputs.queries, None, "q", f"dimension {q.shape[1]}, the index's is {idx.embeddings.shape[1]}")
     W = load_witnesses(inputs.w, list(rs.queries.ids))
     rows, seconds = evaluate_ladder(rs, q, idx.embeddings, idx.doc_ids, W, LadderConfig.from_config(params.ladder), params.ks,
                                     params.ndcg_k, params.encoder_name, threads)
