@@ -379,3 +379,37 @@ def plot_near_miss(df: pd.DataFrame, path: str | Path) -> bool:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     _save(fig, path)
     return True
+
+
+def plot_ladder(table: pd.DataFrame, path: str | Path, k: int = 10) -> bool:
+    """The learnability ladder: one panel per dataset x encoder, the rungs on the x-axis (oracle
+    first, pre-trained last: ``capgap.report.ladder_table``'s order), recall@k on train queries
+    (dashed) and on held-out queries (solid). Writes a placeholder without ladder rows;
+    returns whether real panels were drawn.
+
+    ``table``: ``capgap.report.ladder_table``'s frame (columns dataset, encoder, rung,
+    ``train_recall@{k}``, ``heldout_recall@{k}``, ...)."""
+    plt, sns = _mpl()
+    if table.empty:
+        _placeholder(path, "no ladder results (ladder not run)")
+        return False
+    cells = list(table.groupby(["dataset", "encoder"], sort=False))
+    ncols = min(3, len(cells))
+    nrows = -(-len(cells) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
+    colours = sns.color_palette(n_colors=2)
+    for ax, ((d, e), cell) in zip(axes.flat, cells):
+        x = list(range(len(cell)))
+        ax.plot(x, cell[f"heldout_recall@{k}"].astype(float), marker="o", color=colours[0], label="held-out")
+        ax.plot(x, cell[f"train_recall@{k}"].astype(float), marker="x", linestyle="--", color=colours[1], label="train")
+        ax.set_xticks(x)
+        ax.set_xticklabels(cell["rung"], rotation=45, ha="right", fontsize=7)
+        ax.set(ylim=(0, 1.02), ylabel=f"recall@{k}", title=f"{d} × {e}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(cells):]:
+        ax.set_visible(False)
+    fig.suptitle("The learnability ladder: oracle to pre-trained (train dashed, held-out solid)", y=1.0)
+    fig.tight_layout()
+    _save(fig, path)
+    return True
