@@ -233,3 +233,62 @@ def test_the_stages_write_the_w_file_and_the_ladder_rows(tmp_path):
     n = {(r["method"], r["split"]): r["value"] for r in rows if r["metric"] == "n_queries"}
     assert {v for (m, s), v in n.items() if s == "all"} == {str(len(rs.queries.ids))}
     assert {n[(m, "train")] for m in method_names(cfg)} == {str(len(rs.split.train))}
+
+
+def test_the_early_stopping_validation_split_is_seeded_recorded_and_disjoint_from_held_out():
+    """validation_split carves round(0.2 * 10) = 2 validation queries out of 10 train queries:
+    disjoint from the fit part, together the train queries, never a held-out query (it only
+    sees train ids); the same seed gives the same split whatever the ids' order, another seed
+    another split (over 10 choose 2 = 45 possible, seeds 0..4 give more than one)."""
+    from capgap.data import Split
+    from capgap.finetune import FinetuneConfig, validation_split
+
+    split = Split(tuple(f"t{i}" for i in range(10)), tuple(f"h{i}" for i in range(5)))
+    fit, val = validation_split(split.train, 0.2, seed=3)
+    assert len(val) == 2 and len(fit) == 8 and not set(fit) & set(val) and set(fit) | set(val) == set(split.train)
+    assert not set(val) & set(split.heldout)
+    assert fit == [q for q in split.train if q in set(fit)]  # the data's order kept
+    assert set(validation_split(list(reversed(split.train)), 0.2, seed=3)[1]) == set(val)
+    assert len({tuple(validation_split(split.train, 0.2, seed=s)[1]) for s in range(5)}) > 1
+    assert validation_split(["a", "b"], 0.01)[1] and len(validation_split(["a", "b"], 0.99)[0]) == 1  # at least one each
+    with pytest.raises(ValueError, match="two train queries"):
+        validation_split(["a"], 0.5)
+    with pytest.raises(ValueError, match="validation_fraction"):
+        FinetuneConfig(validation_fraction=1.0)
+    with pytest.raises(ValueError, match="mode"):
+        FinetuneConfig(mode="half")
+
+
+def test_early_stopping_keeps_the_best_points_weights_and_records_them(tmp_path):
+    """EarlyStop on a torch module whose weight we set by hand at each curve point, validation
+    values 0.2, 0.6, 0.4 at steps 10, 20, 30: the kept weights are those of step 20 (value 0.6),
+    restored on the module at the end; the side file beside the checkpoint holds them meanwhile
+    (a resumed run reads it back) and is removed at the end."""
+    import torch
+
+    from capgap.finetune import EarlyStop
+    from capgap.training import PartialState
+
+    lin = torch.nn.Linear(1, 1, bias=False)
+    es = EarlyStop(lin, ["t3", "t7"], "validation_recall@2")
+    es.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt")
+    vals = {10: 0.2, 20: 0.6, 30: 0.4}
+
+    def curve(step):
+        with torch.no_grad():
+            lin.weight.fill_(float(step))  # the weights "at" this point
+        return {"train_recall@2": 0.5}
+
+    ev = es.wrap(curve, lambda step: {"train_recall@2": vals[step]})
+    pts = [ev(s) for s in (10, 20, 30)]
+    assert [p["validation_recall@2"] for p in pts] == [0.2, 0.6, 0.4] and pts[0]["train_recall@2"] == 0.5
+    assert (tmp_path / "ck.pt.best").is_file()
+    again = EarlyStop(lin, ["t3", "t7"], "validation_recall@2")
+    again.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt")  # a resumed run
+    assert (again.best_step, again.best) == (20, 0.6)
+    es.restore(pts)
+    assert float(lin.weight.detach()) == 20.0 and not (tmp_path / "ck.pt.best").exists()
+    from types import SimpleNamespace as NS
+
+    assert es.record(NS(stopped_at=None)) == {"validation_ids": ["t3", "t7"], "best_step": 20, "best_value": 0.6,
+                                              "monitor": "validation_recall@2", "stopped_at": None}

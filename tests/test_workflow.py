@@ -319,7 +319,7 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert re.search(r"rule colbert:\n(?:    .*\n)*?    threads: 8\n    resources: [^\n]*\bmem_mb=128000\b", out)
 
 
-RULES = ("data", "index", "pretrained", "probe", "compress", "finetune", "twin_negatives", "ladder", "bm25", "colbert", "hardness",
+RULES = ("data", "index", "pretrained", "probe", "compress", "finetune", "finetune_regime", "twin_negatives", "ladder", "bm25", "colbert", "hardness",
          "report")
 
 
@@ -352,7 +352,7 @@ def test_workflow_profiles_give_every_rule_its_resources(profile):
     if profile == "default":  # the CPU defaults: no GPU anywhere
         assert all(res["gpu"] == 0 for res in prof["set-resources"].values())
     else:
-        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "pretrained", "finetune", "twin_negatives", "ladder",
+        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "pretrained", "finetune", "finetune_regime", "twin_negatives", "ladder",
                                                                                         "colbert"}
 
 
@@ -614,7 +614,7 @@ def test_jobs_say_which_code_ran(tiny_run, monkeypatch):
     assert v["matches"] is False and "NOT the workflow's checkout /somewhere/else" in code_summary(v)
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "near-miss.yaml", "limit-paper.yaml", "limit50k.yaml", "large.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "near-miss.yaml", "limit-paper.yaml", "limit50k.yaml", "large.yaml", "ladder.yaml"])
 def test_every_shipped_config_validates_and_dry_runs(name, tmp_path, mirror):
     """Each config under config/ parses, passes the schema and builds its DAG (a dry run)."""
     r = _smk(tmp_path / "w", ROOT / "config" / name, mirror, "-n")

@@ -128,6 +128,32 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     return rows
 
 
+def finetune_regime(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``finetune_regime``: rung 5 of the learnability ladder, one fine-tuning regime
+    (``params.regime``; ``params.finetune``: the finetune section with the regime's overrides,
+    e.g. a LoRA rank, ``mode: full``, or ``validation_fraction`` for early stopping on a
+    validation split of the train queries), trained as rule ``finetune`` trains (resuming
+    from ``params.checkpoint``) and evaluated the same way: rows (method
+    ``finetuned-<regime>``) to ``outputs.metrics``, the curve to ``outputs.curve``, and to
+    ``outputs.record`` (JSON) the settings, the wall time and, with early stopping, the
+    validation query ids, seed and the kept step. No adapter is kept (the rows are the result)."""
+    from .evaluate import evaluate_encoder  # lazy: torch (each rule's env loads only its own method)
+    from .finetune import FinetuneConfig, finetune_encoder  # lazy: torch, peft (each rule's env loads only its own method)
+
+    rs, enc, idx = _load_with_index(inputs, params, threads)
+    cfg = FinetuneConfig.from_config(dict(params.finetune))
+    t = time.perf_counter()
+    res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads)
+    seconds = time.perf_counter() - t
+    write_curve(outputs.curve, res.curve)
+    rows, _ = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, f"finetuned-{params.regime}", threads)
+    write_json(outputs.record, {"regime": params.regime, "finetune": dict(params.finetune), "train_seconds": seconds,
+                                "steps_per_s": res.steps_per_s, "trainable": res.trainable, "early_stopping": res.early_stopping})
+    _write_rows(outputs.metrics, rows)
+    Path(params.checkpoint).unlink(missing_ok=True)
+    return rows
+
+
 def ladder(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``ladder``: rungs 2-4 of the learnability ladder (``capgap.ladder.evaluate_ladder``,
     settings ``params.ladder``): shared query heads on the pre-trained encoder's query embeddings
