@@ -134,3 +134,17 @@ def test_run_grid_writes_the_parity_ladder_rows():
     assert v[("head-mlp", "", "heldout")] == v[("trained", "mlp-infonce", "heldout")]
     assert v[("head-mlp", "", "train")] == v[("trained", "mlp-infonce", "train")]
     assert not {r["method"] for r in run_grid({**cfg, "ladder": False})[0]} & {"head-mlp-all", "head-mlp"}
+
+
+def test_the_parity_figure_draws_with_the_ladder_rows(tmp_path):
+    import pandas as pd
+
+    from capgap.figures import plot_hardness
+
+    rows = [{"dataset": f"parity-P{P}", "encoder": e, "method": m, "split": s, "metric": "recall", "k": 4, "value": v}
+            for P in (8, 16) for e, m, s, v in (("", "perfect", "heldout", 1.0), ("", "random", "heldout", 0.25),
+                                                ("mlp-infonce", "trained", "train", 0.9), ("mlp-infonce", "trained", "heldout", 0.3),
+                                                ("", "head-mlp-all", "all", 0.8), ("", "head-mlp-all", "heldout", 0.7),
+                                                ("", "head-mlp", "heldout", 0.3), ("", "probe", "all", 1.0))]
+    plot_hardness(pd.DataFrame(rows), tmp_path / "p.png", tmp_path / "m.png")
+    assert (tmp_path / "p.png").stat().st_size > 5000

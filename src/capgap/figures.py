@@ -206,7 +206,8 @@ def _placeholder(path, text):
 
 def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> None:
     """Two seaborn figures from the parity rows: recall@k vs P (trained encoders' train and
-    held-out, the perfect encoder, and the random baseline k/n), and held-out recall vs the
+    held-out, the perfect encoder, the ladder's rungs ``head-mlp-all`` / ``head-mlp`` held-out
+    when present, and the random baseline k/n), and held-out recall vs the
     number of training queries (encoders named ``...-m{m}``). Placeholders when absent."""
     plt, sns = _mpl()
 
@@ -217,7 +218,7 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     r = hdf[hdf["metric"] == "recall"].copy()
     r["P"] = r["dataset"].str.removeprefix(HARDNESS_PREFIX).astype(int)
     main = r[(r["method"] != "trained") | ~r["encoder"].str.contains(r"-m\d+$")]
-    main = main[(main["method"] != "probe")].copy()
+    main = main[(main["method"] != "probe") & (main["split"] != "all")].copy()  # the ladder's head-mlp-all has an "all" row too
     main["curve"] = [f"{m} {e}".strip() if m == "trained" else m for m, e in zip(main["method"], main["encoder"])]
     names = sorted(main["curve"].unique())
     palette = dict(zip(names, sns.color_palette(n_colors=len(names))))  # train (dashed) keeps its curve's colour
