@@ -65,7 +65,7 @@ def test_rows(tiny_run):
         ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"), ("limit-gen", "minilm", "probe"),
         ("limit-small", "minilm", "pretrained"), ("limit-small", "", "bm25"), ("limit-small", "minilm", "probe"),
         ("limit-gen", "minilm", "finetuned"), ("limit-small", "minilm", "finetuned"), ("limit-gen", "", "colbert"),
-        *((f"parity-P{P}", "", m) for P in (6, 10) for m in ("perfect", "random", "probe")),
+        *((f"parity-P{P}", "", m) for P in (6, 10) for m in ("perfect", "random", "probe", "head-mlp-all", "head-mlp")),
         ("parity-P6", "mlp-infonce", "trained"), ("parity-P10", "mlp-infonce", "trained"),
         ("parity-P6", "mlp-infonce-m8", "trained"), ("parity-P6", "mlp-infonce-m32", "trained"),
         *(("near-miss", e, m) for e, m in (("minilm", "pretrained"), ("", "bm25"), ("minilm", "probe"), ("minilm", "finetuned"),
