@@ -14,7 +14,7 @@ from capgap.config import SCHEMA_PATH, field_defaults, item_defaults, schema, se
 
 # keys the workflow consumes itself (switches, per-dataset / per-encoder overrides)
 DAG_ONLY = {"probe": {"enabled", "shards"}, "finetune": {"enabled", "steps_by_encoder"}, "colbert": {"enabled", "datasets", "steps_by_dataset"},
-            "ladder": {"enabled"}}
+            "ladder": {"enabled", "regimes", "regime_datasets"}}
 
 
 def _props(section):
@@ -131,6 +131,7 @@ def test_helper_function_defaults_are_the_schema_defaults():
         (compress.evaluate_variants, {"seed": c["seed"]}),
         (finetune.infonce_loss, {"form": f["loss"]}),
         (finetune.candidate_masks, {"candidates": f["candidates"], "n_negatives": f["n_negatives"]}),
+        (finetune.validation_split, {"seed": f["validation_seed"]}),
         (ladder.make_head, {"width_factor": la["width_factor"]}),
         (hardness.dimension, {"a": h["d_rule"]["a"], "b": h["d_rule"]["b"]}),
         (hardness.make_task, {"seed": h["seed"]}),

@@ -28,7 +28,7 @@ FAMILIES = {
     "index": [("stages", "index"), ("stages", "pretrained")],
     "probe": [("stages", "probe")],
     "compress": [("stages", "compress")],
-    "finetune": [("stages", "finetune"), ("stages", "twin_negatives")],
+    "finetune": [("stages", "finetune"), ("stages", "twin_negatives"), ("stages", "finetune_regime")],
     "ladder": [("stages", "ladder")],
     "baselines": [("stages", "bm25")],
     "colbert": [("stages", "colbert")],
@@ -36,7 +36,7 @@ FAMILIES = {
     "report": [("report.build", "build_report")],
 }
 RULE_FAMILY = {"data": "data", "index": "index", "pretrained": "index", "probe": "probe", "compress": "compress", "finetune": "finetune",
-               "twin_negatives": "finetune", "ladder": "ladder",
+               "finetune_regime": "finetune", "twin_negatives": "finetune", "ladder": "ladder",
                "bm25": "baselines", "colbert": "colbert", "hardness": "hardness", "report": "report"}
 
 

@@ -14,7 +14,7 @@ from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
 from capgap.errors import DataFormatError
 from capgap.evaluate import evaluate_queries
 from capgap.io import save_npz
-from capgap.ladder import (LadderConfig, apply_head, evaluate_ladder, fit_head, load_witnesses, make_head, method_names,
+from capgap.ladder import (LadderConfig, apply_head, evaluate_ladder, fit_head, load_query_embeddings, load_witnesses, make_head, method_names,
                            nearest_train, transfer_vectors)
 
 DOCS = np.concatenate([np.eye(4), -np.eye(4)]).astype(np.float32)  # rows: +e1..+e4, -e1..-e4
@@ -159,6 +159,10 @@ def test_witness_file_round_trip_and_errors(tmp_path):
     save_npz(tmp_path / "nan.npz", w=np.full((1, 4), np.nan, dtype=np.float32), query_ids=np.array(["a"]))
     with pytest.raises(DataFormatError, match="non-finite"):
         load_witnesses(tmp_path / "nan.npz", ["a"])
+    save_npz(tmp_path / "q.npz", q=np.eye(2, dtype=np.float32), query_ids=np.array(["b", "a"]))
+    assert load_query_embeddings(tmp_path / "q.npz", ["a", "b"]).tolist() == [[0.0, 1.0], [1.0, 0.0]]
+    with pytest.raises(DataFormatError, match="'q'"):
+        load_query_embeddings(tmp_path / "w.npz", ["a"])  # a w file is not a query-embedding file
 
 
 def test_head_cost_on_a_small_case():
@@ -204,18 +208,87 @@ def test_the_stages_write_the_w_file_and_the_ladder_rows(tmp_path):
 
     from .test_ties import MINILM, pipeline
 
+    from capgap.encoders import EncoderSpec, load_encoder
+
     pipeline(tmp_path, "tie-handling-inconsistent", [1, 2], 10, methods=("probe",))
     rs = load_canonical(tmp_path / "data")
     with np.load(tmp_path / "probe_w.npz") as z:
         assert z["query_ids"].tolist() == list(rs.queries.ids) and z["w"].shape[0] == len(rs.queries.ids)
+    index = NS(data=tmp_path / "data", fingerprint=tmp_path / "index" / "fingerprint.json")
+    stages.pretrained(index, NS(metrics=tmp_path / "pre.csv", run=tmp_path / "pre.trec", queries=tmp_path / "queries.npz"),
+                      NS(encoder_name="minilm", encoder=MINILM, ks=[1, 2], ndcg_k=10))
+    # rule pretrained's queries.npz: the encoder's own query embeddings, in query order (encoded again here)
+    enc = load_encoder(EncoderSpec.from_config("minilm", dict(MINILM)), threads=1)
+    again = enc.encode_queries(list(rs.queries.texts))
+    with np.load(tmp_path / "queries.npz") as z:
+        assert z["query_ids"].tolist() == list(rs.queries.ids)
+        np.testing.assert_allclose(z["q"], again, atol=1e-5)
     cfg = LadderConfig(steps=30)
     out = tmp_path / "ladder.csv"
-    stages.ladder(NS(data=tmp_path / "data", fingerprint=tmp_path / "index" / "fingerprint.json", w=tmp_path / "probe_w.npz"),
-                  NS(metrics=out), NS(encoder_name="minilm", encoder=MINILM, ks=[1, 2], ndcg_k=10,
-                                      ladder={"enabled": True, "steps": cfg.steps}))
+    stages.ladder(NS(**vars(index), w=tmp_path / "probe_w.npz", queries=tmp_path / "queries.npz"),
+                  NS(metrics=out), NS(encoder_name="minilm", ks=[1, 2], ndcg_k=10, ladder={"enabled": True, "steps": cfg.steps}))
     with open(out, encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert list(dict.fromkeys(r["method"] for r in rows)) == method_names(cfg)
     n = {(r["method"], r["split"]): r["value"] for r in rows if r["metric"] == "n_queries"}
     assert {v for (m, s), v in n.items() if s == "all"} == {str(len(rs.queries.ids))}
     assert {n[(m, "train")] for m in method_names(cfg)} == {str(len(rs.split.train))}
+
+
+def test_the_early_stopping_validation_split_is_seeded_recorded_and_disjoint_from_held_out():
+    """validation_split carves round(0.2 * 10) = 2 validation queries out of 10 train queries:
+    disjoint from the fit part, together the train queries, never a held-out query (it only
+    sees train ids); the same seed gives the same split whatever the ids' order, another seed
+    another split (over 10 choose 2 = 45 possible, seeds 0..4 give more than one)."""
+    from capgap.data import Split
+    from capgap.finetune import FinetuneConfig, validation_split
+
+    split = Split(tuple(f"t{i}" for i in range(10)), tuple(f"h{i}" for i in range(5)))
+    fit, val = validation_split(split.train, 0.2, seed=3)
+    assert len(val) == 2 and len(fit) == 8 and not set(fit) & set(val) and set(fit) | set(val) == set(split.train)
+    assert not set(val) & set(split.heldout)
+    assert fit == [q for q in split.train if q in set(fit)]  # the data's order kept
+    assert set(validation_split(list(reversed(split.train)), 0.2, seed=3)[1]) == set(val)
+    assert len({tuple(validation_split(split.train, 0.2, seed=s)[1]) for s in range(5)}) > 1
+    assert validation_split(["a", "b"], 0.01)[1] and len(validation_split(["a", "b"], 0.99)[0]) == 1  # at least one each
+    with pytest.raises(ValueError, match="two train queries"):
+        validation_split(["a"], 0.5)
+    with pytest.raises(ValueError, match="validation_fraction"):
+        FinetuneConfig(validation_fraction=1.0)
+    with pytest.raises(ValueError, match="mode"):
+        FinetuneConfig(mode="half")
+
+
+def test_early_stopping_keeps_the_best_points_weights_and_records_them(tmp_path):
+    """EarlyStop on a torch module whose weight we set by hand at each curve point, validation
+    values 0.2, 0.6, 0.4 at steps 10, 20, 30: the kept weights are those of step 20 (value 0.6),
+    restored on the module at the end; the side file beside the checkpoint holds them meanwhile
+    (a resumed run reads it back) and is removed at the end."""
+    import torch
+
+    from capgap.finetune import EarlyStop
+    from capgap.training import PartialState
+
+    lin = torch.nn.Linear(1, 1, bias=False)
+    es = EarlyStop(lin, ["t3", "t7"], "validation_recall@2")
+    es.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt")
+    vals = {10: 0.2, 20: 0.6, 30: 0.4}
+
+    def curve(step):
+        with torch.no_grad():
+            lin.weight.fill_(float(step))  # the weights "at" this point
+        return {"train_recall@2": 0.5}
+
+    ev = es.wrap(curve, lambda step: {"train_recall@2": vals[step]})
+    pts = [ev(s) for s in (10, 20, 30)]
+    assert [p["validation_recall@2"] for p in pts] == [0.2, 0.6, 0.4] and pts[0]["train_recall@2"] == 0.5
+    assert (tmp_path / "ck.pt.best").is_file()
+    again = EarlyStop(lin, ["t3", "t7"], "validation_recall@2")
+    again.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt")  # a resumed run
+    assert (again.best_step, again.best) == (20, 0.6)
+    es.restore(pts)
+    assert float(lin.weight.detach()) == 20.0 and not (tmp_path / "ck.pt.best").exists()
+    from types import SimpleNamespace as NS
+
+    assert es.record(NS(stopped_at=None)) == {"validation_ids": ["t3", "t7"], "best_step": 20, "best_value": 0.6,
+                                              "monitor": "validation_recall@2", "stopped_at": None}

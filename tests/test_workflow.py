@@ -65,7 +65,7 @@ def test_rows(tiny_run):
         ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"), ("limit-gen", "minilm", "probe"),
         ("limit-small", "minilm", "pretrained"), ("limit-small", "", "bm25"), ("limit-small", "minilm", "probe"),
         ("limit-gen", "minilm", "finetuned"), ("limit-small", "minilm", "finetuned"), ("limit-gen", "", "colbert"),
-        *((f"parity-P{P}", "", m) for P in (6, 10) for m in ("perfect", "random", "probe")),
+        *((f"parity-P{P}", "", m) for P in (6, 10) for m in ("perfect", "random", "probe", "head-mlp-all", "head-mlp")),
         ("parity-P6", "mlp-infonce", "trained"), ("parity-P10", "mlp-infonce", "trained"),
         ("parity-P6", "mlp-infonce-m8", "trained"), ("parity-P6", "mlp-infonce-m32", "trained"),
         *(("near-miss", e, m) for e, m in (("minilm", "pretrained"), ("", "bm25"), ("minilm", "probe"), ("minilm", "finetuned"),
@@ -319,8 +319,8 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert re.search(r"rule colbert:\n(?:    .*\n)*?    threads: 8\n    resources: [^\n]*\bmem_mb=128000\b", out)
 
 
-RULES = ("data", "index", "index_shard", "pretrained", "probe", "probe_shard", "compress", "finetune", "twin_negatives", "ladder",
-         "bm25", "colbert", "hardness", "report")
+RULES = ("data", "index", "index_shard", "pretrained", "probe", "probe_shard", "compress", "finetune", "finetune_regime",
+         "twin_negatives", "ladder", "bm25", "colbert", "hardness", "report")
 
 
 def _rules_in_workflow():
@@ -353,7 +353,8 @@ def test_workflow_profiles_give_every_rule_its_resources(profile):
         assert all(res["gpu"] == 0 for res in prof["set-resources"].values())
     else:
         assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "index_shard", "pretrained", "finetune",
-                                                                                 "twin_negatives", "ladder", "colbert"}
+                                                                                 "finetune_regime", "twin_negatives", "ladder",
+                                                                                 "colbert"}
 
 
 def _report_outputs():
@@ -614,7 +615,7 @@ def test_jobs_say_which_code_ran(tiny_run, monkeypatch):
     assert v["matches"] is False and "NOT the workflow's checkout /somewhere/else" in code_summary(v)
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "near-miss.yaml", "limit-paper.yaml", "limit50k.yaml", "large.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "near-miss.yaml", "limit-paper.yaml", "limit50k.yaml", "large.yaml", "ladder.yaml"])
 def test_every_shipped_config_validates_and_dry_runs(name, tmp_path, mirror):
     """Each config under config/ parses, passes the schema and builds its DAG (a dry run)."""
     r = _smk(tmp_path / "w", ROOT / "config" / name, mirror, "-n")

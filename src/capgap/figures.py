@@ -206,7 +206,8 @@ def _placeholder(path, text):
 
 def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> None:
     """Two seaborn figures from the parity rows: recall@k vs P (trained encoders' train and
-    held-out, the perfect encoder, and the random baseline k/n), and held-out recall vs the
+    held-out, the perfect encoder, the ladder's rungs ``head-mlp-all`` / ``head-mlp`` held-out
+    when present, and the random baseline k/n), and held-out recall vs the
     number of training queries (encoders named ``...-m{m}``). Placeholders when absent."""
     plt, sns = _mpl()
 
@@ -217,7 +218,7 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     r = hdf[hdf["metric"] == "recall"].copy()
     r["P"] = r["dataset"].str.removeprefix(HARDNESS_PREFIX).astype(int)
     main = r[(r["method"] != "trained") | ~r["encoder"].str.contains(r"-m\d+$")]
-    main = main[(main["method"] != "probe")].copy()
+    main = main[(main["method"] != "probe") & (main["split"] != "all")].copy()  # the ladder's head-mlp-all has an "all" row too
     main["curve"] = [f"{m} {e}".strip() if m == "trained" else m for m, e in zip(main["method"], main["encoder"])]
     names = sorted(main["curve"].unique())
     palette = dict(zip(names, sns.color_palette(n_colors=len(names))))  # train (dashed) keeps its curve's colour
@@ -377,5 +378,39 @@ def plot_near_miss(df: pd.DataFrame, path: str | Path) -> bool:
     ax.grid(True, alpha=0.3)
     if len(cells) > 1:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    _save(fig, path)
+    return True
+
+
+def plot_ladder(table: pd.DataFrame, path: str | Path, k: int = 10) -> bool:
+    """The learnability ladder: one panel per dataset x encoder, the rungs on the x-axis (oracle
+    first, pre-trained last: ``capgap.report.ladder_table``'s order), recall@k on train queries
+    (dashed) and on held-out queries (solid). Writes a placeholder without ladder rows;
+    returns whether real panels were drawn.
+
+    ``table``: ``capgap.report.ladder_table``'s frame (columns dataset, encoder, rung,
+    ``train_recall@{k}``, ``heldout_recall@{k}``, ...)."""
+    plt, sns = _mpl()
+    if table.empty:
+        _placeholder(path, "no ladder results (ladder not run)")
+        return False
+    cells = list(table.groupby(["dataset", "encoder"], sort=False))
+    ncols = min(3, len(cells))
+    nrows = -(-len(cells) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
+    colours = sns.color_palette(n_colors=2)
+    for ax, ((d, e), cell) in zip(axes.flat, cells):
+        x = list(range(len(cell)))
+        ax.plot(x, cell[f"heldout_recall@{k}"].astype(float), marker="o", color=colours[0], label="held-out")
+        ax.plot(x, cell[f"train_recall@{k}"].astype(float), marker="x", linestyle="--", color=colours[1], label="train")
+        ax.set_xticks(x)
+        ax.set_xticklabels(cell["rung"], rotation=45, ha="right", fontsize=7)
+        ax.set(ylim=(0, 1.02), ylabel=f"recall@{k}", title=f"{d} × {e}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(cells):]:
+        ax.set_visible(False)
+    fig.suptitle("The learnability ladder: oracle to pre-trained (train dashed, held-out solid)", y=1.0)
+    fig.tight_layout()
     _save(fig, path)
     return True

@@ -49,16 +49,17 @@ import logging
 import os
 import shutil
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
 from .config import section_defaults
-from .data import excluded_positions, query_records
+from .data import Split, excluded_positions, query_records
+from .io import atomic_open
 from .retrieval import dense_scores, document_groups
-from .training import PartialState, curve_evaluator, json_digest, run_loop, seed_everything
+from .training import PartialState, curve_evaluator, curve_ks, json_digest, run_loop, seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,12 @@ class FinetuneConfig:
     ``loss``: ``avg`` or ``set``; ``candidates``: ``full`` or ``sampled`` (``n_negatives``);
     ``checkpoint_every``, ``eval_every`` (training-curve points), ``eval_max_queries`` (per split
     for curve points; the final evaluation uses all queries); ``seed``; ``precision``: ``auto``
-    (bf16 autocast on CUDA, float32 on CPU), ``bf16`` or ``fp32``."""
+    (bf16 autocast on CUDA, float32 on CPU), ``bf16`` or ``fp32``; ``mode``: ``lora`` (the
+    paper's) or ``full`` (every weight of the query encoder trains; LoRA settings unused);
+    ``validation_fraction``: 0 (the paper's protocol: train on every train query, keep the
+    final checkpoint) or the fraction of train queries carved out (``validation_split``, seed
+    ``validation_seed``) for early stopping: the weights of the best validation curve point are
+    kept, and training stops after ``patience`` points without a new best (0: never stops)."""
 
     steps: int = _D["steps"]
     batch_size: int = _D["batch_size"]
@@ -94,8 +100,18 @@ class FinetuneConfig:
     eval_max_queries: int = _D["eval_max_queries"]
     seed: int = _D["seed"]
     precision: str = _D["precision"]
+    mode: str = _D["mode"]
+    validation_fraction: float = _D["validation_fraction"]
+    validation_seed: int = _D["validation_seed"]
+    patience: int = _D["patience"]
 
     def __post_init__(self):
+        if self.mode not in ("lora", "full"):
+            raise ValueError(f"finetune.mode must be 'lora' or 'full', got {self.mode!r}")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"finetune.validation_fraction must be in [0, 1), got {self.validation_fraction}")
+        if self.validation_fraction > 0 and self.eval_every < 1:
+            raise ValueError("finetune: early stopping (validation_fraction > 0) needs eval_every >= 1")
         if self.precision not in ("auto", "bf16", "fp32"):
             raise ValueError(f"finetune.precision must be 'auto', 'bf16' or 'fp32', got {self.precision!r}")
         if self.loss not in ("avg", "set"):
@@ -223,6 +239,64 @@ class TrainResult:
     resumed_from: int
     trainable: int
     adapted_modules: list
+    early_stopping: dict | None = None
+
+
+class EarlyStop:
+    """Early stopping on a validation split carved from the train queries (``validation_split``):
+    every curve point also evaluates the validation queries (``validation_recall@k``, k the
+    first curve cut-off); the trainable weights of the best point (highest value, the earliest
+    of equal ones) are kept in memory and, beside a checkpoint, in ``<checkpoint>.best``
+    (written atomically, so a resumed run keeps them), and put back on the model at the end."""
+
+    def __init__(self, model, validation_ids: Sequence[str], key: str):
+        self.model, self.validation_ids, self.key = model, list(validation_ids), key
+        self.best, self.best_step, self.state, self.weights, self.path = -np.inf, None, None, None, None
+
+    def attach(self, weights, ckpt_path) -> None:
+        """The weights to snapshot (a ``PartialState``) and where to keep them beside the checkpoint."""
+        import torch
+
+        self.weights = weights
+        self.path = Path(f"{ckpt_path}.best") if ckpt_path else None
+        if self.path and self.path.is_file():
+            saved = torch.load(self.path, weights_only=False)
+            if saved.get("validation_ids") == self.validation_ids:
+                self.best, self.best_step, self.state = saved["value"], saved["step"], saved["weights"]
+
+    def monitor(self, point: dict) -> float:
+        return float(point[self.key])
+
+    def wrap(self, evaluate, on_validation):
+        """``evaluate`` plus the validation metric (renamed ``validation_*``), snapshotting a new best."""
+
+        def both(step: int) -> dict:
+            out = dict(evaluate(step))
+            out.update({k.replace("train_", "validation_", 1): v for k, v in on_validation(step).items()})
+            if out[self.key] > self.best and self.weights is not None:
+                self.best, self.best_step, self.state = out[self.key], step, self.weights.state_dict()
+                if self.path:
+                    import torch
+
+                    with atomic_open(self.path, "wb") as fh:
+                        torch.save({"step": step, "value": self.best, "weights": self.state,
+                                    "validation_ids": self.validation_ids}, fh)
+            return out
+
+        return both
+
+    def restore(self, curve) -> None:
+        """Put the best point's weights back on the model (nothing when no point was evaluated)."""
+        if self.state is not None:
+            self.weights.load_state_dict(self.state)
+            log.info("finetune: early stopping keeps step %s (%s %.4f)", self.best_step, self.key, self.best)
+        if self.path:
+            self.path.unlink(missing_ok=True)
+
+    def record(self, res) -> dict:
+        """What the run recorded: the validation ids, the best step and value, where it stopped."""
+        return {"validation_ids": self.validation_ids, "best_step": self.best_step, "best_value": float(self.best),
+                "monitor": self.key, "stopped_at": res.stopped_at}
 
 
 def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str], train_gold: list[list[int]],
@@ -256,6 +330,7 @@ def train_query_encoder(
     progress: bool = False,
     train_excluded: list[list[int]] | None = None,
     context=None,
+    early: "EarlyStop | None" = None,
 ) -> TrainResult:
     """Fine-tune ``encoder`` (a ``capgap.encoders.Encoder``) in place with LoRA + InfoNCE.
 
@@ -284,8 +359,14 @@ def train_query_encoder(
     if n_train == 0:
         raise ValueError("finetune: no train queries")
     sampler = seed_everything(cfg.seed)
-    adapted = add_lora(encoder, cfg)  # LoRA's initial weights come from the seeded torch RNG
+    if cfg.mode == "full":  # every weight of the query encoder trains (the index stays frozen: it is a tensor here)
+        for p in encoder.model.parameters():
+            p.requires_grad = True
+        adapted = ["*"]
+    else:
+        adapted = add_lora(encoder, cfg)  # LoRA's initial weights come from the seeded torch RNG
     model = encoder.model
+    trained = (lambda k: True) if cfg.mode == "full" else (lambda k: "lora_" in k)
     device = next(model.parameters()).device
     bf16 = device.type == "cuda" and cfg.precision in ("auto", "bf16")
     params = [p for p in model.parameters() if p.requires_grad]
@@ -310,10 +391,18 @@ def train_query_encoder(
     if ckpt_path:
         digest = {"fine-tuning config": cfg.digest(),
                   "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg, context)}
+    weights = PartialState(model, trained)
+    if early is not None:
+        early.attach(weights, ckpt_path)
     res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
-                   checkpoint_every=cfg.checkpoint_every, weights=PartialState(model, lambda k: "lora_" in k),
-                   evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc="finetune", stop_after=stop_after)
-    return TrainResult(res.curve, res.steps_per_s, res.resumed_from, sum(p.numel() for p in params), adapted)
+                   checkpoint_every=cfg.checkpoint_every, weights=weights,
+                   evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc="finetune", stop_after=stop_after,
+                   patience=(cfg.patience or None) if early is not None else None,
+                   monitor=early.monitor if early is not None else None)
+    if early is not None:
+        early.restore(res.curve)
+    return TrainResult(res.curve, res.steps_per_s, res.resumed_from, sum(p.numel() for p in params), adapted,
+                       early.record(res) if early is not None else None)
 
 
 def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int], ckpt_path: str | Path | None = None,
@@ -360,19 +449,42 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
     def scorer():  # inner products of the queries, encoded by the model as it is now
         return lambda texts: dense_scores(encoder.encode_queries(texts), D, threads)
 
-    evaluate = curve_evaluator(rs, doc_ids, scorer, ks, document_groups(rs.corpus, D), cfg.eval_max_queries)
-    excluded = excluded_positions(rs, train_ids, doc_ids) if rs.excluded else None
+    groups = document_groups(rs.corpus, D)
+    evaluate = curve_evaluator(rs, doc_ids, scorer, ks, groups, cfg.eval_max_queries)
+    early = None
+    if cfg.validation_fraction > 0:
+        train_ids, val_ids = validation_split(train_ids, cfg.validation_fraction, cfg.validation_seed)
+        on_val = curve_evaluator(replace(rs, split=Split(tuple(val_ids), ())), doc_ids, scorer, ks, groups)
+        early = EarlyStop(encoder.model, val_ids, f"validation_recall@{curve_ks(ks)[0]}")
+        evaluate = early.wrap(evaluate, on_val)
+    excluded = excluded_positions(rs, train_ids, doc_ids) if rs.excluded else None  # train_ids: the fit part
     if not twin_negatives and rs.twins:
         twins = [[pos[t] for g in sorted(rs.qrels.gold(q)) for t, _ in rs.twins.get(g, ())] for q in train_ids]
         excluded = [list(e) + t for e, t in zip(excluded or [[] for _ in train_ids], twins)]
     res = train_query_encoder(
         encoder, D, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
         cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
-        train_excluded=excluded,
+        train_excluded=excluded, early=early,
     )
     log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
              cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
     return res
+
+
+def validation_split(train_ids: Sequence[str], fraction: float, seed: int = _D["validation_seed"]) -> tuple[list[str], list[str]]:
+    """Carve a validation split out of the train queries for early stopping (never out of the
+    held-out ones): a seeded permutation of ``sorted(train_ids)`` (so the data's order does not
+    matter), its first ``round(fraction * n)`` ids (at least 1, at most n - 1) the validation
+    queries. Returns ``(fit_ids, validation_ids)``, each in the order of ``train_ids``; they
+    are disjoint and together are ``train_ids``. Raises ``ValueError`` for fewer than two
+    train queries or ``fraction`` outside (0, 1)."""
+    ids = list(train_ids)
+    if len(ids) < 2 or not 0.0 < fraction < 1.0:
+        raise ValueError(f"validation_split: need two train queries and 0 < fraction < 1 ({len(ids)} queries, {fraction})")
+    n_val = min(max(1, round(fraction * len(ids))), len(ids) - 1)
+    order = sorted(ids)
+    val = {order[i] for i in np.random.default_rng(seed).permutation(len(order))[:n_val]}
+    return [q for q in ids if q not in val], [q for q in ids if q in val]
 
 
 def load_adapter(encoder, folder: str | Path) -> None:

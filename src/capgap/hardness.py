@@ -286,7 +286,10 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
     ``perfect`` (the explicit encoder), ``probe`` (capacity probe on the hypercube index, one
     query per distinct gold ball), ``trained`` (encoder ``{arch}-{loss}`` at ``m_train``
     queries, and ``{arch}-{loss}-m{m}`` for the sweep over training-set sizes) and
-    ``random`` (k/n); metric ``recall`` at k = |ball|) and a summary with the sizes table,
+    ``random`` (k/n), and with ``ladder`` the learnability ladder's rungs ``head-mlp-all`` (the
+    mlp fit on train and held-out queries together; splits train, held-out, all) and
+    ``head-mlp`` (the mlp-infonce learner of train queries); metric ``recall`` at k = |ball|)
+    and a summary with the sizes table,
     the chance-agreement measurements and the perfect encoders' sizes. ``probe_cfg``: a
     ``capgap.probe.ProbeConfig`` (default: the schema's probe settings, as in the DAG).
     """
@@ -306,6 +309,24 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
         row(ds, enc_name, "trained", "train", "n_queries", "", len(tr))
         return out
 
+    def ladder_rows(task, ds, tr, ho, train_only):
+        """The learnability ladder's rungs on the parity task (issue 29): the one-hidden-layer
+        ReLU family (``mlp``, InfoNCE: the perfect encoder's family) fit on every query, train
+        and held-out (``head-mlp-all``: what one shared encoder of the family fits), and the
+        same learner on train queries only (``head-mlp``: the ``mlp-infonce`` run itself)."""
+        kw = dict(arch="mlp", loss="infonce", steps=int(cfg["steps"]), lr=float(cfg["lr"]), temperature=float(cfg["temperature"]),
+                  width_factor=int(cfg["width_factor"]), seed=seed)
+        fit = train_encoder(task, np.concatenate([tr, ho]), ho, **kw)  # its "train" queries: all of them
+        only = train_only if train_only is not None else train_encoder(task, tr, ho, **kw)
+        # fit-all: every query was fitted; its held-out rows are the held-out queries' fit (not a generalisation
+        # result); the train queries' mean from the means over all and over held-out (the splits are disjoint)
+        n_tr, n_ho = len(tr), len(ho)
+        row(ds, "", "head-mlp-all", "all", "recall", task.k, fit["train_recall"])
+        row(ds, "", "head-mlp-all", "train", "recall", task.k, ((n_tr + n_ho) * fit["train_recall"] - n_ho * fit["heldout_recall"]) / n_tr)
+        row(ds, "", "head-mlp-all", "heldout", "recall", task.k, fit["heldout_recall"])
+        row(ds, "", "head-mlp", "train", "recall", task.k, only["train_recall"])
+        row(ds, "", "head-mlp", "heldout", "recall", task.k, only["heldout_recall"])
+
     sweep = cfg.get("m_sweep") or {}
     for P in cfg["P"]:
         d = dimension(P, **cfg["d_rule"])
@@ -324,9 +345,12 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
         res = probe(X.astype(np.float32), balls, **(probe_cfg or ProbeConfig()).kwargs())
         row(ds, "", "probe", "all", "recall", task.k, np.mean([r.recall_at(task.k) for r in res]))
         row(ds, "", "probe", "all", "certified", "", np.mean([r.certified for r in res]))
+        trained = {}
         for arch in cfg["archs"]:
             for loss in cfg["losses"]:
-                train_rows(task, ds, tr, ho, f"{arch}-{loss}", arch, loss)
+                trained[(arch, loss)] = train_rows(task, ds, tr, ho, f"{arch}-{loss}", arch, loss)
+        if cfg["ladder"]:
+            ladder_rows(task, ds, tr, ho, trained.get(("mlp", "infonce")))
         if sweep and P == sweep.get("P"):
             pool, ho_s = split_parity_queries(P, max(sweep["m"]), int(cfg["m_heldout"]), seed + P + 1)
             for m in sweep["m"]:

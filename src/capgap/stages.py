@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from .data import load_canonical, write_canonical
-from .evaluate import write_curve, write_rows
+from .errors import DataFormatError
+from .evaluate import evaluate_queries, write_curve, write_rows
 from .io import atomic_open, save_npz, write_json, write_jsonl
 from .logs import log_to  # noqa: F401  (every script's first call)
 
@@ -90,13 +91,17 @@ def shard_of(item: str) -> tuple[int, int]:
 
 def pretrained(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``pretrained``: recall@k / nDCG of the pre-trained encoder's own query embeddings
-    on its frozen index (``evaluate.evaluate_encoder``); writes ``outputs.run`` and
-    ``outputs.metrics``. The index must match this encoder and corpus (else
-    ``FingerprintMismatch``)."""
-    from .evaluate import evaluate_encoder  # lazy: torch (each rule's env loads only its own method)
-
+    on its frozen index (``evaluate.evaluate_queries``, as ``evaluate_encoder`` does); writes
+    ``outputs.run``, ``outputs.metrics`` and, when the rule names it, ``outputs.queries``: the
+    query embeddings (``q`` ``(n_queries, dim) float32`` and ``query_ids``, one ``.npz``, written
+    atomically; the ladder reads them instead of loading the encoder again). The index must
+    match this encoder and corpus (else ``FingerprintMismatch``)."""
     rs, enc, idx = _load_with_index(inputs, params, threads)
-    return _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads))
+    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    rows, run = evaluate_queries(rs, q, idx.embeddings, idx.doc_ids, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads)
+    if getattr(outputs, "queries", None):
+        save_npz(outputs.queries, q=np.asarray(q, dtype=np.float32), query_ids=np.array(list(rs.queries.ids), dtype=str))
+    return _write(outputs, rows, run)
 
 
 def bm25(inputs, outputs, params, threads: int = 1) -> list[dict]:
@@ -196,17 +201,48 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     return rows
 
 
-def ladder(inputs, outputs, params, threads: int = 1) -> list[dict]:
-    """Rule ``ladder``: rungs 2-4 of the learnability ladder (``capgap.ladder.evaluate_ladder``,
-    settings ``params.ladder``): shared query heads on the pre-trained encoder's query embeddings,
-    fit on all queries and on train queries, and nearest-train transfer of the probe's w
-    (``inputs.w``, rule probe's ``w.npz``); rows to ``outputs.metrics`` (methods
-    ``capgap.ladder.method_names``). The index must match this encoder and corpus (else
-    ``FingerprintMismatch``)."""
-    from .ladder import LadderConfig, evaluate_ladder, load_witnesses  # lazy: torch (each rule's env loads only its own method)
+def finetune_regime(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``finetune_regime``: rung 5 of the learnability ladder, one fine-tuning regime
+    (``params.regime``; ``params.finetune``: the finetune section with the regime's overrides,
+    e.g. a LoRA rank, ``mode: full``, or ``validation_fraction`` for early stopping on a
+    validation split of the train queries), trained as rule ``finetune`` trains (resuming
+    from ``params.checkpoint``) and evaluated the same way: rows (method
+    ``finetuned-<regime>``) to ``outputs.metrics``, the curve to ``outputs.curve``, and to
+    ``outputs.record`` (JSON) the settings, the wall time and, with early stopping, the
+    validation query ids, seed and the kept step. No adapter is kept (the rows are the result)."""
+    from .evaluate import evaluate_encoder  # lazy: torch (each rule's env loads only its own method)
+    from .finetune import FinetuneConfig, finetune_encoder  # lazy: torch, peft (each rule's env loads only its own method)
 
     rs, enc, idx = _load_with_index(inputs, params, threads)
-    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    cfg = FinetuneConfig.from_config(dict(params.finetune))
+    t = time.perf_counter()
+    res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads)
+    seconds = time.perf_counter() - t
+    write_curve(outputs.curve, res.curve)
+    rows, _ = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, f"finetuned-{params.regime}", threads)
+    write_json(outputs.record, {"regime": params.regime, "finetune": dict(params.finetune), "train_seconds": seconds,
+                                "steps_per_s": res.steps_per_s, "trainable": res.trainable, "early_stopping": res.early_stopping})
+    _write_rows(outputs.metrics, rows)
+    Path(params.checkpoint).unlink(missing_ok=True)
+    return rows
+
+
+def ladder(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``ladder``: rungs 2-4 of the learnability ladder (``capgap.ladder.evaluate_ladder``,
+    settings ``params.ladder``): shared query heads on the pre-trained encoder's query embeddings
+    (``inputs.queries``, written by rule pretrained: no encoder is loaded here), fit on all
+    queries and on train queries, and nearest-train transfer of the probe's w
+    (``inputs.w``, rule probe's ``w.npz``); rows to ``outputs.metrics`` (methods
+    ``capgap.ladder.method_names``). The index must have been built from this corpus (else
+    ``FingerprintMismatch``); query embeddings of another dimension raise ``DataFormatError``."""
+    from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
+    from .ladder import LadderConfig, evaluate_ladder, load_query_embeddings, load_witnesses  # lazy: torch (each rule's env loads only its own method)
+
+    rs = load_canonical(inputs.data)
+    idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
+    q = load_query_embeddings(inputs.queries, list(rs.queries.ids))
+    if q.shape[1] != idx.embeddings.shape[1]:
+        raise DataFormatError(inputs.queries, None, "q", f"dimension {q.shape[1]}, the index's is {idx.embeddings.shape[1]}")
     W = load_witnesses(inputs.w, list(rs.queries.ids))
     rows, seconds = evaluate_ladder(rs, q, idx.embeddings, idx.doc_ids, W, LadderConfig.from_config(params.ladder), params.ks,
                                     params.ndcg_k, params.encoder_name, threads)

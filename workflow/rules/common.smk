@@ -158,6 +158,24 @@ def finetune_params(encoder):
     return canonical(ft)
 
 
+def regimes():
+    """The ladder's fine-tuning regimes (ladder.regimes: name -> overrides of the finetune section)."""
+    return dict(config["ladder"].get("regimes") or {})
+
+
+def regime_params(encoder, regime):
+    """The finetune section for one encoder (finetune_params) with one regime's overrides."""
+    return canonical({**finetune_params(encoder), **regimes()[regime]})
+
+
+def regimes_on(dataset):
+    """Whether the regimes run on a dataset: ladder.enabled, regimes configured, and
+    ladder.regime_datasets unset or naming it."""
+    lad = config["ladder"]
+    names = lad.get("regime_datasets")
+    return bool(lad["enabled"] and regimes() and (names is None or dataset in names))
+
+
 def is_enabled(name):
     """Whether an optional method (bm25, ...) is switched on in the config."""
     return bool(config[name]["enabled"])
@@ -175,6 +193,7 @@ for _w in check_config(config):
 wildcard_constraints:
     dataset="|".join(re.escape(d) for d in datasets()),
     encoder="|".join(re.escape(e) for e in config["encoders"]),
+    regime="|".join(re.escape(r) for r in regimes()) or "(?!)",
 
 
 def dataset_status(dataset):
@@ -281,6 +300,13 @@ def result_tables(wildcards=None):
             files += per_index(rules.probe.output.metrics, ds)
         if is_enabled("ladder"):
             files += per_index(rules.ladder.output.metrics, ds)
+        if regimes_on(ds):
+            files += expand(
+                rules.finetune_regime.output.metrics,
+                dataset=ds,
+                encoder=encoders_for(ds),
+                regime=list(regimes()),
+            )
         if is_enabled("bm25"):
             files += expand(rules.bm25.output.metrics, dataset=ds)
         if compress_on(ds):

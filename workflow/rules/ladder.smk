@@ -8,6 +8,7 @@ rule ladder:
         fingerprint=rules.index.output.fingerprint,
         embeddings=rules.index.output.embeddings,
         w=rules.probe.output.w,
+        queries=rules.pretrained.output.queries,
     output:
         metrics="results/{dataset}/{encoder}/ladder/metrics.csv",
     log:
@@ -18,8 +19,7 @@ rule ladder:
         "../../envs/ladder.yaml"
     params:
         encoder_name=lambda wc: wc.encoder,
-        encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
-        ladder=settings("ladder"),
+        ladder=settings("ladder", drop=("regimes", "regime_datasets")),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

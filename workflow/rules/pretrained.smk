@@ -9,6 +9,7 @@ rule pretrained:
     output:
         metrics="results/{dataset}/{encoder}/pretrained/metrics.csv",
         run="results/{dataset}/{encoder}/pretrained/run.trec",
+        queries="results/{dataset}/{encoder}/pretrained/queries.npz",
     log:
         "logs/pretrained/{dataset}/{encoder}.log",
     benchmark:

@@ -30,6 +30,7 @@ rule report:
         compression_png=reported("reports/figures/compression.png", "Compression"),
         # not flagged for Snakemake's --report: it would need workflow/report/near_miss.rst
         near_miss_png=reported("reports/figures/near_miss.png", "Near-miss"),
+        ladder_png=reported("reports/figures/ladder.png", "Ladder"),
     log:
         "logs/report/report.log",
     benchmark:

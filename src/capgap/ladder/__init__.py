@@ -19,13 +19,13 @@ Public API
 - ``LadderConfig``: settings (config ``ladder``; defaults in the schema).
 - ``make_head``, ``fit_head``, ``apply_head``, ``HEADS`` (``capgap.ladder.heads``).
 - ``nearest_train``, ``transfer_vectors`` (``capgap.ladder.transfer``).
-- ``evaluate_ladder``, ``load_witnesses``, ``method_names`` (``capgap.ladder.rungs``).
+- ``evaluate_ladder``, ``load_witnesses``, ``load_query_embeddings``, ``method_names`` (``capgap.ladder.rungs``).
 """
 
 from .config import LadderConfig
 from .heads import HEADS, apply_head, fit_head, make_head
-from .rungs import evaluate_ladder, load_witnesses, method_names
+from .rungs import evaluate_ladder, load_query_embeddings, load_witnesses, method_names
 from .transfer import nearest_train, transfer_vectors
 
-__all__ = ["HEADS", "LadderConfig", "apply_head", "evaluate_ladder", "fit_head", "load_witnesses", "make_head", "method_names",
+__all__ = ["HEADS", "LadderConfig", "apply_head", "evaluate_ladder", "fit_head", "load_query_embeddings", "load_witnesses", "make_head", "method_names",
            "nearest_train", "transfer_vectors"]

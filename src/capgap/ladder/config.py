@@ -43,8 +43,9 @@ class LadderConfig:
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "LadderConfig":
-        """From a config section (``enabled`` ignored). Raises ``ValueError`` for unknown keys."""
-        cfg = {k: v for k, v in dict(cfg or {}).items() if k != "enabled"}
+        """From a config section (``enabled``, ``regimes``, ``regime_datasets``: the workflow's,
+        ignored). Raises ``ValueError`` for unknown keys."""
+        cfg = {k: v for k, v in dict(cfg or {}).items() if k not in ("enabled", "regimes", "regime_datasets")}
         unknown = set(cfg) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"ladder: unknown keys {sorted(unknown)}")

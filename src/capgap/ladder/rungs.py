@@ -28,18 +28,16 @@ def method_names(cfg: LadderConfig) -> list[str]:
             + ["nn-transfer", f"nn-transfer-top{cfg.top_m}"])
 
 
-def load_witnesses(path: str | Path, query_ids: Sequence[str]) -> np.ndarray:
-    """The probe's w of every query (rule probe's ``w.npz``: ``w`` ``(n, dim) float32`` and
-    ``query_ids`` ``(n,) str``) in the order of ``query_ids``: ``(len(query_ids), dim)
-    float32``. Raises ``DataFormatError`` (naming the file and field) when a key is missing, the
-    shapes disagree, an id is missing or repeated, or a w is not finite."""
+def _load_rows(path: str | Path, query_ids: Sequence[str], key: str, what: str) -> np.ndarray:
+    """Rows ``key`` ``(n, dim) float32`` of the ``.npz`` at ``path`` (beside ``query_ids``
+    ``(n,) str``), in the order of ``query_ids`` (module functions below)."""
     with np.load(path, allow_pickle=False) as z:
-        for key in ("w", "query_ids"):
-            if key not in z.files:
-                raise DataFormatError(path, None, key, f"missing (found {sorted(z.files)})")
-        W, ids = np.asarray(z["w"], dtype=np.float32), [str(q) for q in z["query_ids"]]
+        for name in (key, "query_ids"):
+            if name not in z.files:
+                raise DataFormatError(path, None, name, f"missing (found {sorted(z.files)})")
+        W, ids = np.asarray(z[key], dtype=np.float32), [str(q) for q in z["query_ids"]]
     if W.ndim != 2 or len(W) != len(ids):
-        raise DataFormatError(path, None, "w", f"shape {W.shape} does not match {len(ids)} query ids")
+        raise DataFormatError(path, None, key, f"shape {W.shape} does not match {len(ids)} query ids")
     at = {}
     for i, q in enumerate(ids):
         if q in at:
@@ -47,12 +45,27 @@ def load_witnesses(path: str | Path, query_ids: Sequence[str]) -> np.ndarray:
         at[q] = i
     missing = [q for q in query_ids if q not in at]
     if missing:
-        raise DataFormatError(path, None, "query_ids", f"{len(missing)} queries have no w, e.g. {missing[:3]}")
+        raise DataFormatError(path, None, "query_ids", f"{len(missing)} queries have no {what}, e.g. {missing[:3]}")
     W = W[[at[q] for q in query_ids]]
     if not np.isfinite(W).all():
         bad = [query_ids[i] for i in np.flatnonzero(~np.isfinite(W).all(axis=1))[:3]]
-        raise DataFormatError(path, None, "w", f"non-finite w for queries {bad}")
+        raise DataFormatError(path, None, key, f"non-finite {what} for queries {bad}")
     return W
+
+
+def load_witnesses(path: str | Path, query_ids: Sequence[str]) -> np.ndarray:
+    """The probe's w of every query (rule probe's ``w.npz``: ``w`` ``(n, dim) float32`` and
+    ``query_ids`` ``(n,) str``) in the order of ``query_ids``: ``(len(query_ids), dim)
+    float32``. Raises ``DataFormatError`` (naming the file and field) when a key is missing, the
+    shapes disagree, an id is missing or repeated, or a w is not finite."""
+    return _load_rows(path, query_ids, "w", "w")
+
+
+def load_query_embeddings(path: str | Path, query_ids: Sequence[str]) -> np.ndarray:
+    """The pre-trained encoder's query embeddings (rule pretrained's ``queries.npz``: ``q``
+    ``(n, dim) float32`` and ``query_ids`` ``(n,) str``) in the order of ``query_ids``:
+    ``(len(query_ids), dim) float32``. Raises ``DataFormatError`` as ``load_witnesses`` does."""
+    return _load_rows(path, query_ids, "q", "embedding")
 
 
 def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Sequence[str], W: np.ndarray | None,

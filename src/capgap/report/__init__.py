@@ -30,7 +30,8 @@ is one new module and one line there):
   ``paper_comparison``, ``datasets``, ``capacity`` (the probe vs the encoders, slack figure),
   ``late_interaction`` (the paper's LIMIT comparison), ``near_miss`` (``twins``: tables and
   verdicts; ``transfer``), ``per_dataset``, ``plots`` (recall@k, fine-tuning curves),
-  ``missed`` (geometrically easy but missed), ``compression``, ``hardness``, ``provenance``;
+  ``missed`` (geometrically easy but missed), ``compression``, ``ladder`` (the learnability
+  ladder: rungs, gap split, figure), ``hardness``, ``provenance``;
 - ``certification`` (certificates by cause, used by ``capacity``), ``table`` (the summary
   table and its cut-offs), ``results`` (collecting results.csv), ``context`` (the rule's inputs
   and outputs, dataset infos, ``ReportContext``), ``gather`` (inputs -> context), ``format``
@@ -52,6 +53,7 @@ from .glance import MARK, NOT_RUN_HINT, render_summary
 from .hardness import render_hardness
 from .html import HTML_STYLE, render_html
 from .intro import TIE_RULE
+from .ladder import LADDER_COLUMNS, gap_sentence, gap_split, ladder_rungs, ladder_table, render_ladder
 from .missed import render_missed
 from .near_miss import render_near_miss
 from .outputs import headline_metrics, recall_plot_rows, summary
@@ -64,13 +66,13 @@ from .twins import (NEAR_MISS_COLUMNS, NO_TWINS, TRANSFER_METHOD, TWIN_METHODS, 
                     twin_types, twin_verdict, twin_verdict_kind)
 
 __all__ = [
-    "CAUSES", "COMPRESSION_COLUMNS", "COMPRESSION_TOL", "CONSTRUCTION_RULES", "FIGURES", "HTML_STYLE", "MARK",
+    "CAUSES", "COMPRESSION_COLUMNS", "COMPRESSION_TOL", "CONSTRUCTION_RULES", "FIGURES", "HTML_STYLE", "LADDER_COLUMNS", "MARK",
     "MARKDOWN_SECTIONS", "METHOD_ORDER", "NEAR_MISS_COLUMNS", "NOT_RUN_HINT", "NO_TWINS", "OUTCOMES", "RPREC", "SECTIONS",
     "SLACK_TEXT", "SPLIT_ORDER", "SUMMARY_COLUMNS", "TIE_RULE", "TRANSFER_COLUMNS", "TRANSFER_METHOD", "TWIN_METHODS",
     "TWIN_SOLVED", "ReportContext", "ReportInputs", "ReportOutputs", "bm25_variant", "build_report", "collect", "compressed",
     "compression_family", "compression_onset", "compression_sentence", "compression_table", "construction_reasons",
-    "dataset_infos", "gather", "gold_sizes", "headline_metrics", "near_miss_table", "paper_points", "recall_plot_rows",
-    "render_certification", "render_compression", "render_datasets", "render_hardness", "render_html", "render_markdown",
+    "dataset_infos", "gap_sentence", "gap_split", "gather", "gold_sizes", "headline_metrics", "ladder_rungs", "ladder_table", "near_miss_table", "paper_points", "recall_plot_rows",
+    "render_certification", "render_compression", "render_datasets", "render_hardness", "render_html", "render_ladder", "render_markdown",
     "render_missed", "render_near_miss", "render_paper", "render_provenance", "render_summary", "report_ks", "summary",
     "summary_table", "transfer_reference", "transfer_sentence", "transfer_table", "twin_metric_rows", "twin_types",
     "twin_verdict", "twin_verdict_kind", "uncompressed",

@@ -14,8 +14,8 @@ import pandas as pd
 
 from ..evaluate import EVAL_DEFAULTS
 from ..io import atomic_open, write_json, write_text
-from . import (capacity, compression, datasets, glance, hardness, intro, late_interaction, missed, near_miss, paper_comparison,
-               per_dataset, plots, provenance)
+from . import (capacity, compression, datasets, glance, hardness, intro, ladder, late_interaction, missed, near_miss,
+               paper_comparison, per_dataset, plots, provenance)
 from .context import FIGURES, ReportContext, ReportInputs, ReportOutputs
 from .gather import gather
 from .html import render_html
@@ -38,6 +38,7 @@ SECTIONS = (
     *MARKDOWN_SECTIONS,
     missed,
     compression,
+    ladder,
     hardness,
     provenance,
 )

@@ -62,6 +62,7 @@ class ReportOutputs:
     hardness_m: str
     compression_png: str
     near_miss_png: str
+    ladder_png: str
 
     @classmethod
     def from_named(cls, named) -> "ReportOutputs":
@@ -80,7 +81,7 @@ class ReportOutputs:
 FIGURES = {"recall_png": "recall_at_k.png", "gap_png": "capacity_gap.png", "scatter_png": "train_vs_heldout.png",
            "slack_png": "probe_slack.png", "curves_png": "finetune_curves.png", "hardness_p": "hardness_vs_P.png",
            "hardness_m": "hardness_vs_m.png", "compression_png": "compression.png",
-           "near_miss_png": "near_miss.png"}
+           "near_miss_png": "near_miss.png", "ladder_png": "ladder.png"}
 
 
 def _as_list(v) -> list:

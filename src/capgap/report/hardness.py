@@ -13,6 +13,21 @@ from .context import ReportContext, ReportOutputs
 from .format import _f, _md_table, _value
 
 
+def render_parity_ladder(hdf: pd.DataFrame, hsummary: dict) -> list[str]:
+    """The ladder's rungs on the parity task: a table per P and one sentence (none without
+    ladder rows)."""
+    t = parity_ladder(hdf, hsummary)
+    if t.empty:
+        return []
+    out = ["The learnability ladder on the parity task (issue 29): the one-hidden-layer ReLU encoder (the perfect "
+           "encoder's family, InfoNCE) fit on all queries (`head-mlp-all`) against the same learner of the train queries "
+           "(`head-mlp`), recall at k = ball size:", ""]
+    out.append(_md_table(["P", "oracle (probe)", "perfect encoder held-out", "head-mlp-all train", "head-mlp-all held-out (fitted)", "head-mlp train",
+                          "head-mlp held-out", "random k/n"], [[_f(v) if isinstance(v, float) else v for v in r]
+                                                              for r in t.itertuples(index=False)]))
+    return out + ["", parity_ladder_sentence(t), ""]
+
+
 def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None, fig_m: str | None) -> list[str]:
     """The report's hardness section: sizes, recall per P (perfect encoder, probe, trained
     encoders train/held-out, random k/n), chance agreement, figures."""
@@ -51,6 +66,7 @@ def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None,
         out.append(_md_table(["P", "pairs", "measured", "theory", "max abs(measured - theory)"],
                              [[int(r.P), int(r.pairs), r.measured, r.theory, r.max_abs_diff] for r in g.itertuples()]))
         out.append("")
+    out += render_parity_ladder(hdf, hsummary)
     if fig_p:
         out += [f"![recall vs P]({fig_p})", ""]
     sw = hdf[(hdf["method"] == "trained") & hdf["encoder"].str.contains(r"-m\d+$") & (hdf["metric"] == "recall")]
@@ -69,6 +85,44 @@ def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None,
     if fig_m:
         out += [f"![recall vs training queries]({fig_m})", ""]
     return out
+
+
+def parity_ladder(hdf: pd.DataFrame, hsummary: dict) -> pd.DataFrame:
+    """The learnability ladder on the parity task, one row per P with ladder rows (rule
+    hardness with ``hardness.ladder``): ``oracle`` (the probe's recall, all queries),
+    ``perfect`` (the explicit perfect encoder's held-out recall: the family's ceiling),
+    ``fit_train`` / ``fit_heldout`` (``head-mlp-all``: the ReLU family fit on every query),
+    ``only_train`` / ``only_heldout`` (``head-mlp``: trained on train queries only) and
+    ``random`` (k/n); recall at k = ball size, "–" where not recorded."""
+    rows = []
+    for s in hsummary["sizes"]:
+        ds = f"{HARDNESS_PREFIX}{s['P']}"
+        if not ((hdf["dataset"] == ds) & (hdf["method"] == "head-mlp-all")).any():
+            continue
+        rows.append({"P": s["P"], "oracle": _value(hdf, ds, "", "probe", "all", "recall"),
+                     "perfect": _value(hdf, ds, "", "perfect", "heldout", "recall"),
+                     "fit_train": _value(hdf, ds, "", "head-mlp-all", "train", "recall"),
+                     "fit_heldout": _value(hdf, ds, "", "head-mlp-all", "heldout", "recall"),
+                     "only_train": _value(hdf, ds, "", "head-mlp", "train", "recall"),
+                     "only_heldout": _value(hdf, ds, "", "head-mlp", "heldout", "recall"), "random": s["k_over_n"]})
+    return pd.DataFrame(rows, columns=["P", "oracle", "perfect", "fit_train", "fit_heldout", "only_train", "only_heldout", "random"])
+
+
+def parity_ladder_sentence(t: pd.DataFrame) -> str:
+    """One generated sentence from ``parity_ladder``'s table, over P: the smallest held-out
+    recall of the perfect encoder (one member of the ReLU family: what the family can
+    represent) and of the oracle; the range of the fit-all rung's held-out recall (what
+    gradient training of that family fits on every query, a lower bound at its steps); the
+    largest held-out recall of the train-only rung against the largest k/n; and the smallest
+    per-P generalisation gap, fit-all held-out - train-only held-out."""
+    num = lambda c: pd.to_numeric(t[c], errors="coerce")  # noqa: E731
+    fit, oracle, perfect, only, rnd = num("fit_heldout"), num("oracle"), num("perfect"), num("only_heldout"), num("random")
+    P = t["P"].tolist()
+    return (f"For P = {P[0]}..{P[-1]}: the ReLU family can represent the oracle (the perfect encoder reaches at least "
+            f"{perfect.min():.3f} held-out recall, the probe at least {oracle.min():.3f}); fit by gradient on every query it "
+            f"reaches {fit.min():.3f} to {fit.max():.3f} (a lower bound: the optimiser's, at these steps); trained on the "
+            f"train queries only it reaches at most {only.max():.3f} on held-out queries (random k/n: at most {rnd.max():.3f}; "
+            f"generalisation gap, fit-all minus train-only, at least {(fit - only).min():.3f}).")
 
 
 def draw(ctx: ReportContext, outputs: ReportOutputs) -> dict[str, bool]:
