@@ -397,7 +397,8 @@ def test_default_config_dry_run_online_without_mirror(tmp_path):
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
     assert "IncompleteCheckpointException" not in out
-    assert _jobs(out).get("data") == 3  # every dataset's data job is scheduled (download or hint)
+    datasets = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["datasets"]
+    assert _jobs(out).get("data") == len(datasets) == 4  # every dataset's data job is scheduled (download or hint)
 
 
 def test_job_code_read_from_each_jobs_log(tmp_path):
@@ -421,10 +422,10 @@ def test_benchmark_paths_follow_the_rules():
     assert got == ["benchmarks/rules/data/ds.tsv", "benchmarks/rules/probe/ds/minilm.tsv", "benchmarks/rules/bm25/ds.tsv",
                    "benchmarks/rules/index/ds/minilm.tsv", "benchmarks/rules/hardness/hardness.tsv",
                    "benchmarks/rules/colbert/ds.tsv", "benchmarks/rules/finetune/ds/minilm.tsv"]
-    # every rule's benchmark: directive has this layout (a shard job's: one level more, its shard)
+    # every rule's benchmark: directive has this layout (a shard or a fine-tuning regime job's: one level more)
     for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
         for path in re.findall(r'benchmark:\s*\n\s*"([^"]+)"', smk.read_text()):
-            assert re.fullmatch(r"benchmarks/rules/\w+/(\{dataset\}(/\{encoder\}(/\{shard\})?)?|\w+)\.tsv", path), path
+            assert re.fullmatch(r"benchmarks/rules/\w+/(\{dataset\}(/\{encoder\}(/\{(shard|regime)\})?)?|\w+)\.tsv", path), path
 
 
 def test_required_dataset_fails_its_data_job(tmp_path, monkeypatch):
