@@ -35,7 +35,8 @@ FAMILIES = {
     "hardness": [("stages", "hardness")],
     "report": [("report.build", "build_report")],
 }
-RULE_FAMILY = {"data": "data", "index": "index", "pretrained": "index", "probe": "probe", "compress": "compress", "finetune": "finetune",
+RULE_FAMILY = {"data": "data", "index": "index", "index_shard": "index", "pretrained": "index", "probe": "probe",
+               "probe_shard": "probe", "compress": "compress", "finetune": "finetune",
                "finetune_regime": "finetune", "twin_negatives": "finetune", "ladder": "ladder",
                "bm25": "baselines", "colbert": "colbert", "hardness": "hardness", "report": "report"}
 
