@@ -269,10 +269,7 @@ def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
     if t.empty:
         _placeholder(path, "no compression results (compress not run)")
         return False
-    cells = list(t.groupby(["dataset", "encoder"], sort=False))
-    ncols = min(3, len(cells))
-    nrows = -(-len(cells) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 3.6 * nrows), squeeze=False)
+    fig, axes, cells = _index_panels(plt, t, (4.8, 3.6))
     colours = dict(zip(COMPRESSION_FAMILIES, sns.color_palette(n_colors=len(COMPRESSION_FAMILIES))))
     seen = set()
     for ax, ((d, e), cell) in zip(axes.flat, cells):
@@ -297,8 +294,6 @@ def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
         ax.set(ylim=(0, 1.08), xlabel="bytes per document (log scale)", ylabel="fraction of all queries",
                title=f"{d} × {e} (recall@{int(cell['k'].iloc[0])})")
         ax.grid(True, which="major", alpha=0.3)
-    for ax in list(axes.flat)[len(cells):]:
-        ax.set_visible(False)
     handles = [Line2D([], [], color=colours[f], marker=COMPRESSION_MARKERS[f], label=f) for f in COMPRESSION_FAMILIES if f in seen]
     handles += [Line2D([], [], color="grey", linestyle=style, label=name) for name, style in COMPRESSION_QUANTITIES.values()]
     handles.append(Line2D([], [], color="black", marker="*", linestyle="none", markersize=11, label="float32 (uncompressed)"))
@@ -382,6 +377,19 @@ def plot_near_miss(df: pd.DataFrame, path: str | Path) -> bool:
     return True
 
 
+def _index_panels(plt, frame: pd.DataFrame, size: tuple[float, float]):
+    """One panel per dataset x encoder of ``frame`` (in order of appearance), at most three per
+    row, each ``size`` inches (width, height); panels past the last cell are hidden. Returns
+    ``(fig, axes, cells)``: ``axes`` a 2-d array, ``cells`` the ``((dataset, encoder), rows)`` pairs."""
+    cells = list(frame.groupby(["dataset", "encoder"], sort=False))
+    ncols = min(3, len(cells))
+    nrows = -(-len(cells) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False)
+    for ax in list(axes.flat)[len(cells):]:
+        ax.set_visible(False)
+    return fig, axes, cells
+
+
 def plot_ladder(table: pd.DataFrame, path: str | Path, k: int = 10) -> bool:
     """The learnability ladder: one panel per dataset x encoder, the rungs on the x-axis (oracle
     first, pre-trained last: ``capgap.report.ladder_table``'s order), recall@k on train queries
@@ -394,10 +402,7 @@ def plot_ladder(table: pd.DataFrame, path: str | Path, k: int = 10) -> bool:
     if table.empty:
         _placeholder(path, "no ladder results (ladder not run)")
         return False
-    cells = list(table.groupby(["dataset", "encoder"], sort=False))
-    ncols = min(3, len(cells))
-    nrows = -(-len(cells) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
+    fig, axes, cells = _index_panels(plt, table, (5.2, 3.8))
     colours = sns.color_palette(n_colors=2)
     for ax, ((d, e), cell) in zip(axes.flat, cells):
         x = list(range(len(cell)))
@@ -408,8 +413,6 @@ def plot_ladder(table: pd.DataFrame, path: str | Path, k: int = 10) -> bool:
         ax.set(ylim=(0, 1.02), ylabel=f"recall@{k}", title=f"{d} × {e}")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(cells):]:
-        ax.set_visible(False)
     fig.suptitle("The learnability ladder: oracle to pre-trained (train dashed, held-out solid)", y=1.0)
     fig.tight_layout()
     _save(fig, path)
