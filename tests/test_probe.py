@@ -150,6 +150,42 @@ def test_batching_does_not_change_results():
         assert x.iterations == y.iterations and np.allclose(x.w, y.w, atol=1e-6)
 
 
+def test_batch_window_and_batches_by_hand():
+    from capgap.probe.solver import batch_window, problem_batches
+    # NFCorpus x MiniLM: 2,913 queries on 3,633 x 384; 64 MiB // (8 x 3,633) = 2,309 rows allowed,
+    # ceil(2913 / 8) = 365 keeps 8 batches: a window of 365, batches of max(365, min(4 x 365, 365))
+    assert batch_window(2913, (3633, 384), None) == 365
+    b = problem_batches(2913, (3633, 384), None)
+    assert [len(x) for x in b] == [365] * 7 + [358] and sum(b, []) == list(range(2913))
+    # a large index: the work matrices' rule dim // 4 = 192 (64 MiB // 8e6 = 8), 100,000 queries:
+    # batches of min(4 x 192, 12,500) = 768, the last 100,000 - 130 x 768 = 160
+    assert batch_window(100_000, (1_000_000, 768), None) == 192
+    b = problem_batches(100_000, (1_000_000, 768), None)
+    assert len(b) == 131 and {len(x) for x in b[:-1]} == {768} and len(b[-1]) == 160
+    assert batch_window(10, (100, 8), 3) == 3 and [len(x) for x in problem_batches(10, (100, 8), 3)] == [3] * 3 + [1]
+
+
+def test_a_window_refilled_in_order_matches_one_query_at_a_time(monkeypatch):
+    """A batch of 8 problems iterating 2 at a time (a finished problem's place goes to the next)
+    gives every query the iterations and w of solving it alone (batch_size=1, windows of 1)."""
+    rng = np.random.default_rng(5)
+    D = unit(rng, 2000, 24)
+    golds = [rng.choice(2000, int(rng.integers(1, 6)), replace=False) for _ in range(16)]
+    alone = probe(D, golds, batch_size=1, C_max=None, lp_check_max_docs=0, solve="optimum", threads=1)
+    monkeypatch.setattr(constants, "STREAM_WINDOWS", 4)
+    monkeypatch.setattr(constants, "MIN_BATCHES", 2)
+    from capgap.probe import batch as batch_mod
+    widths = []
+    real = batch_mod._iteration
+    monkeypatch.setattr(batch_mod, "_iteration", lambda env, state, active: (widths.append(len(active)), real(env, state, active))[1])
+    two = probe(D, golds, batch_size=2, C_max=None, lp_check_max_docs=0, solve="optimum", threads=1)
+    assert max(widths) == 2 and widths.count(2) > len(widths) // 2  # the window stays full while problems remain
+    its = [r.iterations for r in alone]
+    assert len(set(its)) > 1  # problems finish at different iterations: the refill is exercised
+    for x, y in zip(alone, two):
+        assert x.iterations == y.iterations and np.allclose(x.w, y.w, atol=1e-6) and np.array_equal(x.gold_ranks, y.gold_ranks)
+
+
 def test_rank_metrics_equal_list_metrics():
     rng = np.random.default_rng(6)
     ranks, grades, ranked, gold = [], [], [], []

@@ -31,15 +31,31 @@ from .ties import _crossing
 
 def _solve_batch(env: _Env, ps: list[int]) -> tuple[dict[int, ProbeResult], int]:
     """Problems ``ps`` (indices into ``env.problems``) solved together, one matrix product per
-    iteration for all of them: ``({query: ProbeResult}, queries that hit max_iter)``. A
-    problem's result does not depend on which others share its batch."""
-    state = {p: _new_problem(env, p) for p in ps}
-    capped = 0
-    active = [p for p in ps if not state[p].done]
-    while active:
+    iteration for the ``env.window`` of them iterating at once (0: all): a finished problem's
+    place goes to the next of ``ps``, in order, and a problem stopped at its certificate is
+    finished at once (its scores are not kept). ``({query: ProbeResult}, queries that hit
+    max_iter)``. A problem's iterations depend only on ``ps`` and the window (never on the
+    thread count)."""
+    window = env.window or len(ps)
+    state: dict[int, Problem] = {}
+    results: dict[int, ProbeResult] = {}
+    capped, nxt, active = 0, 0, []
+    while True:
+        while len(active) < window and nxt < len(ps):  # refill the window, in order
+            p = ps[nxt]
+            nxt += 1
+            state[p] = _new_problem(env, p)
+            if not state[p].done:
+                active.append(p)
+        if not active:
+            break
+        ran = active
         active, n_capped = _iteration(env, state, active)
         capped += n_capped
-    return _finish_batch(env, state, ps), capped
+        for p in [p for p in ran if state[p].done and state[p].s32 is not None]:
+            results.update(_finish_problem(env, p, state.pop(p)))
+    results.update(_finish_batch(env, state, [p for p in ps if p in state]))
+    return {q: results[q] for p in ps for q in env.problems[p]}, capped
 
 
 def _new_problem(env: _Env, p: int) -> Problem:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -32,7 +32,7 @@ from .config import _D
 from .refine import refine_duplicates
 from .result import ProbeResult
 from .setup import _environment, _queries
-from .solver import checked_index, problem_batches, second_solve
+from .solver import batch_window, checked_index, problem_batches, second_solve
 from .workers import _map_batches
 
 log = logging.getLogger("capgap.probe")
@@ -129,5 +129,6 @@ def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], 
         settings = dict(C=float(C), C_max=C_max, eps=float(eps), max_iter=int(max_iter), lp_check_max_docs=int(lp_check_max_docs),
                         depth=int(depth), solve=solve, prove=True)
         env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings)
-    batches = problem_batches(len(env.problems), D.shape[1], batch_size)
+    env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
+    batches = problem_batches(len(env.problems), D.shape, batch_size)
     return env, batches, workers, {**settings, "batch_size": batch_size, "pairs": pairs}

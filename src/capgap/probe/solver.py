@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -45,9 +46,11 @@ def probe(
     ``gold_sets[q]``: row indices of query q's gold documents (non-empty). ``C``: see the package
     docstring (``capgap.probe``; dlib scaling). ``eps``: stopping tolerance on the pair-averaged hinge. ``max_iter``:
     iteration cap per query (a warning names how many queries hit it). ``batch_size``: queries
-    per matrix product (default ``max(16, dim // 4)``: keeps the two ``(n_docs, batch)`` float32
-    work matrices under half the index size; fewer where that leaves under ``MIN_BATCHES``
-    batches, so that a small query set still spreads over the worker processes). ``lp_check_max_docs``: run the exact LP for queries
+    iterating at once, the rows of each matrix product (default ``batch_window``: the two
+    ``(n_docs, window)`` float32 work matrices under half the index size or under
+    ``WORK_BYTES``; fewer where that leaves under ``MIN_BATCHES`` batches, so that a small query
+    set still spreads over the worker processes); a batch holds up to ``STREAM_WINDOWS`` such
+    windows and refills a finished query's place (``problem_batches``). ``lp_check_max_docs``: run the exact LP for queries
     the cutting plane leaves uncertified, whole when ``n_docs`` is at most this, by constraint
     generation otherwise (0: never); a feasible LP's witness becomes the query's w. ``C_max``: when a query converges without strict
     separation, C is raised 10x at a time up to ``C_max`` and the cutting plane continues on the
@@ -116,7 +119,8 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
                     lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve, prove=bool(prove))
     env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings)
-    batches = problem_batches(len(env.problems), D.shape[1], batch_size)
+    env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
+    batches = problem_batches(len(env.problems), D.shape, batch_size)
     results: list[ProbeResult | None] = [None] * len(golds)
     capped = 0
     for out, n_capped in _map_batches(env, batches, workers, progress):
@@ -148,12 +152,27 @@ def checked_index(D, solve: str, pairs: str) -> np.ndarray:
     return D
 
 
-def problem_batches(n_problems: int, dim: int, batch_size: int | None) -> list[list[int]]:
-    """The batches of problem indices: ``batch_size`` problems each, or by default
-    ``max(16, dim // 4)``, fewer where that leaves under ``MIN_BATCHES`` batches (a small query
-    set still spreads over the worker processes); never a function of the thread count, so
-    the numbers are not either."""
-    B = batch_size or min(max(16, dim // 4), max(1, -(-n_problems // const.MIN_BATCHES)))
+def batch_window(n_problems: int, shape: tuple[int, int], batch_size: int | None) -> int:
+    """Problems iterating at once in a batch, the rows of its matrix products: ``batch_size``,
+    or by default as many as keep the two ``(n_docs, window)`` float32 work matrices under half
+    the index size (``dim // 4``, at least 16) or under ``WORK_BYTES`` together, whichever
+    allows more, and fewer where that leaves under ``MIN_BATCHES`` batches (a small query set
+    still spreads over the worker processes). ``shape``: the index's ``(n_docs, dim)``."""
+    n_docs, dim = shape
+    wide = max(16, dim // 4, const.WORK_BYTES // (8 * max(n_docs, 1)))
+    return int(batch_size or min(wide, max(1, -(-n_problems // const.MIN_BATCHES))))
+
+
+def problem_batches(n_problems: int, shape: tuple[int, int], batch_size: int | None) -> list[list[int]]:
+    """The batches of problem indices, in order: each holds up to ``STREAM_WINDOWS`` windows
+    (``batch_window``) of problems, fewer where that leaves under ``MIN_BATCHES`` batches, and
+    never fewer than one window. A batch iterates ``window`` problems at once and a finished
+    problem's place goes to the batch's next one (``batch._solve_batch``), so the products keep
+    their width until the batch's last problems: the iterations of a batch's slowest problem
+    no longer cost a product each for a batch of mostly finished problems (NFCorpus × MiniLM:
+    benchmarks/README.md). Never a function of the thread count, so the numbers are not either."""
+    window = batch_window(n_problems, shape, batch_size)
+    B = max(window, min(const.STREAM_WINDOWS * window, -(-n_problems // const.MIN_BATCHES)))
     return [list(range(b0, min(b0 + B, n_problems))) for b0 in range(0, n_problems, B)]
 
 

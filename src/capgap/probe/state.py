@@ -41,6 +41,7 @@ class _Env:
     depth: int
     solve: str
     prove: bool = True  # False: no inseparability proof or exact LP at all (a solve that only seeks a w: refine's)
+    window: int = 0  # problems iterating at once in a batch (solver.batch_window); 0: the whole batch
 
 
 @dataclass
