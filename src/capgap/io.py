@@ -12,9 +12,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterator, Sequence
 
 import numpy as np
+
+from .errors import DataFormatError
 
 
 def _umask() -> int:
@@ -114,3 +116,43 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def _load_rows(path: str | Path, query_ids: Sequence[str], key: str, what: str) -> np.ndarray:
+    """Rows ``key`` ``(n, dim) float32`` of the ``.npz`` at ``path`` (beside ``query_ids``
+    ``(n,) str``), in the order of ``query_ids`` (``load_witnesses``, ``load_query_embeddings``)."""
+    with np.load(path, allow_pickle=False) as z:
+        for name in (key, "query_ids"):
+            if name not in z.files:
+                raise DataFormatError(path, None, name, f"missing (found {sorted(z.files)})")
+        W, ids = np.asarray(z[key], dtype=np.float32), [str(q) for q in z["query_ids"]]
+    if W.ndim != 2 or len(W) != len(ids):
+        raise DataFormatError(path, None, key, f"shape {W.shape} does not match {len(ids)} query ids")
+    at = {}
+    for i, q in enumerate(ids):
+        if q in at:
+            raise DataFormatError(path, None, "query_ids", f"query id {q!r} appears twice (rows {at[q]} and {i})")
+        at[q] = i
+    missing = [q for q in query_ids if q not in at]
+    if missing:
+        raise DataFormatError(path, None, "query_ids", f"{len(missing)} queries have no {what}, e.g. {missing[:3]}")
+    W = W[[at[q] for q in query_ids]]
+    if not np.isfinite(W).all():
+        bad = [query_ids[i] for i in np.flatnonzero(~np.isfinite(W).all(axis=1))[:3]]
+        raise DataFormatError(path, None, key, f"non-finite {what} for queries {bad}")
+    return W
+
+
+def load_witnesses(path: str | Path, query_ids: Sequence[str]) -> np.ndarray:
+    """The probe's w of every query (rule probe's ``w.npz``: ``w`` ``(n, dim) float32`` and
+    ``query_ids`` ``(n,) str``) in the order of ``query_ids``: ``(len(query_ids), dim)
+    float32``. Raises ``DataFormatError`` (naming the file and field) when a key is missing, the
+    shapes disagree, an id is missing or repeated, or a w is not finite."""
+    return _load_rows(path, query_ids, "w", "w")
+
+
+def load_query_embeddings(path: str | Path, query_ids: Sequence[str]) -> np.ndarray:
+    """The pre-trained encoder's query embeddings (rule pretrained's ``queries.npz``: ``q``
+    ``(n, dim) float32`` and ``query_ids`` ``(n,) str``) in the order of ``query_ids``:
+    ``(len(query_ids), dim) float32``. Raises ``DataFormatError`` as ``load_witnesses`` does."""
+    return _load_rows(path, query_ids, "q", "embedding")

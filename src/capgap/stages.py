@@ -173,13 +173,14 @@ def compress(inputs, outputs, params, threads: int = 1) -> list[dict]:
     """Rule ``compress``: the capacity probe (settings ``params.probe``) and the pre-trained
     encoder on the frozen index and on each compressed variant of it (``params.compress``:
     ``variants``, ``seed``; ``capgap.compress.evaluate_variants``); writes ``outputs.metrics``
-    (column ``compression`` names the variant). The index must match this encoder and corpus
-    (else ``FingerprintMismatch``)."""
+    (column ``compression`` names the variant). The pre-trained query embeddings are rule
+    pretrained's (``inputs.queries``: no encoder is loaded here, the queries are not encoded
+    twice). The index must have been built from this corpus (else ``FingerprintMismatch``);
+    query embeddings of another dimension raise ``DataFormatError``."""
     from .compress import evaluate_variants  # lazy: faiss (each rule's env loads only its own method)
     from .probe import ProbeConfig  # lazy: quadprog, scipy (each rule's env loads only its own method)
 
-    rs, enc, idx = _load_with_index(inputs, params, threads)
-    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    rs, idx, q = _load_with_queries(inputs)
     cfg = params.compress
     rows = evaluate_variants(rs, idx, q, cfg["variants"], ProbeConfig.from_config(params.probe), params.encoder_name, params.ks,
                              params.ndcg_k, seed=cfg["seed"], threads=threads)
@@ -235,14 +236,9 @@ def ladder(inputs, outputs, params, threads: int = 1) -> list[dict]:
     (``inputs.w``, rule probe's ``w.npz``); rows to ``outputs.metrics`` (methods
     ``capgap.ladder.method_names``). The index must have been built from this corpus (else
     ``FingerprintMismatch``); query embeddings of another dimension raise ``DataFormatError``."""
-    from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
-    from .ladder import LadderConfig, evaluate_ladder, load_query_embeddings, load_witnesses  # lazy: torch (each rule's env loads only its own method)
+    from .ladder import LadderConfig, evaluate_ladder, load_witnesses  # lazy: torch (each rule's env loads only its own method)
 
-    rs = load_canonical(inputs.data)
-    idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
-    q = load_query_embeddings(inputs.queries, list(rs.queries.ids))
-    if q.shape[1] != idx.embeddings.shape[1]:
-        raise DataFormatError(inputs.queries, None, "q", f"dimension {q.shape[1]}, the index's is {idx.embeddings.shape[1]}")
+    rs, idx, q = _load_with_queries(inputs)
     W = load_witnesses(inputs.w, list(rs.queries.ids))
     rows, seconds = evaluate_ladder(rs, q, idx.embeddings, idx.doc_ids, W, LadderConfig.from_config(params.ladder), params.ks,
                                     params.ndcg_k, params.encoder_name, threads)
@@ -337,6 +333,21 @@ def _load_with_index(inputs, params, threads):
     rs = load_canonical(inputs.data)
     enc = _encoder(params, threads)
     return rs, enc, load_index(Path(inputs.fingerprint).parent, index_fingerprint(enc.fingerprint(), rs.corpus))
+
+
+def _load_with_queries(inputs):
+    """The canonical dataset, its frozen index (built from this corpus, else
+    ``FingerprintMismatch``) and rule pretrained's query embeddings (``inputs.queries``, one row
+    per query in the dataset's order; ``DataFormatError`` for a missing query or another dimension)."""
+    from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
+    from .io import load_query_embeddings
+
+    rs = load_canonical(inputs.data)
+    idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
+    q = load_query_embeddings(inputs.queries, list(rs.queries.ids))
+    if q.shape[1] != idx.embeddings.shape[1]:
+        raise DataFormatError(inputs.queries, None, "q", f"dimension {q.shape[1]}, the index's is {idx.embeddings.shape[1]}")
+    return rs, idx, q
 
 
 def _write_rows(path, rows: list[dict]) -> list[dict]:

@@ -12,6 +12,7 @@ rule colbert:
         "logs/colbert/{dataset}.log",
     benchmark:
         "benchmarks/rules/colbert/{dataset}.tsv"
+    priority: 2  # long jobs first: docs/pipeline.md, Scheduling
     conda:
         "../../envs/colbert.yaml"
     params:

@@ -1,4 +1,5 @@
-# Capacity under index compression: the probe and the pre-trained encoder on compressed variants.
+# Capacity under index compression: the probe and the pre-trained encoder on compressed variants
+# (the pre-trained query embeddings are rule pretrained's: the queries are encoded once).
 
 
 rule compress:
@@ -6,6 +7,7 @@ rule compress:
         data=rules.data.output[0],
         fingerprint=rules.index.output.fingerprint,
         embeddings=rules.index.output.embeddings,
+        queries=rules.pretrained.output.queries,
     output:
         metrics="results/{dataset}/{encoder}/compress/metrics.csv",
     log:

@@ -15,6 +15,7 @@ rule finetune:
         "logs/finetune/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/finetune/{dataset}/{encoder}.tsv"
+    priority: 1  # long jobs first: docs/pipeline.md, Scheduling
     conda:
         "../../envs/finetune.yaml"
     params:

@@ -20,6 +20,7 @@ rule index:
         "logs/index/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/index/{dataset}/{encoder}.tsv"
+    priority: 3  # long jobs first: docs/pipeline.md, Scheduling
     conda:
         "../../envs/index.yaml"
     params:

@@ -14,6 +14,7 @@ rule index_shard:
         "benchmarks/rules/index_shard/{dataset}/{encoder}/{shard}.tsv"
     wildcard_constraints:
         shard=r"\d+-of-\d+",
+    priority: 3  # long jobs first: docs/pipeline.md, Scheduling
     conda:
         "../../envs/index.yaml"
     params:
