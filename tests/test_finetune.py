@@ -371,3 +371,29 @@ def test_candidate_masks_by_hand():
     assert ex.numpy().tolist() == [[False] * len(want), [c == 2 for c in want]]
     with pytest.raises(ValueError, match="sampler"):
         candidate_masks(np.array([0]), gold, None, 5, "sampled", 2)
+
+
+def test_final_evaluation_reuses_the_last_curve_points_encoding(tmp_path):
+    """The last curve point encodes every query with the final weights (``TrainResult.queries``)
+    and the final evaluation reuses it: the same bytes as encoding the queries again after
+    training, so the same rows; with early stopping (best weights put back) nothing is reused."""
+    from capgap.data import RetrievalSet
+    from capgap.data.assemble import split_queries
+    from capgap.evaluate import evaluate_encoder
+    from capgap.finetune import finetune_encoder
+
+    corpus, queries, qrels = generate_limit_style(n_queries=24, pool_size=10, n_distractors=14, attributes_per_doc=8, seed=1)
+    rs = RetrievalSet("tiny", corpus, queries, qrels, split_queries(list(queries.ids), 0.25, 0))
+    index = build_index(corpus, load_encoder(MINILM, threads=2), tmp_path / "idx", progress=False)
+    enc = load_encoder(MINILM, threads=2)
+    res = finetune_encoder(rs, enc, index, _cfg(steps=4, eval_every=2, eval_max_queries=5), [1, 2], threads=2, progress=False)
+    again = enc.encode_queries(list(queries.texts))
+    assert res.queries is not None and res.queries.dtype == np.float32 and np.array_equal(res.queries, again)
+    assert [p["step"] for p in res.curve] == [2, 4]
+    shared = evaluate_encoder(rs, enc, index, [1, 2], 2, "minilm", "finetuned", 2, queries=res.queries)[0]
+    assert shared == evaluate_encoder(rs, enc, index, [1, 2], 2, "minilm", "finetuned", 2)[0]
+    with pytest.raises(ValueError, match="queries"):
+        evaluate_encoder(rs, enc, index, [1, 2], 2, "minilm", "finetuned", 2, queries=res.queries[:3])
+    es = finetune_encoder(rs, load_encoder(MINILM, threads=2), index,
+                          _cfg(steps=4, eval_every=2, eval_max_queries=5, validation_fraction=0.25), [1, 2], threads=2, progress=False)
+    assert es.queries is None

@@ -163,14 +163,21 @@ def write_curve(path: str | Path, curve: list[dict]) -> None:
 
 
 def evaluate_encoder(rs: RetrievalSet, encoder, index, ks: Sequence[int], ndcg_k: int, encoder_name: str, method: str,
-                     threads: int | None = 1) -> tuple[list[dict], Run]:
+                     threads: int | None = 1, queries: np.ndarray | None = None) -> tuple[list[dict], Run]:
     """A single-vector query encoder on its frozen index: encode every query, then
     ``evaluate_queries`` on ``index.embeddings``.
 
     ``encoder``: a ``capgap.encoders.Encoder`` (pre-trained or with a LoRA adapter); ``index``:
     its ``capgap.index.FrozenIndex`` (``embeddings`` ``(n_docs, dim) float32``, inner product).
+    ``queries``: ``(n_queries, dim) float32`` this encoder's embeddings of every query of ``rs``
+    in order, when already computed by this very call's encoding (``TrainResult.queries``: the
+    fine-tuning's last curve point); None: encoded here.
     """
-    q = encoder.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    q = queries
+    if q is None:
+        q = encoder.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    elif q.shape != (len(rs.queries.ids), index.embeddings.shape[1]):
+        raise ValueError(f"evaluate_encoder: queries {q.shape}, expected {(len(rs.queries.ids), index.embeddings.shape[1])}")
     return evaluate_queries(rs, q, index.embeddings, index.doc_ids, ks, ndcg_k, encoder_name, method, threads)
 
 

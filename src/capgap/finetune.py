@@ -232,7 +232,11 @@ def add_lora(encoder, cfg: FinetuneConfig) -> list[str]:
 class TrainResult:
     """``curve``: list of dicts (step, loss, train/held-out recall@k); ``steps_per_s``;
     ``resumed_from``: the step a checkpoint restored (0 if none); ``trainable``: parameter count;
-    ``adapted_modules``: the module names LoRA wraps."""
+    ``adapted_modules``: the module names LoRA wraps; ``queries``: ``(n_queries, dim) float32``
+    every query of the retrieval set (in its order) encoded by the final weights at the last
+    curve point, which the final evaluation reuses instead of encoding them again
+    (``finetune_encoder``; None when the loop ended otherwise, e.g. with early stopping, whose
+    best weights are put back after the last point)."""
 
     curve: list
     steps_per_s: float
@@ -240,6 +244,7 @@ class TrainResult:
     trainable: int
     adapted_modules: list
     early_stopping: dict | None = None
+    queries: np.ndarray | None = None
 
 
 class EarlyStop:
@@ -446,11 +451,31 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
     text = dict(zip(rs.queries.ids, rs.queries.texts))
     train_ids = list(rs.split.train)
 
+    final: dict = {}  # the last curve point's encoding of every query (TrainResult.queries)
+
     def scorer():  # inner products of the queries, encoded by the model as it is now
-        return lambda texts: dense_scores(encoder.encode_queries(texts), D, threads)
+        if not final.get("last"):
+            return lambda texts: dense_scores(encoder.encode_queries(texts), D, threads)
+        # the last curve point: every query once, as the final evaluation encodes them
+        # (capgap.evaluate.evaluate_encoder), so that it need not encode them again
+        all_texts = list(rs.queries.texts)
+        q = encoder.encode_queries(all_texts, progress=progress, ids=rs.queries.ids, what=f"{rs.name} queries")
+        final["queries"] = q
+        row = {}
+        for i, t in enumerate(all_texts):
+            row.setdefault(t, i)
+        return lambda texts: dense_scores(q[[row[t] for t in texts]], D, threads)
 
     groups = document_groups(rs.corpus, D)
-    evaluate = curve_evaluator(rs, doc_ids, scorer, ks, groups, cfg.eval_max_queries)
+    curve_at = curve_evaluator(rs, doc_ids, scorer, ks, groups, cfg.eval_max_queries)
+
+    def evaluate(step: int) -> dict:
+        final["last"] = step == cfg.steps and cfg.validation_fraction <= 0  # no best weights put back after it
+        try:
+            return curve_at(step)
+        finally:
+            final["last"] = False
+
     early = None
     if cfg.validation_fraction > 0:
         train_ids, val_ids = validation_split(train_ids, cfg.validation_fraction, cfg.validation_seed)
@@ -468,6 +493,7 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
     )
     log.info("finetune: %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
              cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
+    res.queries = final.get("queries")
     return res
 
 

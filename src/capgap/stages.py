@@ -196,8 +196,9 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
     from .evaluate import evaluate_encoder  # lazy: torch (each rule's env loads only its own method)
 
     rs, enc, idx = _load_with_index(inputs, params, threads)
-    _train_adapter(rs, enc, idx, params, outputs, threads)
-    rows = _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads))
+    res = _train_adapter(rs, enc, idx, params, outputs, threads)
+    rows = _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads,
+                                             queries=res.queries))
     Path(params.checkpoint).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
 
@@ -220,7 +221,8 @@ def finetune_regime(inputs, outputs, params, threads: int = 1) -> list[dict]:
     res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads)
     seconds = time.perf_counter() - t
     write_curve(outputs.curve, res.curve)
-    rows, _ = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, f"finetuned-{params.regime}", threads)
+    rows, _ = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, f"finetuned-{params.regime}", threads,
+                               queries=res.queries)
     write_json(outputs.record, {"regime": params.regime, "finetune": dict(params.finetune), "train_seconds": seconds,
                                 "steps_per_s": res.steps_per_s, "trainable": res.trainable, "early_stopping": res.early_stopping})
     _write_rows(outputs.metrics, rows)
@@ -314,9 +316,10 @@ def _encoder(params, threads):
     return load_encoder(EncoderSpec.from_config(params.encoder_name, dict(params.encoder)), threads=threads)
 
 
-def _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool = True) -> None:
+def _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool = True):
     """LoRA fine-tuning with settings ``params.finetune`` (``capgap.finetune.finetune_encoder``,
-    resuming from ``params.checkpoint``); writes ``outputs.curve`` and ``outputs.adapter``."""
+    resuming from ``params.checkpoint``); writes ``outputs.curve`` and ``outputs.adapter``.
+    Returns the ``TrainResult`` (its ``queries``: the final weights' query embeddings)."""
     from .finetune import FinetuneConfig, finetune_encoder, save_adapter  # lazy: torch, peft (each rule's env loads only its own method)
 
     cfg = FinetuneConfig.from_config(dict(params.finetune))
@@ -324,6 +327,7 @@ def _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool 
                            twin_negatives=twin_negatives)
     write_curve(outputs.curve, res.curve)
     save_adapter(enc.model[0].auto_model, outputs.adapter)
+    return res
 
 
 def _load_with_index(inputs, params, threads):

@@ -9,6 +9,7 @@ checkpoint data:
         "logs/data/{dataset}.log",
     benchmark:
         "benchmarks/rules/data/{dataset}.tsv"
+    priority: 4  # a checkpoint: the jobs after it are known only once it has run (docs/pipeline.md, Scheduling)
     conda:
         "../../envs/data.yaml"
     params:
