@@ -19,6 +19,7 @@ rule probe:
         "logs/probe/{dataset}/{encoder}.log",
     benchmark:
         "benchmarks/rules/probe/{dataset}/{encoder}.tsv"
+    priority: 2  # long jobs first: docs/pipeline.md, Scheduling
     conda:
         "../../envs/probe.yaml"
     params:
