@@ -16,6 +16,7 @@ rule probe_shard:
         "benchmarks/rules/probe_shard/{dataset}/{encoder}/{shard}.tsv"
     wildcard_constraints:
         shard=r"\d+-of-\d+",
+    priority: 2  # long jobs first: docs/pipeline.md, Scheduling
     conda:
         "../../envs/probe.yaml"
     params:
