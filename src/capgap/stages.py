@@ -21,7 +21,7 @@ import numpy as np
 from .data import load_canonical, write_canonical
 from .errors import DataFormatError
 from .evaluate import evaluate_queries, write_curve, write_rows
-from .io import atomic_open, save_npz, write_json, write_jsonl
+from .io import atomic_open, load_query_embeddings, save_npz, write_json, write_jsonl
 from .logs import log_to  # noqa: F401  (every script's first call)
 
 log = logging.getLogger(__name__)
@@ -344,7 +344,6 @@ def _load_with_queries(inputs):
     ``FingerprintMismatch``) and rule pretrained's query embeddings (``inputs.queries``, one row
     per query in the dataset's order; ``DataFormatError`` for a missing query or another dimension)."""
     from .index import load_index  # lazy: torch, faiss (each rule's env loads only its own method)
-    from .io import load_query_embeddings
 
     rs = load_canonical(inputs.data)
     idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
