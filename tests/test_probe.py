@@ -433,6 +433,18 @@ def test_worker_processes_give_the_same_numbers():
         assert (a.outcome, a.decided_by, a.iterations, a.objective, a.slack) == (b.outcome, b.decided_by, b.iterations, b.objective, b.slack)
 
 
+def test_dispatch_order_largest_gold_count_first():
+    """Worker processes take the batches with the most gold documents first (ties in batch
+    order): gold counts by hand, 1 + 2 = 3, 5, 1 + 1 + 1 = 3 and 0 batches -> [1, 0, 2]."""
+    from types import SimpleNamespace
+
+    from capgap.probe.workers import dispatch_order
+
+    env = SimpleNamespace(golds=[[0], [1, 2], [3, 4, 5, 6, 7], [8], [9], [10]], problems=[[0], [1], [2], [3, 4], [5]])
+    assert dispatch_order(env, [[0, 1], [2], [3, 4]]) == [1, 0, 2]
+    assert dispatch_order(env, [[4], [3], [0]]) == [1, 0, 2]  # 1, 2, 1 gold: the tie stays in batch order
+
+
 def graded_objective(D, levels, w, C):
     """1/2 |w|^2 + C x the mean hinge over every pair of documents whose grades differ
     (``levels``: ``(n,)`` grade per document, 0 = non-gold), by brute force."""
