@@ -435,14 +435,15 @@ def test_worker_processes_give_the_same_numbers():
 
 def test_dispatch_order_largest_gold_count_first():
     """Worker processes take the batches with the most gold documents first (ties in batch
-    order): gold counts by hand, 1 + 2 = 3, 5, 1 + 1 + 1 = 3 and 0 batches -> [1, 0, 2]."""
+    order). Gold counts by hand: batches 0, 1, 2 hold 1 + 2 = 3, 5 and 1 + 1 + 1 = 3 gold
+    documents -> [1, 0, 2]; then 1, 2 and 1 -> [1, 0, 2]."""
     from types import SimpleNamespace
 
     from capgap.probe.workers import dispatch_order
 
     env = SimpleNamespace(golds=[[0], [1, 2], [3, 4, 5, 6, 7], [8], [9], [10]], problems=[[0], [1], [2], [3, 4], [5]])
     assert dispatch_order(env, [[0, 1], [2], [3, 4]]) == [1, 0, 2]
-    assert dispatch_order(env, [[4], [3], [0]]) == [1, 0, 2]  # 1, 2, 1 gold: the tie stays in batch order
+    assert dispatch_order(env, [[4], [3], [0]]) == [1, 0, 2]  # the tie of batches 0 and 2 stays in batch order
 
 
 def graded_objective(D, levels, w, C):

@@ -55,7 +55,7 @@ def dispatch_order(env: _Env, batches: list[list[int]]) -> list[int]:
 
 def _map_batches(env: _Env, batches: list[list[int]], workers: int, progress: bool):
     """Yield ``_solve_batch`` of each batch: in this process, in order, or with ``workers`` > 1
-    in that many worker processes (forked: the environment is inherited, nothing re-imports a
+    and more than one batch in ``min(workers, len(batches))`` worker processes (forked: the environment is inherited, nothing re-imports a
     script's top level), each with one BLAS thread, which take the batches largest first
     (``dispatch_order``) and yield them in that order. Batches are the same either way, so the
     results are too."""
