@@ -107,3 +107,9 @@ def test_sharded_slurm_run_matches_unsharded_local_run(cluster, local_run, mirro
     a = (local_run / "reports" / "results.csv").read_text()
     b = (tmp_path / "slurm" / "reports" / "results.csv").read_text()
     assert len(a.splitlines()) > 100 and a == b
+    # the report's wall time per stage names every shard job, where a sharded run's work is
+    md = (tmp_path / "slurm" / "reports" / "report.md").read_text()
+    for ds, enc in pairs:
+        for rule in ("index_shard", "probe_shard"):
+            for k in (1, 2, 3):
+                assert f"| {rule} | {ds}/{enc}/{k}-of-3 |" in md, (rule, ds, k)

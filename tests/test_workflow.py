@@ -422,6 +422,16 @@ def test_benchmark_paths_follow_the_rules():
     assert got == ["benchmarks/rules/data/ds.tsv", "benchmarks/rules/probe/ds/minilm.tsv", "benchmarks/rules/bm25/ds.tsv",
                    "benchmarks/rules/index/ds/minilm.tsv", "benchmarks/rules/hardness/hardness.tsv",
                    "benchmarks/rules/colbert/ds.tsv", "benchmarks/rules/finetune/ds/minilm.tsv"]
+    # probe.shards = 3 (index.shards 1): the gathering probe job, then its three shard jobs, by
+    # the scattergather names; the unsharded index keeps its one file
+    got = benchmark_paths(["results/ds/minilm/probe/metrics.csv", "results/ds/minilm/index/fingerprint.json"],
+                          shards={"probe": 3, "index": 1})
+    assert got == ["benchmarks/rules/probe/ds/minilm.tsv", "benchmarks/rules/probe_shard/ds/minilm/1-of-3.tsv",
+                   "benchmarks/rules/probe_shard/ds/minilm/2-of-3.tsv", "benchmarks/rules/probe_shard/ds/minilm/3-of-3.tsv",
+                   "benchmarks/rules/index/ds/minilm.tsv"]
+    for rule in ("probe", "index"):  # the names are the rules' own
+        smk = (ROOT / "workflow" / "rules" / f"{rule}_shard.smk").read_text()
+        assert f'"benchmarks/rules/{rule}_shard/{{dataset}}/{{encoder}}/{{shard}}.tsv"' in smk
     # every rule's benchmark: directive has this layout (a shard or a fine-tuning regime job's: one level more)
     for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
         for path in re.findall(r'benchmark:\s*\n\s*"([^"]+)"', smk.read_text()):

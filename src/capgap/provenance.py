@@ -158,14 +158,22 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
 STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "ladder", "bm25", "colbert"})
 
 
-def benchmark_paths(result_paths: Sequence[str | Path]) -> list[str]:
+SHARDED_RULES = ("index", "probe")  # rules whose work config <rule>.shards > 1 scatters over <rule>_shard jobs
+
+
+def benchmark_paths(result_paths: Sequence[str | Path], shards: Mapping[str, int] | None = None) -> list[str]:
     """The Snakemake ``benchmark:`` TSV of the job behind each result path, by the workflow's
     layout: ``results/{ds}/data`` -> ``benchmarks/rules/data/{ds}.tsv``;
     ``results/{ds}/{enc}/{rule}/...`` -> ``benchmarks/rules/{rule}/{ds}/{enc}.tsv``;
     ``results/{ds}/{rule}/...`` (bm25, colbert) -> ``benchmarks/rules/{rule}/{ds}.tsv``;
-    ``results/hardness/...`` -> ``benchmarks/rules/hardness/hardness.tsv``. Derived from the
-    report's inputs at run time, so nothing has to look a checkpoint up while the Snakefile is
-    parsed. Paths not under ``results/`` are skipped; the list is deduplicated, in order."""
+    ``results/hardness/...`` -> ``benchmarks/rules/hardness/hardness.tsv``. ``shards``: config
+    ``<rule>.shards`` per rule of ``SHARDED_RULES``; where it is n > 1 the gathering job's TSV
+    is followed by its n shard jobs' (``benchmarks/rules/<rule>_shard/{ds}/{enc}/{i}-of-{n}.tsv``,
+    the workflow's scattergather names), where the work of a sharded run is: exactly this
+    run's n, never a stale shard file of another n. Derived from the report's inputs at run
+    time, so nothing has to look a checkpoint up while the Snakefile is parsed. Paths not under
+    ``results/`` are skipped; the list is deduplicated, in order."""
+    shards = shards or {}
     out = []
     for p in result_paths:
         parts = Path(p).parts
@@ -180,6 +188,8 @@ def benchmark_paths(result_paths: Sequence[str | Path]) -> list[str]:
             out.append(f"benchmarks/rules/{rest[1]}/{rest[0]}.tsv")
         elif len(rest) >= 4 and rest[2] in STAGE_RULES:
             out.append(f"benchmarks/rules/{rest[2]}/{rest[0]}/{rest[1]}.tsv")
+            n = int(shards.get(rest[2], 1)) if rest[2] in SHARDED_RULES else 1
+            out.extend(f"benchmarks/rules/{rest[2]}_shard/{rest[0]}/{rest[1]}/{i}-of-{n}.tsv" for i in range(1, n + 1) if n > 1)
     return list(dict.fromkeys(out))
 
 
