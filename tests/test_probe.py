@@ -75,6 +75,26 @@ def test_gold_inside_convex_hull_not_separable():
     assert lp_feasible(D, [0]) is False
 
 
+def test_exact_lp_stops_at_an_iteration_cap_not_a_clock(monkeypatch):
+    """lp_feasible's verdict does not depend on the machine's speed or load: HiGHS stops after
+    LP_ITERS x (constraints + variables) simplex iterations (undecided: None), and the wall-clock
+    limit is only a guard. A random 300 x 16 index: 3 gold documents are separable (the
+    certificate checks the witness: every gold score above every other by ~1 in float64) and
+    40 are not (more gold than dimensions, random: their hull meets the rest's, and the
+    NNLS bound is ~0); a cap of 0 iterations leaves both undecided, a 1-hour time limit
+    changes nothing."""
+    rng = np.random.default_rng(3)
+    D = unit(rng, 300, 16)
+    ok, w = lp_feasible(D, [0, 1, 2], return_witness=True)
+    s = D.astype(np.float64) @ w
+    assert ok is True and s[:3].min() - s[3:].max() >= 1 - 1e-6
+    assert lp_feasible(D, list(range(40))) is False
+    assert hull_distance_bound(D[:40], D[40:]) < 1e-9
+    assert lp_feasible(D, [0, 1, 2], time_limit=3600.0) is True
+    monkeypatch.setattr(constants, "LP_ITERS", 0)
+    assert lp_feasible(D, [0, 1, 2]) is None and lp_feasible(D, list(range(40))) is None
+
+
 def test_duplicate_across_gold_and_nongold():
     rng = np.random.default_rng(1)
     D = unit(rng, 30, 5)

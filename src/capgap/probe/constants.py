@@ -17,6 +17,8 @@ HULL_STEP = 512  # candidates added per round, at least (and at least 2 (dim + 2
 HULL_AFTER = 2  # escalations of C before the one in-loop inseparability proof (C = 100 x the base C by default)
 TIGHTEN_STEPS = 3  # certificate mode at C_max, unseparated: eps is tightened 10x at a time, at most this often
 TIGHTEN_ITERS = 300  # ... and for at most this many iterations
+LP_ITERS = 10  # HiGHS simplex iterations per exact LP, at most, per row and variable (deterministic: beyond it, undecided)
+LP_TIME_LIMIT = 600.0  # seconds per exact LP, or per query's constraint generation in all: a guard against a hung solver only
 LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_check_max_docs (proofs._lp_generated)
 LP_ROUNDS_BEFORE_WHOLE = 4  # ... on corpora small enough for the whole LP, which then follows
 LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs

@@ -14,13 +14,15 @@ from . import constants as const
 from .planes import _non_gold, _scores64, _separated
 
 
-def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, excluded: Sequence[int] = (),
+def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = None, excluded: Sequence[int] = (),
                 return_witness: bool = False):
     """Exact hard-margin check: is {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} feasible?
 
     An LP with |G| + |N| constraints and dim + 1 free variables, solved by scipy's HiGHS.
-    ``D``: ``(n_docs, dim)`` float. Returns True/False, or None if HiGHS hit ``time_limit``
-    (seconds) or failed numerically. ``excluded``: rows left out of the problem (neither gold
+    ``D``: ``(n_docs, dim)`` float. Returns True/False, or None if HiGHS stopped at its
+    iteration cap (``LP_ITERS`` x (constraints + variables) simplex iterations: the same
+    verdict on any machine and load), hit ``time_limit`` (seconds, default ``LP_TIME_LIMIT``: a
+    guard against a hung solver, far above what the cap takes) or failed numerically. ``excluded``: rows left out of the problem (neither gold
     nor non-gold). With ``return_witness``: ``(feasible, w)``, ``w`` the LP's ``(dim,)
     float64`` witness when feasible (else None): a query vector that ranks every gold document
     above every non-gold one by a margin of 1.
@@ -42,7 +44,9 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float = 60.0, ex
     A_ng = np.hstack([D[~mask], -np.ones(((~mask).sum(), 1))])  # w.d_j - t <= 0
     A = np.vstack([A_gold, A_ng])
     b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
-    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] + 1), method="highs", options={"time_limit": time_limit})
+    options = {"time_limit": const.LP_TIME_LIMIT if time_limit is None else time_limit,
+               "maxiter": int(const.LP_ITERS * (A.shape[0] + A.shape[1]))}
+    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] + 1), method="highs", options=options)
     ok = True if res.status == 0 else False if res.status == 2 else None
     if return_witness:
         return ok, (np.asarray(res.x[:-1], dtype=np.float64) if ok else None)
@@ -177,7 +181,7 @@ def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
 
 
 def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
-                  whole_max_docs: int, time_limit: float = 60.0):
+                  whole_max_docs: int, time_limit: float | None = None):
     """The hard-margin LP (``lp_feasible``) by constraint generation, for a corpus too large to
     pass whole: the gold documents against the ``2 (dim + 2)`` non-gold documents scoring
     highest at the final w (``s`` ``(n_docs,) float64``); a feasible LP's witness is scored on
@@ -188,13 +192,15 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     whole LP after ``LP_ROUNDS_BEFORE_WHOLE`` undecided rounds; a larger one up to ``LP_ROUNDS``
     rounds. Documents enter as their duplicate group's
     first row (``rep``), whose score the group gets. ``ng``: ``(n_docs,) bool`` the non-gold
-    documents. Returns ``(lp, w, scores)``: ``lp`` None when undecided within ``time_limit``
-    seconds (in all); ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True."""
+    documents. Returns ``(lp, w, scores)``: ``lp`` None when undecided (an LP at its
+    iteration cap, ``lp_feasible``, or past ``time_limit`` seconds in all, default
+    ``LP_TIME_LIMIT``: the hung-solver guard); ``w`` ``(dim,) float64`` and ``scores``
+    (duplicates tied) when True."""
     step = 2 * (Df.shape[1] + 2)
     ngr = np.flatnonzero(ng)
     cand = ngr[np.argsort(-s[ngr], kind="stable")[:step]]
     G = np.unique(rep[gold])
-    t_end = time.perf_counter() + time_limit
+    t_end = time.perf_counter() + (const.LP_TIME_LIMIT if time_limit is None else time_limit)
 
     def witness(rows):
         ok, w = lp_feasible(Df[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
