@@ -95,6 +95,20 @@ def test_exact_lp_stops_at_an_iteration_cap_not_a_clock(monkeypatch):
     assert lp_feasible(D, [0, 1, 2]) is None and lp_feasible(D, list(range(40))) is None
 
 
+def test_exact_lp_backstop_is_warned(monkeypatch, caplog):
+    """The wall-clock backstop (LP_TIME_LIMIT) is the one load-dependent way an LP can end: it
+    leaves the verdict undecided (None) and says so in a warning."""
+    rng = np.random.default_rng(3)
+    D = unit(rng, 300, 16)
+    with caplog.at_level("WARNING", logger="capgap.probe"):
+        assert lp_feasible(D, [0, 1, 2], time_limit=1e-9) is None
+    assert "wall-clock backstop" in caplog.text and "depends on this machine's speed" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="capgap.probe"):
+        assert lp_feasible(D, [0, 1, 2]) is True
+    assert "backstop" not in caplog.text
+
+
 def test_duplicate_across_gold_and_nongold():
     rng = np.random.default_rng(1)
     D = unit(rng, 30, 5)

@@ -404,13 +404,16 @@ def test_default_config_dry_run_online_without_mirror(tmp_path):
 def test_job_code_read_from_each_jobs_log(tmp_path):
     from capgap.provenance import job_code
 
-    for job, code in (("probe/ds/enc", "commit aaa from /x"), ("bm25/ds", "commit bbb (with uncommitted changes) from /x")):
+    for job, code in (("probe/ds/enc", "commit aaa from /x"), ("bm25/ds", "commit bbb (with uncommitted changes) from /x"),
+                      ("pretrained/ds/bge-v1.5", "commit ccc from /x")):  # a dotted encoder name keeps its ".5"
         log = tmp_path / "logs" / f"{job}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"2026 INFO capgap.stages: capgap code: {code}\nmore\n")
     got = job_code([tmp_path / "benchmarks" / "rules" / "probe" / "ds" / "enc.tsv", tmp_path / "benchmarks" / "rules" / "bm25" / "ds.tsv",
-                    tmp_path / "benchmarks" / "rules" / "data" / "ds.tsv"])  # no log: left out
-    assert got == {"commit aaa from /x": ["probe/ds/enc"], "commit bbb (with uncommitted changes) from /x": ["bm25/ds"]}
+                    tmp_path / "benchmarks" / "rules" / "data" / "ds.tsv",  # no log: left out
+                    tmp_path / "benchmarks" / "rules" / "pretrained" / "ds" / "bge-v1.5.tsv"])
+    assert got == {"commit aaa from /x": ["probe/ds/enc"], "commit bbb (with uncommitted changes) from /x": ["bm25/ds"],
+                   "commit ccc from /x": ["pretrained/ds/bge-v1.5"]}
 
 
 def test_benchmark_paths_follow_the_rules():
@@ -422,6 +425,15 @@ def test_benchmark_paths_follow_the_rules():
     assert got == ["benchmarks/rules/data/ds.tsv", "benchmarks/rules/probe/ds/minilm.tsv", "benchmarks/rules/bm25/ds.tsv",
                    "benchmarks/rules/index/ds/minilm.tsv", "benchmarks/rules/hardness/hardness.tsv",
                    "benchmarks/rules/colbert/ds.tsv", "benchmarks/rules/finetune/ds/minilm.tsv"]
+    # the compress, twin_negatives and fine-tuning regime jobs (finetune-{regime} folders)
+    got = benchmark_paths(["results/ds/minilm/compress/metrics.csv", "results/ds/minilm/twin_negatives/metrics.csv",
+                           "results/ds/minilm/finetune-lora-r4/metrics.csv"])
+    assert got == ["benchmarks/rules/compress/ds/minilm.tsv", "benchmarks/rules/twin_negatives/ds/minilm.tsv",
+                   "benchmarks/rules/finetune_regime/ds/minilm/lora-r4.tsv"]
+    for rule, path in (("compress", "compress/{dataset}/{encoder}"), ("twin_negatives", "twin_negatives/{dataset}/{encoder}"),
+                       ("finetune_regime", "finetune_regime/{dataset}/{encoder}/{regime}")):  # the rules' own names
+        assert f'"benchmarks/rules/{path}.tsv"' in (ROOT / "workflow" / "rules" / f"{rule}.smk").read_text()
+    assert 'metrics="results/{dataset}/{encoder}/finetune-{regime}/metrics.csv"' in (ROOT / "workflow" / "rules" / "finetune_regime.smk").read_text()
     # probe.shards = 3 (index.shards 1): the gathering probe job, then its three shard jobs, by
     # the scattergather names; the unsharded index keeps its one file
     got = benchmark_paths(["results/ds/minilm/probe/metrics.csv", "results/ds/minilm/index/fingerprint.json"],

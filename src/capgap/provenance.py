@@ -97,7 +97,8 @@ def job_code(benchmark_files: Sequence[str | Path]) -> dict[str, list[str]]:
         if "rules" not in parts:
             continue
         i = parts.index("rules")
-        log_path = Path(*parts[:i - 1], "logs", *parts[i + 1 :]).with_suffix(".log")
+        # the last part plus ".log", not with_suffix: an encoder named "bge-v1.5" keeps its ".5"
+        log_path = Path(*parts[:i - 1], "logs", *parts[i + 1 : -1], parts[-1] + ".log")
         try:
             with open(log_path, encoding="utf-8", errors="replace") as fh:
                 for line in fh:
@@ -155,7 +156,7 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
     return {"s": num(r.get("s")), "max_rss": num(r.get("max_rss")), "cpu_time": num(r.get("cpu_time"))}
 
 
-STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "ladder", "bm25", "colbert"})
+STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "ladder", "bm25", "colbert", "compress", "twin_negatives"})
 
 
 SHARDED_RULES = ("index", "probe")  # rules whose work config <rule>.shards > 1 scatters over <rule>_shard jobs
@@ -166,6 +167,7 @@ def benchmark_paths(result_paths: Sequence[str | Path], shards: Mapping[str, int
     layout: ``results/{ds}/data`` -> ``benchmarks/rules/data/{ds}.tsv``;
     ``results/{ds}/{enc}/{rule}/...`` -> ``benchmarks/rules/{rule}/{ds}/{enc}.tsv``;
     ``results/{ds}/{rule}/...`` (bm25, colbert) -> ``benchmarks/rules/{rule}/{ds}.tsv``;
+    ``results/{ds}/{enc}/finetune-{regime}/...`` -> ``benchmarks/rules/finetune_regime/{ds}/{enc}/{regime}.tsv``;
     ``results/hardness/...`` -> ``benchmarks/rules/hardness/hardness.tsv``. ``shards``: config
     ``<rule>.shards`` per rule of ``SHARDED_RULES``; where it is n > 1 the gathering job's TSV
     is followed by its n shard jobs' (``benchmarks/rules/<rule>_shard/{ds}/{enc}/{i}-of-{n}.tsv``,
@@ -186,6 +188,8 @@ def benchmark_paths(result_paths: Sequence[str | Path], shards: Mapping[str, int
             out.append(f"benchmarks/rules/data/{rest[0]}.tsv")
         elif len(rest) >= 3 and rest[1] in STAGE_RULES:
             out.append(f"benchmarks/rules/{rest[1]}/{rest[0]}.tsv")
+        elif len(rest) >= 4 and rest[2].startswith("finetune-"):
+            out.append(f"benchmarks/rules/finetune_regime/{rest[0]}/{rest[1]}/{rest[2][len('finetune-'):]}.tsv")
         elif len(rest) >= 4 and rest[2] in STAGE_RULES:
             out.append(f"benchmarks/rules/{rest[2]}/{rest[0]}/{rest[1]}.tsv")
             n = int(shards.get(rest[2], 1)) if rest[2] in SHARDED_RULES else 1

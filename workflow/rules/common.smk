@@ -129,7 +129,7 @@ def shard_files(section, pattern, wc):
     """The shard jobs' files of one (dataset, encoder) for config ``<section>.shards`` = n > 1:
     ``pattern`` with shard ``1-of-n`` ... ``n-of-n`` (Snakemake's scattergather naming); none
     when n = 1 (the rule then does the whole job itself, as before shards existed)."""
-    n = config[section]["shards"]
+    n = int(config[section]["shards"])  # the schema's integer also admits 2.0
     if n == 1:
         return []
     return expand(

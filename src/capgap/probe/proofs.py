@@ -5,6 +5,7 @@ nearest-point direction, when it separates, is a witness: ``_hull_witness``)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import NamedTuple, Sequence
 
@@ -13,16 +14,21 @@ import numpy as np
 from . import constants as const
 from .planes import _non_gold, _scores64, _separated
 
+log = logging.getLogger("capgap.probe")
+
 
 def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = None, excluded: Sequence[int] = (),
                 return_witness: bool = False):
     """Exact hard-margin check: is {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} feasible?
 
     An LP with |G| + |N| constraints and dim + 1 free variables, solved by scipy's HiGHS.
-    ``D``: ``(n_docs, dim)`` float. Returns True/False, or None if HiGHS stopped at its
-    iteration cap (``LP_ITERS`` x (constraints + variables) simplex iterations: the same
-    verdict on any machine and load), hit ``time_limit`` (seconds, default ``LP_TIME_LIMIT``: a
-    guard against a hung solver, far above what the cap takes) or failed numerically. ``excluded``: rows left out of the problem (neither gold
+    ``D``: ``(n_docs, dim)`` float. HiGHS's dual simplex (``highs-ds``: the iteration count,
+    the cap's meaning and the witness do not depend on HiGHS's choice of solver). Returns
+    True/False, or None if HiGHS stopped at its iteration cap (``LP_ITERS`` x (constraints +
+    variables) simplex iterations: the same verdict on any machine and load), hit
+    ``time_limit`` (seconds, default ``LP_TIME_LIMIT``: a backstop against a hung solver; a
+    verdict it decides depends on the machine's speed, so it is logged as a warning) or
+    failed numerically. ``excluded``: rows left out of the problem (neither gold
     nor non-gold). With ``return_witness``: ``(feasible, w)``, ``w`` the LP's ``(dim,)
     float64`` witness when feasible (else None): a query vector that ranks every gold document
     above every non-gold one by a margin of 1.
@@ -46,7 +52,11 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
     options = {"time_limit": const.LP_TIME_LIMIT if time_limit is None else time_limit,
                "maxiter": int(const.LP_ITERS * (A.shape[0] + A.shape[1]))}
-    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] + 1), method="highs", options=options)
+    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] + 1), method="highs-ds", options=options)
+    if res.status == 1 and "time limit" in str(res.message).lower():
+        log.warning("exact LP (%d constraints) stopped by the %.0f s wall-clock backstop after %d simplex iterations: undecided, "
+                    "a verdict that depends on this machine's speed (constants.LP_TIME_LIMIT)", A.shape[0], options["time_limit"],
+                    int(res.nit))
     ok = True if res.status == 0 else False if res.status == 2 else None
     if return_witness:
         return ok, (np.asarray(res.x[:-1], dtype=np.float64) if ok else None)
@@ -193,14 +203,15 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     rounds. Documents enter as their duplicate group's
     first row (``rep``), whose score the group gets. ``ng``: ``(n_docs,) bool`` the non-gold
     documents. Returns ``(lp, w, scores)``: ``lp`` None when undecided (an LP at its
-    iteration cap, ``lp_feasible``, or past ``time_limit`` seconds in all, default
-    ``LP_TIME_LIMIT``: the hung-solver guard); ``w`` ``(dim,) float64`` and ``scores``
-    (duplicates tied) when True."""
+    iteration cap, ``lp_feasible``: deterministic, as the bounded rounds are; or past
+    ``time_limit`` seconds in all, default ``LP_TIME_LIMIT``: the hung-solver backstop, warned);
+    ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True."""
     step = 2 * (Df.shape[1] + 2)
     ngr = np.flatnonzero(ng)
     cand = ngr[np.argsort(-s[ngr], kind="stable")[:step]]
     G = np.unique(rep[gold])
-    t_end = time.perf_counter() + (const.LP_TIME_LIMIT if time_limit is None else time_limit)
+    t0 = time.perf_counter()
+    t_end = t0 + (const.LP_TIME_LIMIT if time_limit is None else time_limit)
 
     def witness(rows):
         ok, w = lp_feasible(Df[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
@@ -209,6 +220,8 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
 
     for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(Df) <= whole_max_docs else const.LP_ROUNDS):
         if time.perf_counter() >= t_end:
+            log.warning("constraint-generated LP stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on "
+                        "this machine's speed (constants.LP_TIME_LIMIT)", t_end - t0)
             return None, None, None
         rows = np.unique(rep[cand])
         ok, w, sw = witness(rows)
