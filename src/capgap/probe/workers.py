@@ -55,10 +55,10 @@ def dispatch_order(env: _Env, batches: list[list[int]]) -> list[int]:
 
 def _map_batches(env: _Env, batches: list[list[int]], workers: int, progress: bool):
     """Yield ``_solve_batch`` of each batch: in this process, in order, or with ``workers`` > 1
-    and more than one batch in ``min(workers, len(batches))`` worker processes (forked: the environment is inherited, nothing re-imports a
-    script's top level), each with one BLAS thread, which take the batches largest first
-    (``dispatch_order``) and yield them in that order. Batches are the same either way, so the
-    results are too."""
+    and more than one batch in ``min(workers, len(batches))`` worker processes (forked: the
+    environment is inherited, nothing re-imports a script's top level), each with one BLAS
+    thread, which take the batches largest first (``dispatch_order``) and yield them in that
+    order. Batches are the same either way, so the results are too."""
     it = tqdm(total=len(batches), desc="probe", unit="batch") if progress else None
     if workers > 1 and len(batches) > 1:
         with ProcessPoolExecutor(min(workers, len(batches)), mp_context=mp.get_context("fork"), initializer=_init_worker,
