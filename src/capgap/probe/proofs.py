@@ -17,6 +17,17 @@ from .planes import _non_gold, _scores64, _separated
 log = logging.getLogger("capgap.probe")
 
 
+def _backstop(time_limit: float | None) -> float:
+    """The wall-clock backstop in seconds: ``time_limit``, or ``LP_TIME_LIMIT`` when None."""
+    return const.LP_TIME_LIMIT if time_limit is None else float(time_limit)
+
+
+def _warn_backstop(what: str, seconds: float) -> None:
+    """Log that the wall-clock backstop, not the iteration cap, left ``what`` undecided."""
+    log.warning("%s stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on this machine's speed "
+                "(constants.LP_TIME_LIMIT)", what, seconds)
+
+
 def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = None, excluded: Sequence[int] = (),
                 return_witness: bool = False):
     """Exact hard-margin check: is {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} feasible?
@@ -50,13 +61,11 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     A_ng = np.hstack([D[~mask], -np.ones(((~mask).sum(), 1))])  # w.d_j - t <= 0
     A = np.vstack([A_gold, A_ng])
     b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
-    options = {"time_limit": const.LP_TIME_LIMIT if time_limit is None else time_limit,
+    options = {"time_limit": _backstop(time_limit),
                "maxiter": int(const.LP_ITERS * (A.shape[0] + A.shape[1]))}
     res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] + 1), method="highs-ds", options=options)
     if res.status == 1 and "time limit" in str(res.message).lower():
-        log.warning("exact LP (%d constraints) stopped by the %.0f s wall-clock backstop after %d simplex iterations: undecided, "
-                    "a verdict that depends on this machine's speed (constants.LP_TIME_LIMIT)", A.shape[0], options["time_limit"],
-                    int(res.nit))
+        _warn_backstop(f"exact LP ({A.shape[0]} constraints, {int(res.nit)} simplex iterations)", options["time_limit"])
     ok = True if res.status == 0 else False if res.status == 2 else None
     if return_witness:
         return ok, (np.asarray(res.x[:-1], dtype=np.float64) if ok else None)
@@ -211,7 +220,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     cand = ngr[np.argsort(-s[ngr], kind="stable")[:step]]
     G = np.unique(rep[gold])
     t0 = time.perf_counter()
-    t_end = t0 + (const.LP_TIME_LIMIT if time_limit is None else time_limit)
+    t_end = t0 + _backstop(time_limit)
 
     def witness(rows):
         ok, w = lp_feasible(Df[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
@@ -220,8 +229,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
 
     for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(Df) <= whole_max_docs else const.LP_ROUNDS):
         if time.perf_counter() >= t_end:
-            log.warning("constraint-generated LP stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on "
-                        "this machine's speed (constants.LP_TIME_LIMIT)", t_end - t0)
+            _warn_backstop("constraint-generated LP", t_end - t0)
             return None, None, None
         rows = np.unique(rep[cand])
         ok, w, sw = witness(rows)
