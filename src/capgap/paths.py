@@ -135,5 +135,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def shard_labels(n) -> list[str]:
+    """The shard jobs' names for a shard count ``n`` (config ``index.shards`` /
+    ``probe.shards``): ``["1-of-n", ..., "n-of-n"]`` (Snakemake's scattergather naming,
+    ``capgap.stages.shard_of``'s inverse), none when n = 1 (the rule then does the whole job
+    itself). ``n`` may be an integral float (``2.0``: the schema's integer admits it). Raises
+    ``ValueError`` for a non-integral or non-positive ``n``."""
+    if isinstance(n, bool) or not float(n).is_integer() or int(n) < 1:
+        raise ValueError(f"shards {n!r}: expected a positive integer")
+    n = int(n)
+    return [] if n == 1 else [f"{i}-of-{n}" for i in range(1, n + 1)]
+
+
 if __name__ == "__main__":
     sys.exit(main())
+

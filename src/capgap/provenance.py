@@ -17,6 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .paths import shard_labels
+
 PACKAGES = ("capgap", "torch", "transformers", "sentence-transformers", "peft", "pylate", "faiss-cpu", "bm25s",
             "numpy", "scipy", "pandas", "quadprog", "snakemake", "dvc", "seaborn")
 
@@ -192,8 +194,8 @@ def benchmark_paths(result_paths: Sequence[str | Path], shards: Mapping[str, int
             out.append(f"benchmarks/rules/finetune_regime/{rest[0]}/{rest[1]}/{rest[2][len('finetune-'):]}.tsv")
         elif len(rest) >= 4 and rest[2] in STAGE_RULES:
             out.append(f"benchmarks/rules/{rest[2]}/{rest[0]}/{rest[1]}.tsv")
-            n = int(shards.get(rest[2], 1)) if rest[2] in SHARDED_RULES else 1
-            out.extend(f"benchmarks/rules/{rest[2]}_shard/{rest[0]}/{rest[1]}/{i}-of-{n}.tsv" for i in range(1, n + 1) if n > 1)
+            labels = shard_labels(shards.get(rest[2], 1)) if rest[2] in SHARDED_RULES else []
+            out.extend(f"benchmarks/rules/{rest[2]}_shard/{rest[0]}/{rest[1]}/{label}.tsv" for label in labels)
     return list(dict.fromkeys(out))
 
 

@@ -80,9 +80,9 @@ def index_shard(inputs, outputs, params, threads: int = 1) -> dict:
 
 
 def shard_of(item: str) -> tuple[int, int]:
-    """``"<i>-of-<n>"`` (a shard as the rules name it, Snakemake's scattergather convention, i
-    from 1) -> ``(i - 1, n)``: the 0-based shard and the count. Raises ``ValueError`` for
-    another form or i outside 1..n."""
+    """``"<i>-of-<n>"`` (a shard as the rules name it, ``paths.shard_labels``; Snakemake's
+    scattergather convention, i from 1) -> ``(i - 1, n)``: the 0-based shard and the count.
+    Raises ``ValueError`` for another form or i outside 1..n."""
     i, sep, n = str(item).partition("-of-")
     if not (sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
         raise ValueError(f"shard {item!r}: expected '<i>-of-<n>' with 1 <= i <= n")

@@ -14,7 +14,7 @@ use_checkout(workflow.basedir)
 # Snakemake puts this interpreter's path unquoted in every script job's command line: one with a
 # space or a quote is refused here, at start, naming it (capgap.paths); other paths may hold any.
 # So is a data mirror that names no folder (a literal '~' or quotes, a typo).
-from capgap.paths import check_interpreter, check_mirror
+from capgap.paths import check_interpreter, check_mirror, shard_labels
 
 check_interpreter()
 check_mirror()
@@ -129,15 +129,8 @@ def shard_files(section, pattern, wc):
     """The shard jobs' files of one (dataset, encoder) for config ``<section>.shards`` = n > 1:
     ``pattern`` with shard ``1-of-n`` ... ``n-of-n`` (Snakemake's scattergather naming); none
     when n = 1 (the rule then does the whole job itself, as before shards existed)."""
-    n = int(config[section]["shards"])  # the schema's integer also admits 2.0
-    if n == 1:
-        return []
-    return expand(
-        pattern,
-        dataset=wc.dataset,
-        encoder=wc.encoder,
-        shard=[f"{i}-of-{n}" for i in range(1, n + 1)],
-    )
+    labels = shard_labels(config[section]["shards"])
+    return expand(pattern, dataset=wc.dataset, encoder=wc.encoder, shard=labels) if labels else []
 
 
 def colbert_params(dataset):
