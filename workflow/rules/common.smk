@@ -130,7 +130,11 @@ def shard_files(section, pattern, wc):
     ``pattern`` with shard ``1-of-n`` ... ``n-of-n`` (Snakemake's scattergather naming); none
     when n = 1 (the rule then does the whole job itself, as before shards existed)."""
     labels = shard_labels(config[section]["shards"])
-    return expand(pattern, dataset=wc.dataset, encoder=wc.encoder, shard=labels) if labels else []
+    return (
+        expand(pattern, dataset=wc.dataset, encoder=wc.encoder, shard=labels)
+        if labels
+        else []
+    )
 
 
 def colbert_params(dataset):
