@@ -61,7 +61,6 @@ def test_stage_shard_names():
             stages.shard_of(bad)
 
 
-
 def test_shard_labels_integral_floats_and_inverse():
     """The rules' shard names (workflow/rules/common.smk's shard_files, the report's stage
     table): 1 shard is no shard job; 2.0, which the schema's integer admits, is 2; each name
@@ -71,7 +70,8 @@ def test_shard_labels_integral_floats_and_inverse():
     assert shard_labels(1) == [] and shard_labels(1.0) == []
     assert shard_labels(2.0) == ["1-of-2", "2-of-2"] == shard_labels(2)
     assert [stages.shard_of(x) for x in shard_labels(3)] == [(0, 3), (1, 3), (2, 3)]
-    for bad in (2.5, 0, -1, True):
+    assert shard_labels(np.int64(3)) == shard_labels(3)
+    for bad in (2.5, 0, -1, True, np.bool_(True), "2", None, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="expected a positive integer"):
             shard_labels(bad)
 

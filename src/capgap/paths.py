@@ -20,6 +20,7 @@ Public functions: ``shell_special(path)``, ``check_interpreter(executable)``, ``
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 from pathlib import Path
@@ -140,8 +141,8 @@ def shard_labels(n) -> list[str]:
     ``probe.shards``): ``["1-of-n", ..., "n-of-n"]`` (Snakemake's scattergather naming,
     ``capgap.stages.shard_of``'s inverse), none when n = 1 (the rule then does the whole job
     itself). ``n`` may be an integral float (``2.0``: the schema's integer admits it). Raises
-    ``ValueError`` for a non-integral or non-positive ``n``."""
-    if isinstance(n, bool) or not float(n).is_integer() or int(n) < 1:
+    ``ValueError`` for anything else: non-integral, below 1, or not a number (a string, a bool)."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Real) or not float(n).is_integer() or n < 1:
         raise ValueError(f"shards {n!r}: expected a positive integer")
     n = int(n)
     return [] if n == 1 else [f"{i}-of-{n}" for i in range(1, n + 1)]
@@ -149,4 +150,3 @@ def shard_labels(n) -> list[str]:
 
 if __name__ == "__main__":
     sys.exit(main())
-
