@@ -4,14 +4,20 @@ for Large-Scale Risk Minimization", JMLR 2009: a line search from the best point
 that minimiser, and the next plane cut near the new best point), one query at a time at a fixed
 C, on the real embeddings of a pipeline run, side by side in one process.
 
-Both solve the same problem as ``capgap.probe`` (pair-averaged hinge, dlib's C scaling, the
-probe's gold rows and the rows it sets aside: exclusions and a gold document's identical
-copies) with the probe's own primitives (``_most_violated``, ``_hinge``, ``_solve_dual``), and
-both stop at the first of: a strict separation of the gold set (the probe's certificate mode),
-or an optimality gap F(w) - (working-set lower bound) <= C * eps (Joachims' criterion for
-BMRM, where w is the working set's minimiser; the best point's gap for OCAS). Planes inactive
-for ``PRUNE_AFTER`` iterations are dropped in both. This is a study, not the probe: no
-escalation of C, no proofs, no batching; it measures how many iterations each step needs.
+OCAS's new best point is the one with the lowest objective among the line search's candidates
+(its bracket's left end; where its evaluation budget ran out, also its last secant estimate)
+and the minimiser itself. Both solve the same problem as
+``capgap.probe`` (pair-averaged hinge, dlib's C scaling, the probe's gold rows and the rows
+it sets aside: exclusions and a gold document's identical copies) with the probe's own
+primitives (``_most_violated``, ``_hinge``, ``_solve_dual``), and both stop at the first of:
+a strict separation of the gold set (the probe's certificate mode; checked at the minimiser,
+and for OCAS at the best point too, not at the cut point), or an optimality gap
+F(w) - (working-set lower bound) <= C * eps (Joachims' criterion for BMRM, where w is the
+working set's minimiser; the best point's gap for OCAS). Planes inactive for ``PRUNE_AFTER``
+iterations are dropped in both. This is a study, not the probe: no escalation of C, no
+proofs, no batching, no graded pairs (the duplicates' second solve), float32 separation
+without the probe's error margin, and duplicate rows not tied; it measures how many
+iterations each step needs.
 
 usage: python benchmarks/cutting_plane_step.py [--every 40] [--C 1e3,1e4,1e5] [--line-evals 8] [--narrow]
        [--results results]
@@ -43,30 +49,34 @@ LINE_EVALS = 8  # OCAS: derivative evaluations per line search, at most
 NARROW = False  # OCAS: refine the bracket on the rows that can be in a violated pair there (--narrow)
 
 
-def line_search(slope, wd: float, dd: float, C: float, narrow=None) -> tuple[float, int]:
-    """argmin over t >= 0 of 0.5 |w_b + t d|^2 + C R(t), a convex function whose derivative is
-    ``wd + t dd + C slope(t)`` (``slope(t)``: R's right derivative), by the Illinois variant of
-    regula falsi on a bracket of the derivative's sign change; returns ``(t, evaluations)``,
-    t the bracket's left end (the objective there is at most its value at 0). ``narrow(lo, hi)``:
-    a cheaper ``slope`` valid on the bracket ``[lo, hi]``, used once the bracket is found."""
+def line_search(slope, wd: float, dd: float, C: float, narrow=None) -> tuple[list[float], int]:
+    """Candidates for argmin over t >= 0 of 0.5 |w_b + t d|^2 + C R(t), a convex function whose
+    derivative is ``wd + t dd + C slope(t)`` (``slope(t)``: R's right derivative), by the
+    Illinois variant of regula falsi on a bracket of the derivative's sign change; returns
+    ``(ts, evaluations)``: the bracket's left end (the objective there is at most its value at
+    0) and, where the evaluation budget ran out first, the last secant estimate inside the
+    bracket (the caller keeps the candidate with the lower objective). ``narrow(lo, hi)``: a
+    cheaper ``slope`` valid on the bracket ``[lo, hi]``, used once the bracket is found."""
     f = lambda t: wd + t * dd + C * slope(t)  # noqa: E731
     lo, flo = 0.0, f(0.0)
     if flo >= 0:
-        return 0.0, 1
+        return [0.0], 1
     hi, fhi, ne = 1.0, f(1.0), 2
     while fhi < 0 and hi < 1e3:
         lo, flo, hi = hi, fhi, 4.0 * hi
         fhi, ne = f(hi), ne + 1
     if fhi < 0:
-        return hi, ne
+        return [hi], ne
     if narrow is not None:
         sl = narrow(lo, hi)
         f = lambda t: wd + t * dd + C * sl(t)  # noqa: E731
     side = 0
-    while ne < LINE_EVALS and hi - lo > 1e-3 * hi:
+    while hi - lo > 1e-3 * hi:
         t = lo - flo * (hi - lo) / (fhi - flo)
         if not lo < t < hi:
             t = 0.5 * (lo + hi)
+        if ne >= LINE_EVALS:
+            return [lo, t], ne
         ft, ne = f(t), ne + 1
         if ft < 0:
             lo, flo = t, ft
@@ -75,8 +85,8 @@ def line_search(slope, wd: float, dd: float, C: float, narrow=None) -> tuple[flo
             hi, fhi = t, ft
             flo, side = (flo / 2 if side == 1 else flo), 1
         else:
-            return t, ne
-    return lo, ne
+            return [t], ne
+    return [lo], ne
 
 
 def narrowed(sb, ds, gold, other, P):
@@ -118,11 +128,12 @@ def solve(Df, gold, excl, C, eps, ocas, max_iter):
             return it, 0.5 * wc @ wc + C * _hinge(sc, gold, P, excl), "separated", evals
         if ocas and it:
             d, ds = wc - wb, sc - sb
-            t, ne = line_search(lambda t: -float(_most_violated(sb + t * ds, gold, P, excl=excl)[0] @ ds), wb @ d, d @ d, C,
+            ts, ne = line_search(lambda t: -float(_most_violated(sb + t * ds, gold, P, excl=excl)[0] @ ds), wb @ d, d @ d, C,
                                 narrowed(sb, ds, gold, other, P) if NARROW else None)
             evals += ne
+            # the candidates' objectives, and the minimiser's (t = 1): the lowest is the new best point
+            Fb, t = min((0.5 * (wb + u * d) @ (wb + u * d) + C * _hinge(sb + u * ds, gold, P, excl), u) for u in ts + [1.0])
             wb, sb = wb + t * d, sb + t * ds
-            Fb = 0.5 * wb @ wb + C * _hinge(sb, gold, P, excl)
             if separated(sb, gold, other):
                 return it, Fb, "separated", evals
             if Fb - (0.5 * wc @ wc + C * xi) <= C * eps:
@@ -153,12 +164,17 @@ def main():
     ap.add_argument("--C", default="1e3,1e4,1e5")
     ap.add_argument("--eps", type=float, default=1e-3)
     ap.add_argument("--max-iter", type=int, default=3000)
-    ap.add_argument("--line-evals", type=int, default=LINE_EVALS)
+    ap.add_argument("--line-evals", type=int, default=LINE_EVALS, help="at most this many slope evaluations per line search (>= 2)")
     ap.add_argument("--narrow", action="store_true", help="OCAS's line search on the bracket's candidate rows only")
     ap.add_argument("--results", default="results")
     args = ap.parse_args()
+    if args.line_evals < 2:
+        ap.error("--line-evals: at least 2 (the line's two ends)")
     globals().update(LINE_EVALS=args.line_evals, NARROW=args.narrow)
-    label, D, golds0, kw = next(real_cases(args.results))
+    case = next(real_cases(args.results), None)
+    if case is None:
+        sys.exit(f"cutting_plane_step: no index under {args.results}/<dataset>/<encoder>/index: run the pipeline first")
+    label, D, golds0, kw = case
     Df = np.ascontiguousarray(D, dtype=np.float32)
     pick = list(range(0, len(golds0), args.every))
     sub = {k: ([v[i] for i in pick] if k != "duplicates" and v is not None else v) for k, v in kw.items()}
@@ -170,8 +186,8 @@ def main():
     print(f"{label}: {len(pick)} queries (every {args.every}th); machine {platform.machine()}, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.2f}; eps {args.eps}, lambda {LAMBDA}, line-search evaluations <= {LINE_EVALS}"
           f"{', narrowed to the bracket' if NARROW else ''}\n")
-    print("| C | probe outcome | queries | BMRM iterations | OCAS iterations | BMRM s | OCAS s | OCAS evaluations / iteration "
-          "| F(OCAS) / F(BMRM) median | stops BMRM / OCAS |")
+    print("| C | probe's outcome | queries | BMRM iterations | OCAS iterations | BMRM s | OCAS s | OCAS slope evaluations / iteration "
+          "| F(OCAS) / F(BMRM) where both stop at the gap: median (min–max, queries) | stops BMRM / OCAS |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for C in [float(c) for c in args.C.split(",")]:
         rows = defaultdict(lambda: defaultdict(list))
@@ -186,10 +202,11 @@ def main():
                 r[f"why{ocas}"].append(why)
                 r["ev"].append(ev) if ocas else None
         for oc, r in sorted(rows.items()):
-            ratio = np.median(np.asarray(r["FTrue"]) / np.maximum(np.asarray(r["FFalse"]), 1e-300))
+            both = [a / b for a, b, x, y in zip(r["FTrue"], r["FFalse"], r["whyTrue"], r["whyFalse"]) if x == y == "gap"]
+            ratio = f"{np.median(both):.4f} ({min(both):.3f}–{max(both):.3f}, {len(both)})" if both else "–"
             stops = " / ".join(",".join(f"{w} {r[f'why{o}'].count(w)}" for w in sorted(set(r[f"why{o}"]))) for o in (False, True))
             print(f"| {C:g} | {oc} | {len(r['itFalse'])} | {sum(r['itFalse'])} | {sum(r['itTrue'])} | {sum(r['sFalse']):.2f} | "
-                  f"{sum(r['sTrue']):.2f} | {sum(r['ev']) / max(sum(r['itTrue']), 1):.1f} | {ratio:.4f} | {stops} |", flush=True)
+                  f"{sum(r['sTrue']):.2f} | {sum(r['ev']) / max(sum(r['itTrue']), 1):.1f} | {ratio} | {stops} |", flush=True)
 
 
 if __name__ == "__main__":
