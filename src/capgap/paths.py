@@ -14,8 +14,11 @@ The data mirror (``$CAPGAP_DATA_MIRROR``) may hold any character, but a value th
 (a literal ``~`` or quotes, a stray space, a typo) is refused at start too (``check_mirror``),
 instead of every dataset being reported "not in the data mirror" after the run.
 
+The shard jobs' file-name parts (``shard_labels``: ``1-of-n`` ... ``n-of-n``) live here too, for
+the Snakefile and the report's stage-time table alike.
+
 Public functions: ``shell_special(path)``, ``check_interpreter(executable)``, ``check_mirror(value)``,
-``main(argv)``.
+``shard_labels(n)``, ``main(argv)``.
 """
 
 from __future__ import annotations
