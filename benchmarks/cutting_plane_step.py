@@ -41,7 +41,7 @@ from probe import real_cases  # noqa: E402  (this folder's real-embedding loader
 
 from capgap.probe import constants as const  # noqa: E402
 from capgap.probe import probe  # noqa: E402
-from capgap.probe.planes import _hinge, _most_violated, _solve_dual  # noqa: E402
+from capgap.probe.planes import _hinge, _most_violated, _separated, _solve_dual  # noqa: E402
 from capgap.probe.setup import _environment, _queries  # noqa: E402
 
 LAMBDA = 0.1  # OCAS: the next plane is cut at (1 - LAMBDA) w_best + LAMBDA w_model
@@ -106,10 +106,6 @@ def narrowed(sb, ds, gold, other, P):
     return narrow
 
 
-def separated(s: np.ndarray, gold: np.ndarray, other: np.ndarray) -> bool:
-    return bool(other.any()) and float(s[gold].min()) > float(s[other].max())
-
-
 def solve(Df, gold, excl, C, eps, ocas, max_iter):
     """One query's 1-slack ranking SVM; returns (iterations, F at the returned w, stop reason,
     line-search evaluations)."""
@@ -124,7 +120,7 @@ def solve(Df, gold, excl, C, eps, ocas, max_iter):
     evals = 0
     for it in range(max_iter):
         sc = (Df @ wc.astype(np.float32)).astype(np.float64)
-        if it and separated(sc, gold, other):
+        if it and _separated(sc, gold, excl):
             return it, 0.5 * wc @ wc + C * _hinge(sc, gold, P, excl), "separated", evals
         if ocas and it:
             d, ds = wc - wb, sc - sb
@@ -134,7 +130,7 @@ def solve(Df, gold, excl, C, eps, ocas, max_iter):
             # the candidates' objectives, and the minimiser's (t = 1): the lowest is the new best point
             Fb, t = min((0.5 * (wb + u * d) @ (wb + u * d) + C * _hinge(sb + u * ds, gold, P, excl), u) for u in ts + [1.0])
             wb, sb = wb + t * d, sb + t * ds
-            if separated(sb, gold, other):
+            if _separated(sb, gold, excl):
                 return it, Fb, "separated", evals
             if Fb - (0.5 * wc @ wc + C * xi) <= C * eps:
                 return it, Fb, "gap", evals

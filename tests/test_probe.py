@@ -604,3 +604,33 @@ def test_the_second_solve_runs_no_proof_and_no_lp(monkeypatch):
     graded = _probe(D, [[0, 2, 4]], 1000.0, 1e-3, 300, None, 2000, 1e8, False, grades=[[1.0, 1.0, 2.0]], pairs="graded",
                     refine=False, prove=False)[0]
     assert graded.recall_at(3) == pytest.approx(2 / 3)  # row 4 first, one copy-gold pair: the bound by hand
+
+
+def test_column_major_products_are_the_row_major_products(monkeypatch):
+    """The cutting plane's products on the index's column-major copy (``setup.transposed``) are
+    the row-major products up to float32 rounding, for matrix-vector (below GEMV_ROWS rows) and
+    matrix products alike; above ``TRANSPOSED_BYTES`` no copy is made and the probe gives the
+    same verdicts, ranks and (to rounding) vectors either way."""
+    from capgap.probe.planes import _planes32, _scores32
+    from capgap.probe.setup import transposed
+
+    rng = np.random.default_rng(11)
+    D = unit(rng, 700, 24)
+    DT = transposed(D)
+    assert DT.shape == (24, 700) and DT.flags.c_contiguous and np.array_equal(DT, D.T)
+    D64 = D.astype(np.float64)
+    for m in (1, 3, constants.GEMV_ROWS, 40):
+        W = rng.standard_normal((m, 24)).astype(np.float32)
+        Cm = rng.standard_normal((m, 700)).astype(np.float32)
+        for M in (None, DT):
+            assert np.allclose(_scores32(D, W, M), W.astype(np.float64) @ D64.T, rtol=1e-5, atol=1e-4)
+            assert np.allclose(_planes32(D, Cm, M), D64.T @ Cm.astype(np.float64).T, rtol=1e-5, atol=1e-3)
+    golds = [rng.choice(700, int(rng.integers(1, 6)), replace=False) for _ in range(30)]
+    with_copy = probe(D, golds, threads=1)
+    monkeypatch.setattr(constants, "TRANSPOSED_BYTES", 0)
+    assert transposed(D) is None
+    without = probe(D, golds, threads=1)
+    for a, b in zip(with_copy, without):
+        assert (a.outcome, a.decided_by, a.certified) == (b.outcome, b.decided_by, b.certified)
+        assert np.array_equal(a.gold_ranks, b.gold_ranks)
+        assert a.iterations == b.iterations and np.abs(a.w - b.w).max() <= 1e-5 * np.abs(a.w).max()  # float32 rounding apart

@@ -13,7 +13,7 @@ import pytest
 from capgap import stages
 from capgap.bm25 import BM25
 from capgap.probe import probe
-from capgap.retrieval import document_groups, duplicate_groups, rank_gold, rank_queries, rank_top, tie_duplicates, topk_from_scores
+from capgap.retrieval import document_groups, duplicate_groups, rank_gold, rank_queries, rank_top, tie_duplicates, tie_index, topk_from_scores
 
 DATA = __import__("pathlib").Path(__file__).parent / "data"
 MINILM = {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}
@@ -93,6 +93,26 @@ def test_identical_rows_score_identically():
     assert [g.tolist() for g in groups] == [[7, 40, 41]]
     S = tie_duplicates(rng.standard_normal((3, 50)).astype(np.float32), groups)
     assert (S[:, 40] == S[:, 7]).all() and (S[:, 41] == S[:, 7]).all()
+
+
+def test_tie_index_ties_every_group_in_one_step():
+    """``tie_index`` (one gather/scatter for all groups) gives each group's first member's score
+    to the others, as a loop over the groups does by hand, for 1-d and 2-d scores; no groups:
+    the scores are untouched."""
+    rng = np.random.default_rng(3)
+    groups = [np.array([2, 9, 30]), np.array([4, 5]), np.array([11, 40, 41, 47])]
+    src, dst = tie_index(groups)
+    assert src.tolist() == [2, 2, 4, 11, 11, 11] and dst.tolist() == [9, 30, 5, 40, 41, 47]
+    for shape in ((50,), (4, 50)):
+        S = rng.standard_normal(shape)
+        want = S.copy()
+        for g in groups:
+            for j in g[1:]:
+                want[..., j] = S[..., g[0]]
+        assert np.array_equal(tie_duplicates(S.copy(), groups), want)
+        assert np.array_equal(tie_duplicates(S.copy(), groups, (src, dst)), want)
+    S = rng.standard_normal(50)
+    assert np.array_equal(tie_duplicates(S.copy(), []), S) and [len(x) for x in tie_index([])] == [0, 0]
 
 
 def test_duplicate_groups_compare_bits_whatever_the_row_width():

@@ -166,16 +166,31 @@ def merge_groups(n: int, *group_lists: Sequence[np.ndarray]) -> list[np.ndarray]
     return sorted((np.unique(np.asarray(v, dtype=np.int64)) for v in out.values() if len(set(v)) > 1), key=lambda a: a[0])
 
 
-def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray]) -> np.ndarray:
+def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray],
+                   index: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Give every member of each duplicate group its first member's score, in place.
 
     ``scores``: ``(n_queries, n_docs)`` or ``(n_docs,)`` float; ``groups``: from
-    ``duplicate_groups``. Returns ``scores``. Identical documents can otherwise differ by one
+    ``duplicate_groups`` (disjoint); ``index``: ``tie_index(groups)`` when already computed.
+    Returns ``scores``. Identical documents can otherwise differ by one
     ulp when a BLAS kernel treats their rows differently.
     """
-    for g in groups:
-        scores[..., g[1:]] = scores[..., g[:1]]
+    src, dst = tie_index(groups) if index is None else index
+    if len(dst):
+        scores[..., dst] = scores[..., src]  # one gather and scatter: the groups are disjoint
     return scores
+
+
+def tie_index(groups: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` ``int64`` arrays for ``tie_duplicates``: every member but the first of each
+    duplicate group (``dst``) and its group's first member (``src``), so that
+    ``scores[..., dst] = scores[..., src]`` ties every group at once (the groups are disjoint:
+    ``duplicate_groups`` / ``merge_groups``). Computed once where the same groups tie many
+    score matrices (the probe's cutting plane)."""
+    groups = [np.asarray(g, dtype=np.int64) for g in groups if len(g) > 1]
+    if not groups:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate([np.repeat(g[:1], len(g) - 1) for g in groups]), np.concatenate([g[1:] for g in groups])
 
 
 def _order_keys(s: np.ndarray, rows: np.ndarray, is_gold: np.ndarray, grade: np.ndarray):

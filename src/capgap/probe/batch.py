@@ -79,7 +79,7 @@ def _iteration(env: _Env, state: dict[int, Problem], active: list[int]) -> tuple
         state[p].b_new, state[p].a_new = _first_plane(state[p], env.golds, env.opt_excl, env.Df, env.colsum)
     active = [p for p in active if state[p].it > 0]
     W = np.stack([state[p].w for p in active]).astype(np.float32) if active else np.zeros((0, env.Df.shape[1]), np.float32)
-    S = tie_duplicates(_scores32(env.Df, W), env.dups)  # (B', n): one product, rows contiguous
+    S = tie_duplicates(_scores32(env.Df, W, env.DT), env.dups, env.tie)  # (B', n): one product, rows contiguous
     Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
     add, still, capped = [], list(first), 0
     for row, p in enumerate(active):
@@ -94,7 +94,7 @@ def _iteration(env: _Env, state: dict[int, Problem], active: list[int]) -> tuple
     if not still:
         return [], capped
     # new cutting planes, (dim, B''); written D^T.C^T: OpenBLAS runs C.D ~10x slower here
-    A_new = _planes32(env.Df, Cm[: len(add)]) if add else None
+    A_new = _planes32(env.Df, Cm[: len(add)], env.DT) if add else None
     del Cm
     for col, p in enumerate(add + first):
         st = state[p]
@@ -218,7 +218,7 @@ def _finish_batch(env: _Env, state: dict[int, Problem], ps: list[int]) -> dict[i
     rest = list(state)
     for c0 in range(0, len(rest), 32):
         chunk = rest[c0 : c0 + 32]
-        S32 = tie_duplicates(_scores32(env.Df, np.stack([state[p].w for p in chunk]).astype(np.float32)), env.dups)
+        S32 = tie_duplicates(_scores32(env.Df, np.stack([state[p].w for p in chunk]).astype(np.float32), env.DT), env.dups, env.tie)
         for row, p in enumerate(chunk):
             st = state.pop(p)
             st.s32 = S32[row]

@@ -10,6 +10,7 @@ GEMV_ROWS = 10  # fewer active queries than this: their products are matrix-vect
 WORK_BYTES = 64 * 2**20  # a small index's batch window may hold this much in its two float32 work matrices (solver.batch_window)
 STREAM_WINDOWS = 4  # a batch holds up to this many windows of problems; a finished problem's place goes to the next (batch._solve_batch)
 MIN_BATCHES = 8  # batch_size=None: at least this many batches where the problems allow (solver._probe)
+TRANSPOSED_BYTES = 2**30  # an index of at most this many bytes gets a column-major copy for the cutting plane's products (setup.transposed)
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
 HULL_ROUNDS = 3  # column-generation rounds of an inseparability proof (proofs._prove_inseparable)

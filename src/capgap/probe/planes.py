@@ -105,29 +105,33 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
 _QP_CONSTRAINTS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # working-set size -> (_solve_dual's constraint matrix, identity)
 
 
-def _scores32(Df: np.ndarray, W: np.ndarray) -> np.ndarray:
+def _scores32(Df: np.ndarray, W: np.ndarray, DT: np.ndarray | None = None) -> np.ndarray:
     """``W @ Df.T``: ``(m, dim) float32`` query vectors against the index ``(n_docs, dim) float32``,
-    ``(m, n_docs) float32``. Below ``constants.GEMV_ROWS`` rows, one matrix-vector product per row:
+    ``(m, n_docs) float32``, on ``DT`` (``Df`` transposed, C-contiguous: ``setup.transposed``)
+    when given. Below ``constants.GEMV_ROWS`` rows, one matrix-vector product per row:
     OpenBLAS's matrix product packs the whole index first (~2 ms on a 3,633 x 384 index, as
     much as 10 matrix-vector products), which the long tail of a batch, a few queries still
     iterating, paid at every iteration (benchmarks/README.md)."""
     if len(W) >= const.GEMV_ROWS:
-        return W @ Df.T
+        return W @ (Df.T if DT is None else DT)
     out = np.empty((len(W), Df.shape[0]), dtype=np.float32)
+    M = Df if DT is None else DT.T  # DT.T: the column-major kernel
     for i, w in enumerate(W):
-        np.dot(Df, w, out=out[i])
+        np.dot(M, w, out=out[i])
     return out
 
 
-def _planes32(Df: np.ndarray, Cm: np.ndarray) -> np.ndarray:
+def _planes32(Df: np.ndarray, Cm: np.ndarray, DT: np.ndarray | None = None) -> np.ndarray:
     """``Df.T @ Cm.T``: the cutting planes' directions ``(dim, m) float32`` from their coefficient
-    rows ``Cm`` ``(m, n_docs) float32`` (written D^T.C^T: OpenBLAS runs C.D ~10x slower here);
-    below ``constants.GEMV_ROWS`` rows one matrix-vector product per row, as in ``_scores32``."""
+    rows ``Cm`` ``(m, n_docs) float32`` (written D^T.C^T: OpenBLAS runs C.D ~10x slower here), on
+    ``DT`` when given (as ``_scores32``); below ``constants.GEMV_ROWS`` rows one matrix-vector
+    product per row."""
+    M = Df.T if DT is None else DT
     if len(Cm) >= const.GEMV_ROWS:
-        return Df.T @ Cm.T
+        return M @ Cm.T
     out = np.empty((Df.shape[1], len(Cm)), dtype=np.float32)
     for i, c in enumerate(Cm):
-        out[:, i] = c @ Df
+        out[:, i] = c @ Df if DT is None else DT @ c
     return out
 
 

@@ -16,7 +16,9 @@ class _Env:
     sets of ``pairs="graded"`` after the queries), the problems (lists of queries sharing one
     w) and the members each one's cutting plane optimises (``opt_members``), the
     duplicate groups and each row's representative, the index's column sum, max |entry|, max
-    row norm and row norms, and the settings."""
+    row norm and row norms, and the settings. ``DT``: the index once more in column-major order
+    for the cutting plane's products (``setup.transposed``), ``tie``: the duplicate groups as
+    one gather/scatter (``retrieval.tie_index``)."""
 
     Df: np.ndarray
     golds: list
@@ -42,6 +44,8 @@ class _Env:
     solve: str
     prove: bool = True  # False: no inseparability proof or exact LP at all (a solve that only seeks a w: refine's)
     window: int = 0  # problems iterating at once in a batch (solver.batch_window); 0: the whole batch
+    DT: np.ndarray | None = None  # the index transposed, (dim, n_docs) float32 C-contiguous (setup.transposed); None: Df's rows only
+    tie: tuple = ()  # retrieval.tie_index(dups): (src, dst), every duplicate group tied in one step
 
 
 @dataclass
