@@ -189,3 +189,22 @@ def test_sharded_stages_write_the_unsharded_bytes(name, tmp_path, monkeypatch, m
     assert out["sharded"].keys() == out["whole"].keys()
     for f in out["whole"]:
         assert out["sharded"][f] == out["whole"][f], f
+
+
+def test_only_the_solving_shards_copy_the_index(monkeypatch):
+    """``probe_shard`` runs batches and makes the index's column-major copy (``setup.transposed``);
+    ``gather_shards`` runs none (the second solve makes its own) and makes none for its own
+    environment."""
+    from capgap.probe import setup
+
+    made = []
+    real = setup.transposed
+    monkeypatch.setattr(setup, "transposed", lambda Df: made.append(Df.shape) or real(Df))
+    rng = np.random.default_rng(3)
+    D = rng.standard_normal((80, 6)).astype(np.float32)
+    gold = [rng.choice(80, size=2, replace=False).tolist() for _ in range(12)]
+    parts = [probe_shard(D, gold, 2, k, threads=1) for k in range(2)]
+    assert made == [(80, 6)] * 2
+    made.clear()
+    _same_results(gather_shards(D, gold, parts, threads=1), probe(D, gold, threads=1))
+    assert made == [(80, 6)]  # probe()'s own; the gather made none (no duplicates here: no second solve)

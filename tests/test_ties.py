@@ -113,6 +113,9 @@ def test_tie_index_ties_every_group_in_one_step():
         assert np.array_equal(tie_duplicates(S.copy(), groups, (src, dst)), want)
     S = rng.standard_normal(50)
     assert np.array_equal(tie_duplicates(S.copy(), []), S) and [len(x) for x in tie_index([])] == [0, 0]
+    # groups sharing a row (a caller's own) are one document: every row takes the merged group's first
+    S = np.array([[1.0, 2.0, 3.0, 0.0, 5.0, 6.0]])
+    assert tie_duplicates(S.copy(), [np.array([1, 2]), np.array([0, 1]), np.array([4, 5])]).tolist() == [[1.0, 1.0, 1.0, 0.0, 5.0, 5.0]]
 
 
 def test_duplicate_groups_compare_bits_whatever_the_row_width():

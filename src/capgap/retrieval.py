@@ -171,7 +171,8 @@ def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray],
     """Give every member of each duplicate group its first member's score, in place.
 
     ``scores``: ``(n_queries, n_docs)`` or ``(n_docs,)`` float; ``groups``: from
-    ``duplicate_groups`` (disjoint); ``index``: ``tie_index(groups)`` when already computed.
+    ``duplicate_groups`` (groups sharing a row are merged: ``tie_index``); ``index``:
+    ``tie_index(groups)`` when already computed.
     Returns ``scores``. Identical documents can otherwise differ by one
     ulp when a BLAS kernel treats their rows differently.
     """
@@ -184,12 +185,17 @@ def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray],
 def tie_index(groups: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(src, dst)`` ``int64`` arrays for ``tie_duplicates``: every member but the first of each
     duplicate group (``dst``) and its group's first member (``src``), so that
-    ``scores[..., dst] = scores[..., src]`` ties every group at once (the groups are disjoint:
-    ``duplicate_groups`` / ``merge_groups``). Computed once where the same groups tie many
-    score matrices (the probe's cutting plane)."""
+    ``scores[..., dst] = scores[..., src]`` ties every group at once. Groups that share a row
+    (a caller's own; ``duplicate_groups`` / ``merge_groups`` give disjoint ones) are merged
+    first (``merge_groups``: rows linked by any group are one document, scored as the merged
+    group's first row). Computed once where the same groups tie many score matrices (the
+    probe's cutting plane)."""
     groups = [np.asarray(g, dtype=np.int64) for g in groups if len(g) > 1]
     if not groups:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows = np.concatenate(groups)
+    if len(np.unique(rows)) < len(rows):  # overlapping groups (a caller's own): one group per connected set of rows
+        groups = merge_groups(int(rows.max()) + 1, groups)
     return np.concatenate([np.repeat(g[:1], len(g) - 1) for g in groups]), np.concatenate([g[1:] for g in groups])
 
 

@@ -6,6 +6,7 @@ next ``probe()`` call does, in worker processes too (they are forked after the c
 """
 
 PRUNE_AFTER = 10  # iterations a cutting plane may stay inactive (alpha = 0) before it is dropped
+QP_CACHE_MAX = 64  # working sets up to this many planes keep their dual QP's constraint matrices (planes._qp_constraints)
 GEMV_ROWS = 10  # fewer active queries than this: their products are matrix-vector products (planes._scores32)
 WORK_BYTES = 64 * 2**20  # a small index's batch window may hold this much in its two float32 work matrices (solver.batch_window)
 STREAM_WINDOWS = 4  # a batch holds up to this many windows of problems; a finished problem's place goes to the next (batch._solve_batch)

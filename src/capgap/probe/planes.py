@@ -89,9 +89,7 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     """max b.alpha - 1/2 alpha K alpha, alpha >= 0, sum alpha <= C (quadprog)."""
     import quadprog  # third-party, imported where used: the report and diagnose paths import capgap.probe without solving
     n = len(b)
-    if n not in _QP_CONSTRAINTS:  # alpha >= 0 and -sum alpha >= -C, as quadprog's C^T x >= b
-        _QP_CONSTRAINTS[n] = (np.hstack([np.eye(n), -np.ones((n, 1))]), np.eye(n))
-    Cmat, eye = _QP_CONSTRAINTS[n]
+    Cmat, eye = _QP_CONSTRAINTS.get(n) or _qp_constraints(n)
     bvec = np.zeros(n + 1)
     bvec[-1] = -C
     scale = max(1.0, float(K.diagonal().sum()) / n)
@@ -103,6 +101,18 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
 
 
 _QP_CONSTRAINTS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # working-set size -> (_solve_dual's constraint matrix, identity)
+
+
+def _qp_constraints(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``_solve_dual``'s constraint matrix (alpha >= 0 and -sum alpha >= -C, as quadprog's
+    C^T x >= b) and identity for a working set of ``n`` planes, cached up to
+    ``constants.QP_CACHE_MAX`` planes; beyond, built per call (the cache held two n x n
+    matrices per size, cubic in the largest working set, which a stalled problem grows by one
+    plane per iteration)."""
+    out = (np.hstack([np.eye(n), -np.ones((n, 1))]), np.eye(n))
+    if n <= const.QP_CACHE_MAX:
+        _QP_CONSTRAINTS[n] = out
+    return out
 
 
 def _scores32(Df: np.ndarray, W: np.ndarray, DT: np.ndarray | None = None) -> np.ndarray:

@@ -33,10 +33,12 @@ def _queries(n, gold_sets, excluded_sets, grades):
     return golds, grs, excls
 
 
-def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, pairs: str, settings: dict) -> _Env:
+def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, pairs: str, settings: dict,
+                 solves: bool = True) -> _Env:
     """The ``_Env`` of validated queries (``_queries``) over the index ``Df`` ``(n_docs, dim)
     float32``; ``settings``: the ``_Env`` fields C, C_max, eps, max_iter, lp_check_max_docs,
-    depth, solve and prove."""
+    depth, solve and prove. ``solves=False``: no batch will run on it (the shards' gather),
+    so no column-major copy (``transposed``)."""
     n, dim = Df.shape
     B = const.BLOCK
     dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + B]).max()) for b0 in range(0, n, B)])
@@ -53,16 +55,17 @@ def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, pair
     golds_opt, excl_opt, opt_members = _grade_levels(problems, golds, grs, opt_excl, pairs)
     return _Env(Df=Df, golds=golds_opt, grades=grs, excls=excls, twins=twins, opt_excl=excl_opt, problems=problems,
                 opt_members=opt_members, dups=dups, rep=rep, colsum=colsum, dmax=dmax, rmax=rmax, norms=norms, affine=affine,
-                DT=transposed(Df), tie=tie_index(dups), **settings)
+                DT=transposed(Df) if solves else None, tie=tie_index(dups), **settings)
 
 
 def transposed(Df: np.ndarray) -> np.ndarray | None:
     """The index ``Df`` ``(n_docs, dim) float32`` as ``(dim, n_docs) float32`` C-contiguous (the
     same numbers in column-major order), or None above ``TRANSPOSED_BYTES``. The cutting
     plane's products run on it (``planes._scores32`` / ``_planes32``): OpenBLAS's
-    matrix-vector kernels stream a column-major matrix 1.5-3.7x faster than the row-major one
-    here (benchmarks/README.md), and most of a batch's iterations are matrix-vector products
-    (its last, longest problems). Built blockwise, so a memory-mapped index is read once."""
+    matrix-vector kernels stream a column-major matrix 1.4-3.1x faster than the row-major one
+    (benchmarks/products.py; its matrix products give the same numbers at the same speed),
+    and most of a batch's iterations are matrix-vector products (its last, longest problems).
+    Built blockwise, so a memory-mapped index is read once."""
     n, dim = Df.shape
     if n * dim * 4 > const.TRANSPOSED_BYTES:
         return None

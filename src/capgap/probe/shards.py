@@ -90,7 +90,7 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
     its batches. Returns one ``ProbeResult`` per query, equal to ``probe()``'s. Raises
     ``ValueError`` when the shards are not shards 0..n-1 of one n of this query set, or do not
     cover every query exactly once."""
-    env, batches, workers, s = _prepare(D, gold_sets, threads, **kwargs)
+    env, batches, workers, s = _prepare(D, gold_sets, threads, solves=False, **kwargs)
     n = len(shards)
     results: list[ProbeResult | None] = [None] * len(gold_sets)
     capped = 0
@@ -118,9 +118,10 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
 def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], max_iter: int = _D["max_iter"],
              batch_size: int | None = _D["batch_size"], lp_check_max_docs: int = _D["lp_check_max_docs"],
              C_max: float | None = _D["C_max"], excluded_sets=None, grades=None, tie_groups=None, depth: int = 0,
-             duplicates=(), solve: str = _D["solve"], pairs: str = _D["pairs"]):
+             duplicates=(), solve: str = _D["solve"], pairs: str = _D["pairs"], solves: bool = True):
     """``probe()``'s checks and ``solver._probe``'s set-up, step for step: ``(env, batches,
-    workers, settings)``."""
+    workers, settings)``; ``solves=False``: no batch will run on ``env`` (``gather_shards``), so
+    it holds no column-major copy of the index."""
     D = checked_index(D, solve, pairs)
     workers = int(threads) if threads else (os.cpu_count() or 1)
     C_max = float(C if C_max is None else max(C, C_max))
@@ -128,7 +129,8 @@ def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], 
         golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
         settings = dict(C=float(C), C_max=C_max, eps=float(eps), max_iter=int(max_iter), lp_check_max_docs=int(lp_check_max_docs),
                         depth=int(depth), solve=solve, prove=True)
-        env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings)
+        env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings,
+                           solves)
     env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
     batches = problem_batches(len(env.problems), D.shape, batch_size)
     return env, batches, workers, {**settings, "batch_size": batch_size, "pairs": pairs}

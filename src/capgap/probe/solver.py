@@ -130,6 +130,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
     if capped and refine:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
     if refine and pairs == "gold" and solve == "certificate" and C_max > C:  # the capacity is sought: tighten the duplicates' R-precision
+        env = replace(env, DT=None)  # the batches are done: the second solve makes its own column-major copy, not a second one beside it
         solve_again = second_solve(D, golds, excls, env.dups, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, depth, solve,
                                    workers)
         results = refine_duplicates(env, results, grs, solve_again)

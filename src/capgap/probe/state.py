@@ -45,7 +45,7 @@ class _Env:
     prove: bool = True  # False: no inseparability proof or exact LP at all (a solve that only seeks a w: refine's)
     window: int = 0  # problems iterating at once in a batch (solver.batch_window); 0: the whole batch
     DT: np.ndarray | None = None  # the index transposed, (dim, n_docs) float32 C-contiguous (setup.transposed); None: Df's rows only
-    tie: tuple = ()  # retrieval.tie_index(dups): (src, dst), every duplicate group tied in one step
+    tie: tuple | None = None  # retrieval.tie_index(dups): (src, dst), every duplicate group tied in one step; None: from dups
 
 
 @dataclass
