@@ -172,6 +172,11 @@ def test_bad_input():
         probe(np.eye(3, dtype=np.float32), [[]])
     with pytest.raises(ValueError, match="out of range"):
         probe(np.eye(3, dtype=np.float32), [[5]])
+    with pytest.raises(ValueError, match="at least one dimension"):
+        probe(np.zeros((4, 0), dtype=np.float32), [[0]])
+    for bad in ([[0, 3]], [[-1, 0]]):  # past the end, and a negative index (it used to mean the last row)
+        with pytest.raises(ValueError, match="duplicates group 0: row index out of range"):
+            probe(np.eye(3, dtype=np.float32), [[0]], duplicates=bad)
 
 
 def test_batching_does_not_change_results():

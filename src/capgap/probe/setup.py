@@ -44,7 +44,7 @@ def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, pair
     dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + B]).max()) for b0 in range(0, n, B)])
     norms = np.concatenate([np.sqrt((Df[b0 : b0 + B].astype(np.float64) ** 2).sum(1)) for b0 in range(0, n, B)])
     rmax = float(norms.max()) if n else 0.0
-    dups = merge_groups(n, duplicate_groups(Df), [np.asarray(g, dtype=np.int64) for g in duplicates])
+    dups = merge_groups(n, duplicate_groups(Df), _duplicate_rows(n, duplicates))
     colsum = sum(Df[b0 : b0 + B].sum(0, dtype=np.float64) for b0 in range(0, n, B)) if n else np.zeros(dim)
     rep = np.arange(n)  # each row's duplicate-group representative (its scores are the group's)
     for g in dups:
@@ -73,6 +73,18 @@ def transposed(Df: np.ndarray) -> np.ndarray | None:
     for b0 in range(0, n, 8 * const.BLOCK):
         DT[:, b0 : b0 + 8 * const.BLOCK] = Df[b0 : b0 + 8 * const.BLOCK].T
     return DT
+
+
+def _duplicate_rows(n: int, duplicates) -> list[np.ndarray]:
+    """``probe(duplicates=...)``'s groups as ``int64`` arrays, each row index in ``[0, n)``, else
+    ``ValueError`` naming the group (a negative index would silently mean a row from the end)."""
+    out = []
+    for k, g in enumerate(duplicates):
+        g = np.asarray(g, dtype=np.int64).ravel()
+        if len(g) and (g.min() < 0 or g.max() >= n):
+            raise ValueError(f"duplicates group {k}: row index out of range [0, {n}): {g.tolist()[:5]}")
+        out.append(g)
+    return out
 
 
 def _twins(golds, excls, dups) -> tuple[list, list]:

@@ -138,11 +138,11 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
 
 
 def checked_index(D, solve: str, pairs: str) -> np.ndarray:
-    """``probe()``'s input checks: ``D`` as an array, 2-d and finite (checked blockwise: no
+    """``probe()``'s input checks: ``D`` as an array, 2-d with at least one column and finite (checked blockwise: no
     full-size temporary), ``solve`` in ``SOLVES`` and ``pairs`` in ``PAIRS``, else ``ValueError``."""
     D = np.asarray(D)
-    if D.ndim != 2:
-        raise ValueError(f"index must be 2-d, got shape {D.shape}")
+    if D.ndim != 2 or D.shape[1] == 0:
+        raise ValueError(f"index must be 2-d with at least one dimension, got shape {D.shape}")
     for b0 in range(0, D.shape[0], const.BLOCK):
         if not np.isfinite(D[b0 : b0 + const.BLOCK]).all():
             raise ValueError("index contains NaN or Inf")
