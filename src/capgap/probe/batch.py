@@ -231,7 +231,7 @@ def _finish_problem(env: _Env, p: int, st: Problem) -> dict[int, ProbeResult]:
     query (``pairs="graded"``) is judged gold vs non-gold as any query, with w, slack and
     objective those of the graded problem the cutting plane solved."""
     real = env.problems[p]
-    s = _exact_near_gold(env.Df, st.w, st.s32, [env.golds[q] for q in real], env.rmax, env.dups)
+    s = _exact_near_gold(env.Df, st.w, st.s32, [env.golds[q] for q in real], env.rmax, env.dups, env.tie)
     if st.members == real:
         return _finish(st, env, s)
     n = env.Df.shape[0]

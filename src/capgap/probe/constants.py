@@ -14,8 +14,8 @@ MIN_BATCHES = 8  # batch_size=None: at least this many batches where the problem
 TRANSPOSED_BYTES = 2**30  # an index of at most this many bytes gets a column-major copy for the cutting plane's products (setup.transposed)
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
-HULL_ROUNDS = 3  # column-generation rounds of an inseparability proof (proofs._prove_inseparable)
-HULL_STEP = 512  # candidates added per round, at least (and at least 2 (dim + 2))
+HULL_ROUNDS = 6  # column-generation rounds of an inseparability proof (proofs._prove_inseparable)
+HULL_STEP = 256  # non-gold candidates added per round: dim + 2, and at least this many (benchmarks/README.md: 2 (dim + 2) cost 1.6x the NNLS time)
 HULL_AFTER = 2  # escalations of C before the one in-loop inseparability proof (C = 100 x the base C by default)
 TIGHTEN_STEPS = 3  # certificate mode at C_max, unseparated: eps is tightened 10x at a time, at most this often
 TIGHTEN_ITERS = 300  # ... and for at most this many iterations

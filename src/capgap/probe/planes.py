@@ -216,15 +216,16 @@ def _scores64(Df: np.ndarray, W: np.ndarray, dups) -> np.ndarray:
     return tie_duplicates(out, dups)
 
 
-def _exact_near_gold(Df: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups) -> np.ndarray:
+def _exact_near_gold(Df: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups, tie: tuple | None = None) -> np.ndarray:
     """Scores at w ``(n_docs,) float64``: exact (float64) for the gold documents and every
     document within the float32 error bound of the lowest gold score, ``s32`` elsewhere. So the
     margin's sign, every tie with a gold document and every gold rank are exact; documents
-    further below only keep float32 precision. Duplicates are tied."""
+    further below only keep float32 precision. Duplicates are tied (``tie``: ``retrieval.tie_index(dups)``
+    when already computed)."""
     s = s32.astype(np.float64)
     # |s32 - s64| <= dim * 2^-24 * |w| * max|d| (float32 dot + rounding of w), doubled for safety
     delta = 2.0 * Df.shape[1] * 2.0**-24 * max(float(np.linalg.norm(w)), 1e-30) * max(rmax, 1e-30)
     low = min(float(s32[g].min()) for g in golds)
     cand = np.flatnonzero(s32 >= low - delta)
     s[cand] = Df[cand].astype(np.float64) @ np.asarray(w, dtype=np.float64)
-    return tie_duplicates(s, dups)
+    return tie_duplicates(s, dups, tie)

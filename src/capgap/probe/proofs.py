@@ -91,7 +91,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     w, duplicates tied) do not separate.
 
     Per unseparated member, column generation on the nearest-point problem of the two hulls:
-    start from the ``max(2 (dim + 2), HULL_STEP)`` highest-scoring non-gold documents; ``hull_distance_bound``
+    start from the ``max(dim + 2, HULL_STEP)`` highest-scoring non-gold documents; ``hull_distance_bound``
     of the gold documents against them gives convex weights and r = p - q; if |r| <=
     ``HULL_TOL * dmax`` the member is proven (every w has min gold score - max non-gold score
     <= |w| |r|, below the certificate's threshold in ``_finish``, so no C certifies it). Else r
@@ -102,7 +102,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     duplicate group's first row (``rep``), whose score every member of the group gets. A single
     member with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
     dim = Df.shape[1]
-    step = max(2 * (dim + 2), const.HULL_STEP)
+    step = max(dim + 2, const.HULL_STEP)  # the NNLS has dim + 2 rows: a basic solution uses at most dim + 2 documents
     worst, proven, witness = 0.0, [], None
     single = len(members) == 1 and seek_witness
     for q in members:
