@@ -309,6 +309,55 @@ def test_hull_distance_bound_closed_forms():
     assert hull_distance_bound(np.array([[-1.0, 0], [1, 0]]), np.array([[0.0, 1]])) >= 1.0 - 1e-12
 
 
+def _tiny_margin(seed, dim=64, p=200, m=1500):
+    """Unit vectors squeezed to within ~1e-3 of a hyperplane, the top p along its normal u made
+    gold and both sides moved 0.5e-5 apart along u: separable by construction (u does it), with
+    convex hulls ~3e-5 apart (the NFCorpus query that reached max_iter: 250 gold, ~5e-5)."""
+    rng = np.random.default_rng(seed)
+    X = unit(rng, p + m, dim).astype(np.float64)
+    u = unit(rng, 1, dim)[0].astype(np.float64)
+    t = X @ u
+    thr = np.quantile(t, 1 - p / (p + m))
+    X -= np.outer((t - thr) * (1 - 1e-3), u)
+    gold = t >= thr
+    X[gold] += 0.5e-5 * u
+    X[~gold] -= 0.5e-5 * u
+    return X, np.flatnonzero(gold)
+
+
+def test_hull_direction_separates_hulls_a_tiny_margin_apart():
+    """The least-squares optimality (KKT) conditions of hull_distance_bound's NNLS put every row
+    of P above every row of N along its direction r by |r|^2 (module docstring): checked on hulls
+    ~3e-5 apart, where the normalised difference of the two hull points misses by ~1e-8 (the
+    penalised sums are 1 only up to ~|r|^2), and the separation is what the construction fixes."""
+    for seed in range(3):
+        X, gold = _tiny_margin(seed)
+        mask = np.zeros(len(X), dtype=bool)
+        mask[gold] = True
+        P, N = X[mask], X[~mask]
+        bound, r = hull_distance_bound(P, N, return_direction=True)
+        assert 1e-6 < bound < 1e-4
+        gap = float((P @ r).min() - (N @ r).max())
+        assert gap == pytest.approx(float(r @ r), rel=1e-2) and gap > 0
+
+
+def test_tiny_margin_query_is_certified_by_the_proofs_witness():
+    """A query separable by a tiny margin (``_tiny_margin``: the construction's u separates it)
+    is certified at the escalation gate by the proof's direction (decided_by="hull", no exact
+    LP, no escalation past C = 1e5), with the LP off too: every gold document ranks above every
+    other (recall@|G| = 1, the construction's answer). The normalised hull difference used to
+    miss it: with the LP off the query ended undecided at max_iter (recall ~0.45). On a corpus
+    within lp_check_max_docs the gate's whole LP at the base C decides it, and its witness ends
+    the query there (decided_by="lp"; it used to iterate on to max_iter and solve the LP again)."""
+    for seed in range(2):
+        X, gold = _tiny_margin(seed)
+        for lp, by, C_final in ((0, "hull", 1e5), (1000, "hull", 1e5), (2000, "lp", 1e3)):  # 1,700 documents
+            r = probe(X.astype(np.float32), [gold], lp_check_max_docs=lp)[0]
+            assert (r.outcome, r.decided_by, r.certified) == ("certified", by, True)
+            assert r.recall_at(len(gold)) == 1.0 and sorted(r.gold_ranks) == list(range(1, len(gold) + 1))
+            assert r.stopped == "optimum" and r.extra["C_final"] == C_final and r.lp_feasible is (True if by == "lp" else None)
+
+
 def test_inseparability_proof_is_sound_and_bounds_escalation():
     """On corpora beyond lp_check_max_docs the gate proves inseparable queries at the base C
     (no escalation, a few dozen iterations) and never a separable one: every proof is checked

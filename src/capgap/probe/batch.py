@@ -18,12 +18,13 @@ from .planes import (
     _first_plane,
     _group_violated,
     _hinge,
+    _non_gold,
     _planes32,
     _scores32,
     _separated,
     _solve_dual,
 )
-from .proofs import _prove_inseparable, lp_feasible
+from .proofs import _hull_witness, _prove_inseparable, lp_feasible
 from .result import ProbeResult
 from .state import Problem, _Env
 from .ties import _crossing
@@ -168,13 +169,21 @@ def _converged(env: _Env, st: Problem, s: np.ndarray, H: float) -> str | None:
 def _proof(env: _Env, st: Problem, s: np.ndarray, whole_lp: bool) -> bool:
     """The one in-loop proof attempt at scores ``s``: the whole exact LP (``whole_lp``, a single
     query) or ``_prove_inseparable``. True when it ends the problem: proven inseparable
-    (``stopped="inseparable"``), or the proof found a separating witness instead (then the
+    (``stopped="inseparable"``), or the proof or the feasible LP found a separating witness
+    instead (``st.witness``, checked in float64 as ``_hull_witness`` checks the proof's; then the
     problem is converged at C: objective, slack and dual are that optimum's)."""
     if whole_lp:
         q = st.members[0]
-        if lp_feasible(env.Df, env.golds[q], excluded=env.opt_excl[q]) is False:
+        ok, w_lp = lp_feasible(env.Df, env.golds[q], excluded=env.opt_excl[q], return_witness=True)
+        if ok is False:
             st.done, st.stopped, st.lp = True, "inseparable", False
             return True
+        if ok and st.seek_witness:  # the LP's witness, checked exactly: the query is decided, no more iterations or LPs
+            ng = np.flatnonzero(_non_gold(env.Df.shape[0], env.golds[q], env.opt_excl[q]))
+            st.witness = _hull_witness(env.Df, w_lp, env.golds[q], ng, env.rep, env.dmax)
+            if st.witness is not None:
+                st.done, st.lp = True, True
+                return True
         return False
     proof = _prove_inseparable(s, st.members, st.seek_witness, env.golds, env.opt_excl, env.Df, env.rep, env.dmax)
     st.hull_members, st.witness = proof.proven, proof.witness

@@ -101,8 +101,10 @@ def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: n
     certified = margin > thresh
     separated = certified or (len(twins) > 0 and _margin(s, gold, rest) > thresh)  # up to identical copies
     v = _Verdict(w, s, margin, certified, separated, False if len(twins) else None, None, st.hull)
-    if not separated and single and st.witness is not None:  # the proof's separating w (_hull_witness)
-        _adopt_witness(v, st.witness, gold, ng, env.dmax)
+    if not separated and single and st.witness is not None:  # the proof's or the in-loop LP's separating w (_hull_witness)
+        _adopt_witness(v, st.witness, gold, ng, env.dmax, "lp" if st.lp else "hull")
+        if st.lp and not len(twins):
+            v.lp = True
     elif separated:
         v.decided_by = "certificate"
     elif q in st.crossing:
@@ -122,12 +124,12 @@ def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: n
     return v
 
 
-def _adopt_witness(v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, dmax: float) -> None:
-    """A proof's separating ``(w, scores)`` replaces the verdict's (``decided_by="hull"``)."""
+def _adopt_witness(v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, dmax: float, by: str = "hull") -> None:
+    """A proof's (or the in-loop LP's: ``by="lp"``) separating ``(w, scores)`` replaces the verdict's (``decided_by=by``)."""
     v.w, v.s = witness
     v.margin = _margin(v.s, gold, ng)
     v.certified = v.margin > _threshold(v.w, dmax)
-    v.separated, v.decided_by = True, "hull"
+    v.separated, v.decided_by = True, by
 
 
 def _exact_lp(v: _Verdict, env: _Env, q: int, ng: np.ndarray, rest: np.ndarray) -> None:

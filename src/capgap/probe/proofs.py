@@ -92,11 +92,12 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
 
     Per unseparated member, column generation on the nearest-point problem of the two hulls:
     start from the ``max(dim + 2, HULL_STEP)`` highest-scoring non-gold documents; ``hull_distance_bound``
-    of the gold documents against them gives convex weights and r = p - q; if |r| <=
-    ``HULL_TOL * dmax`` the member is proven (every w has min gold score - max non-gold score
-    <= |w| |r|, below the certificate's threshold in ``_finish``, so no C certifies it). Else r
-    points from the gold hull towards the subset's non-gold hull: the non-gold documents ranked
-    at or above the lowest gold one along r join the candidates (highest first), topped up with
+    of the gold documents against them gives convex weights, the bound |p - q| and the NNLS's
+    direction r (~ p - q); if the bound is at most ``HULL_TOL * dmax`` the member is proven
+    (every w has min gold score - max non-gold score <= |w| |p - q|, below the certificate's
+    threshold in ``_finish``, so no C certifies it). Else r separates the gold documents from
+    the subset (``hull_distance_bound``): the non-gold documents ranked at or above the lowest
+    gold one along r (exact float64 scores) join the candidates (highest first), topped up with
     the next documents by score at w to that many new ones per round, and the next round
     starts. At most ``HULL_ROUNDS`` rounds; a failed proof escalates. Documents enter as their
     duplicate group's first row (``rep``), whose score every member of the group gets. A single
@@ -120,11 +121,11 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
             bound, r = hull_distance_bound(G, Df[rows], return_direction=True)
             if bound <= const.HULL_TOL * dmax or r is None:
                 break
-            t = (Df @ r.astype(np.float32))[rep]  # along r, duplicates tied
+            t = _scores64(Df, r, ())[rep]  # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
             if single and float(t[gold].min()) > float(t[ng].max()):
-                # r, the nearest-point direction of the subset's hulls, separates every document:
-                # the query is separable and r is its witness (checked exactly, scaled to margin 1)
-                witness = _hull_witness(Df, r, gold, ng, rep, dmax)
+                # r, the NNLS's nearest-point direction of the subset's hulls, separates every
+                # document: the query is separable and r is its witness (scaled to margin 1)
+                witness = _hull_witness(Df, r, gold, ng, rep, dmax, t)
                 if witness is not None:
                     break
             if len(rows) >= n_rows:
@@ -141,13 +142,13 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
 
 
 def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
-                  dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
+                  dmax: float, s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """A separating witness from a nearest-point direction ``r`` ``(dim,) float64``: the exact
-    (float64) scores along r, duplicates tied through ``rep``; when every gold document scores
-    above every non-gold one in ``ng`` (row indices) by a margin m that ``_finish``'s certificate
-    threshold accepts after scaling, returns ``(r / m, scores / m)`` (margin 1: a feasible point
-    of the hard-margin problem), else None."""
-    s = _scores64(Df, r, ())[rep]
+    (float64) scores along r ``s`` ``(n_docs,)`` (computed when None), duplicates tied through
+    ``rep``; when every gold document scores above every non-gold one in ``ng`` (row indices)
+    by a margin m that ``_finish``'s certificate threshold accepts after scaling, returns
+    ``(r / m, scores / m)`` (margin 1: a feasible point of the hard-margin problem), else None."""
+    s = _scores64(Df, r, ())[rep] if s is None else s
     m = float(s[gold].min() - s[ng].max()) if len(ng) else float("inf")
     if not np.isfinite(m) or m <= 0:
         return None
@@ -168,7 +169,12 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     when no hyperplane separates P from N (Bennett & Bredensteiner, "Duality and Geometry in SVM
     Classifiers", ICML 2000: the hard-margin SVM is the nearest-point problem of the two hulls).
     Returns ``inf`` when the solver fails. With ``return_direction``: ``(bound, r)``, r the
-    ``(dim,) float64`` difference (None when the solver fails)."""
+    ``(dim,) float64`` direction sum_i x_i P_i - sum_j x_{p+j} N_j of the NNLS solution x before
+    the normalisation (None when the solver fails): the least-squares optimality conditions
+    (the penalised sums make its weights sum to 1 only up to ~|r|^2) give every row of P a score
+    along it above every row of N by about |r|^2, which the normalised difference, off by a
+    multiple of the hulls' points, can lose when the hulls are ~1e-4 apart (a query separable by
+    a tiny margin: benchmarks/README.md). Its separation is checked exactly where it is used."""
     from scipy.optimize import nnls  # imported where used (scipy.optimize: ~0.8 s to import)
     P = np.asarray(P, dtype=np.float64)
     N = np.asarray(N, dtype=np.float64)
@@ -186,8 +192,8 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     lam, mu = x[:p], x[p:]
     if lam.sum() <= 0 or mu.sum() <= 0:
         return fail
-    r = P.T @ (lam / lam.sum()) - N.T @ (mu / mu.sum())
-    return (float(np.linalg.norm(r)), r) if return_direction else float(np.linalg.norm(r))
+    bound = float(np.linalg.norm(P.T @ (lam / lam.sum()) - N.T @ (mu / mu.sum())))
+    return (bound, P.T @ lam - N.T @ mu) if return_direction else bound
 
 
 def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:

@@ -75,8 +75,9 @@ class Problem:
 
     Proofs: ``proof_tried`` (the one in-loop proof attempt was made), ``hull`` (its
     ``hull_distance_bound``, None: no proof), ``hull_members`` (the members it proved),
-    ``witness`` (``(w, scores)`` from the proof: a separating w, margin 1, or None), ``lp``
-    (False: the in-loop exact LP proved the single member inseparable; else None). ``graded``:
+    ``witness`` (``(w, scores)`` from the proof or the in-loop LP: a separating w, margin 1, or
+    None), ``lp`` (False: the in-loop exact LP proved the single member inseparable; True: its
+    witness is ``witness``; else None). ``graded``:
     the state as ``finish`` judges a graded query (gold vs non-gold, its w kept)."""
 
     members: list
