@@ -117,7 +117,12 @@ def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
         st.s32 = s.copy()  # the final scores: w does not change any more
         return "stop"
     b_new, H = _group_violated(s, st, env.golds, env.opt_excl, out=out)
-    if H <= st.xiW + st.eps and H > 0 and not st.crossing:
+    # certificate mode, escalation on, the gate beyond the base C: the base C's optimum is a waypoint
+    # (a query stops there only at its certificate or separated, by the stopping rule's own eps), so
+    # C escalates from it at a looser eps
+    waypoint = st.early and st.escalations == 0 < const.HULL_AFTER and st.C < env.C_max and not _whole_lp(env, st)
+    esc_eps = st.eps * const.BASE_EPS_FACTOR if waypoint else st.eps
+    if H <= st.xiW + esc_eps and H > 0 and not st.crossing:
         action = _converged(env, st, s, H)
         if action is not None:
             return action
@@ -143,8 +148,7 @@ def _converged(env: _Env, st: Problem, s: np.ndarray, H: float) -> str | None:
     # the gate: one proof attempt after HULL_AFTER escalations (most separable queries are
     # certified by then, so few proofs are spent on them); on a corpus the whole LP decides, the
     # exact LP at the base C (finish's exact LP settles the certificate there)
-    lp_decides = bool(env.lp_check_max_docs) and env.Df.shape[0] <= env.lp_check_max_docs
-    whole_lp = lp_decides and len(st.members) == 1
+    whole_lp = _whole_lp(env, st)
     if env.prove and not st.proof_tried and (st.escalations >= (0 if whole_lp else const.HULL_AFTER) or st.C >= env.C_max):
         st.proof_tried = True
         if _proof(env, st, s, whole_lp):
@@ -164,6 +168,12 @@ def _converged(env: _Env, st: Problem, s: np.ndarray, H: float) -> str | None:
         if st.it_tight is None:
             st.it_tight = st.it
     return None
+
+
+def _whole_lp(env: _Env, st: Problem) -> bool:
+    """Whether the gate is the whole exact LP at the base C (a single query on a corpus of at
+    most ``lp_check_max_docs`` documents) rather than the proof after ``HULL_AFTER`` escalations."""
+    return bool(env.lp_check_max_docs) and env.Df.shape[0] <= env.lp_check_max_docs and len(st.members) == 1
 
 
 def _proof(env: _Env, st: Problem, s: np.ndarray, whole_lp: bool) -> bool:
