@@ -185,14 +185,15 @@ def _proof(env: _Env, st: Problem, s: np.ndarray, whole_lp: bool) -> bool:
     if whole_lp:
         q = st.members[0]
         ok, w_lp = lp_feasible(env.Df, env.golds[q], excluded=env.opt_excl[q], return_witness=True)
+        st.lp = ok  # ProbeResult.lp_feasible, whatever decides the query
         if ok is False:
             st.done, st.stopped, st.lp = True, "inseparable", False
             return True
-        if ok and st.seek_witness:  # the LP's witness, checked exactly: the query is decided, no more iterations or LPs
+        if ok and st.seek_witness and st.early:  # certificate mode: the LP's witness, checked exactly, decides the query
             ng = np.flatnonzero(_non_gold(env.Df.shape[0], env.golds[q], env.opt_excl[q]))
             st.witness = _hull_witness(env.Df, w_lp, env.golds[q], ng, env.rep, env.dmax)
             if st.witness is not None:
-                st.done, st.lp = True, True
+                st.done = True
                 return True
         return False
     proof = _prove_inseparable(s, st.members, st.seek_witness, env.golds, env.opt_excl, env.Df, env.rep, env.dmax)

@@ -100,11 +100,9 @@ def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: n
     thresh = _threshold(w, env.dmax)
     certified = margin > thresh
     separated = certified or (len(twins) > 0 and _margin(s, gold, rest) > thresh)  # up to identical copies
-    v = _Verdict(w, s, margin, certified, separated, False if len(twins) else None, None, st.hull)
+    v = _Verdict(w, s, margin, certified, separated, False if len(twins) else st.lp, None, st.hull)  # st.lp: the gate's whole LP
     if not separated and single and st.witness is not None:  # the proof's or the in-loop LP's separating w (_hull_witness)
         _adopt_witness(v, st.witness, gold, ng, env.dmax, "lp" if st.lp else "hull")
-        if st.lp and not len(twins):
-            v.lp = True
     elif separated:
         v.decided_by = "certificate"
     elif q in st.crossing:

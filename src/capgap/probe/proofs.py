@@ -143,19 +143,25 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
 
 def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
                   dmax: float, s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
-    """A separating witness from a nearest-point direction ``r`` ``(dim,) float64``: the exact
-    (float64) scores along r ``s`` ``(n_docs,)`` (computed when None), duplicates tied through
-    ``rep``; when every gold document scores above every non-gold one in ``ng`` (row indices)
-    by a margin m that ``_finish``'s certificate threshold accepts after scaling, returns
-    ``(r / m, scores / m)`` (margin 1: a feasible point of the hard-margin problem), else None."""
+    """A separating witness from a direction ``r`` ``(dim,) float64`` (a proof's nearest-point
+    direction, or an LP's w): the exact (float64) scores along r ``s`` ``(n_docs,)`` (computed
+    when None), duplicates tied through ``rep``; when every gold document scores above every
+    non-gold one in ``ng`` (row indices) by a margin m, returns ``(w, scores)`` with w = r / m
+    and its own exact scores (not s / m, whose rounding can order near-tied gold documents
+    differently from w's: an LP's vertex ties several exactly), provided they still separate
+    by a margin ``_finish``'s certificate threshold accepts (~1: a feasible point of the
+    hard-margin problem); else None."""
     s = _scores64(Df, r, ())[rep] if s is None else s
-    m = float(s[gold].min() - s[ng].max()) if len(ng) else float("inf")
+    if not len(ng):
+        return None
+    m = float(s[gold].min() - s[ng].max())
     if not np.isfinite(m) or m <= 0:
         return None
-    wn = float(np.linalg.norm(r)) / m
-    if 1.0 <= 1e-9 * max(1.0, wn) * dmax:  # _finish's threshold: not certified after scaling
+    w = r / m
+    sw = _scores64(Df, w, ())[rep]
+    if float(sw[gold].min() - sw[ng].max()) <= 1e-9 * max(1.0, float(np.linalg.norm(w))) * dmax:  # _finish's threshold
         return None
-    return r / m, s / m
+    return w, sw
 
 
 def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = False):

@@ -76,8 +76,9 @@ class Problem:
     Proofs: ``proof_tried`` (the one in-loop proof attempt was made), ``hull`` (its
     ``hull_distance_bound``, None: no proof), ``hull_members`` (the members it proved),
     ``witness`` (``(w, scores)`` from the proof or the in-loop LP: a separating w, margin 1, or
-    None), ``lp`` (False: the in-loop exact LP proved the single member inseparable; True: its
-    witness is ``witness``; else None). ``graded``:
+    None), ``lp`` (the in-loop whole LP's verdict: False, the single member is proven inseparable;
+    True, feasible, and ``witness`` is its witness where one was adopted; None: not run or
+    undecided). ``graded``:
     the state as ``finish`` judges a graded query (gold vs non-gold, its w kept)."""
 
     members: list
