@@ -187,7 +187,7 @@ def _proof(env: _Env, st: Problem, s: np.ndarray, whole_lp: bool) -> bool:
         ok, w_lp = lp_feasible(env.Df, env.golds[q], excluded=env.opt_excl[q], return_witness=True)
         st.lp = ok  # ProbeResult.lp_feasible, whatever decides the query
         if ok is False:
-            st.done, st.stopped, st.lp = True, "inseparable", False
+            st.done, st.stopped = True, "inseparable"
             return True
         if ok and st.seek_witness and st.early:  # certificate mode: the LP's witness, checked exactly, decides the query
             ng = np.flatnonzero(_non_gold(env.Df.shape[0], env.golds[q], env.opt_excl[q]))
