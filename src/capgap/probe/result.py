@@ -17,7 +17,9 @@ class ProbeResult:
     ``dual``: the dual bound (objective - dual = gap >= 0); ``slack``: pair-averaged hinge loss
     at w (xi); ``iterations``; ``converged`` (False: iteration cap hit); ``margin``: min gold
     score - max non-gold score at w (float64; > 0 means certified); ``certified``;
-    ``lp_feasible`` (None when the LP was not run); ``gold_ranks``: pessimistic 1-based rank of
+    ``lp_feasible`` (the exact hard-margin LP's verdict: None when it was not run or stayed
+    undecided; False, without an LP, for a query whose gold document has an identical non-gold
+    copy: no w separates the two, by construction); ``gold_ranks``: pessimistic 1-based rank of
     each gold document (``capgap.retrieval.rank_gold``); ``duplicate_conflict``: a gold
     document has an identical non-gold copy (no w can separate them); ``cause``: why an
     uncertified query is uncertified: ``"duplicate"`` (such a twin, and no proof that the gold
