@@ -10,7 +10,7 @@ import numpy as np
 
 from ..retrieval import rank_gold, rank_top
 from . import constants as const
-from .planes import _hinge, _scores64
+from .planes import _hinge, _scores64, _threshold
 from .proofs import _lp_generated, _prove_inseparable, lp_feasible
 from .result import ProbeResult
 from .state import Problem, _Env
@@ -37,11 +37,6 @@ class _Verdict:
 def _margin(scores: np.ndarray, gold: np.ndarray, mask: np.ndarray) -> float:
     """Min gold score - max score over ``mask`` ``(n_docs,) bool``; inf when ``mask`` is empty."""
     return float(scores[gold].min() - scores[mask].max()) if mask.any() else float("inf")
-
-
-def _threshold(w: np.ndarray, dmax: float) -> float:
-    """The float64 certificate's threshold on the margin at ``w``."""
-    return 1e-9 * max(1.0, float(np.linalg.norm(w))) * dmax
 
 
 def _masks(n: int, gold: np.ndarray, excl: np.ndarray, twins: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -182,13 +182,19 @@ def _first_plane(st: Problem, golds, opt_excl, Df: np.ndarray, colsum: np.ndarra
     return b, a
 
 
+def _threshold(w: np.ndarray, dmax: float) -> float:
+    """The float64 certificate's threshold on the margin at ``w`` ``(dim,)``: 1e-9 max(1, |w|) max|d|
+    (``finish``'s certificate and the proofs' witnesses)."""
+    return 1e-9 * max(1.0, float(np.linalg.norm(w))) * dmax
+
+
 def _certified32(s: np.ndarray, st: Problem, golds, opt_excl, rmax: float, dmax: float) -> bool:
     """Whether float32 scores ``s`` ``(n_docs,)`` at the problem's w separate every member's gold
     set by more than the float32 error bound (``_exact_near_gold``'s delta) plus the float64
     certificate's threshold, so the final float64 check certifies it too."""
     dim = len(st.w)
     wn = max(float(np.linalg.norm(st.w)), 1e-30)
-    delta = 2.0 * dim * 2.0**-24 * wn * max(rmax, 1e-30) + 1e-9 * max(1.0, wn) * dmax
+    delta = 2.0 * dim * 2.0**-24 * wn * max(rmax, 1e-30) + 1e-9 * max(1.0, wn) * dmax  # + _threshold, |w| computed once
     return all(_separated(s, golds[q], opt_excl[q], by=delta) for q in st.members)
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import constants as const
-from .planes import _non_gold, _scores64, _separated
+from .planes import _non_gold, _scores64, _separated, _threshold
 
 log = logging.getLogger("capgap.probe")
 
@@ -122,9 +122,9 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
             if bound <= const.HULL_TOL * dmax or r is None:
                 break
             t = _scores64(Df, r, ())[rep]  # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
-            if single and float(t[gold].min()) > float(t[ng].max()):
-                # r, the NNLS's nearest-point direction of the subset's hulls, separates every
-                # document: the query is separable and r is its witness (scaled to margin 1)
+            if single:
+                # where r, the NNLS's nearest-point direction of the subset's hulls, separates every
+                # document, the query is separable and r is its witness (scaled to margin 1)
                 witness = _hull_witness(Df, r, gold, ng, rep, dmax, t)
                 if witness is not None:
                     break
@@ -159,7 +159,7 @@ def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarra
         return None
     w = r / m
     sw = _scores64(Df, w, ())[rep]
-    if float(sw[gold].min() - sw[ng].max()) <= 1e-9 * max(1.0, float(np.linalg.norm(w))) * dmax:  # _finish's threshold
+    if float(sw[gold].min() - sw[ng].max()) <= _threshold(w, dmax):
         return None
     return w, sw
 
