@@ -607,24 +607,107 @@ def test_the_duplicates_rprec_upper_bound_by_hand(copies, bound):
     assert rprec_upper_bound(np.array(copies)) == pytest.approx(bound)
 
 
-def test_a_duplicate_query_is_resolved_with_copy_free_gold_first():
+def test_a_duplicate_query_is_resolved_with_copy_free_gold_first(monkeypatch):
     """Gold rows 0, 2 have identical non-gold copies (rows 1, 3), gold row 4 has none. The SVM's
     w ranks the copies' gold documents (x = 1) above row 4 (x = 0.6): copies and gold pair up at
     ranks 1-4 and row 4 is 5th, recall@3 = 1/3 (by hand: c, g, c in the top 3). The best any w
     reaches is 2/3 (row 4 first, then one copy-gold pair; the other pair's gold is 5th): the
-    second, graded solve (copy-free gold one level above) reaches it and is kept."""
+    order witness (copy-free gold above the gold with copies, above the rest) reaches it and is
+    kept; with no order witness found, the second, graded solve (copy-free gold one level
+    above) reaches it too."""
+    import capgap.probe.finish as F
+    import capgap.probe.refine as R
     from capgap.probe.solver import _probe
 
     D = np.array([[1, .1, 0], [1, .1, 0], [1, -.1, 0], [1, -.1, 0], [.6, 0, .8], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0],
                   [-.5, .5, -.5]], dtype=np.float32)
-    first = _probe(D, [[0, 2, 4]], 1000.0, 1e-3, 2000, None, 2000, 1e8, False, refine=False)[0]
+    first = _probe(D, [[0, 2, 4]], 1000.0, 1e-3, 2000, None, 2000, 1e8, False, refine=False, prove=False)[0]
     assert first.outcome == "duplicate" and first.recall_at(3) == pytest.approx(1 / 3)
     r = probe(D, [[0, 2, 4]], threads=1)[0]
-    assert r.outcome == "duplicate" and r.recall_at(3) == pytest.approx(2 / 3) and "refined" in r.extra
+    assert r.outcome == "duplicate" and r.recall_at(3) == pytest.approx(2 / 3) and r.extra["refined"] == R.ORDERED
     assert sorted(r.gold_ranks.tolist()) == [1, 3, 5] and r.gold_ranks[2] == 1  # row 4 first, a copy at 2 and at 4
+    assert (r.iterations, r.objective) == (first.iterations, first.objective)  # the SVM's, with a witness's w
     # no second solve without escalation (the soft-margin problem at C is reported as it is)
     plain = probe(D, [[0, 2, 4]], threads=1, C_max=None)[0]
     assert "refined" not in plain.extra
+    monkeypatch.setattr(F, "order_witness", lambda *a, **k: None)  # no order witness: the graded second solve
+    g = probe(D, [[0, 2, 4]], threads=1)[0]
+    assert g.recall_at(3) == pytest.approx(2 / 3) and g.extra["refined"] == R.REFINED and g.gold_ranks[2] == 1
+
+
+def _ordinal_lp(D, levels, rest):
+    """HiGHS on the hard-margin ordinal system (the reference for ``order_witness``): w, one
+    threshold t_l per gold level, w.x - t_l >= 1 on level l, t_(l-1) - w.x >= 1 on level l below
+    the one above, t_last - w.x >= 1 on ``rest``. True when feasible."""
+    from scipy.optimize import linprog
+
+    dim, k = D.shape[1], len(levels)
+    rows = []
+    for l, lv in enumerate(levels):
+        for i in lv:
+            rows.append(np.concatenate([-D[i], np.eye(k)[l]]))  # -(w.x - t_l) <= -1
+            if l:
+                rows.append(np.concatenate([D[i], -np.eye(k)[l - 1]]))  # -(t_(l-1) - w.x) <= -1
+    for j in rest:
+        rows.append(np.concatenate([D[j], -np.eye(k)[k - 1]]))
+    res = linprog(np.zeros(dim + k), A_ub=np.array(rows), b_ub=-np.ones(len(rows)), bounds=[(None, None)] * (dim + k),
+                  method="highs")
+    return res.status == 0
+
+
+def test_the_order_witness_agrees_with_the_ordinal_lp():
+    """``order_witness`` on 60 random geometries (4-d, three gold levels of 2-3 documents, 14
+    others, some levels forced infeasible by a document inside another level's hull): it finds
+    a w exactly when HiGHS finds the ordinal system feasible, and w's float64 scores (computed
+    here) rank every level's documents above every lower level's and the rest."""
+    from capgap.probe.proofs import order_witness
+
+    found = infeasible = 0
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        D = rng.standard_normal((22, 4)).astype(np.float32)
+        if seed % 3 == 0:  # a middle-level document at the top level's centroid: no w orders them
+            D[3] = D[0:2].mean(0)
+        levels = [np.array([0, 1]), np.array([2, 3, 4]), np.array([5, 6])]
+        rest = np.arange(7, 22)
+        if seed % 2:  # a separable configuration more often: rest pushed down along a random direction
+            u = rng.standard_normal(4).astype(np.float32)
+            D[:7] += 2 * u
+            D[0:2] += 2 * u
+        wit = order_witness(D, levels, rest, np.arange(22), 1.0, D.astype(np.float64) @ rng.standard_normal(4))
+        feasible = _ordinal_lp(D.astype(np.float64), levels, rest)
+        assert (wit is not None) == feasible, seed
+        if wit is None:
+            infeasible += 1
+            continue
+        found += 1
+        s = D.astype(np.float64) @ wit[0]
+        groups = levels + [rest]
+        for hi, lo in zip(groups, groups[1:]):
+            assert s[hi].min() > s[lo].max(), seed
+        assert np.allclose(wit[1], s)
+    assert found >= 10 and infeasible >= 10  # both verdicts exercised
+
+
+def test_gold_ranked_by_their_copies_reach_the_bound():
+    """Gold rows 0 (two identical non-gold copies, rows 1-2), 3 (one, row 4) and 5 (none) among
+    five other documents. The best recall@3 (``rprec_upper_bound([2, 1, 0])``, by hand): row 5
+    first, then row 3's block (its copy, then it) in ranks 2-3: 2/3; any w with row 0 above row
+    3 puts row 0's two copies in ranks 2-3: 1/3, what the first solve's w reaches here. The order
+    witness ranks the gold documents by their copies (5, then 3, then 0) and reaches the bound:
+    gold ranks [6, 3, 1] (row 0 after its two copies)."""
+    from capgap.probe.refine import rprec_upper_bound
+    from capgap.probe.solver import _probe
+
+    X = np.array([[0.9, 0.0, 1.0], [-0.8, 0.2, -0.2], [0.6, -0.7, 0.7], [0.1, 0.8, 0.0], [-0.1, 0.6, 1.0], [-0.3, 0.9, 0.9],
+                  [-0.6, 0.2, 0.4], [0.9, 0.3, -0.7]])
+    D = np.vstack([X[0], X[0], X[0], X[1], X[1], X[2], X[3:]]).astype(np.float32)
+    assert rprec_upper_bound(np.array([2, 1, 0])) == pytest.approx(2 / 3)
+    first = _probe(D, [[0, 3, 5]], 1000.0, 1e-3, 2000, None, 2000, 1e8, False, refine=False, prove=False)[0]
+    assert first.recall_at(3) == pytest.approx(1 / 3)
+    r = probe(D, [[0, 3, 5]], threads=1)[0]
+    assert r.outcome == "duplicate" and r.recall_at(3) == pytest.approx(2 / 3)
+    assert r.gold_ranks.tolist() == [6, 3, 1]
 
 
 def test_the_second_solve_runs_no_proof_and_no_lp(monkeypatch):

@@ -124,12 +124,18 @@ def _same_results(a: list[ProbeResult], b: list[ProbeResult]) -> None:
                 assert repr(x) == repr(y), f.name  # repr: NaN == NaN, floats to the last bit
 
 
-def test_probe_shards_equal_one_probe_call():
+@pytest.mark.parametrize("order", [True, False])
+def test_probe_shards_equal_one_probe_call(order, monkeypatch):
     """A geometry with text-tied queries (labels shared by 5 queries, not adjacent) and
     identical document copies (rows 100..109 = rows 0..9: the duplicate outcome, and queries
-    whose gold holds two documents with copies, which the second, graded solve refines): 3
-    shards and their gather give every field of every ProbeResult of one probe() call, bit for
-    bit."""
+    whose gold holds two documents with copies, which the order witness refines in the shards'
+    workers, or, without it, the second, graded solve in the gather): 3 shards and their gather
+    give every field of every ProbeResult of one probe() call, bit for bit."""
+    import capgap.probe.finish as F
+    from capgap.probe.refine import ORDERED, REFINED
+
+    if not order:
+        monkeypatch.setattr(F, "order_witness", lambda *a, **k: None)
     rng = np.random.default_rng(7)
     D = rng.standard_normal((120, 12)).astype(np.float32)
     D[100:110] = D[0:10]
@@ -138,7 +144,8 @@ def test_probe_shards_equal_one_probe_call():
     ties = [f"t{q % 9}" if q % 3 == 0 else f"q{q}" for q in range(len(gold))]  # t0: q0, q9, q18, q27, q36; ...
     kw = dict(tie_groups=ties, depth=5, C=1000.0, C_max=1e8, eps=1e-3, max_iter=500, lp_check_max_docs=2000)
     whole = probe(D, gold, threads=1, **kw)
-    assert any("refined" in r.extra for r in whole) and any(r.tied == 5 for r in whole)  # both paths are exercised
+    assert any(r.extra.get("refined") == (ORDERED if order else REFINED) for r in whole)  # the path is exercised
+    assert any(r.tied == 5 for r in whole)
     parts = [probe_shard(D, gold, 3, k, threads=1, **kw) for k in range(3)]
     assert all(p.results for p in parts)
     for p in parts:  # every tie group inside one shard

@@ -9,12 +9,17 @@ can reach at k = |G| (``rprec_upper_bound``): every copy-free gold document firs
 whole blocks (a gold document and its c copies, c + 1 ranks) as fit in the remaining ranks,
 smallest blocks first; a block cut by rank |G| contributes its copies only.
 
-``refine_duplicates`` re-solves such a query, when its recall@|G| is below that bound, as a
-graded ranking problem (``pairs="graded"``): the copy-free gold documents one grade level
-above the gold documents with copies, those above every other document (the copies set aside,
-as always), so the cutting plane seeks the order the bound needs. The new w is kept only when
-its recall@|G|, with the query's own grades and the same tie rule, is higher; its result says so
-in ``extra["refined"]`` (objective, slack and dual are then the graded problem's).
+A w that ranks the gold documents by their number of copies, fewest first, each document with
+copies strictly apart from the others (``copy_levels``), above every other document reaches
+that bound. Where a query's w stays below the bound, ``finish`` seeks one such w directly
+(``proofs.order_witness``, in the worker that solved the query) and keeps it when its
+recall@|G| is higher (``extra["refined"] = ORDERED``; objective, slack and dual stay the SVM's).
+``refine_duplicates`` takes the queries still below the bound to a second, graded solve
+(``pairs="graded"``): the copy-free gold documents one grade level above the gold documents
+with copies, those above every other document (the copies set aside, as always), so the
+cutting plane seeks the order the bound needs. Its w is kept only when its recall@|G|, with
+the query's own grades and the same tie rule, is higher; its result says so in
+``extra["refined"] = REFINED`` (objective, slack and dual are then the graded problem's).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from .result import ProbeResult
 from .state import _Env
 
 REFINED = "copy-free gold documents ranked above the gold documents with identical copies (graded pairs)"
+ORDERED = "gold documents ranked by their number of identical copies, fewest first, each with copies apart (proofs.order_witness)"
 
 
 def copy_counts(gold: np.ndarray, twins: np.ndarray, dups) -> np.ndarray:
@@ -37,6 +43,22 @@ def copy_counts(gold: np.ndarray, twins: np.ndarray, dups) -> np.ndarray:
     tw = set(int(t) for t in twins)
     group_of = {int(i): g for g in dups for i in g}
     return np.array([len(tw.intersection(int(j) for j in group_of.get(int(i), ()))) for i in gold], dtype=np.int64)
+
+
+def copy_levels(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarray) -> list[np.ndarray]:
+    """The order ``rprec_upper_bound``'s best w ranks the gold rows ``gold`` in, as
+    ``proofs.order_witness``'s levels, top first: the copy-free gold documents (``copies``
+    ``(|gold|,)``, ``copy_counts``) as one level, then each gold document with copies as a level
+    of its own (with any identical gold rows: one duplicate group, ``rep``), fewest copies first
+    and, among equal counts, highest score ``s`` ``(n_docs,)`` first (the order the w that
+    gave ``s`` prefers). Blocks of different documents must not tie: under the pessimistic tie
+    rule a tie would rank both blocks' copies above both gold documents."""
+    free = gold[copies == 0]
+    groups: dict = {}
+    for i, c in zip(gold[copies > 0].tolist(), copies[copies > 0].tolist()):
+        groups.setdefault(int(rep[i]), (c, []))[1].append(i)
+    order = sorted(groups, key=lambda g: (groups[g][0], -float(s[g]), g))
+    return ([free] if len(free) else []) + [np.array(groups[g][1], dtype=np.int64) for g in order]
 
 
 def rprec_upper_bound(copies: np.ndarray) -> float:

@@ -112,7 +112,7 @@ def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max,
            refine=True, prove=True) -> list[ProbeResult]:
     """``probe()`` past its checks, with ``C_max`` >= ``C`` resolved and ``workers`` processes;
     ``refine=False``: no second solve of the duplicates (``refine.refine_duplicates``), no
-    iteration-cap warning; ``prove=False``: no inseparability proof and no exact LP
+    iteration-cap warning; ``prove=False``: no inseparability proof, exact LP or order witness
     (``_Env.prove``; the second solve itself, which only seeks a better w: the verdict stays
     the first solve's)."""
     golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)

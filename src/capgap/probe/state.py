@@ -42,7 +42,7 @@ class _Env:
     lp_check_max_docs: int
     depth: int
     solve: str
-    prove: bool = True  # False: no inseparability proof or exact LP at all (a solve that only seeks a w: refine's)
+    prove: bool = True  # False: no inseparability proof, exact LP or order witness at all (a solve that only seeks a w: refine's)
     window: int = 0  # problems iterating at once in a batch (solver.batch_window); 0: the whole batch
     DT: np.ndarray | None = None  # the index transposed, (dim, n_docs) float32 C-contiguous (setup.transposed); None: Df's rows only
     tie: tuple | None = None  # retrieval.tie_index(dups): (src, dst), every duplicate group tied in one step; None: from dups
@@ -76,10 +76,11 @@ class Problem:
     Proofs: ``proof_tried`` (the one in-loop proof attempt was made), ``hull`` (its
     ``hull_distance_bound``, None: no proof), ``hull_members`` (the members it proved),
     ``witness`` (``(w, scores)`` from the proof or the in-loop LP: a separating w, margin 1, or
-    None), ``lp`` (the in-loop whole LP's verdict: False, the single member is proven inseparable;
-    True, feasible, and ``witness`` is its witness where one was adopted; None: not run or
-    undecided). ``graded``:
-    the state as ``finish`` judges a graded query (gold vs non-gold, its w kept)."""
+    None; ``witness_by``: which, as ``ProbeResult.decided_by``: ``"hull"`` or ``"lp"``),
+    ``lp`` (the in-loop whole LP's verdict: False, the single member
+    is proven inseparable; True, feasible, and ``witness`` is its witness where one was adopted;
+    None: not run or undecided). ``graded``: the state as ``finish`` judges a graded query
+    (gold vs non-gold, its w kept)."""
 
     members: list
     pairs: list
@@ -112,6 +113,7 @@ class Problem:
     hull_members: list = field(default_factory=list)
     lp: bool | None = None
     graded: bool = False
+    witness_by: str = "hull"
 
     def adopt(self, alpha: np.ndarray) -> None:
         """Adopt dual variables: w = A alpha and the working set's slack xi_W at that w."""
