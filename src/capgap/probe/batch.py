@@ -193,7 +193,7 @@ def _proof(env: _Env, st: Problem, s: np.ndarray, whole_lp: bool) -> bool:
             ng = np.flatnonzero(_non_gold(env.Df.shape[0], env.golds[q], env.opt_excl[q]))
             st.witness = _hull_witness(env.Df, w_lp, env.golds[q], ng, env.rep, env.dmax)
             if st.witness is not None:
-                st.done, st.witness_by = True, "lp"
+                st.done = True
                 return True
         return False
     proof = _prove_inseparable(s, st.members, st.seek_witness, env.golds, env.opt_excl, env.Df, env.rep, env.dmax)

@@ -76,9 +76,9 @@ def _finish(st: Problem, env: _Env, s: np.ndarray) -> dict[int, ProbeResult]:
         v = _verdict(st, env, q, w, s, ng, rest)
         ranks = rank_gold(v.s, gold, env.grades[q], valid)
         extra = {"C_final": st.C, "escalations": st.escalations, "hull": v.hull}
-        if _order_copies(st, env, q, v, ranks, ng, rest):
-            ranks = rank_gold(v.s, gold, env.grades[q], valid)
-            extra["refined"] = ORDERED
+        ordered = _order_copies(st, env, q, v, ranks, valid, ng, rest)
+        if ordered is not None:
+            ranks, extra["refined"] = ordered, ORDERED
         top_rows, top_scores = rank_top(v.s, env.depth, gold, env.grades[q], valid) if env.depth else (None, None)
         cause, outcome = _outcome(v, q in st.crossing, len(twins) > 0)
         out[q] = ProbeResult(v.w, objective, dual, slacks[q], st.it, not st.capped, v.margin, bool(v.certified), ranks, v.lp,
@@ -101,7 +101,7 @@ def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: n
     separated = certified or (len(twins) > 0 and _margin(s, gold, rest) > thresh)  # up to identical copies
     v = _Verdict(w, s, margin, certified, separated, False if len(twins) else st.lp, None, st.hull)  # st.lp: the gate's whole LP
     if not separated and single and st.witness is not None:  # the proof's or the in-loop LP's separating w
-        _adopt_witness(v, st.witness, gold, ng, env.dmax, st.witness_by)
+        _adopt_witness(v, st.witness, gold, ng, env.dmax, "lp" if st.lp else "hull")
     elif separated:
         v.decided_by = "certificate"
     elif q in st.crossing:
@@ -121,31 +121,32 @@ def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: n
     return v
 
 
-def _order_copies(st: Problem, env: _Env, q: int, v: _Verdict, ranks: np.ndarray, ng: np.ndarray, rest: np.ndarray) -> bool:
+def _order_copies(st: Problem, env: _Env, q: int, v: _Verdict, ranks: np.ndarray, valid: np.ndarray, ng: np.ndarray,
+                  rest: np.ndarray) -> np.ndarray | None:
     """A single query separated only up to its gold documents' identical copies (the
     ``duplicate`` outcome), in certificate mode with escalation on, whose recall@|G| at the
     verdict's w (its gold ``ranks``) is below ``refine.rprec_upper_bound``: ``proofs.order_witness``
     (the gold documents by their copies, ``refine.copy_levels``, above ``rest``, seeded by the
-    verdict's scores) replaces the verdict's w and scores when its recall@|G| is higher. True
-    when replaced (the SVM's objective, slack and dual stay; ``refine`` module docstring)."""
+    verdict's scores) replaces the verdict's w and scores when its recall@|G| is higher. Returns
+    the new gold ranks when replaced, else None (the SVM's objective, slack and dual stay;
+    ``refine`` module docstring). ``valid``, ``ng``, ``rest``: ``_masks``."""
     gold, twins = env.golds[q], env.twins[q]
     if not (env.prove and st.early and st.seek_witness and not st.graded and len(st.members) == 1 and len(twins)
             and v.separated and not v.certified):
-        return False
+        return None
     copies = copy_counts(gold, twins, env.dups)
     recall = float(np.mean(ranks <= len(gold)))
     if recall + 1e-12 >= rprec_upper_bound(copies):
-        return False
+        return None
     witness = order_witness(env.Df, copy_levels(gold, copies, env.rep, v.s), np.flatnonzero(rest), env.rep, env.dmax, v.s)
     if witness is None:
-        return False
-    valid = ng.copy()
-    valid[gold] = True
-    if float(np.mean(rank_gold(witness[1], gold, env.grades[q], valid) <= len(gold))) <= recall:
-        return False
+        return None
+    new = rank_gold(witness[1], gold, env.grades[q], valid)
+    if float(np.mean(new <= len(gold))) <= recall:
+        return None
     v.w, v.s = witness
     v.margin = _margin(v.s, gold, ng)
-    return True
+    return new
 
 
 def _adopt_witness(v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, dmax: float, by: str = "hull") -> None:

@@ -151,17 +151,9 @@ def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarra
     differently from w's: an LP's vertex ties several exactly), provided they still separate
     by a margin ``_finish``'s certificate threshold accepts (~1: a feasible point of the
     hard-margin problem); else None."""
-    s = _scores64(Df, r, ())[rep] if s is None else s
     if not len(ng):
         return None
-    m = float(s[gold].min() - s[ng].max())
-    if not np.isfinite(m) or m <= 0:
-        return None
-    w = r / m
-    sw = _scores64(Df, w, ())[rep]
-    if float(sw[gold].min() - sw[ng].max()) <= _threshold(w, dmax):
-        return None
-    return w, sw
+    return _ordered(Df, r, _scores64(Df, r, ())[rep] if s is None else s, [gold], ng, rep, dmax)
 
 
 def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = False):
@@ -333,7 +325,8 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
 
 def _ordered(Df: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray,
              dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """``order_witness``'s exact check of a direction ``r`` ``(dim,)`` with scores ``t``:
+    """The exact check of a direction ``r`` ``(dim,)`` with scores ``t`` (``order_witness``;
+    ``_hull_witness``: one level):
     ``(r / m, its scores)`` for the smallest gap m between consecutive levels (``rest`` last)
     when every gap is positive and stays above ``_threshold`` at w = r / m, else None."""
     groups = list(levels) + [rest]

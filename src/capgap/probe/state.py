@@ -76,8 +76,7 @@ class Problem:
     Proofs: ``proof_tried`` (the one in-loop proof attempt was made), ``hull`` (its
     ``hull_distance_bound``, None: no proof), ``hull_members`` (the members it proved),
     ``witness`` (``(w, scores)`` from the proof or the in-loop LP: a separating w, margin 1, or
-    None; ``witness_by``: which, as ``ProbeResult.decided_by``: ``"hull"`` or ``"lp"``),
-    ``lp`` (the in-loop whole LP's verdict: False, the single member
+    None), ``lp`` (the in-loop whole LP's verdict: False, the single member
     is proven inseparable; True, feasible, and ``witness`` is its witness where one was adopted;
     None: not run or undecided). ``graded``: the state as ``finish`` judges a graded query
     (gold vs non-gold, its w kept)."""
@@ -113,7 +112,6 @@ class Problem:
     hull_members: list = field(default_factory=list)
     lp: bool | None = None
     graded: bool = False
-    witness_by: str = "hull"
 
     def adopt(self, alpha: np.ndarray) -> None:
         """Adopt dual variables: w = A alpha and the working set's slack xi_W at that w."""
