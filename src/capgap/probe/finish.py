@@ -12,7 +12,7 @@ from ..retrieval import rank_gold, rank_top
 from . import constants as const
 from .planes import _hinge, _scores64, _threshold
 from .proofs import _lp_generated, _prove_inseparable, lp_feasible, order_witness
-from .refine import ORDERED, copy_counts, copy_levels, rprec_upper_bound
+from .refine import ORDERED, copy_counts, copy_top, rprec_upper_bound
 from .result import ProbeResult
 from .state import Problem, _Env
 from .ties import _break_ties
@@ -126,19 +126,24 @@ def _order_copies(st: Problem, env: _Env, q: int, v: _Verdict, ranks: np.ndarray
     """A single query separated only up to its gold documents' identical copies (the
     ``duplicate`` outcome), in certificate mode with escalation on, whose recall@|G| at the
     verdict's w (its gold ``ranks``) is below ``refine.rprec_upper_bound``: ``proofs.order_witness``
-    (the gold documents by their copies, ``refine.copy_levels``, above ``rest``, seeded by the
-    verdict's scores) replaces the verdict's w and scores when its recall@|G| is higher. Returns
-    the new gold ranks when replaced, else None (the SVM's objective, slack and dual stay;
-    ``refine`` module docstring). ``valid``, ``ng``, ``rest``: ``_masks``."""
+    (the gold documents of the bound's best set, ``refine.copy_top``, above the other gold
+    documents, those above ``rest``, as the verdict's w nearly has it; else the top above both
+    at once; seeded by the verdict's scores) replaces the verdict's w and scores
+    when its recall@|G| is higher. Returns the new gold ranks when replaced, else None (the
+    SVM's objective, slack and dual stay; ``refine`` module docstring). ``valid``, ``ng``,
+    ``rest``: ``_masks``."""
     gold, twins = env.golds[q], env.twins[q]
     if not (env.prove and st.early and st.seek_witness and not st.graded and len(st.members) == 1 and len(twins)
             and v.separated and not v.certified):
         return None
     copies = copy_counts(gold, twins, env.dups)
     recall = float(np.mean(ranks <= len(gold)))
-    if recall + 1e-12 >= rprec_upper_bound(copies):
+    if recall + 1e-12 >= rprec_upper_bound(copies, env.rep[gold]):
         return None
-    witness = order_witness(env.Df, copy_levels(gold, copies, env.rep, v.s), np.flatnonzero(rest), env.rep, env.dmax, v.s)
+    top, below = copy_top(gold, copies, env.rep, v.s)
+    witness = order_witness(env.Df, [top, below], np.flatnonzero(rest), env.rep, env.dmax, v.s) if len(below) else None
+    if witness is None:
+        witness = order_witness(env.Df, [top], np.concatenate([np.flatnonzero(rest), below]), env.rep, env.dmax, v.s)
     if witness is None:
         return None
     new = rank_gold(witness[1], gold, env.grades[q], valid)

@@ -4,15 +4,20 @@ A query certified up to identical copies (``outcome="duplicate"``) has a w that 
 gold document above every other document except the gold documents' identical non-gold
 copies, which tie with their gold document under every w and, by the pessimistic tie rule,
 rank just above it. Which copies then fall inside the top |G| depends on w: the copies of the
-highest-scored gold documents all do, those of the lowest-scored ones need not. The best any w
-can reach at k = |G| (``rprec_upper_bound``): every copy-free gold document first, then as many
-whole blocks (a gold document and its c copies, c + 1 ranks) as fit in the remaining ranks,
-smallest blocks first; a block cut by rank |G| contributes its copies only.
+highest-scored gold documents all do, those of the lowest-scored ones need not. A duplicate
+group with copies (m identical gold rows, c copies) puts all c copies in the top |G| as soon as
+any of its gold does. The best any ranking reaches at k = |G| (``rprec_upper_bound``) is
+therefore the best, over the sets X of such groups, of min(copy-free gold + X's gold,
+|G| - X's copies): X ranked above everything else, every other gold document below (a 0/1
+knapsack on the gold count; an earlier closed form charged each gold document its own c + 1
+ranks, below the truth where identical gold rows share copies).
 
-A w that ranks the gold documents by their number of copies, fewest first, each document with
-copies strictly apart from the others (``copy_levels``), above every other document reaches
-that bound. Where a query's w stays below the bound, ``finish`` seeks one such w directly
-(``proofs.order_witness``, in the worker that solved the query) and keeps it when its
+A w that ranks the copy-free gold documents and X's groups above every other document, the
+other gold documents included (``copy_top``), reaches that bound; the top needs no order of its
+own. Where a query's w stays below the bound, ``finish`` seeks one such w directly
+(``proofs.order_witness``, in the worker that solved the query: the top above the other gold
+documents above the rest, the order the SVM's w nearly has, whose scores seed the search; else
+the top above the other gold documents and the rest taken together) and keeps it when its
 recall@|G| is higher (``extra["refined"] = ORDERED``; objective, slack and dual stay the SVM's).
 ``refine_duplicates`` takes the queries still below the bound to a second, graded solve
 (``pairs="graded"``): the copy-free gold documents one grade level above the gold documents
@@ -34,7 +39,7 @@ from .result import ProbeResult
 from .state import _Env
 
 REFINED = "copy-free gold documents ranked above the gold documents with identical copies (graded pairs)"
-ORDERED = "gold documents ranked by their number of identical copies, fewest first, each with copies apart (proofs.order_witness)"
+ORDERED = "the copy-free gold documents and the copied gold that fits in the top |G| ranked above every other document (proofs.order_witness)"
 
 
 def copy_counts(gold: np.ndarray, twins: np.ndarray, dups) -> np.ndarray:
@@ -45,39 +50,77 @@ def copy_counts(gold: np.ndarray, twins: np.ndarray, dups) -> np.ndarray:
     return np.array([len(tw.intersection(int(j) for j in group_of.get(int(i), ()))) for i in gold], dtype=np.int64)
 
 
-def copy_levels(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarray) -> list[np.ndarray]:
-    """The order ``rprec_upper_bound``'s best w ranks the gold rows ``gold`` in, as
-    ``proofs.order_witness``'s levels, top first: the copy-free gold documents (``copies``
-    ``(|gold|,)``, ``copy_counts``) as one level, then each gold document with copies as a level
-    of its own (with any identical gold rows: one duplicate group, ``rep``), fewest copies first
-    and, among equal counts, highest score ``s`` ``(n_docs,)`` first (the order the w that
-    gave ``s`` prefers). Blocks of different documents must not tie: under the pessimistic tie
-    rule a tie would rank both blocks' copies above both gold documents."""
-    free = gold[copies == 0]
+def _copy_groups(copies: np.ndarray, group: np.ndarray) -> tuple[int, list[tuple[object, int, int]]]:
+    """``(free, [(group id, m, c), ...])``: the number of copy-free gold documents, and for each
+    duplicate group with copies its m gold documents and c identical non-gold copies."""
+    free = int(np.count_nonzero(copies == 0))
     groups: dict = {}
-    for i, c in zip(gold[copies > 0].tolist(), copies[copies > 0].tolist()):
-        groups.setdefault(int(rep[i]), (c, []))[1].append(i)
-    order = sorted(groups, key=lambda g: (groups[g][0], -float(s[g]), g))
-    return ([free] if len(free) else []) + [np.array(groups[g][1], dtype=np.int64) for g in order]
+    for g, c in zip(group[copies > 0].tolist(), copies[copies > 0].tolist()):
+        m, _ = groups.get(g, (0, c))
+        groups[g] = (m + 1, int(c))
+    return free, [(g, m, c) for g, (m, c) in groups.items()]
 
 
-def rprec_upper_bound(copies: np.ndarray) -> float:
-    """The highest recall@|G| any w reaches when gold document i has ``copies[i]`` identical
-    non-gold copies (pessimistic ties: a copy ranks above its gold document). With t gold
-    documents having copies, |G| - t ranks go to the copy-free ones; the t ranks left take
-    whole blocks (c + 1 ranks, one gold) smallest first. Assumes no other non-gold document
-    ranks inside the top |G| (the ``duplicate`` outcome's separation)."""
-    n = len(copies)
-    if not n:
+def _best_blocks(free: int, blocks: list[tuple[int, int]]) -> tuple[int, np.ndarray]:
+    """``(gold, chosen)``: the most gold documents any order puts in the top |G| (|G| = ``free``
+    + the blocks' gold) and the blocks ``(m, c)`` it ranks there, ``(len(blocks),) bool``
+    (``rprec_upper_bound``). Exact over every subset X of the blocks ranked above everything
+    else: min(free + sum_X m, |G| - sum_X c), by a 0/1 knapsack on the gold count that keeps the
+    fewest copies per count (ties to the earlier blocks), the smallest optimal count taken."""
+    n_blocks = len(blocks)
+    total = free + sum(m for m, _ in blocks)
+    span = total - free
+    eps = 1.0 / (n_blocks * n_blocks + 1)  # tie-break by block order, never more than one copy in all
+    fewest = np.full(span + 1, np.inf)
+    fewest[0] = 0.0
+    take = np.zeros((n_blocks, span + 1), dtype=bool)
+    for b, (m, c) in enumerate(blocks):
+        with_b = np.full(span + 1, np.inf)
+        with_b[m:] = fewest[:span + 1 - m] + c + eps * b
+        take[b] = with_b < fewest
+        fewest = np.minimum(fewest, with_b)
+    copies = np.floor(fewest)  # the true copy count (the tie-break stays below 1)
+    gold = np.where(np.isfinite(fewest), np.minimum(free + np.arange(span + 1), total - copies), -1)
+    j = int(np.argmax(gold))  # the first (smallest gold count) of the optimal ones
+    chosen = np.zeros(n_blocks, dtype=bool)
+    for b in range(n_blocks - 1, -1, -1):
+        if take[b, j]:
+            chosen[b] = True
+            j -= blocks[b][0]
+    return int(gold.max()), chosen
+
+
+def rprec_upper_bound(copies: np.ndarray, group: np.ndarray | None = None) -> float:
+    """The highest recall@|G| any ranking reaches when gold document i has ``copies[i]``
+    ``(|G|,) int`` identical non-gold copies (pessimistic ties: the copies rank above their gold
+    documents), gold documents with the same ``group[i]`` ``(|G|,)`` (default: each its own)
+    being identical rows that share them. Any ranking puts some set X of the duplicate groups
+    with copies (m_g gold, c_g copies) at least partly in the top |G|: all of X's copies rank
+    there, so at most min(free + sum_X m, |G| - sum_X c) gold documents do, which X ranked
+    above everything else reaches; the bound is its maximum over X (a 0/1 knapsack). Assumes no
+    other non-gold document ranks inside the top |G| (the ``duplicate`` outcome's separation)."""
+    copies = np.asarray(copies, dtype=np.int64)
+    if not len(copies):
         return 0.0
-    costs = np.sort(copies[copies > 0]) + 1
-    slots, found = len(costs), n - len(costs)
-    for c in costs:
-        if c > slots:
-            break
-        slots -= c
-        found += 1
-    return found / n
+    free, groups = _copy_groups(copies, np.arange(len(copies)) if group is None else np.asarray(group))
+    return _best_blocks(free, [(m, c) for _, m, c in groups])[0] / len(copies)
+
+
+def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(top, below)``: the gold rows ``gold`` a w must rank above every other document to
+    reach ``rprec_upper_bound`` (the copy-free ones and the duplicate groups, by ``rep``
+    ``(n_docs,)``, of the best set X), and the other gold rows, which must rank below them so
+    their copies stay out of the top |G|. Among equally good sets, the one with the fewest gold
+    documents, preferring groups with fewer copies and, among equal counts, a higher score
+    ``s`` ``(n_docs,)`` (the order the w that gave ``s`` prefers). The top needs no order of its
+    own: every copy of X ranks in the top |G| whatever the order, and nothing else does."""
+    group = rep[gold]
+    free, groups = _copy_groups(copies, group)
+    groups.sort(key=lambda g: (g[2], -float(s[g[0]]), g[0]))
+    _, chosen = _best_blocks(free, [(m, c) for _, m, c in groups])
+    keep = {g for (g, _, _), ok in zip(groups, chosen) if ok}
+    up = (copies == 0) | np.isin(group, list(keep))
+    return gold[up], gold[~up]
 
 
 def refine_duplicates(env: _Env, results: list[ProbeResult], grades, solve_again) -> list[ProbeResult]:
@@ -92,7 +135,7 @@ def refine_duplicates(env: _Env, results: list[ProbeResult], grades, solve_again
             continue
         gold = env.golds[q]
         copies = copy_counts(gold, env.twins[q], env.dups)
-        if r.recall_at(len(gold)) + 1e-12 < rprec_upper_bound(copies):
+        if r.recall_at(len(gold)) + 1e-12 < rprec_upper_bound(copies, env.rep[gold]):
             todo.append(q)
             levels.append(np.where(copies > 0, 1.0, 2.0))
     if not todo:
