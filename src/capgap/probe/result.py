@@ -20,7 +20,8 @@ class ProbeResult:
     ``lp_feasible`` (the exact hard-margin LP's verdict: None when it was not run or stayed
     undecided; False, without an LP, for a query whose gold document has an identical non-gold
     copy: no w separates the two, by construction); ``gold_ranks``: pessimistic 1-based rank of
-    each gold document (``capgap.retrieval.rank_gold``); ``duplicate_conflict``: a gold
+    each gold document (``capgap.retrieval.rank_gold``), in ascending row order (the query's
+    gold rows sorted and deduplicated, not the order they were passed in); ``duplicate_conflict``: a gold
     document has an identical non-gold copy (no w can separate them); ``cause``: why an
     uncertified query is uncertified: ``"duplicate"`` (such a twin, and no proof that the gold
     set is inseparable even with the copies set aside), ``"tied"`` (a query with
