@@ -127,8 +127,9 @@ def _order_copies(st: Problem, env: _Env, q: int, v: _Verdict, ranks: np.ndarray
     ``duplicate`` outcome), in certificate mode with escalation on, whose recall@|G| at the
     verdict's w (its gold ``ranks``) is below ``refine.rprec_upper_bound``: ``proofs.order_witness``
     (the gold documents of the bound's best set, ``refine.copy_top``, above the other gold
-    documents, those above ``rest``, as the verdict's w nearly has it; else the top above both
-    at once; seeded by the verdict's scores) replaces the verdict's w and scores
+    documents, those above ``rest``: the orders the ``refine`` module docstring lists, each
+    next one only where the one before is not found; seeded by the verdict's scores) replaces
+    the verdict's w and scores
     when its recall@|G| is higher. Returns the new gold ranks when replaced, else None (the
     SVM's objective, slack and dual stay; ``refine`` module docstring). ``valid``, ``ng``,
     ``rest``: ``_masks``."""
@@ -141,9 +142,16 @@ def _order_copies(st: Problem, env: _Env, q: int, v: _Verdict, ranks: np.ndarray
     if recall + 1e-12 >= rprec_upper_bound(copies, env.rep[gold]):
         return None
     top, below = copy_top(gold, copies, env.rep, v.s)
-    witness = order_witness(env.Df, [top, below], np.flatnonzero(rest), env.rep, env.dmax, v.s) if len(below) else None
-    if witness is None:
-        witness = order_witness(env.Df, [top], np.concatenate([np.flatnonzero(rest), below]), env.rep, env.dmax, v.s)
+    under = [below] if len(below) else []
+    rows = np.flatnonzero(rest)
+    orders = [(top + under, rows)]  # the distinct orders, each next one asked for only if needed
+    if len(top) > 1:
+        orders.append(([np.concatenate(top)] + under, rows))
+    if len(below):
+        orders.append(([np.concatenate(top)], np.concatenate([rows, below])))
+    witness = None
+    for levels, others in orders:
+        witness = witness or order_witness(env.Df, levels, others, env.rep, env.dmax, v.s)
     if witness is None:
         return None
     new = rank_gold(witness[1], gold, env.grades[q], valid)

@@ -13,11 +13,14 @@ knapsack on the gold count; an earlier closed form charged each gold document it
 ranks, below the truth where identical gold rows share copies).
 
 A w that ranks the copy-free gold documents and X's groups above every other document, the
-other gold documents included (``copy_top``), reaches that bound; the top needs no order of its
-own. Where a query's w stays below the bound, ``finish`` seeks one such w directly
-(``proofs.order_witness``, in the worker that solved the query: the top above the other gold
-documents above the rest, the order the SVM's w nearly has, whose scores seed the search; else
-the top above the other gold documents and the rest taken together) and keeps it when its
+other gold documents included (``copy_top``), reaches that bound; the bound needs no order
+inside the top, but recall@k below |G| does. Where a query's w stays below the bound,
+``finish`` seeks one such w directly (``proofs.order_witness``, in the worker that solved the
+query, seeded by its scores), each next order asked only where the one before is not found:
+the copy-free gold documents, then each of X's groups on its own (fewest copies first), then
+the other gold documents, then the rest (the order the SVM's w nearly has, with recall@k below
+|G| at its best too); the top as one level above the other gold documents above the rest; the
+top above the other gold documents and the rest taken together. It is kept when its
 recall@|G| is higher (``extra["refined"] = ORDERED``; objective, slack and dual stay the SVM's).
 ``refine_duplicates`` takes the queries still below the bound to a second, graded solve
 (``pairs="graded"``): the copy-free gold documents one grade level above the gold documents
@@ -106,21 +109,25 @@ def rprec_upper_bound(copies: np.ndarray, group: np.ndarray | None = None) -> fl
     return _best_blocks(free, [(m, c) for _, m, c in groups])[0] / len(copies)
 
 
-def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """``(top, below)``: the gold rows ``gold`` a w must rank above every other document to
     reach ``rprec_upper_bound`` (the copy-free ones and the duplicate groups, by ``rep``
-    ``(n_docs,)``, of the best set X), and the other gold rows, which must rank below them so
-    their copies stay out of the top |G|. Among equally good sets, the one with the fewest gold
-    documents, preferring groups with fewer copies and, among equal counts, a higher score
-    ``s`` ``(n_docs,)`` (the order the w that gave ``s`` prefers). The top needs no order of its
-    own: every copy of X ranks in the top |G| whatever the order, and nothing else does."""
+    ``(n_docs,)``, of the best set X), as levels top first, and the other gold rows, which must
+    rank below them so their copies stay out of the top |G|. Among equally good sets, the one
+    with the fewest gold documents, preferring groups with fewer copies and, among equal
+    counts, a higher score ``s`` ``(n_docs,)`` (the order the w that gave ``s`` prefers). The
+    levels: the copy-free gold documents, then each group of X on its own, in that order. The
+    bound needs no order inside the top (every copy of X ranks in the top |G| whatever the
+    order, and nothing else does); this one also gives recall@k below |G| its best: the
+    copy-free gold first (one rank each), then the groups costing the fewest copies."""
     group = rep[gold]
     free, groups = _copy_groups(copies, group)
     groups.sort(key=lambda g: (g[2], -float(s[g[0]]), g[0]))
     _, chosen = _best_blocks(free, [(m, c) for _, m, c in groups])
-    keep = {g for (g, _, _), ok in zip(groups, chosen) if ok}
-    up = (copies == 0) | np.isin(group, list(keep))
-    return gold[up], gold[~up]
+    top = [gold[copies == 0]] if free else []
+    top += [gold[(copies > 0) & (group == g)] for (g, _, _), ok in zip(groups, chosen) if ok]
+    up = (copies == 0) | np.isin(group, [g for (g, _, _), ok in zip(groups, chosen) if ok])
+    return top, gold[~up]
 
 
 def refine_duplicates(env: _Env, results: list[ProbeResult], grades, solve_again) -> list[ProbeResult]:
