@@ -129,8 +129,7 @@ def _order_copies(st: Problem, env: _Env, q: int, v: _Verdict, ranks: np.ndarray
     (the gold documents of the bound's best set, ``refine.copy_top``, above the other gold
     documents, those above ``rest``: the orders the ``refine`` module docstring lists, each
     next one only where the one before is not found; seeded by the verdict's scores) replaces
-    the verdict's w and scores
-    when its recall@|G| is higher. Returns the new gold ranks when replaced, else None (the
+    the verdict's w and scores when its recall@|G| is higher. Returns the new gold ranks when replaced, else None (the
     SVM's objective, slack and dual stay; ``refine`` module docstring). ``valid``, ``ng``,
     ``rest``: ``_masks``."""
     gold, twins = env.golds[q], env.twins[q]
@@ -149,9 +148,10 @@ def _order_copies(st: Problem, env: _Env, q: int, v: _Verdict, ranks: np.ndarray
         orders.append(([np.concatenate(top)] + under, rows))
     if len(below):
         orders.append(([np.concatenate(top)], np.concatenate([rows, below])))
-    witness = None
     for levels, others in orders:
-        witness = witness or order_witness(env.Df, levels, others, env.rep, env.dmax, v.s)
+        witness = order_witness(env.Df, levels, others, env.rep, env.dmax, v.s)
+        if witness is not None:
+            break
     if witness is None:
         return None
     new = rank_gold(witness[1], gold, env.grades[q], valid)

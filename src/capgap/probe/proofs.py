@@ -259,8 +259,8 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
 
     ``levels``: non-empty ``int64`` row arrays, top first (a ``duplicate`` query's gold documents
     that fit in the top |G| with their identical copies, ``refine.copy_top``, then the others);
-    ``rest``: the rows below them (the non-gold documents, identical copies set aside); ``s`` ``(n_docs,)``: scores at some w
-    whose highest ``rest`` rows seed the candidates; ``rep``: each row's duplicate-group
+    ``rest``: the rows below them (the non-gold documents, identical copies set aside); ``s``
+    ``(n_docs,)``: scores at some w whose highest ``rest`` rows seed the candidates; ``rep``: each row's duplicate-group
     representative (its score is the group's). The hard-margin ordinal problem with one
     threshold between consecutive levels (Shashua & Levin, "Ranking with Large Margin
     Principle", NIPS 2002, fixed-margin strategy): ``w.x - t_l >= 1`` for level l's rows and

@@ -42,7 +42,7 @@ from .result import ProbeResult
 from .state import _Env
 
 REFINED = "copy-free gold documents ranked above the gold documents with identical copies (graded pairs)"
-ORDERED = "the copy-free gold documents and the copied gold that fits in the top |G| ranked above every other document (proofs.order_witness)"
+ORDERED = "the copy-free gold documents, then the copied gold that fits in the top |G| (fewest copies first), above the other gold documents and the rest (proofs.order_witness)"
 
 
 def copy_counts(gold: np.ndarray, twins: np.ndarray, dups) -> np.ndarray:
@@ -124,10 +124,9 @@ def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarra
     free, groups = _copy_groups(copies, group)
     groups.sort(key=lambda g: (g[2], -float(s[g[0]]), g[0]))
     _, chosen = _best_blocks(free, [(m, c) for _, m, c in groups])
-    top = [gold[copies == 0]] if free else []
-    top += [gold[(copies > 0) & (group == g)] for (g, _, _), ok in zip(groups, chosen) if ok]
-    up = (copies == 0) | np.isin(group, [g for (g, _, _), ok in zip(groups, chosen) if ok])
-    return top, gold[~up]
+    keep = [g for (g, _, _), ok in zip(groups, chosen) if ok]
+    top = ([gold[copies == 0]] if free else []) + [gold[(copies > 0) & (group == g)] for g in keep]
+    return top, gold[(copies > 0) & ~np.isin(group, keep)]
 
 
 def refine_duplicates(env: _Env, results: list[ProbeResult], grades, solve_again) -> list[ProbeResult]:
