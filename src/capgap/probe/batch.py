@@ -117,10 +117,11 @@ def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
         st.s32 = s.copy()  # the final scores: w does not change any more
         return "stop"
     b_new, H = _group_violated(s, st, env.golds, env.opt_excl, out=out)
-    # certificate mode, escalation on, the gate beyond the base C: the base C's optimum is a waypoint
+    # certificate mode, escalation on: every C below the gate's (HULL_AFTER escalations) is a waypoint
     # (a query stops there only at its certificate or separated, by the stopping rule's own eps), so
-    # C escalates from it at a looser eps
-    waypoint = st.early and st.escalations == 0 < const.HULL_AFTER and st.C < env.C_max and not _whole_lp(env, st)
+    # C escalates from it at a looser eps; the gate's C keeps eps (its optimum is what the proof and
+    # an inseparable query's recall are read at)
+    waypoint = st.early and st.escalations < const.HULL_AFTER and st.C < env.C_max and not _whole_lp(env, st)
     esc_eps = st.eps * const.BASE_EPS_FACTOR if waypoint else st.eps
     if H <= st.xiW + esc_eps and H > 0 and not st.crossing:
         action = _converged(env, st, s, H)
@@ -211,17 +212,22 @@ def _add_plane(st: Problem, a: np.ndarray) -> None:
     """Add the cutting plane ``(a, st.b_new)`` (``a`` ``(dim,) float64``) to the working set,
     re-solve the dual QP, drop planes inactive for ``PRUNE_AFTER`` iterations (Joachims 2006,
     Sec. 5) and adopt the new w."""
-    cross = st.A.T @ a
-    K = np.empty((len(st.b) + 1,) * 2)
-    K[:-1, :-1] = st.K
-    K[-1, :-1] = K[:-1, -1] = cross
-    K[-1, -1] = a @ a
-    st.A = np.hstack([st.A, a[:, None]])
-    st.b = np.append(st.b, st.b_new)
-    st.K = K
-    alpha = _solve_dual(K, st.b, st.C)
-    st.age = np.where(alpha > 1e-12 * st.C, 0, np.append(st.age, 0) + 1)
-    keep = st.age <= const.PRUNE_AFTER
+    m = len(st.b)
+    K = np.empty((m + 1, m + 1))  # the working set grown by one plane, each array filled in place
+    K[:m, :m] = st.K
+    K[m, :m] = K[:m, m] = st.A.T @ a
+    K[m, m] = a @ a
+    A = np.empty((len(a), m + 1))
+    A[:, :m], A[:, m] = st.A, a
+    b = np.empty(m + 1)
+    b[:m], b[m] = st.b, st.b_new
+    st.A, st.b, st.K = A, b, K
+    alpha = _solve_dual(K, b, st.C)
+    age = np.empty(m + 1, dtype=np.int64)
+    age[:m], age[m] = st.age + 1, 1
+    age[alpha > 1e-12 * st.C] = 0
+    st.age = age
+    keep = age <= const.PRUNE_AFTER
     if not keep.all():
         st.A, st.b, st.K = st.A[:, keep], st.b[keep], K[np.ix_(keep, keep)]
         alpha, st.age = alpha[keep], st.age[keep]

@@ -61,6 +61,8 @@ def _map_batches(env: _Env, batches: list[list[int]], workers: int, progress: bo
     order. Batches are the same either way, so the results are too."""
     it = tqdm(total=len(batches), desc="probe", unit="batch") if progress else None
     if workers > 1 and len(batches) > 1:
+        if env.prove:  # the proofs' solvers, imported once here: forked workers inherit them instead of each importing
+            import scipy.optimize  # noqa: F401  (~0.4 s per process, as much as a small probe call's whole work)
         with ProcessPoolExecutor(min(workers, len(batches)), mp_context=mp.get_context("fork"), initializer=_init_worker,
                                  initargs=(env, _memmap_of(env.Df))) as pool:
             for out in pool.map(_worker_batch, [batches[b] for b in dispatch_order(env, batches)]):
