@@ -19,8 +19,11 @@ only (``C_max=None``: the problem dlib solves). dlib runs ``--dlib-queries`` of 
 same problems (a seeded sample) one by one at the same C (pair-averaged, both solvers). Only the solvers are
 inside the timed regions (dlib's input is built before its clock starts; no tracemalloc).
 capgap runs its batches of queries in one worker process per core (one BLAS thread each, as
-the DAG's probe rule does); "on dlib's queries" is capgap on dlib's sample alone (one batch).
-The load average is printed before and after each case.
+the DAG's probe rule does); "on dlib's queries" is capgap on dlib's sample alone (one call),
+also in one process (its CPU time against dlib's one thread). capgap and dlib on the sample
+alternate ``--repeats`` times (default 3; medians, and the ratio's range over the repeats),
+so that a machine whose speed drifts during the run moves both alike. The load average is
+printed before and after each case.
 
 Run: .venv/bin/python benchmarks/probe.py [--cases sep2,sep10,insep32,insep64,insep384,big,real]
 """
@@ -94,8 +97,9 @@ def summary(res):
 def run_case(name, D, golds, args, threads, kw=None):
     """One case: every query with the shipped defaults (``kw``: the DAG's per-query extras:
     grades, exclusions, text ties, duplicate documents), then the reference and capgap on the
-    same ``--dlib-queries`` problems (a seeded sample), one by one for dlib and as one batch
-    for capgap."""
+    same ``--dlib-queries`` problems (a seeded sample), one by one for dlib and as one call for
+    capgap (its worker processes, and once more in one process), alternating ``--repeats``
+    times (medians; the ratio's range over the repeats)."""
     from capgap.probe import probe
 
     kw = kw or {}
@@ -107,25 +111,35 @@ def run_case(name, D, golds, args, threads, kw=None):
     pick = np.sort(np.random.default_rng(0).choice(len(golds), min(args.dlib_queries, len(golds)), replace=False))
     sub = [golds[i] for i in pick]
     subkw = {k: ([v[i] for i in pick] if k != "duplicates" and v is not None else v) for k, v in kw.items()}
-    t = time.perf_counter()
-    probe(D, sub, threads=threads, **subkw)
-    same = (time.perf_counter() - t) / len(sub)
+    ref = "dlib" if name != "big" else "capgap optimum"
+    same_t, one_t, ref_t, rec_ref = [], [], [], float("nan")
+    for rep in range(args.repeats):  # capgap and the reference alternate: a machine whose speed drifts moves both alike
+        t = time.perf_counter()
+        probe(D, sub, threads=threads, **subkw)
+        same_t.append((time.perf_counter() - t) / len(sub))
+        t = time.perf_counter()
+        probe(D, sub, threads=1, **subkw)  # one process: capgap's CPU time against dlib's (one thread)
+        one_t.append((time.perf_counter() - t) / len(sub))
+        if name == "big":  # the reference is capgap before certificate-first probing, on one batch (once: ~4 min)
+            if rep == 0:
+                t = time.perf_counter()
+                probe(D, sub, threads=threads, solve="optimum")
+                ref_t.append((time.perf_counter() - t) / len(sub))
+        else:
+            per_ref, rec_ref = dlib_seconds(D, sub, args.C, len(sub))
+            ref_t.append(per_ref)
+    same, one, per_ref = float(np.median(same_t)), float(np.median(one_t)), float(np.median(ref_t))
+    ratios = [r / c for r, c in zip(ref_t, same_t)] if len(ref_t) == len(same_t) else [per_ref / c for c in same_t]
     soft = ""
     if s["certified"] < 1.0:  # the soft-margin problem alone (dlib's), on dlib's queries
         t = time.perf_counter()
         probe(D, sub, threads=threads, lp_check_max_docs=0, C_max=None, grades=subkw.get("grades"))  # dlib's problem
         soft = f"{(time.perf_counter() - t) / len(sub):.3f}"
-    ref = "dlib"
-    if name == "big":  # the reference is capgap before certificate-first probing, on one batch
-        t = time.perf_counter()
-        probe(D, sub, threads=threads, solve="optimum")
-        per_ref, rec_ref, ref = (time.perf_counter() - t) / len(sub), float("nan"), "capgap optimum"
-    else:
-        per_ref, rec_ref = dlib_seconds(D, sub, args.C, len(sub))
     per = t_ours / len(golds)
     load1 = os.getloadavg()[0]
     print(f"| {name} | {D.shape[0]} x {D.shape[1]} | {len(golds)} x {np.median([len(g) for g in golds]):.0f} | {t_ours:.2f} | {per:.4f} | "
-          f"{same:.4f} | {soft or '-'} | {ref} {per_ref:.3f} | {per_ref / same:.1f} | {s['certified']:.3f} | {s['outcomes']} | {s['it']} | "
+          f"{same:.4f} | {one:.4f} | {soft or '-'} | {ref} {per_ref:.3f} | {per_ref / same:.1f} ({min(ratios):.1f}-{max(ratios):.1f}) | "
+          f"{per_ref / one:.1f} | {s['certified']:.3f} | {s['outcomes']} | {s['it']} | "
           f"{s['max_iter']} | {s['recall@G']:.3f} / {rec_ref:.3f} | {load0:.2f} / {load1:.2f} |", flush=True)
 
 
@@ -158,6 +172,8 @@ def main():
     ap.add_argument("--dlib-queries", type=int, default=8)
     ap.add_argument("--C", type=float, default=1000.0)
     ap.add_argument("--results", default="results")
+    ap.add_argument("--repeats", type=int, default=3, help="capgap and the reference on the same queries, alternating, "
+                    "this many times each (medians reported)")
     args = ap.parse_args()
     from threadpoolctl import threadpool_info
 
@@ -165,9 +181,10 @@ def main():
           + ", ".join(f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas"))
     print(f"C = {args.C} (pair-averaged, both solvers); capgap: shipped probe defaults; dlib: {args.dlib_queries} seeded queries\n")
     print("| case | docs x dim | queries x gold | capgap total s | capgap s/query | capgap s/query on dlib's queries | "
-          "soft-margin only s/query | reference s/query | reference / capgap (same queries) | certified | outcomes | "
+          "the same, one process | soft-margin only s/query | reference s/query | reference / capgap (same queries; "
+          "min-max over the repeats) | reference / capgap, one process | certified | outcomes | "
           "iterations median / p90 / max | max_iter hits | recall@G capgap / reference | load before / after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     threads = os.cpu_count()  # worker processes, one BLAS thread each (capgap.probe)
     for name in args.cases.split(","):
         if name == "real":
