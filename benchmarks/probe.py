@@ -175,6 +175,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="capgap and the reference on the same queries, alternating, "
                     "this many times each (medians reported)")
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
     from threadpoolctl import threadpool_info
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; numpy {np.__version__}; BLAS: "

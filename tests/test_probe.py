@@ -359,9 +359,12 @@ def test_tiny_margin_query_is_certified_by_the_proofs_witness():
 
 
 def test_inseparability_proof_is_sound_and_bounds_escalation():
-    """On corpora beyond lp_check_max_docs the gate proves inseparable queries at the base C
-    (no escalation, a few dozen iterations) and never a separable one: every proof is checked
-    against HiGHS's exact LP, and every query the LP finds separable ends certified."""
+    """On corpora beyond lp_check_max_docs the gate proves inseparable queries after HULL_AFTER
+    escalations (C stays there: no escalation to C_max, no eps tightening, a few hundred
+    iterations at most; here 114-195, 94-175 with PRUNE_AFTER 10: low-dimensional inseparable
+    queries converge slowly at C = 1e4 and 1e5)
+    and never a separable one: every proof is checked against HiGHS's exact LP, and every
+    query the LP finds separable ends certified."""
     rng = np.random.default_rng(21)
     D = unit(rng, 3000, 16)
     golds = [rng.choice(3000, k, replace=False) for k in (1, 2, 2, 3, 4, 6, 10, 20, 25, 29)]
@@ -372,7 +375,7 @@ def test_inseparability_proof_is_sound_and_bounds_escalation():
         kinds.add(lp)
         if r.stopped == "inseparable":
             assert lp is False and not r.certified and r.extra["escalations"] == constants.HULL_AFTER
-            assert r.extra["hull"] <= 1e-9 and r.iterations < 200
+            assert r.extra["hull"] <= 1e-9 and r.iterations < 300
         else:
             assert r.certified == lp
     assert kinds == {True, False}

@@ -117,11 +117,10 @@ def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
         st.s32 = s.copy()  # the final scores: w does not change any more
         return "stop"
     b_new, H = _group_violated(s, st, env.golds, env.opt_excl, out=out)
-    # certificate mode, escalation on: every C below the gate's (HULL_AFTER escalations) is a waypoint
+    # certificate mode, escalation on, the gate beyond the base C: the base C's optimum is a waypoint
     # (a query stops there only at its certificate or separated, by the stopping rule's own eps), so
-    # C escalates from it at a looser eps; the gate's C keeps eps (its optimum is what the proof and
-    # an inseparable query's recall are read at)
-    waypoint = st.early and st.escalations < const.HULL_AFTER and st.C < env.C_max and not _whole_lp(env, st)
+    # C escalates from it at a looser eps
+    waypoint = st.early and st.escalations == 0 < const.HULL_AFTER and st.C < env.C_max and not _whole_lp(env, st)
     esc_eps = st.eps * const.BASE_EPS_FACTOR if waypoint else st.eps
     if H <= st.xiW + esc_eps and H > 0 and not st.crossing:
         action = _converged(env, st, s, H)
@@ -210,8 +209,8 @@ def _proof(env: _Env, st: Problem, s: np.ndarray, whole_lp: bool) -> bool:
 
 def _add_plane(st: Problem, a: np.ndarray) -> None:
     """Add the cutting plane ``(a, st.b_new)`` (``a`` ``(dim,) float64``) to the working set,
-    re-solve the dual QP, drop planes inactive for ``PRUNE_AFTER`` iterations (Joachims 2006,
-    Sec. 5) and adopt the new w."""
+    re-solve the dual QP, drop planes inactive in more than ``PRUNE_AFTER`` consecutive
+    re-solves (Joachims 2006, Sec. 5) and adopt the new w."""
     m = len(st.b)
     K = np.empty((m + 1, m + 1))  # the working set grown by one plane, each array filled in place
     K[:m, :m] = st.K

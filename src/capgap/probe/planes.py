@@ -207,10 +207,10 @@ def _non_gold(n: int, gold: np.ndarray, excl: np.ndarray) -> np.ndarray:
 
 
 def _separated(s: np.ndarray, gold: np.ndarray, excl: np.ndarray, by: float = 0.0) -> bool:
-    """Every gold score above every other non-excluded score by more than ``by`` (true when there
-    is no other one). The other documents' maximum is taken over a copy of ``s`` with the gold
-    and excluded rows at -inf: no boolean mask, no gathered copy (this runs once per problem
-    and iteration)."""
+    """Every gold score above every other non-excluded score by more than ``by`` (finite scores,
+    ``by`` finite; true when there is no other document). The other documents' maximum is taken
+    over a copy of ``s`` with the gold and excluded rows at -inf: no boolean mask, no gathered
+    copy (this runs once per problem and iteration)."""
     others = s.copy()
     others[gold] = -np.inf
     others[excl] = -np.inf
