@@ -14,7 +14,7 @@ MIN_BATCHES = 8  # batch_size=None: at least this many batches where the problem
 TRANSPOSED_BYTES = 2**30  # an index of at most this many bytes gets a column-major copy for the cutting plane's products (setup.transposed)
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
-HULL_ROUNDS = 6  # column-generation rounds of an inseparability proof (proofs._prove_inseparable)
+HULL_ROUNDS = 10  # column-generation rounds of an inseparability proof (proofs._prove_inseparable) or an order witness (proofs.order_witness); 6 before 2026-12-06
 HULL_STEP = 256  # non-gold candidates added per round: dim + 2, and at least this many (benchmarks/README.md: 2 (dim + 2) cost 1.6x the NNLS time)
 BASE_EPS_FACTOR = 10.0  # certificate mode: C escalates from the base C at this x eps (batch._step; NFCorpus: -7% iterations, benchmarks/README.md)
 HULL_AFTER = 2  # escalations of C before the one in-loop inseparability proof (C = 100 x the base C by default)

@@ -97,9 +97,12 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     (every w has min gold score - max non-gold score <= |w| |p - q|, below the certificate's
     threshold in ``_finish``, so no C certifies it). Else r separates the gold documents from
     the subset (``hull_distance_bound``): the non-gold documents ranked at or above the lowest
-    gold one along r (exact float64 scores) join the candidates (highest first), topped up with
-    the next documents by score at w to that many new ones per round, and the next round
-    starts. At most ``HULL_ROUNDS`` rounds; a failed proof escalates. Documents enter as their
+    gold one along r (exact float64 scores) join the candidates, at most that many per round
+    (highest first), and the next round starts; none: r separates, no proof. Only these
+    violators join, not a round topped up with the next documents by score at w as before
+    2026-12-06: the NNLS's time grows with its columns, and the extra columns rarely carried
+    weight (NFCorpus: benchmarks/README.md). At most ``HULL_ROUNDS`` rounds; a failed proof
+    escalates. Documents enter as their
     duplicate group's first row (``rep``), whose score every member of the group gets. A single
     member with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
     dim = Df.shape[1]
@@ -114,7 +117,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
         n_rows = len(np.unique(rep[ng]))
         G = Df[np.unique(rep[gold])]
         by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
-        cand, used = by_s[:step], step
+        cand = by_s[:step]
         bound = float("inf")
         for _ in range(const.HULL_ROUNDS):
             rows = np.unique(rep[cand])
@@ -131,9 +134,9 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
             if len(rows) >= n_rows:
                 break
             new = _misranked(t, gold, ng, rep, rows, step)
-            fill = by_s[used : used + step - len(new)]  # the rest of the round: the next by score at w
-            used += len(fill)
-            cand = np.concatenate([cand, new, fill])
+            if not len(new):
+                break  # r ranks every non-gold document below the gold ones: separable, no proof
+            cand = np.concatenate([cand, new])  # only the violators: the NNLS's time grows with its columns
         if bound > const.HULL_TOL * dmax:
             return Proof(None, proven, witness)
         worst = max(worst, bound)
