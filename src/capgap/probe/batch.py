@@ -20,6 +20,7 @@ from .planes import (
     _hinge,
     _non_gold,
     _planes32,
+    _product_error,
     _scores32,
     _separated,
     _solve_dual,
@@ -108,33 +109,114 @@ def _iteration(env: _Env, state: dict[int, Problem], active: list[int]) -> tuple
 
 
 def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
-    """One problem's step at its float32 scores ``s`` ``(n_docs,)`` (duplicates tied): ``"stop"``
-    (done: certificate, convergence, proof or iteration cap), ``"again"`` (C escalated: the next
-    iteration goes on with the same working set) or ``"plane"`` (a new cutting plane, its
-    coefficients written into ``out`` and its offset into ``st.b_new``)."""
+    """One problem's step at the float32 scores ``s`` ``(n_docs,)`` (duplicates tied) of its
+    working set's minimiser ``st.w``: ``"stop"`` (done: certificate, convergence, proof or
+    iteration cap), ``"again"`` (C escalated: the next iteration goes on with the same working
+    set) or ``"plane"`` (a new cutting plane, its coefficients written into ``out`` and its
+    offset into ``st.b_new``).
+
+    The certificate is checked at ``st.w`` (exact float32 scores); then the line search moves
+    the best point ``st.wb`` towards ``st.w`` (``_line_search``), and the stopping rule reads
+    the gap between the SVM objective at ``wb`` and the working set's lower bound at ``w``, in
+    units of C: ``Rb + (|wb|^2 - |w|^2) / 2C - xi_W`` (Franc & Sonnenburg's criterion; where
+    ``wb = w`` it is Joachims' ``H - xi_W``). The new plane is the most violated constraint at
+    ``wb + CUT_MU (w - wb)``."""
     if st.early and _certified32(s, st, env.golds, env.opt_excl, env.rmax, env.dmax):
         st.done, st.stopped = True, "certificate"  # recall, ranks, certificate final
         st.s32 = s.copy()  # the final scores: w does not change any more
         return "stop"
-    b_new, H = _group_violated(s, st, env.golds, env.opt_excl, out=out)
+    if _line_search(env, st, s) and st.early and _certified32(st.sb, st, env.golds, env.opt_excl, env.rmax, env.dmax, st.wb,
+                                                              2.0 * st.eb):
+        st.done, st.stopped = True, "certificate"  # the best point separates: its exact scores come in _finish_batch
+        return _stopped(st)
+    H = st.Rb + (float(st.wb @ st.wb) - float(st.w @ st.w)) / (2.0 * st.C)
     # certificate mode, escalation on, the gate beyond the base C: the base C's optimum is a waypoint
     # (a query stops there only at its certificate or separated, by the stopping rule's own eps), so
     # C escalates from it at a looser eps
     waypoint = st.early and st.escalations == 0 < const.HULL_AFTER and st.C < env.C_max and not _whole_lp(env, st)
     esc_eps = st.eps * const.BASE_EPS_FACTOR if waypoint else st.eps
-    if H <= st.xiW + esc_eps and H > 0 and not st.crossing:
-        action = _converged(env, st, s, H)
+    if H <= st.xiW + esc_eps and st.Rb > 0 and not st.crossing:
+        action = _converged(env, st, st.sb, H)
         if action is not None:
-            return action
+            return _stopped(st) if action == "stop" else action
     tight_over = st.it_tight is not None and st.it - st.it_tight >= const.TIGHTEN_ITERS
     if H <= st.xiW + st.eps or st.it >= env.max_iter or tight_over:
         st.done = True
         if st.it >= env.max_iter and H > st.xiW + env.eps:
             st.capped = True
             st.stopped = "max_iter"
-        return "stop"
-    st.b_new = b_new
+        return _stopped(st)
+    mu = np.float32(const.CUT_MU)
+    st.b_new = _group_violated(st.sb + mu * (s - st.sb), st, env.golds, env.opt_excl, out=out)[0]
     return "plane"
+
+
+def _stopped(st: Problem) -> str:
+    """A problem stopped anywhere but at its certificate ends at its best point ``wb`` (its
+    scores are computed again, exactly, by ``_finish_batch``)."""
+    st.w = st.wb
+    return "stop"
+
+
+def _line_search(env: _Env, st: Problem, s: np.ndarray) -> bool:
+    """Move the best point ``st.wb`` to the lowest SVM objective ``F = |w|^2 / 2 + C R`` on the
+    segment from ``wb`` to the working set's minimiser ``st.w`` (scores ``s``), OCAS's line
+    search (Franc & Sonnenburg, JMLR 2009, Sec. 3) restricted to the segment, so ``sb`` stays
+    a convex combination of exact products. R is the pair-averaged hinge along the segment,
+    convex and piecewise linear; its slope at a point is ``-coef . (s - sb)`` with that point's
+    most violated coefficients. The point ``w`` itself is tried first (where F still falls there,
+    it is the new ``wb``: the cutting plane's own step); else up to ``LINE_SEARCH_STEPS`` secant
+    steps on F's slope inside the bracket, and the lowest F found is kept. The first call
+    starts from ``wb = 0``, the first plane's point. Returns whether ``wb`` moved; ``st.eb``
+    bounds ``|sb - D wb|`` (each product's error, ``planes._product_error``, carried through
+    the convex combinations, plus their own float32 rounding)."""
+    golds, excl = env.golds, env.opt_excl
+    if st.wb is None:
+        st.wb, st.sb = np.zeros_like(st.w), np.zeros(len(s), dtype=np.float32)
+        st.cb = np.empty(len(s), dtype=np.float32)
+        st.Rb = _group_violated(st.sb, st, golds, excl, out=st.cb)[1]
+    d = st.w - st.wb
+    dd, wd, ww, C = float(d @ d), float(st.wb @ d), float(st.wb @ st.wb), st.C
+    delta = s - st.sb
+    dl = delta.astype(np.float64)
+    g0 = wd - C * float(st.cb @ dl)
+    if not (g0 < 0 and dd > 0):
+        return False  # F does not fall towards w: wb stays
+
+    def at(k: float, x: np.ndarray) -> tuple[float, float, float, np.ndarray]:
+        c = np.empty(len(x), dtype=np.float32)
+        R = _group_violated(x, st, golds, excl, out=c)[1]
+        return 0.5 * (ww + 2.0 * k * wd + k * k * dd) + C * R, wd + k * dd - C * float(c @ dl), R, c
+
+    F1, g1, R1, c1 = at(1.0, s)
+    best = (F1, 1.0, R1, c1) if F1 < 0.5 * ww + C * st.Rb else None
+    if g1 > 0:  # the minimum lies inside the segment: secant steps on the slope
+        lo, glo, hi, ghi = 0.0, g0, 1.0, g1
+        for _ in range(const.LINE_SEARCH_STEPS):
+            k = lo - glo * (hi - lo) / (ghi - glo)
+            if not lo < k < hi:
+                break
+            Fk, gk, Rk, ck = at(k, st.sb + np.float32(k) * delta)
+            if best is None or Fk < best[0]:
+                best = (Fk, k, Rk, ck)
+            if gk < 0:
+                lo, glo = k, gk
+            elif gk > 0:
+                hi, ghi = k, gk
+            else:
+                break
+    if best is None:
+        return False
+    _, k, st.Rb, st.cb = best
+    wn, wbn = float(np.sqrt(st.w @ st.w)), float(np.sqrt(ww))
+    err = _product_error(len(d), wn, env.rmax)
+    if k == 1.0:
+        st.sb, st.eb = s.copy(), err
+    else:  # the combination's error, and its float32 rounding (three operations on scores of at most (|wb| + |w|) max|d|)
+        st.sb = st.sb + np.float32(k) * delta
+        st.eb = (1.0 - k) * st.eb + k * err + 2.0 * 3.0 * 2.0**-24 * (wbn + wn) * env.rmax
+    st.wb = st.wb + k * d
+    return True
 
 
 def _converged(env: _Env, st: Problem, s: np.ndarray, H: float) -> str | None:

@@ -68,7 +68,8 @@ def _finish(st: Problem, env: _Env, s: np.ndarray) -> dict[int, ProbeResult]:
     slacks = {q: _hinge(s, env.golds[q], n_pairs, env.opt_excl[q]) if n_pairs else 0.0 for q, n_pairs in zip(st.members, st.pairs)}
     group_slack = sum(slacks[q] * n_pairs for q, n_pairs in zip(st.members, st.pairs)) / max(st.P, 1)
     objective = 0.5 * float(np.linalg.norm(w)) ** 2 + st.C * group_slack
-    dual = float(st.b @ st.alpha - 0.5 * float(np.linalg.norm(w)) ** 2) if len(st.alpha) else 0.0
+    # the working set's dual at alpha (its minimiser A alpha, not the best point w the problem ended at)
+    dual = float(st.b @ st.alpha - 0.5 * float(np.linalg.norm(st.A @ st.alpha)) ** 2) if len(st.alpha) else 0.0
     out = {}
     for q in st.members:
         gold, twins = env.golds[q], env.twins[q]

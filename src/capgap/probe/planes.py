@@ -188,14 +188,25 @@ def _threshold(w: np.ndarray, dmax: float) -> float:
     return 1e-9 * max(1.0, float(np.linalg.norm(w))) * dmax
 
 
-def _certified32(s: np.ndarray, st: Problem, golds, opt_excl, rmax: float, dmax: float) -> bool:
-    """Whether float32 scores ``s`` ``(n_docs,)`` at the problem's w separate every member's gold
-    set by more than the float32 error bound (``_exact_near_gold``'s delta) plus the float64
-    certificate's threshold, so the final float64 check certifies it too."""
-    dim = len(st.w)
-    wn = max(float(np.linalg.norm(st.w)), 1e-30)
-    delta = 2.0 * dim * 2.0**-24 * wn * max(rmax, 1e-30) + 1e-9 * max(1.0, wn) * dmax  # + _threshold, |w| computed once
+def _certified32(s: np.ndarray, st: Problem, golds, opt_excl, rmax: float, dmax: float, w: np.ndarray | None = None,
+                 err: float | None = None) -> bool:
+    """Whether float32 scores ``s`` ``(n_docs,)`` at ``w`` (default the problem's w) separate every
+    member's gold set by more than their error (``err``; default the float32 product's bound,
+    ``_exact_near_gold``'s delta) plus the float64 certificate's threshold, so the final float64
+    check certifies it too."""
+    w = st.w if w is None else w
+    wn = max(float(np.linalg.norm(w)), 1e-30)
+    if err is None:
+        err = _product_error(len(w), wn, rmax)
+    delta = err + 1e-9 * max(1.0, wn) * dmax  # + _threshold, |w| computed once
     return all(_separated(s, golds[q], opt_excl[q], by=delta) for q in st.members)
+
+
+def _product_error(dim: int, wn: float, rmax: float) -> float:
+    """The bound on |float32 score - exact score| of one index product at a w of norm ``wn``
+    (rows of norm at most ``rmax``): dim 2^-24 |w| max|d| (float32 dot and rounding of w),
+    doubled for safety (``_exact_near_gold``)."""
+    return 2.0 * dim * 2.0**-24 * wn * max(rmax, 1e-30)
 
 
 def _non_gold(n: int, gold: np.ndarray, excl: np.ndarray) -> np.ndarray:
@@ -234,8 +245,7 @@ def _exact_near_gold(Df: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax
     further below only keep float32 precision. Duplicates are tied (``tie``: ``retrieval.tie_index(dups)``
     when already computed)."""
     s = s32.astype(np.float64)
-    # |s32 - s64| <= dim * 2^-24 * |w| * max|d| (float32 dot + rounding of w), doubled for safety
-    delta = 2.0 * Df.shape[1] * 2.0**-24 * max(float(np.linalg.norm(w)), 1e-30) * max(rmax, 1e-30)
+    delta = _product_error(Df.shape[1], max(float(np.linalg.norm(w)), 1e-30), rmax)
     low = min(float(s32[g].min()) for g in golds)
     cand = np.flatnonzero(s32 >= low - delta)
     s[cand] = Df[cand].astype(np.float64) @ np.asarray(w, dtype=np.float64)

@@ -73,7 +73,8 @@ def probe(
     document ranks above every other), objective and slack are the witness's; graded gold sets
     too (the recall capacity is decided there; the nDCG of that w is a lower bound on the nDCG
     capacity). A text-tied group with crossing gold sets runs to the optimum.
-    ``"optimum"``: every query runs to Joachims' eps criterion. ``pairs``: ``"gold"`` (every
+    ``"optimum"``: every query runs to the eps criterion (package docstring: primal - dual
+    <= C eps at the best point the line search found). ``pairs``: ``"gold"`` (every
     gold document against every non-gold one: the paper's recall capacity) or ``"graded"``:
     for a single query with more than one grade, the pairs of every two grade levels (non-gold
     = grade 0; Joachims, "Optimizing Search Engines using Clickthrough Data", KDD 2002, Sec. 4),

@@ -79,7 +79,17 @@ class Problem:
     None), ``lp`` (the in-loop whole LP's verdict: False, the single member
     is proven inseparable; True, feasible, and ``witness`` is its witness where one was adopted;
     None: not run or undecided). ``graded``: the state as ``finish`` judges a graded query
-    (gold vs non-gold, its w kept)."""
+    (gold vs non-gold, its w kept).
+
+    The line search (``batch._line_search``; Franc & Sonnenburg, "Optimized Cutting Plane
+    Algorithm for Large-Scale Risk Minimization", JMLR 2009, Sec. 3): ``wb`` ``(dim,)`` the best
+    point so far (the lowest SVM objective found), ``sb`` ``(n_docs,) float32`` its scores (a
+    convex combination of exact float32 products, duplicates tied; ``eb`` bounds their error),
+    ``Rb`` its pair-averaged hinge and ``cb`` ``(n_docs,) float32`` its most violated
+    constraint's coefficients (the hinge's slope along a line); None until the first line
+    search. ``w`` stays the working
+    set's minimiser (``adopt``) while the problem iterates; a problem that stops anywhere but at
+    its certificate ends with ``w = wb``."""
 
     members: list
     pairs: list
@@ -112,6 +122,11 @@ class Problem:
     hull_members: list = field(default_factory=list)
     lp: bool | None = None
     graded: bool = False
+    wb: np.ndarray | None = None
+    sb: np.ndarray | None = None
+    Rb: float = 0.0
+    cb: np.ndarray | None = None
+    eb: float = 0.0
 
     def adopt(self, alpha: np.ndarray) -> None:
         """Adopt dual variables: w = A alpha and the working set's slack xi_W at that w."""
