@@ -166,7 +166,8 @@ def _line_search(env: _Env, st: Problem, s: np.ndarray) -> bool:
     convex and piecewise linear; its slope at a point is ``-coef . (s - sb)`` with that point's
     most violated coefficients. The point ``w`` itself is tried first (where F still falls there,
     it is the new ``wb``: the cutting plane's own step); else up to ``LINE_SEARCH_STEPS`` secant
-    steps on F's slope inside the bracket, and the lowest F found is kept. The first call
+    steps on F's slope inside the bracket, and the lowest F found is kept (wb itself unless a
+    point lowers it). The first call
     starts from ``wb = 0``, the first plane's point. Returns whether ``wb`` moved; ``st.eb``
     bounds ``|sb - D wb|`` (each product's error, ``planes._product_error``, carried through
     the convex combinations, plus their own float32 rounding)."""
@@ -189,7 +190,9 @@ def _line_search(env: _Env, st: Problem, s: np.ndarray) -> bool:
         return 0.5 * (ww + 2.0 * k * wd + k * k * dd) + C * R, wd + k * dd - C * float(c @ dl), R, c
 
     F1, g1, R1, c1 = at(1.0, s)
-    best = (F1, 1.0, R1, c1) if F1 < 0.5 * ww + C * st.Rb else None
+    best = (0.5 * ww + C * st.Rb, 0.0, st.Rb, st.cb)  # wb itself: a secant step can overshoot to a higher F
+    if F1 < best[0]:
+        best = (F1, 1.0, R1, c1)
     if g1 > 0:  # the minimum lies inside the segment: secant steps on the slope
         lo, glo, hi, ghi = 0.0, g0, 1.0, g1
         for _ in range(const.LINE_SEARCH_STEPS):
@@ -197,7 +200,7 @@ def _line_search(env: _Env, st: Problem, s: np.ndarray) -> bool:
             if not lo < k < hi:
                 break
             Fk, gk, Rk, ck = at(k, st.sb + np.float32(k) * delta)
-            if best is None or Fk < best[0]:
+            if Fk < best[0]:
                 best = (Fk, k, Rk, ck)
             if gk < 0:
                 lo, glo = k, gk
@@ -205,8 +208,8 @@ def _line_search(env: _Env, st: Problem, s: np.ndarray) -> bool:
                 hi, ghi = k, gk
             else:
                 break
-    if best is None:
-        return False
+    if best[1] == 0.0:
+        return False  # no point on the segment lowers F: wb stays
     _, k, st.Rb, st.cb = best
     wn, wbn = float(np.sqrt(st.w @ st.w)), float(np.sqrt(ww))
     err = _product_error(len(d), wn, env.rmax)
