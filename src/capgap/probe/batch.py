@@ -120,13 +120,13 @@ def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
     the gap between the SVM objective at ``wb`` and the working set's lower bound at ``w``, in
     units of C: ``Rb + (|wb|^2 - |w|^2) / 2C - xi_W`` (Franc & Sonnenburg's criterion; where
     ``wb = w`` it is Joachims' ``H - xi_W``). The new plane is the most violated constraint at
-    ``wb + CUT_MU (w - wb)``."""
+    ``wb + CUT_MU (w - wb)``, or at ``w`` where ``wb`` did not move (Joachims' own cut)."""
     if st.early and _certified32(s, st, env.golds, env.opt_excl, env.rmax, env.dmax):
         st.done, st.stopped = True, "certificate"  # recall, ranks, certificate final
         st.s32 = s.copy()  # the final scores: w does not change any more
         return "stop"
-    if _line_search(env, st, s) and st.early and _certified32(st.sb, st, env.golds, env.opt_excl, env.rmax, env.dmax, st.wb,
-                                                              2.0 * st.eb):
+    moved = _line_search(env, st, s)
+    if moved and st.early and _certified32(st.sb, st, env.golds, env.opt_excl, env.rmax, env.dmax, st.wb, 2.0 * st.eb):
         st.done, st.stopped = True, "certificate"  # the best point separates: its exact scores come in _finish_batch
         return _stopped(st)
     H = st.Rb + (float(st.wb @ st.wb) - float(st.w @ st.w)) / (2.0 * st.C)
@@ -146,8 +146,11 @@ def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
             st.capped = True
             st.stopped = "max_iter"
         return _stopped(st)
-    mu = np.float32(const.CUT_MU)
-    st.b_new = _group_violated(st.sb + mu * (s - st.sb), st, env.golds, env.opt_excl, out=out)[0]
+    # where wb stood still, the cut near it can repeat a plane the working set already holds (its
+    # minimiser w then stays too, and the loop stalls): the plain cutting plane's cut at w instead,
+    # which the gap above guarantees is new
+    mu = np.float32(const.CUT_MU if moved else 1.0)
+    st.b_new = _group_violated(s if not moved else st.sb + mu * (s - st.sb), st, env.golds, env.opt_excl, out=out)[0]
     return "plane"
 
 
