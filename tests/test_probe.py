@@ -901,3 +901,29 @@ def test_a_witness_reports_the_ranks_of_its_own_scores():
         by_lp += r.decided_by == "lp"
         assert np.array_equal(rank_gold(D.astype(np.float64) @ r.w, gold), r.gold_ranks), seed
     assert by_lp >= 10  # the witness path is exercised
+
+
+def test_line_search_never_stalls_on_near_miss_twins():
+    """Where the line search leaves the best point where it was, the next plane is the cut at the
+    working set's minimiser (batch._step): the cut near the best point could repeat a plane the
+    working set already held, and on near-miss twins (each gold document with a slightly moved
+    non-gold copy, solved to the optimum as the DAG's near-miss sets are) the loop stalled at the
+    iteration cap (this seed: 600 of 600 iterations before the fix). Every query converges well
+    within the cap, its objective is 1/2 |w|^2 + C x the pair-averaged hinge at its w (brute
+    force over every gold/non-gold pair) and it is within C eps of its dual bound."""
+    rng = np.random.default_rng(3)
+    D = rng.standard_normal((100, 32)).astype(np.float32)
+    for i in range(0, 40, 2):
+        D[i + 1] = D[i] + 0.05 * rng.standard_normal(32).astype(np.float32)
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    golds = [[i] for i in range(0, 40, 2)] + [list(range(0, 12, 2))]
+    res = probe(D, golds, solve="optimum", threads=1, max_iter=600)
+    D64 = D.astype(np.float64)
+    for g, r in zip(golds, res):
+        assert r.converged and r.iterations < 400
+        s = D64 @ r.w
+        ng = np.setdiff1d(np.arange(len(D)), g)
+        hinge = np.maximum(0.0, 1.0 - s[g][:, None] + s[ng][None, :]).mean()
+        C = r.extra["C_final"]
+        assert r.objective == pytest.approx(0.5 * float(r.w @ r.w) + C * hinge, rel=1e-5)
+        assert r.objective - r.dual <= 1.01 * C * 1e-3
