@@ -42,7 +42,8 @@ probe also keeps the best point w_b, the lowest objective F(w) = 1/2 |w|^2 + C R
 convex and piecewise linear along it, its slope at a point the most violated constraint's
 coefficients there; w_W itself first, then at most ``LINE_SEARCH_STEPS`` secant steps; the
 segment only, so w_b's scores stay a convex combination of exact products), and takes the new
-cutting plane at w_b + mu (w_W - w_b), mu = ``CUT_MU`` = 0.1, as OCAS does. On NFCorpus this cut
+cutting plane at w_b + mu (w_W - w_b), mu = ``CUT_MU`` = 0.1, as OCAS does (at w_W itself where
+w_b did not move: a cut near a w_b that stands still can repeat a plane). On NFCorpus this cut
 the iterations 3.5x (benchmarks/README.md). The certificate is checked at w_W and at w_b.
 
 Stopping (Franc & Sonnenburg's criterion; Joachims' where w_b = w_W): the objective at w_b
