@@ -170,10 +170,10 @@ def _line_search(env: _Env, st: Problem, s: np.ndarray) -> bool:
     most violated coefficients. The point ``w`` itself is tried first (where F still falls there,
     it is the new ``wb``: the cutting plane's own step); else up to ``LINE_SEARCH_STEPS`` secant
     steps on F's slope inside the bracket, and the lowest F found is kept (wb itself unless a
-    point lowers it). The first call
-    starts from ``wb = 0``, the first plane's point. Returns whether ``wb`` moved; ``st.eb``
-    bounds ``|sb - D wb|`` (each product's error, ``planes._product_error``, carried through
-    the convex combinations, plus their own float32 rounding)."""
+    point lowers it). The first call starts from ``wb = 0``, the first plane's point. Returns
+    whether ``wb`` moved; ``st.eb`` bounds ``|sb - D wb|`` (each product's error,
+    ``planes._product_error``, carried through the convex combinations, plus their own float32
+    rounding)."""
     golds, excl = env.golds, env.opt_excl
     if st.wb is None:
         st.wb, st.sb = np.zeros_like(st.w), np.zeros(len(s), dtype=np.float32)
