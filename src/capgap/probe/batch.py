@@ -155,8 +155,8 @@ def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
 
 
 def _stopped(st: Problem) -> str:
-    """A problem stopped anywhere but at its certificate ends at its best point ``wb`` (its
-    scores are computed again, exactly, by ``_finish_batch``)."""
+    """A problem stopped anywhere but at a certificate at its minimiser ends at its best point
+    ``wb`` (its scores are computed again, exactly, by ``_finish_batch``)."""
     st.w = st.wb
     return "stop"
 
