@@ -87,9 +87,8 @@ class Problem:
     convex combination of exact float32 products, duplicates tied; ``eb`` bounds their error),
     ``Rb`` its pair-averaged hinge and ``cb`` ``(n_docs,) float32`` its most violated
     constraint's coefficients (the hinge's slope along a line); None until the first line
-    search. ``w`` stays the working
-    set's minimiser (``adopt``) while the problem iterates; a problem ends with ``w = wb``
-    unless its certificate came at ``w``."""
+    search. ``w`` stays the working set's minimiser (``adopt``) while the problem iterates; a
+    problem ends with ``w = wb`` unless its certificate came at ``w``."""
 
     members: list
     pairs: list
