@@ -149,8 +149,8 @@ def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
     # where wb stood still, the cut near it can repeat a plane the working set already holds (its
     # minimiser w then stays too, and the loop stalls): the plain cutting plane's cut at w instead,
     # which the gap above guarantees is new
-    mu = np.float32(const.CUT_MU if moved else 1.0)
-    st.b_new = _group_violated(s if not moved else st.sb + mu * (s - st.sb), st, env.golds, env.opt_excl, out=out)[0]
+    cut = st.sb + np.float32(const.CUT_MU) * (s - st.sb) if moved else s
+    st.b_new = _group_violated(cut, st, env.golds, env.opt_excl, out=out)[0]
     return "plane"
 
 

@@ -102,9 +102,9 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     violators join, not a round topped up with the next documents by score at w as before
     2026-12-06: the NNLS's time grows with its columns, and the extra columns rarely carried
     weight (NFCorpus: benchmarks/README.md). At most ``HULL_ROUNDS`` rounds; a failed proof
-    escalates. Documents enter as their
-    duplicate group's first row (``rep``), whose score every member of the group gets. A single
-    member with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
+    escalates. Documents enter as their duplicate group's first row (``rep``), whose score
+    every member of the group gets. A single member with ``seek_witness`` also looks for a
+    separating witness along r (``Proof.witness``)."""
     dim = Df.shape[1]
     step = max(dim + 2, const.HULL_STEP)  # the NNLS has dim + 2 rows: a basic solution uses at most dim + 2 documents
     worst, proven, witness = 0.0, [], None
