@@ -29,6 +29,7 @@ from .config import section_defaults
 from .finetune import infonce_loss
 from .probe import ProbeConfig, probe
 from .retrieval import rank_gold
+from .training import Convergence
 
 _D = section_defaults("hardness")  # the schema holds every default (capgap.config)
 
@@ -199,7 +200,9 @@ def ball_recall_at_k(codes: np.ndarray, gold: list[np.ndarray], d: int) -> np.nd
 
 def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, arch: str = "mlp",
                   loss: str = "infonce", steps: int = _D["steps"], lr: float = _D["lr"], temperature: float = _D["temperature"],
-                  width_factor: int = _D["width_factor"], seed: int = _D["seed"], init: ReluEncoder | None = None) -> dict:
+                  width_factor: int = _D["width_factor"], seed: int = _D["seed"], init: ReluEncoder | None = None,
+                  eval_every: int = _D["eval_every"], tol: float = _D["tol"],
+                  n_iter_no_change: int = _D["n_iter_no_change"]) -> dict:
     """Train a query encoder q -> R^d by full-batch Adam on ``q_train`` and measure recall@k
     (arXiv 2610.02749: gradient learners on the parity task; defaults: config ``hardness``).
 
@@ -210,15 +213,23 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
     units, randomly initialised unless ``init`` is given) or ``mlp`` (one hidden layer,
     ``width_factor`` times as wide). ``loss``: ``infonce`` (capgap.finetune.infonce_loss, form
     ``avg``, over all 2^d documents with the Hamming ball as gold set, temperature
-    ``temperature``) or ``regression`` (mean squared error to the code 2c - 1). Returns a dict
-    with train/held-out recall@k (mean), the random baseline k/n, the hidden units and
-    parameters of the trained network, and the final loss. Seeded: same arguments, same numbers
-    (CPU). Raises ``ValueError`` for an unknown ``arch`` or ``loss``.
+    ``temperature``) or ``regression`` (mean squared error to the code 2c - 1).
+
+    Training stops by the convergence rule (``capgap.training.Convergence(tol,
+    n_iter_no_change, steps)``): every ``eval_every`` steps the full-batch objective is
+    measured, and once it improved by less than ``tol`` (relative) over the last
+    ``n_iter_no_change`` measurements the learner has converged; else it stops at ``steps``.
+
+    Returns a dict with train/held-out recall@k (mean), the random baseline k/n, the hidden
+    units and parameters of the trained network, ``final_loss`` (the full-batch objective at
+    the last measurement) and ``convergence`` (the ``ConvergenceState``). Seeded: same
+    arguments, same numbers (CPU). Raises ``ValueError`` for an unknown ``arch`` or ``loss``.
     """
     import torch
 
     if arch not in ("perfect", "mlp") or loss not in ("infonce", "regression"):
         raise ValueError(f"train_encoder: arch must be perfect|mlp and loss infonce|regression, got {arch!r}, {loss!r}")
+    rule = Convergence(tol, n_iter_no_change, steps)
     torch.manual_seed(seed)
     H = perfect_encoder(task).hidden * (1 if arch == "perfect" else width_factor)
     net = torch.nn.Sequential(torch.nn.Linear(task.P, H), torch.nn.ReLU(), torch.nn.Linear(H, task.d)).double()
@@ -234,15 +245,24 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
     gold_mask = torch.zeros((len(q_train), len(X)), dtype=torch.bool)
     for i, g in enumerate(task.gold(q_train)):
         gold_mask[i, torch.from_numpy(g)] = True
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    last = float("nan")
-    for _ in range(steps):
+
+    def objective():
         e = net(qt)
-        obj = infonce_loss(e @ X.T, gold_mask, temperature) if loss == "infonce" else torch.mean((e - target) ** 2)
+        return infonce_loss(e @ X.T, gold_mask, temperature) if loss == "infonce" else torch.mean((e - target) ** 2)
+
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    objectives, step, converged = [], 0, False
+    while step < steps and not converged:
+        obj = objective()
         opt.zero_grad()
         obj.backward()
         opt.step()
-        last = float(obj.detach())
+        step += 1
+        if step % eval_every == 0 or step == steps:
+            with torch.no_grad():
+                objectives.append(float(objective()))
+            converged = rule.converged(objectives)
+    state = rule.state(objectives, step, converged)
     with torch.no_grad():
         codes_tr = net(qt).numpy()
         codes_ho = net(torch.from_numpy(q_heldout.astype(np.float64))).numpy()
@@ -252,7 +272,8 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
         "random_baseline": task.k / 2**task.d,
         "hidden": H,
         "parameters": sum(p.numel() for p in net.parameters()),
-        "final_loss": last,
+        "final_loss": state.objective,
+        "convergence": state,
     }
 
 
@@ -288,7 +309,8 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
     queries, and ``{arch}-{loss}-m{m}`` for the sweep over training-set sizes) and
     ``random`` (k/n), and with ``ladder`` the learnability ladder's rungs ``head-mlp-all`` (the
     mlp fit on train and held-out queries together; splits train, held-out, all) and
-    ``head-mlp`` (the mlp-infonce learner of train queries); metric ``recall`` at k = |ball|)
+    ``head-mlp`` (the mlp-infonce learner of train queries); metric ``recall`` at k = |ball|;
+    every trained learner also gets its convergence state, ``capgap.training.STATE_METRICS``)
     and a summary with the sizes table,
     the chance-agreement measurements and the perfect encoders' sizes. ``probe_cfg``: a
     ``capgap.probe.ProbeConfig`` (default: the schema's probe settings, as in the DAG).
@@ -297,16 +319,19 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
     seed = int(cfg["seed"])
     rho = int(cfg["rho"])
     rows, table, chance = [], [], []
+    learner = dict(steps=int(cfg["steps"]), lr=float(cfg["lr"]), temperature=float(cfg["temperature"]),
+                   width_factor=int(cfg["width_factor"]), seed=seed, eval_every=int(cfg["eval_every"]), tol=float(cfg["tol"]),
+                   n_iter_no_change=int(cfg["n_iter_no_change"]))
 
     def row(ds, enc, method, split, metric, k, value):
         rows.append({"dataset": ds, "encoder": enc, "method": method, "split": split, "metric": metric, "k": k, "value": float(value)})
 
     def train_rows(task, ds, tr, ho, enc_name, arch, loss):
-        out = train_encoder(task, tr, ho, arch=arch, loss=loss, steps=int(cfg["steps"]), lr=float(cfg["lr"]),
-                            temperature=float(cfg["temperature"]), width_factor=int(cfg["width_factor"]), seed=seed)
+        out = train_encoder(task, tr, ho, arch=arch, loss=loss, **learner)
         row(ds, enc_name, "trained", "train", "recall", task.k, out["train_recall"])
         row(ds, enc_name, "trained", "heldout", "recall", task.k, out["heldout_recall"])
         row(ds, enc_name, "trained", "train", "n_queries", "", len(tr))
+        rows.extend(out["convergence"].rows(ds, enc_name, "trained"))
         return out
 
     def ladder_rows(task, ds, tr, ho, train_only):
@@ -314,10 +339,8 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
         ReLU family (``mlp``, InfoNCE: the perfect encoder's family) fit on every query, train
         and held-out (``head-mlp-all``: what one shared encoder of the family fits), and the
         same learner on train queries only (``head-mlp``: the ``mlp-infonce`` run itself)."""
-        kw = dict(arch="mlp", loss="infonce", steps=int(cfg["steps"]), lr=float(cfg["lr"]), temperature=float(cfg["temperature"]),
-                  width_factor=int(cfg["width_factor"]), seed=seed)
-        fit = train_encoder(task, np.concatenate([tr, ho]), ho, **kw)  # its "train" queries: all of them
-        only = train_only if train_only is not None else train_encoder(task, tr, ho, **kw)
+        fit = train_encoder(task, np.concatenate([tr, ho]), ho, arch="mlp", loss="infonce", **learner)  # "train": all queries
+        only = train_only if train_only is not None else train_encoder(task, tr, ho, arch="mlp", loss="infonce", **learner)
         # fit-all: every query was fitted; its held-out rows are the held-out queries' fit (not a generalisation
         # result); the train queries' mean from the means over all and over held-out (the splits are disjoint)
         n_tr, n_ho = len(tr), len(ho)
@@ -326,6 +349,8 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
         row(ds, "", "head-mlp-all", "heldout", "recall", task.k, fit["heldout_recall"])
         row(ds, "", "head-mlp", "train", "recall", task.k, only["train_recall"])
         row(ds, "", "head-mlp", "heldout", "recall", task.k, only["heldout_recall"])
+        rows.extend(fit["convergence"].rows(ds, "", "head-mlp-all"))
+        rows.extend(only["convergence"].rows(ds, "", "head-mlp"))
 
     sweep = cfg.get("m_sweep") or {}
     for P in cfg["P"]:

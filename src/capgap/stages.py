@@ -197,8 +197,9 @@ def finetune(inputs, outputs, params, threads: int = 1) -> list[dict]:
 
     rs, enc, idx = _load_with_index(inputs, params, threads)
     res = _train_adapter(rs, enc, idx, params, outputs, threads)
-    rows = _write(outputs, *evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads,
-                                             queries=res.queries))
+    rows, run = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads,
+                                 queries=res.queries)
+    rows = _write(outputs, rows + res.convergence.rows(rs.name, params.encoder_name, "finetuned"), run)
     Path(params.checkpoint).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
 
@@ -221,10 +222,12 @@ def finetune_regime(inputs, outputs, params, threads: int = 1) -> list[dict]:
     res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads)
     seconds = time.perf_counter() - t
     write_curve(outputs.curve, res.curve)
-    rows, _ = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, f"finetuned-{params.regime}", threads,
-                               queries=res.queries)
+    method = f"finetuned-{params.regime}"
+    rows, _ = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, method, threads, queries=res.queries)
+    rows += res.convergence.rows(rs.name, params.encoder_name, method)
     write_json(outputs.record, {"regime": params.regime, "finetune": dict(params.finetune), "train_seconds": seconds,
-                                "steps_per_s": res.steps_per_s, "trainable": res.trainable, "early_stopping": res.early_stopping})
+                                "steps_per_s": res.steps_per_s, "trainable": res.trainable, "early_stopping": res.early_stopping,
+                                "convergence": res.convergence.to_dict()})
     _write_rows(outputs.metrics, rows)
     Path(params.checkpoint).unlink(missing_ok=True)
     return rows
@@ -267,10 +270,11 @@ def twin_negatives(inputs, outputs, params, threads: int = 1) -> list[dict]:
     for folder, fp in zip(inputs.targets, inputs.target_indexes):
         t = load_canonical(folder)
         targets.append((t, load_index(Path(fp).parent, index_fingerprint(enc.fingerprint(), t.corpus))))
-    _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives=False)
+    res = _train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives=False)
     with_twins = _encoder(params, threads)
     load_adapter(with_twins, inputs.adapter)
     rows = twin_negative_rows(rs, idx, enc, with_twins, targets, params.ks, params.ndcg_k, params.encoder_name, threads)
+    rows += res.convergence.rows(rs.name, params.encoder_name, "finetuned-no-twins")
     _write_rows(outputs.metrics, rows)
     Path(params.checkpoint).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows

@@ -107,19 +107,182 @@ class PartialState:
         self.module.load_state_dict(state, strict=False)
 
 
+# --- convergence: one rule for every trainer -------------------------------------------------
+
+STATE_METRICS = ("converged", "steps", "max_steps", "train_loss", "loss_improvement")
+"""The results.csv metrics (split ``train``, empty k) that carry a trainer's convergence state."""
+
+
+def relative_improvement(objectives: Sequence[float], window: int) -> float:
+    """The criterion of ``Convergence``: how much the last ``window`` points improved on the best
+    point before them, relative to it.
+
+    Parameters
+    ----------
+    objectives : sequence of float
+        The training objective (lower is better) at each curve point, in step order.
+    window : int
+        ``n_iter_no_change``: the trailing window, in curve points (>= 1).
+
+    Returns
+    -------
+    float
+        ``(min(before) - min(last window)) / |min(before)|`` where ``before`` is every point
+        ahead of the window: the fraction by which the window lowered the best objective (<= 0:
+        no improvement). NaN while fewer than ``window + 1`` points exist, or when a value is not
+        finite; ``inf`` when the best before is 0 and the window went below it.
+    """
+    values = np.asarray(list(objectives), dtype=np.float64)
+    if window < 1 or len(values) < window + 1 or not np.all(np.isfinite(values)):
+        return float("nan")
+    before, last = float(values[:-window].min()), float(values[-window:].min())
+    if before == 0.0:
+        return 0.0 if last >= 0.0 else float("inf")
+    return (before - last) / abs(before)
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """One convergence rule for every trainer (scikit-learn's convention: ``tol``,
+    ``n_iter_no_change``, ``max_iter``).
+
+    A run has converged at a curve point when the training objective's relative improvement
+    over the trailing ``n_iter_no_change`` points (``relative_improvement``) is below ``tol``;
+    training stops there, or at ``max_iter`` steps (the cap), whichever comes first. A run the cap
+    stopped is not converged, and its state says by how much the objective was still falling.
+
+    Attributes
+    ----------
+    tol : float
+        Relative improvement per window below which the run has converged (0: never, the run
+        trains to the cap).
+    n_iter_no_change : int
+        The window, in curve points (>= 1).
+    max_iter : int
+        The step cap (>= 1).
+    """
+
+    tol: float
+    n_iter_no_change: int
+    max_iter: int
+
+    def __post_init__(self):
+        if not (self.tol >= 0 and self.n_iter_no_change >= 1 and self.max_iter >= 1):
+            raise ValueError(f"convergence: tol must be >= 0, n_iter_no_change and the step cap >= 1 "
+                             f"(got {self.tol}, {self.n_iter_no_change}, {self.max_iter})")
+
+    def converged(self, objectives: Sequence[float]) -> bool:
+        """True when ``relative_improvement(objectives, n_iter_no_change) < tol`` (never while it
+        is NaN: too few points, or a value not finite)."""
+        value = relative_improvement(objectives, self.n_iter_no_change)
+        return bool(not np.isnan(value) and value < self.tol)
+
+    def state(self, objectives: Sequence[float], steps: int, converged: bool) -> "ConvergenceState":
+        """The ``ConvergenceState`` of a run that ran ``steps`` steps and whose curve points had
+        these ``objectives``."""
+        values = list(objectives)
+        gain = relative_improvement(values, self.n_iter_no_change)
+        return ConvergenceState(converged=bool(converged), steps=int(steps), max_steps=self.max_iter,
+                                objective=float(values[-1]) if values else float("nan"),
+                                improvement=gain if np.isfinite(gain) else None,
+                                tol=self.tol, n_iter_no_change=self.n_iter_no_change)
+
+
+@dataclass(frozen=True)
+class ConvergenceState:
+    """Where a trainer stopped and why (``Convergence``).
+
+    Attributes
+    ----------
+    converged : bool
+        True: the rule stopped it; False: the step cap did (or the run ended before the rule
+        could judge it, e.g. early stopping on a validation split).
+    steps : int
+        Optimiser steps run (the resumed ones included).
+    max_steps : int
+        The step cap.
+    objective : float
+        The training objective at the last curve point (the trainer's loss: lower is better).
+    improvement : float or None
+        The criterion's last value: the relative improvement over the last window (None: too
+        few points).
+    tol, n_iter_no_change : float, int
+        The rule's settings.
+    """
+
+    converged: bool
+    steps: int
+    max_steps: int
+    objective: float
+    improvement: float | None
+    tol: float
+    n_iter_no_change: int
+
+    def rows(self, dataset: str, encoder: str, method: str) -> list[dict]:
+        """results.csv rows (split ``train``, k empty): ``converged`` (1/0), ``steps``,
+        ``max_steps``, ``train_loss`` (the final objective), ``loss_improvement`` (the criterion's
+        last value; no row while it is not finite: too few curve points)."""
+        gain = float("nan") if self.improvement is None else self.improvement
+        values = (float(self.converged), float(self.steps), float(self.max_steps), self.objective, gain)
+        return [{"dataset": dataset, "encoder": encoder, "method": method, "split": "train", "metric": m, "k": "", "value": v}
+                for m, v in zip(STATE_METRICS, values) if np.isfinite(v)]
+
+    def describe(self) -> str:
+        """``converged at N steps`` or ``stopped at the cap N, objective still falling x% per
+        window`` (the report's wording)."""
+        return describe_state(self.converged, self.steps, self.max_steps, self.improvement)
+
+    def to_dict(self) -> dict:
+        """A strict-JSON dict (NaN as None)."""
+        return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in self.__dict__.items()}
+
+
+def state_from_curve(curve: Sequence[Mapping], convergence: Convergence) -> ConvergenceState:
+    """The ``ConvergenceState`` a ``run_loop`` curve records under ``convergence``: the steps are
+    the last point's ``step``, converged when the rule holds at the last point (the loop checks
+    the rule before early stopping, so a run it stopped at convergence ends on such a point).
+    ``ValueError`` for an empty curve or one without ``objective`` values."""
+    if not curve or any("objective" not in p for p in curve):
+        raise ValueError("state_from_curve: the curve has no objective values (was it trained under a convergence rule?)")
+    objectives = [float(p["objective"]) for p in curve]
+    return convergence.state(objectives, int(curve[-1]["step"]), convergence.converged(objectives))
+
+
+def describe_state(converged: bool, steps: int, max_steps: int, improvement: float) -> str:
+    """The report's words for a learner's state: ``converged at N steps``; ``stopped at the cap N,
+    objective still falling x% per window`` (``x``: ``improvement`` in percent, or ``too few curve
+    points to judge``); a run that ended before its cap without converging (early stopping on a
+    validation split) ``stopped early at N steps, not converged``."""
+    if converged:
+        return f"converged at {int(steps):,} steps"
+    if int(steps) < int(max_steps):
+        return f"stopped early at {int(steps):,} steps, not converged"
+    if improvement is None or not np.isfinite(improvement):
+        trend = "too few curve points to judge"
+    elif improvement > 0:
+        trend = f"objective still falling {100 * improvement:.1f}% per window"
+    else:
+        trend = "objective no longer falling"
+    return f"stopped at the cap {int(steps):,}, {trend}"
+
+
 @dataclass
 class LoopResult:
     """``curve``: one dict per curve point (``step``, ``loss``: the mean training loss since the
     previous point, NaN if none, then ``evaluate``'s metrics); ``steps_per_s``: optimiser steps
     of this call per second of its loop (NaN when no time elapsed); ``resumed_from``: the step a
     checkpoint restored (0 if none); ``steps_run``: steps this call ran; ``stopped_at``: the step
-    at which ``patience`` ended training early (None: it ran every step)."""
+    at which ``patience`` ended training early (None: it ran every step); ``convergence``: the
+    ``ConvergenceState`` when the loop ran under a ``Convergence`` rule (None otherwise);
+    ``converged_at``: the step at which the rule stopped training (None: it did not)."""
 
     curve: list
     steps_per_s: float
     resumed_from: int
     steps_run: int
     stopped_at: int | None = None
+    convergence: ConvergenceState | None = None
+    converged_at: int | None = None
 
 
 def _load(ckpt: Path, digest: Mapping[str, str], desc: str):
@@ -157,6 +320,8 @@ def run_loop(
     stop_after: int | None = None,
     patience: int | None = None,
     monitor: Callable[[dict], float] | None = None,
+    convergence: Convergence | None = None,
+    objective: Callable[[], float] | None = None,
 ) -> LoopResult:
     """Train ``model`` for ``n_steps`` optimiser steps from step 0 or from a checkpoint.
 
@@ -204,17 +369,33 @@ def run_loop(
         stops there (a checkpoint marks it: a resumed run does not train further), and that
         point is the curve's last. ``ValueError`` when ``patience`` is set without ``monitor``
         or ``evaluate``.
+    convergence : Convergence, optional
+        The convergence rule: every curve point gets ``objective`` (``objective()`` when given,
+        else the point's ``loss``: the mean training loss since the previous point) and
+        ``improvement`` (``relative_improvement`` over the trailing ``n_iter_no_change`` points,
+        None while it is not finite);
+        once ``convergence.converged`` holds, training stops there (the point is the curve's last,
+        a checkpoint marks it: a resumed run stops at the same step). ``n_steps`` must equal
+        ``convergence.max_iter`` and ``eval_every`` be >= 1 (``ValueError`` otherwise).
+    objective : callable, optional
+        ``objective()`` -> float: the training objective measured at a curve point (model in eval
+        mode, under ``torch.no_grad``), e.g. the loss on the whole training set or a fixed sample.
 
     Returns
     -------
     LoopResult
+        With ``convergence``: ``result.convergence`` holds the state (converged or not, steps run,
+        the last objective and criterion value).
     """
     import torch
 
     if patience and (monitor is None or evaluate is None):
         raise ValueError("run_loop: patience needs evaluate and monitor (the curve metric to watch)")
+    if convergence is not None and (convergence.max_iter != n_steps or eval_every < 1):
+        raise ValueError(f"run_loop: the convergence rule's cap ({convergence.max_iter}) must equal n_steps ({n_steps}) "
+                         f"and eval_every ({eval_every}) be >= 1 (the rule is checked at curve points)")
     perm, pos, step, curve, losses, resumed = sampler.permutation(n_items), 0, 0, [], [], 0
-    stopped_at = None
+    stopped_at = converged_at = None
     ckpt = Path(ckpt_path) if ckpt_path else None
     digest = {**dict(digest or {}), "number of training items": n_items}  # a resumed permutation must fit
     weights = model if weights is None else weights
@@ -225,19 +406,29 @@ def run_loop(
             optimizer.load_state_dict(state["optim"])
             set_rng_state(state["rng"], sampler)
             perm, pos, step, curve, losses = state["perm"], state["pos"], state["step"], state["curve"], state["losses"]
-            stopped_at = state.get("stopped_at")
+            stopped_at, converged_at = state.get("stopped_at"), state.get("converged_at")
             resumed = step
             log.info("%s: resumed from %s at step %d", desc, ckpt, step)
 
     def curve_point(at: int) -> None:
         point = {"step": at, "loss": float(np.mean(losses)) if losses else float("nan")}
-        if evaluate is not None:
+        if evaluate is not None or objective is not None:
             model.eval()
             with torch.no_grad():
-                point.update(evaluate(at))
+                if evaluate is not None:
+                    point.update(evaluate(at))
+                if objective is not None:
+                    point["objective"] = float(objective())
         model.train()
+        if convergence is not None:
+            point.setdefault("objective", point["loss"])
+            gain = relative_improvement([p["objective"] for p in curve] + [point["objective"]], convergence.n_iter_no_change)
+            point["improvement"] = gain if np.isfinite(gain) else None  # None: too few points (strict JSON, equal on resume)
         curve.append(point)
         losses.clear()
+
+    def has_converged() -> bool:
+        return convergence is not None and convergence.converged([p["objective"] for p in curve])
 
     bar = None
     if progress:
@@ -251,11 +442,11 @@ def run_loop(
     def save() -> None:
         save_checkpoint(ckpt, {"digest": digest, "step": step, "weights": weights.state_dict(),
                                "optim": optimizer.state_dict(), "rng": rng_state(sampler), "perm": perm, "pos": pos,
-                               "curve": curve, "losses": losses, "stopped_at": stopped_at})
+                               "curve": curve, "losses": losses, "stopped_at": stopped_at, "converged_at": converged_at})
 
     model.train()
     t0, done_here = time.perf_counter(), 0
-    while step < n_steps and stopped_at is None:
+    while step < n_steps and stopped_at is None and converged_at is None:
         if pos + batch_size > n_items and pos > 0:
             perm, pos = sampler.permutation(n_items), 0
         batch = perm[pos : pos + batch_size]
@@ -272,20 +463,34 @@ def run_loop(
             bar.set_postfix(loss=f"{losses[-1]:.4f}", steps_per_s=f"{done_here / (time.perf_counter() - t0):.2f}")
         if eval_every and step % eval_every == 0 and step < n_steps:
             curve_point(step)
-            if patience and plateaued():
+            if has_converged():
+                converged_at = step
+                log.info("%s: converged at step %d (objective %.6g, improved %.3g < tol %g over the last %d points)", desc,
+                         step, curve[-1]["objective"], curve[-1]["improvement"], convergence.tol, convergence.n_iter_no_change)
+            elif patience and plateaued():
                 stopped_at = step
                 log.info("%s: no better %s point in the last %d: stopped at step %d", desc, "curve", patience, step)
-        if ckpt and ((checkpoint_every and step % checkpoint_every == 0) or step == n_steps or stopped_at is not None):
+        ended = stopped_at is not None or converged_at is not None
+        if ckpt and ((checkpoint_every and step % checkpoint_every == 0) or step == n_steps or ended):
             save()
         if stop_after is not None and done_here >= stop_after and step < n_steps:
             raise KeyboardInterrupt(f"stopped after {done_here} steps (test hook)")
     elapsed = time.perf_counter() - t0
     if bar is not None:
         bar.close()
-    if stopped_at is None:
+    if stopped_at is None and converged_at is None:
         curve_point(step)
+        if has_converged():
+            converged_at = step
+    state = None
+    if convergence is not None:
+        state = convergence.state([p["objective"] for p in curve], step, converged_at is not None)
+        if not state.converged:
+            log.warning("%s: not converged: %s (tol %g over %d curve points)", desc, state.describe(), convergence.tol,
+                        convergence.n_iter_no_change)
     model.eval()
-    return LoopResult(curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, done_here, stopped_at)
+    return LoopResult(curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, done_here, stopped_at,
+                      state, converged_at)
 
 
 def curve_ks(ks: Sequence[int]) -> list[int]:

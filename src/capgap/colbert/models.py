@@ -47,6 +47,8 @@ class ColbertConfig:
     checkpoint_every: int = _D["checkpoint_every"]
     eval_every: int = _D["eval_every"]
     patience: int | None = _D["patience"]
+    tol: float = _D["tol"]
+    n_iter_no_change: int = _D["n_iter_no_change"]
     eval_max_queries: int = _D["eval_max_queries"]
     curve_max_docs: int = _D["curve_max_docs"]
     encode_batch_size: int = _D["encode_batch_size"]
@@ -68,6 +70,15 @@ class ColbertConfig:
             raise ValueError(f"colbert.backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.steps < 0 or self.batch_size < 1 or self.n_negatives < 0 or self.candidates < 1:
             raise ValueError("colbert: steps >= 0, batch_size >= 1, n_negatives >= 0, candidates >= 1")
+        if self.tol < 0 or self.n_iter_no_change < 1 or self.eval_every < 1:
+            raise ValueError("colbert: tol >= 0, n_iter_no_change >= 1 and eval_every >= 1 (the convergence rule)")
+
+    def convergence(self):
+        """The convergence rule (``capgap.training.Convergence``: ``tol``, ``n_iter_no_change``,
+        cap ``steps``); None when ``steps`` is 0 (nothing trains)."""
+        from ..training import Convergence
+
+        return Convergence(self.tol, self.n_iter_no_change, self.steps) if self.steps else None
 
     @classmethod
     def from_config(cls, cfg: dict) -> "ColbertConfig":
@@ -81,7 +92,7 @@ class ColbertConfig:
     def training_digest(self) -> str:
         """sha256 of the fields that change the trained model (checkpoints must match it)."""
         keys = ("model", "sha256", "embedding_size", "query_length", "document_length", "steps", "batch_size", "lr",
-                "weight_decay", "temperature", "n_negatives", "seed", "patience")
+                "weight_decay", "temperature", "n_negatives", "seed", "patience", "tol", "n_iter_no_change")
         d = {k: v for k, v in asdict(self).items() if k in keys and not (k == "patience" and v is None)}  # old keys stay valid
         return json_digest(d)[:16]
 

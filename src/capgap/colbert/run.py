@@ -28,7 +28,7 @@ from ..data import corpus_hash, excluded_positions, query_records
 from ..evaluate import eval_depth, evaluate_scores
 from ..io import write_json
 from ..retrieval import document_groups
-from ..training import curve_evaluator, json_digest
+from ..training import curve_evaluator, json_digest, state_from_curve
 from ..trec import Run
 from .indexes import FaissTokenIndex, PlaidIndex
 from .models import ColbertConfig, encode_documents, encode_queries, load_colbert
@@ -214,6 +214,8 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
         log.info("colbert: %.0f candidates per query on average (min %d)", np.mean([len(c) for c in cand]), min(len(c) for c in cand))
         score_block = candidate_score_block(Q, tokens, offsets, cand)  # the rest is not retrieved
     rows, run = evaluate_scores(rs, score_block, rs.corpus.ids, groups, ks, ndcg_k, "", "colbert", "colbert")
+    if cfg.convergence() is not None and curve:  # the learner's state (capgap.training.Convergence)
+        rows += state_from_curve(curve, cfg.convergence()).rows(rs.name, "", "colbert")
     extra = [] if backend == "exact" else ann_recall_rows(rs.name, Q, tokens, offsets, run.rows, ks, cfg.ann_sample, cfg.seed)
     log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(rs.queries), time.perf_counter() - t)
     return ColbertRun(rows + extra, curve, run, backend)

@@ -68,8 +68,13 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     ``cfg.patience``: stop once that many curve points bring no new best ``heldout_recall``
     (the paper trains ColBERT until held-out recall stops rising).
 
-    Returns ``{"curve", "steps_per_s", "resumed_from", "stopped_at"}`` (``stopped_at``: the step
-    early stopping ended at, or None). Raises ``ValueError`` without train queries.
+    Training stops at convergence (``cfg.convergence()``: the mean loss since the previous curve
+    point improved by less than ``cfg.tol`` over ``cfg.n_iter_no_change`` points) or at the cap
+    ``cfg.steps``.
+
+    Returns ``{"curve", "steps_per_s", "resumed_from", "stopped_at", "convergence"}``
+    (``stopped_at``: the step early stopping ended at, or None; ``convergence``: the
+    ``capgap.training.ConvergenceState``). Raises ``ValueError`` without train queries.
     """
     import torch
     from pylate import losses
@@ -107,8 +112,10 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
         digest = {"ColBERT training settings": cfg.training_digest(), "training data": json_digest(data)}
     res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
                    checkpoint_every=cfg.checkpoint_every, evaluate=evaluate, eval_every=cfg.eval_every, progress=progress,
-                   desc="colbert", stop_after=stop_after, patience=cfg.patience, monitor=heldout_recall)
-    return {"curve": res.curve, "steps_per_s": res.steps_per_s, "resumed_from": res.resumed_from, "stopped_at": res.stopped_at}
+                   desc="colbert", stop_after=stop_after, patience=cfg.patience, monitor=heldout_recall,
+                   convergence=cfg.convergence())
+    return {"curve": res.curve, "steps_per_s": res.steps_per_s, "resumed_from": res.resumed_from, "stopped_at": res.stopped_at,
+            "convergence": res.convergence}
 
 
 def heldout_recall(point: dict) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..config import section_defaults
-from ..training import json_digest
+from ..training import Convergence, json_digest
 
 _D = section_defaults("finetune")  # the schema holds every default (capgap.config)
 DEFAULT_TARGETS = _D["target_modules"]
@@ -25,7 +25,8 @@ class FinetuneConfig:
     ``validation_fraction``: 0 (the paper's protocol: train on every train query, keep the
     final checkpoint) or the fraction of train queries carved out (``validation_split``, seed
     ``validation_seed``) for early stopping: the weights of the best validation curve point are
-    kept, and training stops after ``patience`` points without a new best (0: never stops)."""
+    kept, and training stops after ``patience`` points without a new best (0: never stops);
+    ``tol``, ``n_iter_no_change``: the convergence rule (``convergence``), ``steps`` its cap."""
 
     steps: int = _D["steps"]
     batch_size: int = _D["batch_size"]
@@ -48,6 +49,8 @@ class FinetuneConfig:
     validation_fraction: float = _D["validation_fraction"]
     validation_seed: int = _D["validation_seed"]
     patience: int = _D["patience"]
+    tol: float = _D["tol"]
+    n_iter_no_change: int = _D["n_iter_no_change"]
 
     def __post_init__(self):
         if self.mode not in ("lora", "full"):
@@ -62,8 +65,14 @@ class FinetuneConfig:
             raise ValueError(f"finetune.loss must be 'avg' or 'set', got {self.loss!r}")
         if self.candidates not in ("full", "sampled"):
             raise ValueError(f"finetune.candidates must be 'full' or 'sampled', got {self.candidates!r}")
+        if self.eval_every < 1 or self.tol < 0 or self.n_iter_no_change < 1:
+            raise ValueError("finetune: eval_every and n_iter_no_change must be >= 1, tol >= 0 (the convergence rule)")
         if self.steps < 1 or self.batch_size < 1 or self.temperature <= 0:
             raise ValueError("finetune: steps and batch_size must be >= 1 and temperature > 0")
+
+    def convergence(self) -> Convergence:
+        """The convergence rule of this run: ``tol``, ``n_iter_no_change``, cap ``steps``."""
+        return Convergence(self.tol, self.n_iter_no_change, self.steps)
 
     @classmethod
     def from_config(cls, cfg: dict) -> "FinetuneConfig":

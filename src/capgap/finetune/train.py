@@ -14,7 +14,7 @@ import numpy as np
 from ..data import Split, excluded_positions, query_records
 from ..io import atomic_open
 from ..retrieval import dense_scores, document_groups
-from ..training import PartialState, curve_evaluator, curve_ks, run_loop, seed_everything
+from ..training import ConvergenceState, PartialState, curve_evaluator, curve_ks, run_loop, seed_everything
 from .adapter import add_lora
 from .config import _D, FinetuneConfig
 from .loss import candidate_masks, infonce_loss
@@ -30,7 +30,8 @@ class TrainResult:
     every query of the retrieval set (in its order) encoded by the final weights at the last
     curve point, which the final evaluation reuses instead of encoding them again
     (``finetune_encoder``; None when the loop ended otherwise, e.g. with early stopping, whose
-    best weights are put back after the last point)."""
+    best weights are put back after the last point); ``convergence``: the
+    ``capgap.training.ConvergenceState`` (converged or stopped at the cap ``cfg.steps``)."""
 
     curve: list
     steps_per_s: float
@@ -39,6 +40,7 @@ class TrainResult:
     adapted_modules: list
     early_stopping: dict | None = None
     queries: np.ndarray | None = None
+    convergence: "ConvergenceState | None" = None
 
 
 class EarlyStop:
@@ -147,8 +149,11 @@ def train_query_encoder(
     negative). ``context``: JSON-able data the curve also depends on (``evaluate``'s queries),
     part of the checkpoint digest. On CUDA the forward pass runs under bf16 autocast
     (``cfg.precision`` "auto" or "bf16"; the loss is computed in float32). Returns a
-    ``TrainResult``. Raises ``ValueError`` without train queries or (``add_lora``) for an
-    architecture without target modules.
+    ``TrainResult``; training stops at convergence (``cfg.convergence()``: the mean loss since
+    the previous curve point improved by less than ``cfg.tol`` over ``cfg.n_iter_no_change``
+    points) or at the cap ``cfg.steps``, and ``TrainResult.convergence`` says which. Raises
+    ``ValueError`` without train queries or (``add_lora``) for an architecture without target
+    modules.
     """
     import torch
 
@@ -197,11 +202,11 @@ def train_query_encoder(
                    checkpoint_every=cfg.checkpoint_every, weights=weights,
                    evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc="finetune", stop_after=stop_after,
                    patience=(cfg.patience or None) if early is not None else None,
-                   monitor=early.monitor if early is not None else None)
+                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence())
     if early is not None:
         early.restore(res.curve)
     return TrainResult(res.curve, res.steps_per_s, res.resumed_from, sum(p.numel() for p in params), adapted,
-                       early.record(res) if early is not None else None)
+                       early.record(res) if early is not None else None, convergence=res.convergence)
 
 
 def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int], ckpt_path: str | Path | None = None,
