@@ -115,7 +115,7 @@ STATE_METRICS = ("converged", "steps", "max_steps", "train_loss", "loss_improvem
 
 def relative_improvement(objectives: Sequence[float], window: int) -> float:
     """The criterion of ``Convergence``: how much the last ``window`` points improved on the best
-    point before them, relative to it.
+    point before them, relative to it (SciPy L-BFGS-B's ``ftol`` scaling).
 
     Parameters
     ----------
@@ -127,18 +127,18 @@ def relative_improvement(objectives: Sequence[float], window: int) -> float:
     Returns
     -------
     float
-        ``(min(before) - min(last window)) / |min(before)|`` where ``before`` is every point
-        ahead of the window: the fraction by which the window lowered the best objective (<= 0:
-        no improvement). NaN while fewer than ``window + 1`` points exist, or when a value is not
-        finite; ``inf`` when the best before is 0 and the window went below it.
+        ``(min(before) - min(last window)) / max(|min(before)|, 1)`` where ``before`` is every
+        point ahead of the window: the fraction by which the window lowered the best objective
+        (<= 0: no improvement). The denominator is at least 1, so an objective that approaches 0
+        (an InfoNCE loss whose margins keep growing) is judged by its absolute change, as
+        ``scipy.optimize.minimize(method="L-BFGS-B")`` judges ``ftol``. NaN while fewer than
+        ``window + 1`` points exist, or when a value is not finite.
     """
     values = np.asarray(list(objectives), dtype=np.float64)
     if window < 1 or len(values) < window + 1 or not np.all(np.isfinite(values)):
         return float("nan")
     before, last = float(values[:-window].min()), float(values[-window:].min())
-    if before == 0.0:
-        return 0.0 if last >= 0.0 else float("inf")
-    return (before - last) / abs(before)
+    return (before - last) / max(abs(before), 1.0)
 
 
 @dataclass(frozen=True)
@@ -173,9 +173,9 @@ class Convergence:
 
     def converged(self, objectives: Sequence[float]) -> bool:
         """True when ``relative_improvement(objectives, n_iter_no_change) < tol`` (never while it
-        is NaN: too few points, or a value not finite)."""
+        is NaN: too few points, or a value not finite; never when ``tol`` is 0)."""
         value = relative_improvement(objectives, self.n_iter_no_change)
-        return bool(not np.isnan(value) and value < self.tol)
+        return bool(self.tol > 0 and not np.isnan(value) and value < self.tol)
 
     def state(self, objectives: Sequence[float], steps: int, converged: bool) -> "ConvergenceState":
         """The ``ConvergenceState`` of a run that ran ``steps`` steps and whose curve points had
