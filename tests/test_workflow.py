@@ -638,7 +638,8 @@ def test_jobs_say_which_code_ran(tiny_run, monkeypatch):
     assert v["matches"] is False and "NOT the workflow's checkout /somewhere/else" in code_summary(v)
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "near-miss.yaml", "limit-paper.yaml", "limit50k.yaml", "large.yaml", "ladder.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "near-miss.yaml", "limit-paper.yaml", "limit50k.yaml", "large.yaml", "ladder.yaml",
+                                  "converge.yaml"])
 def test_every_shipped_config_validates_and_dry_runs(name, tmp_path, mirror):
     """Each config under config/ parses, passes the schema and builds its DAG (a dry run)."""
     r = _smk(tmp_path / "w", ROOT / "config" / name, mirror, "-n")
