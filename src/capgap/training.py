@@ -35,6 +35,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from .config import section_defaults
 from .evaluate import Judged
 from .io import atomic_open
 from .metrics import recall_from_ranks
@@ -546,3 +547,22 @@ def curve_evaluator(rs, doc_ids: Sequence[str], scorer: Callable[[], Callable], 
         return out
 
     return evaluate
+
+
+_VALIDATION_SEED = section_defaults("finetune")["validation_seed"]  # the schema holds every default
+
+
+def validation_split(train_ids: Sequence[str], fraction: float, seed: int = _VALIDATION_SEED) -> tuple[list[str], list[str]]:
+    """Carve a validation split out of the train queries for early stopping (never out of the
+    held-out ones): a seeded permutation of ``sorted(train_ids)`` (so the data's order does not
+    matter), its first ``round(fraction * n)`` ids (at least 1, at most n - 1) the validation
+    queries. Returns ``(fit_ids, validation_ids)``, each in the order of ``train_ids``; they
+    are disjoint and together are ``train_ids``. Raises ``ValueError`` for fewer than two
+    train queries or ``fraction`` outside (0, 1)."""
+    ids = list(train_ids)
+    if len(ids) < 2 or not 0.0 < fraction < 1.0:
+        raise ValueError(f"validation_split: need two train queries and 0 < fraction < 1 ({len(ids)} queries, {fraction})")
+    n_val = min(max(1, round(fraction * len(ids))), len(ids) - 1)
+    order = sorted(ids)
+    val = {order[i] for i in np.random.default_rng(seed).permutation(len(order))[:n_val]}
+    return [q for q in ids if q not in val], [q for q in ids if q in val]

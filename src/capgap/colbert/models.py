@@ -18,7 +18,7 @@ from ..config import section_defaults
 from ..encoders import EncoderSpec, resolve_model
 from ..errors import ModelNotFound
 from ..io import atomic_open
-from ..training import json_digest
+from ..training import Convergence, json_digest
 from .scores import pack_documents
 
 log = logging.getLogger(__name__)
@@ -76,8 +76,6 @@ class ColbertConfig:
     def convergence(self):
         """The convergence rule (``capgap.training.Convergence``: ``tol``, ``n_iter_no_change``,
         cap ``steps``); None when ``steps`` is 0 (nothing trains)."""
-        from ..training import Convergence
-
         return Convergence(self.tol, self.n_iter_no_change, self.steps) if self.steps else None
 
     @classmethod

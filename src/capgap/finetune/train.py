@@ -14,9 +14,10 @@ import numpy as np
 from ..data import Split, excluded_positions, query_records
 from ..io import atomic_open
 from ..retrieval import dense_scores, document_groups
-from ..training import ConvergenceState, PartialState, curve_evaluator, curve_ks, run_loop, seed_everything
+from ..training import (ConvergenceState, PartialState, curve_evaluator, curve_ks, run_loop, seed_everything,  # noqa: F401
+                        validation_split)  # validation_split: re-exported (capgap.finetune's API)
 from .adapter import add_lora
-from .config import _D, FinetuneConfig
+from .config import FinetuneConfig
 from .loss import candidate_masks, infonce_loss
 
 log = logging.getLogger(__name__)
@@ -294,19 +295,3 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
              cfg.steps, res.steps_per_s, res.resumed_from, res.trainable, len(res.adapted_modules))
     res.queries = final.get("queries")
     return res
-
-
-def validation_split(train_ids: Sequence[str], fraction: float, seed: int = _D["validation_seed"]) -> tuple[list[str], list[str]]:
-    """Carve a validation split out of the train queries for early stopping (never out of the
-    held-out ones): a seeded permutation of ``sorted(train_ids)`` (so the data's order does not
-    matter), its first ``round(fraction * n)`` ids (at least 1, at most n - 1) the validation
-    queries. Returns ``(fit_ids, validation_ids)``, each in the order of ``train_ids``; they
-    are disjoint and together are ``train_ids``. Raises ``ValueError`` for fewer than two
-    train queries or ``fraction`` outside (0, 1)."""
-    ids = list(train_ids)
-    if len(ids) < 2 or not 0.0 < fraction < 1.0:
-        raise ValueError(f"validation_split: need two train queries and 0 < fraction < 1 ({len(ids)} queries, {fraction})")
-    n_val = min(max(1, round(fraction * len(ids))), len(ids) - 1)
-    order = sorted(ids)
-    val = {order[i] for i in np.random.default_rng(seed).permutation(len(order))[:n_val]}
-    return [q for q in ids if q not in val], [q for q in ids if q in val]
