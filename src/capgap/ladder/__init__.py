@@ -7,9 +7,11 @@ Rungs (method names in results.csv):
 
 - ``head-linear-all``, ``head-mlp-all``: a linear head (W, dim x dim, from the identity) and a
   one-hidden-layer ReLU head on the frozen pre-trained query embeddings, trained with InfoNCE
-  against the frozen index on *all* queries (train and held-out): what one shared map of that
-  family can fit, a representational ceiling, not a generalisation result.
-- ``head-linear``, ``head-mlp``: the same heads trained on train queries only.
+  against the frozen index on *all* queries (train and held-out) under the convergence rule
+  (``capgap.training.Convergence``): what one shared map of that family can fit, a
+  representational ceiling, not a generalisation result.
+- ``head-linear``, ``head-mlp``: the same heads trained on train queries only, less a
+  validation split whose best point is kept.
 - ``nn-transfer``, ``nn-transfer-top<m>``: each query uses the probe's w of its most similar train
   query (cosine of pre-trained embeddings; train queries leave themselves out), or the mean of
   the m most similar ones' unit w's.
@@ -17,7 +19,7 @@ Rungs (method names in results.csv):
 Public API
 ----------
 - ``LadderConfig``: settings (config ``ladder``; defaults in the schema).
-- ``make_head``, ``fit_head``, ``apply_head``, ``HEADS`` (``capgap.ladder.heads``).
+- ``make_head``, ``fit_head``, ``apply_head``, ``HEADS``, ``GoldRows``, ``FitObjective`` (``capgap.ladder.heads``).
 - ``nearest_train``, ``transfer_vectors`` (``capgap.ladder.transfer``).
 - ``evaluate_ladder``, ``load_witnesses``, ``load_query_embeddings``, ``method_names`` (``capgap.ladder.rungs``).
 """

@@ -11,17 +11,39 @@ the probe's one w per query. Two families (issue 29, rungs 2 and 3):
   identity: W1 = [I; -I; seeded random rows], W2 = [I, -I, 0], biases 0, since
   x = ReLU(x) - ReLU(-x).
 
-Training (``fit_head``): AdamW, batches from ``capgap.training.run_loop`` (seeded permutation per
-epoch), candidates and masks from ``capgap.finetune.candidate_masks``, the loss
-``capgap.finetune.infonce_loss`` on the L2-normalised head output against the frozen document
-rows (never changed). Seeded: the same inputs and config give the same head on CPU.
+Training (``fit_head``) minimises the objective: the mean InfoNCE loss
+(``capgap.finetune.infonce_loss``'s, computed by ``GoldRows.loss``) of the L2-normalised head
+outputs of *every* query it is fit on, against the whole frozen index (never changed), under the
+one convergence rule (``capgap.training.Convergence``, through ``capgap.training.run_loop``):
+every ``eval_every`` steps the objective is computed on the whole fit set (eval mode, blockwise:
+``FitObjective``), and the run has converged once the last ``n_iter_no_change`` such points
+improved on the best before them by less than ``tol``
+(``capgap.training.relative_improvement``); it stops there or at the cap ``steps``.
+Optimisers (``LadderConfig.optimizer``):
+
+- ``adamw`` (the default): AdamW on batches of ``batch_size`` queries (``run_loop``'s seeded
+  permutation per epoch; ``batch_size`` at least the number of queries: full batch), candidates
+  the whole index (``candidates: full``, masks from ``GoldRows``) or sampled ones
+  (``capgap.finetune.candidate_masks``), the learning rate constant or decayed to 0 at the cap
+  on a cosine (``schedule``).
+- ``lbfgs``: full-batch L-BFGS (``torch.optim.LBFGS``, strong-Wolfe line search), one
+  iteration per step; each step's objective and gradient at the current weights are the ones
+  its line search already evaluated there (no evaluation twice).
+
+With a validation split (``fit_head(validate=...)``, the train-only heads) the initial head
+and every curve point are scored on the validation queries; the weights of the best are kept
+(the earliest of equal ones; the initial head, the pre-trained encoder's own embeddings, is a
+candidate) and training stops after ``patience`` curve points without a new best among them
+(as ``capgap.finetune.EarlyStop`` does for fine-tuning). Seeded: the same inputs and config give
+the same head on CPU.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -62,18 +84,228 @@ def make_head(kind: str, dim: int, width_factor: int = LadderConfig.width_factor
     return head
 
 
+class GoldRows:
+    """Every item's gold and excluded document rows, flattened, so a batch's InfoNCE masks are
+    built in one step (``masks``) and its ``avg`` loss needs only the gold entries (``loss``)."""
+
+    def __init__(self, gold: Sequence[Sequence[int]], excluded: Sequence[Sequence[int]] | None, n_docs: int):
+        self.n_docs = n_docs
+        self.gold = [np.asarray(g, dtype=np.int64) for g in gold]
+        self.excluded = None if excluded is None else [np.asarray(e, dtype=np.int64) for e in excluded]
+
+    def masks(self, batch: np.ndarray, device=None) -> tuple:
+        """``(gold_mask, exclude_mask, rows, cols)`` of the items ``batch``: ``(b, n_docs) bool``
+        tensors (``exclude_mask`` None when no item of the batch has exclusions), and the
+        batch row and document column of every gold entry (``(g,) int64``), row by row."""
+        import torch
+
+        batch = np.asarray(batch, dtype=np.int64)
+        sizes = [len(self.gold[i]) for i in batch]
+        rows, cols = np.repeat(np.arange(len(batch)), sizes), np.concatenate([self.gold[i] for i in batch])
+        gold = np.zeros((len(batch), self.n_docs), dtype=bool)
+        gold[rows, cols] = True
+        excl = None
+        if self.excluded is not None and any(len(self.excluded[i]) for i in batch):
+            excl = np.zeros((len(batch), self.n_docs), dtype=bool)
+            esizes = [len(self.excluded[i]) for i in batch]
+            excl[np.repeat(np.arange(len(batch)), esizes), np.concatenate([self.excluded[i] for i in batch])] = True
+            excl = torch.from_numpy(excl).to(device)
+        return torch.from_numpy(gold).to(device), excl, torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)
+
+    @staticmethod
+    def loss(scores, masks: tuple, temperature: float, form: str):
+        """``capgap.finetune.infonce_loss(scores, gold_mask, temperature, form, exclude_mask)``
+        for ``masks`` (``GoldRows.masks``). The ``avg`` form is computed from the gold entries
+        only: each gold entry's softplus(log-sum-exp over the negatives - its logit), averaged
+        per query, then over the batch (the same terms as ``infonce_loss``, which evaluates the
+        softplus on every entry and masks it: about a third of a step's time on NFCorpus)."""
+        import torch
+
+        gold, excl, rows, cols = masks
+        if form != "avg":
+            return infonce_loss(scores, gold, temperature, form, excl)
+        logits = scores / temperature
+        neg_inf = torch.finfo(logits.dtype).min
+        out = gold if excl is None else gold | excl
+        lse_neg = torch.logsumexp(logits.masked_fill(out, neg_inf), dim=1)
+        per = torch.nn.functional.softplus(lse_neg[rows] - logits[rows, cols])
+        per_q = torch.zeros(len(logits), dtype=per.dtype, device=per.device).index_add(0, rows, per)
+        return (per_q / gold.sum(1)).mean()
+
+
+class FitObjective:
+    """The objective a head is fit to: the mean InfoNCE loss of ``head(X)`` (L2-normalised) over
+    every query against every document row (``candidates: full``; excluded rows out of the
+    softmax; ``GoldRows.loss``), in blocks of at most ``max_scores`` query x document scores.
+    The masks are built once (kept while they fit in ``max_cached`` booleans, else rebuilt per
+    call)."""
+
+    def __init__(self, X, D, rows: GoldRows, temperature: float, form: str, max_scores: int = 1 << 22,
+                 max_cached: int = 1 << 27):
+        self.X, self.D, self.rows = X, D, rows
+        self.temperature, self.form = temperature, form
+        n, n_docs = len(rows.gold), D.shape[0]
+        self.n, self.block = n, max(1, min(n, max_scores // max(1, n_docs)))
+        self.cached = [self._masks(a) for a in range(0, n, self.block)] if n * n_docs <= max_cached else None
+
+    def _masks(self, a: int):
+        return self.rows.masks(np.arange(a, min(self.n, a + self.block)), self.D.device)
+
+    def __call__(self, head):
+        """The objective as a 0-d tensor (differentiable when grad is enabled)."""
+        import torch
+
+        total = None
+        for i, a in enumerate(range(0, self.n, self.block)):
+            b = min(self.n, a + self.block)
+            masks = self.cached[i] if self.cached is not None else self._masks(a)
+            q = torch.nn.functional.normalize(head(self.X[a:b]), dim=-1)
+            part = GoldRows.loss(q @ self.D.T, masks, self.temperature, self.form) * (b - a)
+            total = part if total is None else total + part
+        return total / self.n
+
+
+class _LBFGS:
+    """``torch.optim.LBFGS`` (strong-Wolfe line search, ``lr`` 1) as ``run_loop``'s optimiser:
+    ``step()`` runs one L-BFGS iteration. Its first evaluation (the objective and gradient at
+    the current weights) is the one ``run_loop`` just did (``loss.backward()``); the weights an
+    iteration ends on are always a point its line search evaluated, so ``ready()`` hands the
+    next step that evaluation (value and gradient) instead of computing it again."""
+
+    def __init__(self, params, objective: Callable[[], object], history_size: int, max_evals: int = 25):
+        import torch
+
+        self.params = list(params)
+        self.objective = objective
+        self.opt = torch.optim.LBFGS(self.params, lr=1.0, max_iter=1, max_eval=max_evals, history_size=history_size,
+                                     tolerance_grad=0.0, tolerance_change=0.0, line_search_fn="strong_wolfe")
+        self.last_loss = None  # run_loop's loss at the current weights (set by the batch loss)
+        self.cache = None  # (flat weights, loss, gradients) of the point the last step ended on
+        self.evals = 0
+
+    def _flat(self):
+        import torch
+
+        return torch.cat([p.detach().reshape(-1) for p in self.params])
+
+    def ready(self):
+        """A 0-d tensor with the objective's value at the current weights and, through
+        ``backward``, its gradient (a linear surrogate of the last line-search evaluation);
+        None when the weights are not such a point."""
+        import torch
+
+        if self.cache is None or not torch.equal(self.cache[0], self._flat()):
+            return None
+        _, loss, grads = self.cache
+        return loss + sum(((p - p.detach()) * g).sum() for p, g in zip(self.params, grads))
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.opt.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        import torch
+
+        seen, first = [], [True]
+
+        def closure():
+            if first[0]:  # run_loop's evaluation at these weights (gradients in .grad)
+                first[0] = False
+                return self.last_loss
+            self.opt.zero_grad(set_to_none=True)
+            with torch.enable_grad():
+                loss = self.objective()
+                loss.backward()
+            self.evals += 1
+            seen.append((self._flat(), loss.detach(), [p.grad.detach().clone() for p in self.params]))
+            return loss.detach()
+
+        self.opt.step(closure)
+        at = self._flat()
+        self.cache = next((s for s in seen if torch.equal(s[0], at)), None)
+
+    def state_dict(self) -> dict:
+        return self.opt.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.opt.load_state_dict(state)
+        self.cache = None
+
+
+class _Scheduled:
+    """An optimiser whose learning rate follows ``factor(step)`` x its base rate (step: the
+    optimiser steps done), set before every step."""
+
+    def __init__(self, opt, factor: Callable[[int], float]):
+        self.opt, self.factor, self.t = opt, factor, 0
+        self.base = [g["lr"] for g in opt.param_groups]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.opt.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for g, lr in zip(self.opt.param_groups, self.base):
+            g["lr"] = lr * self.factor(self.t)
+        self.opt.step()
+        self.t += 1
+
+    def state_dict(self) -> dict:
+        return {"opt": self.opt.state_dict(), "t": self.t}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.opt.load_state_dict(state["opt"])
+        self.t = state["t"]
+
+
+class _KeepBest:
+    """The weights of the best validation point so far (the highest value, the earliest of equal
+    ones), put back on the head by ``restore``."""
+
+    def __init__(self, head):
+        self.head, self.value, self.step, self.state = head, -math.inf, None, None
+
+    def observe(self, step: int, value: float) -> float:
+        if value > self.value:
+            self.value, self.step = value, step
+            self.state = {k: v.detach().clone() for k, v in self.head.state_dict().items()}
+        return value
+
+    def restore(self) -> None:
+        if self.state is not None:
+            self.head.load_state_dict(self.state)
+
+
+def lr_factor(schedule: str, steps: int) -> Callable[[int], float]:
+    """The learning-rate factor at optimiser step t (0-based) of a run capped at ``steps``:
+    ``constant`` 1; ``cosine`` 0.5 (1 + cos(pi t / steps)), from 1 down to 0 at the cap."""
+    if schedule == "constant":
+        return lambda t: 1.0
+    if schedule == "cosine":
+        return lambda t: 0.5 * (1.0 + math.cos(math.pi * min(t, steps) / steps))
+    raise ValueError(f"lr_factor: schedule must be 'constant' or 'cosine', got {schedule!r}")
+
+
 def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Sequence[int]],
              excluded: Sequence[Sequence[int]] | None, cfg: LadderConfig, threads: int | None = None,
-             progress: bool = False) -> tuple[object, LoopResult]:
+             progress: bool = False, validate: Callable[[object], float] | None = None,
+             evaluate: Callable[[object, int], dict] | None = None) -> tuple[object, LoopResult]:
     """Train one head of ``kind`` on the queries ``X`` ``(n, dim) float32`` (their pre-trained
     embeddings), ``gold[i]`` / ``excluded[i]``: row indices of query i's gold and excluded
     documents in ``documents`` ``(n_docs, dim) float32`` (the frozen index; read only).
 
-    Seeds everything with ``cfg.seed`` first (the mlp's random rows come from it), then
-    ``cfg.steps`` AdamW steps of ``cfg.batch_size`` queries (``run_loop``). Runs on CUDA when
-    available, else on CPU (``threads``: torch threads). Returns ``(head, LoopResult)``; the head
-    is in eval mode on the CPU. Raises ``ValueError`` without queries or when a query has no gold
-    row (InfoNCE needs one)."""
+    Seeds everything with ``cfg.seed`` first (the mlp's random rows come from it), then trains
+    with ``cfg.optimizer`` (module docstring) under ``cfg.convergence()``: a curve point every
+    ``cfg.eval_every`` steps and at the end holds the objective on all ``n`` queries
+    (``FitObjective``); training stops at convergence or at the cap ``cfg.steps``.
+
+    ``validate(head)`` (optional) -> float, higher is better (e.g. R-precision of the head on
+    validation queries; called in eval mode, no grad): called on the initial head (step 0) and
+    at each curve point, which records it as ``validation``; the weights of the best of these
+    (the earliest of equal values) are put back at the end, and training stops after
+    ``cfg.patience`` curve points without a new best among them. ``evaluate(head, step)`` (optional) ->
+    dict of extra curve metrics (benchmarks). Runs on CUDA when available, else on CPU
+    (``threads``: torch threads). Returns ``(head, LoopResult)``: the head in eval mode on the
+    CPU, the result's ``convergence`` the run's ``ConvergenceState`` (logged). Raises
+    ``ValueError`` without queries or when a query has no gold row (InfoNCE needs one)."""
     import torch
 
     X = np.asarray(X, dtype=np.float32)
@@ -90,18 +322,64 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
     head.to(device)
     Xt = torch.from_numpy(X).to(device)
     D = torch.from_numpy(np.array(documents, dtype=np.float32, copy=True)).to(device)  # a private copy (may be a memory map)
-    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    rows = GoldRows(gold, excluded, D.shape[0])
+    full = FitObjective(Xt, D, rows, cfg.temperature, cfg.loss)
+    params = list(head.parameters())
+    n = len(X)
+    if cfg.optimizer == "lbfgs":
+        opt = _LBFGS(params, lambda: full(head), cfg.history_size)
 
-    def batch_loss(batch):
-        cand, mask, excl = candidate_masks(batch, gold, excluded, D.shape[0], cfg.candidates, cfg.n_negatives, sampler)
-        q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
-        docs = D if cand is None else D[torch.from_numpy(cand).to(device)]
-        return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
+        def batch_loss(batch):
+            loss = opt.ready()
+            if loss is None:
+                loss = full(head)
+                opt.evals += 1
+            opt.last_loss = loss.detach()
+            return loss
 
+        batch_size = n
+    else:
+        opt = _Scheduled(torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay), lr_factor(cfg.schedule, cfg.steps))
+        batch_size = min(cfg.batch_size, n)
+
+        def batch_loss(batch):
+            if cfg.candidates == "full":
+                if batch_size == n:
+                    return full(head)  # the whole fit set, masks built once
+                q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
+                return GoldRows.loss(q @ D.T, rows.masks(batch, device), cfg.temperature, cfg.loss)
+            cand, mask, excl = candidate_masks(batch, gold, excluded, D.shape[0], cfg.candidates, cfg.n_negatives, sampler)
+            q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
+            return infonce_loss(q @ D[torch.from_numpy(cand).to(device)].T, mask.to(device), cfg.temperature, cfg.loss,
+                                None if excl is None else excl.to(device))
+
+    keep = _KeepBest(head) if validate is not None else None
+    curve_metrics = None
+    if validate is not None or evaluate is not None:
+        def curve_metrics(step):
+            out = dict(evaluate(head, step)) if evaluate is not None else {}
+            if keep is not None:
+                out["validation"] = keep.observe(step, float(validate(head)))
+            return out
+
+    desc = f"head-{kind}"
     t = time.perf_counter()
-    res = run_loop(batch_loss, head, opt, cfg.steps, len(X), cfg.batch_size, sampler, progress=progress, desc=f"head-{kind}")
-    log.info("ladder: head %s on %d queries, %d steps in %.1f s (final loss %.4f)", kind, len(X), cfg.steps,
-             time.perf_counter() - t, res.curve[-1]["loss"])
+    if keep is not None:  # the start (the identity: the pre-trained encoder) is a candidate too
+        head.eval()
+        with torch.no_grad():
+            keep.observe(0, float(validate(head)))
+    res = run_loop(batch_loss, head, opt, cfg.steps, n, batch_size, sampler, progress=progress, desc=desc,
+                   evaluate=curve_metrics, eval_every=cfg.eval_every, convergence=cfg.convergence(), objective=lambda: full(head),
+                   patience=cfg.patience if keep is not None and cfg.patience else None,
+                   monitor=(lambda point: point["validation"]) if keep is not None else None)
+    seconds = time.perf_counter() - t
+    kept = ""
+    if keep is not None:
+        keep.restore()
+        kept = f"; kept the best validation point: step {keep.step} ({keep.value:.4f})"
+    how = f"lbfgs, {opt.evals} evaluations" if cfg.optimizer == "lbfgs" else f"adamw, batch {batch_size}"
+    log.info("ladder: %s on %d queries (%s): %s in %.1f s, objective %.4f%s", desc, n, how, res.convergence.describe(),
+             seconds, res.convergence.objective, kept)
     return head.cpu().eval(), res
 
 
@@ -111,8 +389,9 @@ def apply_head(head, X: np.ndarray, block: int = 8192) -> np.ndarray:
     import torch
 
     X = np.asarray(X, dtype=np.float32)
+    device = next(head.parameters()).device
     out = []
     with torch.no_grad():
         for a in range(0, len(X), block):
-            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block])), dim=-1).numpy())
+            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)), dim=-1).cpu().numpy())
     return np.concatenate(out).astype(np.float32) if out else np.zeros((0, X.shape[1]), dtype=np.float32)

@@ -12,7 +12,10 @@ from typing import Sequence
 import numpy as np
 
 from ..evaluate import Judged, evaluate_queries
+from ..training import validation_split
 from ..io import load_query_embeddings, load_witnesses  # noqa: F401 (re-exported by capgap.ladder)
+from ..metrics import rprec_from_ranks
+from ..retrieval import dense_scores, document_groups, rank_queries
 from .config import LadderConfig
 from .heads import HEADS, apply_head, fit_head
 from .transfer import nearest_train, transfer_vectors
@@ -39,11 +42,19 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
     query ``(n_queries, dim)`` in the same order (``load_witnesses``), or None (no transfer rows).
 
     Heads (``capgap.ladder.heads``): linear and mlp, each fit on every query with a gold row
-    (``head-<kind>-all``) and on the train queries only (``head-<kind>``); then every query's head
-    output is evaluated. Transfer (``capgap.ladder.transfer``): ``nn-transfer`` (the nearest train
-    query's w) and ``nn-transfer-top<m>``. A set without train queries gets no train-only rows,
-    one with fewer than two no transfer rows (logged). Returns ``(rows, seconds)``: the result rows, method
-    by method (``method_names``), and the wall time of each method's training and evaluation."""
+    (``head-<kind>-all``) and on the train queries only (``head-<kind>``), under the convergence
+    rule (``cfg.convergence()``); then every query's head output is evaluated, and the head's
+    convergence state follows its rows (``ConvergenceState.rows``: converged, steps, max_steps,
+    train_loss, loss_improvement; split train). The train-only heads fit the train queries less
+    a validation split (``cfg.validation_fraction`` of them, ``capgap.finetune.validation_split``
+    seeded by ``cfg.seed``; none when 0 or fewer than two train queries) and keep the weights
+    with the best R-precision on it (the initial head included; ``fit_head(validate=...)``). The
+    log has each head's state (``describe()``) and wall time. Transfer
+    (``capgap.ladder.transfer``): ``nn-transfer`` (the nearest train query's w) and
+    ``nn-transfer-top<m>``. A set without train queries gets no train-only rows, one with
+    fewer than two no transfer rows (logged). Returns ``(rows, seconds)``: the result rows,
+    method by method (``method_names``), and the wall time of each method's training and
+    evaluation."""
     qids = list(rs.queries.ids)
     X = np.asarray(queries, dtype=np.float32)
     if X.shape != (len(qids), documents.shape[1]):
@@ -52,11 +63,28 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
     excluded = [list(e) for e in j.excluded] if any(len(e) for e in j.excluded) else None
     at = {q: i for i, q in enumerate(qids)}
     train = [at[q] for q in rs.split.train]
-    fits = {"-all": [i for i in range(len(qids)) if len(j.gold[i])], "": [i for i in train if len(j.gold[i])]}
+    gold_train = [i for i in train if len(j.gold[i])]
+    validation: list[int] = []
+    if cfg.validation_fraction > 0 and len(gold_train) >= 2:
+        fit_ids, val_ids = validation_split([qids[i] for i in gold_train], cfg.validation_fraction, cfg.seed)
+        gold_train, validation = [at[q] for q in fit_ids], [at[q] for q in val_ids]
+    elif cfg.validation_fraction > 0 and gold_train:
+        log.warning("ladder: no validation split for the train-only heads: %d train queries with gold (two needed)", len(gold_train))
+    fits = {"-all": [i for i in range(len(qids)) if len(j.gold[i])], "": gold_train}
+    groups = document_groups(rs.corpus, documents)
     rows, seconds = [], {}
 
     def evaluate(method, vectors):
         rows.extend(evaluate_queries(rs, vectors, documents, doc_ids, ks, ndcg_k, encoder_name, method, threads)[0])
+
+    def validate(head) -> float:
+        """Mean R-precision of the head on the validation queries (the evaluation's tie rule)."""
+        V = apply_head(head, X[validation])
+        ranks = rank_queries(dense_scores(V, documents, threads), len(validation), [j.gold[i] for i in validation],
+                             [j.grades[i] for i in validation], [j.excluded[i] for i in validation], 0, len(doc_ids), groups)[0]
+        if j.unfindable:  # unfindable gold: in the denominator, never found (Judged.full_ranks)
+            ranks = [np.concatenate([r, np.full(len(j.unfindable[i]), np.inf)]) for r, i in zip(ranks, validation)]
+        return float(rprec_from_ranks(ranks).mean())
 
     for suffix, items in fits.items():
         for kind in HEADS:
@@ -65,10 +93,13 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
                 log.warning("ladder: %s skipped: %d queries to fit on", method, len(items))
                 continue
             t = time.perf_counter()
-            head, _ = fit_head(kind, X[items], documents, [j.gold[i] for i in items],
-                               None if excluded is None else [excluded[i] for i in items], cfg, threads, progress)
+            head, res = fit_head(kind, X[items], documents, [j.gold[i] for i in items],
+                                 None if excluded is None else [excluded[i] for i in items], cfg, threads, progress,
+                                 validate=validate if suffix == "" and validation else None)
             evaluate(method, apply_head(head, X))
+            rows.extend(res.convergence.rows(rs.name, encoder_name, method))
             seconds[method] = time.perf_counter() - t
+            log.info("ladder: %s %s (%.1f s)", method, res.convergence.describe(), seconds[method])
     if W is None:
         return rows, seconds
     if len(train) < 2:
