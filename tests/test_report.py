@@ -245,7 +245,10 @@ def test_gold_sizes_by_hand(tmp_path):
 def test_summary_table_cells(rendered):
     assert _table_after(rendered["md"], "## At a glance") == SUMMARY
     md = rendered["md"]
-    assert "**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned encoder reaches 0.070, leaving **0.930 of capacity unused**. For reference: ColBERT 0.900, BM25 0.970." in md
+    # these results predate the convergence rows: the gap stays, marked not a finding (tests/test_report_convergence.py)
+    assert ("**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned encoder "
+            "reaches 0.070 (fine-tuning: convergence not recorded), leaving **0.930 of capacity unused** — not a finding: the "
+            "fine-tuning is not known to have converged. For reference: ColBERT 0.900 (convergence not recorded), BM25 0.970.") in md
     assert ("**scifact / minilm** (recall@10, held-out): the index supports 0.900, 80% of queries certified (uncertified: "
             "15.0% duplicate documents, 5.0% tied queries, 0.0% geometry); the pre-trained encoder reaches 0.700, leaving "
             "**0.200 of capacity unused**.") in md
@@ -272,12 +275,18 @@ def test_paper_verdicts(rendered):
     by = {(r[1], r[5]): r for r in rows}
     assert by[("scifact / minilm", model_diff)][6] == "does not hold (probe held-out 0.900 vs 0.95)"
     assert by[("limit / qwen", "reproduced (within ±0.05)")][4] == "train 1.000 / held-out 0.070"
-    assert by[("limit / qwen", "reproduced (within ±0.05)")][6] == "holds (train − held-out +0.930, capacity − held-out +0.930; threshold 0.3)"
-    assert by[("limit / colbert", "not reproduced: held-out -0.098 (ours − paper, beyond ±0.05)")][6] == \
-        "holds (held-out 0.900; best fine-tuned single-vector held-out 0.070, +0.830)"
+    # the fine-tuning's and ColBERT's convergence was not recorded in these results: their patterns are not findings
+    assert by[("limit / qwen", "reproduced (within ±0.05)")][6] == ("holds (train − held-out +0.930, capacity − held-out +0.930; "
+                                                                    "threshold 0.3); not a finding: the convergence of the "
+                                                                    "fine-tuning was not recorded")
+    assert by[("limit / colbert", "not reproduced: held-out -0.098 (ours − paper, beyond ±0.05)")][6] == (
+        "holds (held-out 0.900; best fine-tuned single-vector held-out 0.070, +0.830); not a finding: the convergence of the "
+        "ColBERT fine-tuning was not recorded; the convergence of the single-vector fine-tuning it is compared with (qwen) was "
+        "not recorded")
     bm = by[("limit / bm25", "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)")]
     assert bm[3:5] == ["R@2 0.978 / R@10 1.000 / R@20 1.000", "R@2 0.970 / R@10 1.000 / R@20 –"]
-    assert "**The paper's pattern holds on 5 of the 6 runs where it could be checked.**" in rendered["md"]
+    assert ("**The paper's pattern holds on 3 of the 4 runs where it could be checked.** 2 more were read from a learner that "
+            "had not converged or whose convergence was not recorded: not findings (marked in the table).") in rendered["md"]
 
 
 def test_bright_mean_over_categories():

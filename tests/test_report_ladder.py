@@ -15,7 +15,16 @@ HELDOUT = {"probe": 0.90, "head-linear-all": 0.60, "head-mlp-all": 0.75, "head-l
            "bm25": 0.5, "finetuned@scifact": 0.9}
 
 
-def _csv(path, cells=(("toy", "enc"),), heldout=HELDOUT):
+# where each learning rung stopped, as the trainers record it (capgap.training.ConvergenceState.rows):
+# (converged, steps, max_steps, train_loss, loss_improvement or None); every rung converged by default
+CONVERGED = (1.0, 400, 1000, 0.5, 0.0005)
+
+
+def _csv(path, cells=(("toy", "enc"),), heldout=HELDOUT, states=None):
+    """A hand-made results.csv of the ladder's rungs; ``states``: learning rung -> its state
+    (default: every learning rung ``CONVERGED``; a rung mapped to None has no state rows)."""
+    from capgap.report import is_trained
+
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(COLUMNS)
@@ -26,6 +35,11 @@ def _csv(path, cells=(("toy", "enc"),), heldout=HELDOUT):
                     w.writerow([d, enc, m, split, "rprec", "", x, ""])
                     w.writerow([d, enc, m, split, "recall", 10, round(x + 0.05, 2), ""])
                     w.writerow([d, enc, m, split, "ndcg", 10, round(x / 2, 3), ""])
+                state = (states or {}).get(m, CONVERGED) if is_trained(m) else None
+                if state is not None:
+                    for metric, val in zip(("converged", "steps", "max_steps", "train_loss", "loss_improvement"), state):
+                        if val is not None:
+                            w.writerow([d, enc, m, "train", metric, "", val, ""])
     return collect([path])
 
 

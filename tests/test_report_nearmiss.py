@@ -47,13 +47,25 @@ def _twin_rows(dataset, t, method, split, win, tie, gap, p25, p75, pairs):
         ("twin_pairs", pairs), ("twin_win", win), ("twin_tie", tie), ("twin_gap", gap), ("twin_gap_p25", p25), ("twin_gap_p75", p75))]
 
 
-def _rows():
+def _state_rows(dataset, encoder, method, converged=1.0, steps=300, cap=1000, loss=0.25, gain=0.0004):
+    """Where a trained learner stopped, as the trainers record it (capgap.training.ConvergenceState.rows)."""
+    return [(dataset, encoder, method, "train", m, "", v) for m, v in (
+        ("converged", converged), ("steps", steps), ("max_steps", cap), ("train_loss", loss), ("loss_improvement", gain))]
+
+
+def _rows(states=True):
+    """The twin rows of CELLS; ``states``: with the state rows of every trained learner (all
+    converged), as results written since capgap records convergence have them."""
     rows = []
     for (d, t), methods in CELLS.items():
         for m, (win, tie, gap, p25, p75) in methods.items():
             rows += _twin_rows(d, t, m, "heldout", win, tie, gap, p25, p75, PAIRS[t])
             if m == "finetuned":
                 rows += _twin_rows(d, t, m, "train", FT_TRAIN.get((d, t), 1.0), 0.0, gap, p25, p75, PAIRS[t])
+    if states:
+        learners = dict.fromkeys((d, "" if m == "colbert" else "minilm", m) for (d, _), methods in CELLS.items()
+                                 for m in methods if m in ("finetuned", "finetuned-no-twins", "colbert"))
+        rows += [r for key in learners for r in _state_rows(*key)]
     return rows
 
 

@@ -390,30 +390,53 @@ def _index_panels(plt, frame: pd.DataFrame, size: tuple[float, float]):
     return fig, axes, cells
 
 
-def plot_ladder(table: pd.DataFrame, path: str | Path, k: int = 10) -> bool:
+def plot_ladder(points: pd.DataFrame, path: str | Path) -> bool:
     """The learnability ladder: one panel per dataset x encoder, the rungs on the x-axis (oracle
-    first, pre-trained last: ``capgap.report.ladder_table``'s order), recall@k on train queries
-    (dashed) and on held-out queries (solid). Writes a placeholder without ladder rows;
-    returns whether real panels were drawn.
+    first, pre-trained last: ``capgap.report.ladder_table``'s order), the value the report's gap
+    sentence reads (R-precision; recall@10 only in a cell without R-precision rows: the panel's
+    y-axis says which) on train queries (dashed, squares) and on held-out queries (solid,
+    circles). A rung that learns and did not converge (or whose state was not recorded) is drawn
+    hollow, with a legend entry. Writes a placeholder without ladder rows; returns whether real
+    panels were drawn.
 
-    ``table``: ``capgap.report.ladder_table``'s frame (columns dataset, encoder, rung,
-    ``train_recall@{k}``, ``heldout_recall@{k}``, ...)."""
+    ``points``: ``capgap.report.ladder.ladder_figure_data``'s frame (columns dataset, encoder,
+    rung, split ``held-out`` / ``train``, value, metric, not_converged)."""
     plt, sns = _mpl()
-    if table.empty:
+    from matplotlib.lines import Line2D
+
+    if points.empty:
         _placeholder(path, "no ladder results (ladder not run)")
         return False
-    fig, axes, cells = _index_panels(plt, table, (5.2, 3.8))
+    fig, axes, cells = _index_panels(plt, points, (5.2, 3.8))
     colours = sns.color_palette(n_colors=2)
+    looks = {"held-out": ("-", "o", colours[0]), "train": ("--", "s", colours[1])}
     for ax, ((d, e), cell) in zip(axes.flat, cells):
-        x = list(range(len(cell)))
-        ax.plot(x, cell[f"heldout_recall@{k}"].astype(float), marker="o", color=colours[0], label="held-out")
-        ax.plot(x, cell[f"train_recall@{k}"].astype(float), marker="x", linestyle="--", color=colours[1], label="train")
-        ax.set_xticks(x)
-        ax.set_xticklabels(cell["rung"], rotation=45, ha="right", fontsize=7)
-        ax.set(ylim=(0, 1.02), ylabel=f"recall@{k}", title=f"{d} × {e}")
+        rungs = list(dict.fromkeys(cell["rung"]))
+        where = {r: i for i, r in enumerate(rungs)}
+        hollow_here = False
+        for split, (style, marker, colour) in looks.items():
+            c = cell[cell["split"] == split]
+            if c.empty:
+                continue
+            x, y = [where[r] for r in c["rung"]], c["value"].astype(float).tolist()
+            ax.plot(x, y, linestyle=style, color=colour, linewidth=1.4)
+            for hollow in (False, True):
+                sel = [(xi, yi) for xi, yi, h in zip(x, y, c["not_converged"].astype(bool)) if h == hollow]
+                if sel:
+                    hollow_here |= hollow
+                    ax.plot(*zip(*sel), linestyle="none", marker=marker, markersize=6, color=colour,
+                            markerfacecolor="white" if hollow else colour, markeredgewidth=1.4)
+        ax.set_xticks(range(len(rungs)))
+        ax.set_xticklabels(rungs, rotation=45, ha="right", fontsize=7)
+        ax.set(ylim=(0, 1.02), ylabel=str(cell["metric"].iloc[0]), title=f"{d} × {e}")
+        ax.yaxis.label.set_size(8)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle("The learnability ladder: oracle to pre-trained (train dashed, held-out solid)", y=1.0)
+        handles = [Line2D([], [], linestyle=st, marker=mk, color=col, label=split) for split, (st, mk, col) in looks.items()]
+        if hollow_here:
+            handles.append(Line2D([], [], linestyle="none", marker="o", color="grey", markerfacecolor="white",
+                                  label="hollow: not converged"))
+        ax.legend(handles=handles, fontsize=7)
+    fig.suptitle("The learnability ladder: oracle to pre-trained (train dashed, held-out solid; hollow: not converged)", y=1.0)
     fig.tight_layout()
     _save(fig, path)
     return True

@@ -11,6 +11,14 @@ certified by construction, lists duplicate documents / queries per dataset (``st
 and names the BM25 variant that ran (``capgap.bm25.variant_name`` of the run config); older
 results without these rows or keys render with "not recorded".
 
+Every trained learner's convergence state (``capgap.training``: rows ``converged``, ``steps``,
+``max_steps``, ``train_loss``, ``loss_improvement`` of split ``train``) is shown wherever the
+report shows its numbers, in ``capgap.training.describe_state``'s words; a finding (the
+At-a-glance gap, the paper's pattern, a near-miss verdict on fine-tuning, the ladder's gap split)
+is drawn only from converged learners: otherwise its number stays and it is marked *not a
+finding*, or the ladder's part reads "not determined". Results without these rows read
+"convergence not recorded" and count as not converged.
+
 Rows of rule ``compress`` (``compression`` names the index variant) feed only the section
 "Capacity under index compression" and ``figures/compression.png`` (``compression_table``,
 ``compression_sentence``, ``render_compression``); every other output is computed from the
@@ -28,6 +36,8 @@ is one new module and one line there):
 
 - ``intro`` (title, tie rule), ``glance`` (at a glance, summary table, gap figure),
   ``paper_comparison``, ``datasets``, ``capacity`` (the probe vs the encoders, slack figure),
+  ``learners`` (where every trained learner stopped: converged or at its step cap; the helpers
+  every section uses to mark a finding read from a learner that had not converged),
   ``late_interaction`` (the paper's LIMIT comparison), ``near_miss`` (``twins``: tables and
   verdicts; ``transfer``), ``per_dataset``, ``plots`` (recall@k, fine-tuning curves),
   ``missed`` (geometrically easy but missed), ``compression``, ``ladder`` (the learnability
@@ -53,11 +63,14 @@ from .glance import MARK, NOT_RUN_HINT, render_summary
 from .hardness import render_hardness
 from .html import HTML_STYLE, render_html
 from .intro import TIE_RULE
-from .ladder import LADDER_COLUMNS, gap_sentence, gap_split, ladder_rungs, ladder_table, render_ladder
+from .ladder import (LADDER_COLUMNS, LADDER_FIGURE_COLUMNS, gap_sentence, gap_split, ladder_figure_data, ladder_rungs, ladder_table,
+                     render_ladder)
+from .learners import (LEARNER_COLUMNS, NOT_A_FINDING, NOT_RECORDED, LearnerState, is_trained, learner_state, learner_states,
+                       learner_table, render_learners)
 from .missed import render_missed
 from .near_miss import render_near_miss
 from .outputs import headline_metrics, recall_plot_rows, summary
-from .paper_comparison import paper_points, render_paper
+from .paper_comparison import mark_learners, paper_points, render_paper
 from .provenance import render_provenance
 from .results import METHOD_ORDER, SPLIT_ORDER, collect, compressed, uncompressed
 from .table import CAUSES, RPREC, SUMMARY_COLUMNS, report_ks, summary_table
@@ -66,13 +79,16 @@ from .twins import (NEAR_MISS_COLUMNS, NO_TWINS, TRANSFER_METHOD, TWIN_METHODS, 
                     twin_types, twin_verdict, twin_verdict_kind)
 
 __all__ = [
-    "CAUSES", "COMPRESSION_COLUMNS", "COMPRESSION_TOL", "CONSTRUCTION_RULES", "FIGURES", "HTML_STYLE", "LADDER_COLUMNS", "MARK",
-    "MARKDOWN_SECTIONS", "METHOD_ORDER", "NEAR_MISS_COLUMNS", "NOT_RUN_HINT", "NO_TWINS", "OUTCOMES", "RPREC", "SECTIONS",
+    "CAUSES", "COMPRESSION_COLUMNS", "COMPRESSION_TOL", "CONSTRUCTION_RULES", "FIGURES", "HTML_STYLE", "LADDER_COLUMNS",
+    "LADDER_FIGURE_COLUMNS", "LEARNER_COLUMNS", "MARK", "MARKDOWN_SECTIONS", "METHOD_ORDER", "NEAR_MISS_COLUMNS", "NOT_A_FINDING",
+    "NOT_RECORDED", "NOT_RUN_HINT", "NO_TWINS", "OUTCOMES", "RPREC", "SECTIONS",
     "SLACK_TEXT", "SPLIT_ORDER", "SUMMARY_COLUMNS", "TIE_RULE", "TRANSFER_COLUMNS", "TRANSFER_METHOD", "TWIN_METHODS",
-    "TWIN_SOLVED", "ReportContext", "ReportInputs", "ReportOutputs", "bm25_variant", "build_report", "collect", "compressed",
+    "TWIN_SOLVED", "LearnerState", "ReportContext", "ReportInputs", "ReportOutputs", "bm25_variant", "build_report", "collect", "compressed",
     "compression_family", "compression_onset", "compression_sentence", "compression_table", "construction_reasons",
-    "dataset_infos", "gap_sentence", "gap_split", "gather", "gold_sizes", "headline_metrics", "ladder_rungs", "ladder_table", "near_miss_table", "paper_points", "recall_plot_rows",
-    "render_certification", "render_compression", "render_datasets", "render_hardness", "render_html", "render_ladder", "render_markdown",
+    "dataset_infos", "gap_sentence", "gap_split", "gather", "gold_sizes", "headline_metrics", "is_trained", "ladder_figure_data",
+    "ladder_rungs", "ladder_table", "learner_state", "learner_states", "learner_table", "mark_learners", "near_miss_table",
+    "paper_points", "recall_plot_rows", "render_certification", "render_compression", "render_datasets", "render_hardness",
+    "render_html", "render_ladder", "render_learners", "render_markdown",
     "render_missed", "render_near_miss", "render_paper", "render_provenance", "render_summary", "report_ks", "summary",
     "summary_table", "transfer_reference", "transfer_sentence", "transfer_table", "twin_metric_rows", "twin_types",
     "twin_verdict", "twin_verdict_kind", "uncompressed",

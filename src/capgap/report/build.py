@@ -14,8 +14,8 @@ import pandas as pd
 
 from ..evaluate import EVAL_DEFAULTS
 from ..io import atomic_open, write_json, write_text
-from . import (capacity, compression, datasets, glance, hardness, intro, ladder, late_interaction, missed, near_miss,
-               paper_comparison, per_dataset, plots, provenance)
+from . import (capacity, compression, datasets, glance, hardness, intro, ladder, late_interaction, learners, missed,
+               near_miss, paper_comparison, per_dataset, plots, provenance)
 from .context import FIGURES, ReportContext, ReportInputs, ReportOutputs
 from .gather import gather
 from .html import render_html
@@ -28,6 +28,7 @@ MARKDOWN_SECTIONS = (
     paper_comparison,
     datasets,
     capacity,
+    learners,
     late_interaction,
     near_miss,
     per_dataset,

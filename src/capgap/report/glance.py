@@ -11,6 +11,7 @@ from .. import figures
 from .certification import CONSTRUCTION_RULES
 from .context import ReportContext, ReportOutputs
 from .format import _bm25_text, _f, _figure, _md_table
+from .learners import NOT_A_FINDING, NOT_RECORDED_STATE, LearnerState, learner_states
 from .results import METHOD_ORDER
 from .table import CAUSES, RPREC, _k_text
 
@@ -45,9 +46,12 @@ def _causes_cell(r) -> str:
     return "not recorded" if r.certified == r.certified else "–"
 
 
-def _glance(r) -> str:
+def _glance(r, finetuned: LearnerState | None = None, colbert: LearnerState | None = None) -> str:
     """One "At a glance" bullet (a summary row at its stated k; R-precision where gold-set
-    sizes vary, and the bullet says so)."""
+    sizes vary, and the bullet says so). ``finetuned`` / ``colbert``: where the dataset x
+    encoder's fine-tuning and the dataset's ColBERT stopped (``capgap.report.learners``; None:
+    not recorded). The gap read from a fine-tuning that had not converged, or whose convergence
+    was not recorded, keeps its number and is marked *not a finding*."""
     at = f"R-precision, held-out; {r.gold_note}" if r.k == RPREC else f"recall@{r.k}, held-out"
     bits = [f"**{r.dataset} / {r.encoder}** ({at}):"]
     if r.capacity == r.capacity:
@@ -59,14 +63,25 @@ def _glance(r) -> str:
         bits.append(f"the index supports {r.capacity:.3f}{built}{cert};")
     else:
         bits.append("capacity not measured (probe not run);")
+    ft = finetuned or NOT_RECORDED_STATE
     if r.gap == r.gap:
-        bits.append(f"the {r.gap_of} encoder reaches {(r.finetuned_heldout if r.gap_of == 'fine-tuned' else r.pretrained):.3f}, "
-                    f"leaving **{r.gap:.3f} of capacity unused**.")
+        if r.gap_of == "fine-tuned":
+            state = f"fine-tuning: {ft.describe()}" if not ft.recorded else f"fine-tuning {ft.describe()}"
+            text = (f"the fine-tuned encoder reaches {r.finetuned_heldout:.3f} ({state}), "
+                    f"leaving **{r.gap:.3f} of capacity unused**")
+            if not ft.finding:
+                text += f" — {NOT_A_FINDING}: " + ("the fine-tuning had not converged" if ft.recorded
+                                                     else "the fine-tuning is not known to have converged")
+            bits.append(text + ".")
+        else:
+            bits.append(f"the pre-trained encoder reaches {r.pretrained:.3f}, leaving **{r.gap:.3f} of capacity unused**.")
         if r.gap_of == "fine-tuned" and r.pretrained == r.pretrained and r.pretrained > r.finetuned_heldout:
             bits.append(f"Fine-tuning lowered held-out recall (pre-trained {r.pretrained:.3f}; train rose to {r.finetuned_train:.3f}).")
     elif r.pretrained == r.pretrained:
         bits.append(f"the pre-trained encoder reaches {r.pretrained:.3f}.")
-    extra = [f"{n} {v:.3f}" for n, v in (("ColBERT", r.colbert), ("BM25", r.bm25)) if v == v]
+    cb = colbert or NOT_RECORDED_STATE
+    extra = [f"{n} {v:.3f}" + (f" ({cb.describe()})" if n == "ColBERT" else "")
+             for n, v in (("ColBERT", r.colbert), ("BM25", r.bm25)) if v == v]
     if extra:
         bits.append("For reference: " + ", ".join(extra) + ".")
     return "- " + " ".join(bits)
@@ -90,7 +105,9 @@ def render_summary(table: pd.DataFrame, df: pd.DataFrame, bm25: str | None = Non
     out = ["## At a glance: capacity vs what the encoders reach", ""]
     if table.empty:
         return out + ["No dataset was available, so nothing was measured.", ""]
-    out += [_glance(r) for r in table[table["stated"]].itertuples(index=False)]
+    states = learner_states(df)
+    out += [_glance(r, states.get((r.dataset, r.encoder, "finetuned")), states.get((r.dataset, "", "colbert")))
+            for r in table[table["stated"]].itertuples(index=False)]
     out.append("")
     out.append("Held-out recall@k at each dataset's stated k (the gold-set size where it is fixed), then @10 and @100 "
                "(a k at or above the corpus size is left out: it retrieves every document). "
@@ -99,7 +116,9 @@ def render_summary(table: pd.DataFrame, df: pd.DataFrame, bm25: str | None = Non
                "the uncertified rest by cause: duplicate documents (a gold document has an identical non-gold copy: no "
                "vector separates them), tied queries (identical query text with a different gold set: one vector must "
                "serve both), geometry (the index itself). "
-               "Gap = capacity − fine-tuned held-out recall (pre-trained where fine-tuning did not run).")
+               "Gap = capacity − fine-tuned held-out recall (pre-trained where fine-tuning did not run); a gap read from "
+               "a fine-tuning that had not converged (or whose convergence was not recorded) keeps its number but is "
+               "marked *not a finding*: a learner stopped early measures where it stopped, not what fine-tuning reaches.")
     if (table["k"] == RPREC).any():
         out[-1] += (" Where gold-set sizes vary, the stated row is R-precision (recall at k = each query's own gold-set "
                     "size, |top-|gold| ∩ gold| / |gold|; trec_eval's Rprec), so no query is judged at a k below its gold "

@@ -11,21 +11,59 @@ from .. import figures
 from ..figures import HARDNESS_PREFIX
 from .context import ReportContext, ReportOutputs
 from .format import _f, _md_table, _value
+from .learners import NOT_RECORDED_STATE, learner_states
 
 
 def render_parity_ladder(hdf: pd.DataFrame, hsummary: dict) -> list[str]:
-    """The ladder's rungs on the parity task: a table per P and one sentence (none without
-    ladder rows)."""
+    """The ladder's rungs on the parity task: a table per P (with where each learner stopped),
+    one sentence, and one on where the fit-all rung stopped (``parity_fit_sentence``); none
+    without ladder rows."""
     t = parity_ladder(hdf, hsummary)
     if t.empty:
         return []
+    states = learner_states(hdf)
+
+    def state(P, method):
+        return states.get((f"{HARDNESS_PREFIX}{P}", "", method), NOT_RECORDED_STATE).describe()
+
     out = ["The learnability ladder on the parity task (issue 29): the one-hidden-layer ReLU encoder (the perfect "
            "encoder's family, InfoNCE) fit on all queries (`head-mlp-all`) against the same learner of the train queries "
-           "(`head-mlp`), recall at k = ball size:", ""]
+           "(`head-mlp`), recall at k = ball size, and where each learner stopped:", ""]
     out.append(_md_table(["P", "oracle (probe)", "perfect encoder held-out", "head-mlp-all train", "head-mlp-all held-out (fitted)", "head-mlp train",
-                          "head-mlp held-out", "random k/n"], [[_f(v) if isinstance(v, float) else v for v in r]
-                                                              for r in t.itertuples(index=False)]))
-    return out + ["", parity_ladder_sentence(t), ""]
+                          "head-mlp held-out", "random k/n", "head-mlp-all state", "head-mlp state"],
+                         [[_f(v) if isinstance(v, float) else v for v in r] + [state(r.P, "head-mlp-all"), state(r.P, "head-mlp")]
+                          for r in t.itertuples(index=False)]))
+    return out + ["", parity_ladder_sentence(t), "", parity_fit_sentence(t, hdf), ""]
+
+
+def parity_fit_sentence(t: pd.DataFrame, hdf: pd.DataFrame) -> str:
+    """Where the fit-all rung (``head-mlp-all``) stopped at each P of ``parity_ladder``'s table:
+    one that converged below the perfect encoder's held-out recall (the oracle's where the perfect
+    encoder was not measured) is reported with its final training objective (``train_loss``): the
+    objective stopped improving there while a member of the family reaches the top, so the
+    shortfall is the optimisation's (a plateau of the loss), not the family's ceiling; one that
+    did not converge, or whose convergence was not recorded, is named with its state: its recall
+    is where it stopped, not what the family fits."""
+    states = learner_states(hdf)
+    parts = []
+    for r in t.itertuples(index=False):
+        st = states.get((f"{HARDNESS_PREFIX}{r.P}", "", "head-mlp-all"), NOT_RECORDED_STATE)
+        fit = pd.to_numeric(pd.Series([r.fit_heldout]), errors="coerce").iloc[0]
+        perfect, oracle = pd.to_numeric(pd.Series([r.perfect, r.oracle]), errors="coerce").tolist()
+        top, who = (perfect, "the perfect encoder") if perfect == perfect else (oracle, "the oracle")
+        if not st.finding:
+            parts.append(f"P = {r.P}: {st.describe()} ({'not converged' if st.recorded else 'treated as not converged'}: "
+                         "its recall is where it stopped, not what the family fits)")
+        elif fit == fit and top == top and fit < top:
+            loss = (f"final training objective {st.train_loss:.4g}" if st.train_loss == st.train_loss
+                    else "final training objective not recorded")
+            why = (f"while a member of the family reaches {top:.3f}, so the shortfall is the optimisation's, not the family's"
+                   if who == "the perfect encoder" else "(the perfect encoder, a member of the family, was not measured)")
+            parts.append(f"P = {r.P}: {st.describe()} below {who} (held-out {fit:.3f} against {top:.3f}), "
+                         f"{loss}: the training objective stopped improving there {why}")
+        else:
+            parts.append(f"P = {r.P}: {st.describe()}, at {who}'s recall")
+    return "Where the fit-all rung (`head-mlp-all`) stopped: " + "; ".join(parts) + "."
 
 
 def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None, fig_m: str | None) -> list[str]:
@@ -55,6 +93,15 @@ def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None,
     out.append(_md_table(["P", "perfect encoder held-out", "probe certified", "random k/n"]
                          + [f"{e} {sp}" for e in encs for sp in ("train", "held-out")], rows))
     out.append("")
+    states = learner_states(hdf)
+    if encs:
+        out.append("Where each trained encoder stopped (`capgap.training.Convergence`; a recall of an encoder that did not "
+                   "converge is where it stopped, not what it learns):")
+        out.append("")
+        out.append(_md_table(["P"] + encs, [[s["P"]] + [states.get((f"{HARDNESS_PREFIX}{s['P']}", e, "trained"),
+                                                                   NOT_RECORDED_STATE).describe() for e in encs]
+                                            for s in hsummary["sizes"]]))
+        out.append("")
     ch = pd.DataFrame(hsummary["chance_agreement"])
     if not ch.empty:
         ch["diff"] = (ch["measured"] - ch["theory"]).abs()
@@ -77,9 +124,10 @@ def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None,
         out.append(f"Training-set sweep at {ds.replace(HARDNESS_PREFIX, 'P = ')}: recall@k of the MLP (InfoNCE) against the number "
                    f"of training queries m (random baseline k/n = {_f(base)}):")
         out.append("")
-        out.append(_md_table(["m", "train", "held-out"],
+        out.append(_md_table(["m", "train", "held-out", "state"],
                              [[int(m), _f(_value(g, ds, g["encoder"].iloc[0], "trained", "train", "recall")),
-                               _f(_value(g, ds, g["encoder"].iloc[0], "trained", "heldout", "recall"))]
+                               _f(_value(g, ds, g["encoder"].iloc[0], "trained", "heldout", "recall")),
+                               states.get((ds, g["encoder"].iloc[0], "trained"), NOT_RECORDED_STATE).describe()]
                               for m, g in sw.groupby("m", sort=True)]))
         out.append("")
     if fig_m:

@@ -9,7 +9,7 @@ from .. import figures
 from ..evaluate import EVAL_DEFAULTS
 from .context import ReportContext, ReportOutputs
 from .transfer import _transfer_lines, transfer_table
-from .twins import TWIN_SOLVED, _near_miss_cell_table, near_miss_table, twin_verdict
+from .twins import TWIN_SOLVED, _learners_line, _near_miss_cell_table, near_miss_table, twin_verdict
 
 
 def render_near_miss(df: pd.DataFrame, fig: str | None, ndcg_k: int = EVAL_DEFAULTS["ndcg_k"], k: int = 10) -> list[str]:
@@ -31,11 +31,13 @@ def render_near_miss(df: pd.DataFrame, fig: str | None, ndcg_k: int = EVAL_DEFAU
            "InfoNCE negatives, trained on train queries (train column) and measured on held-out combinations; fine-tuned "
            "without twins = the same training with the twins left out of the softmax; BM25 with its tie rate in "
            f"brackets. Verdict per type at {TWIN_SOLVED}: index-limited (probe below), else encoder-limited (pre-trained "
-           "below), else lexically blind (BM25 below), else solved. – = not measured.", ""]
+           "below), else lexically blind (BM25 below), else solved; what fine-tuning closes is read only from an adapter "
+           "that converged (else marked *not a finding*). – = not measured.", ""]
     for (d, e), cell in table.groupby(["dataset", "encoder"], sort=False):
         out += [f"**{d} / {e}**" if e else f"**{d}**", ""]
         out.append(_near_miss_cell_table(cell, bool(cell["no_twins_heldout"].notna().any())))
         out.append("")
+        out += _learners_line(cell)
         out += [f"- {twin_verdict(r)}" for r in cell.to_dict("records")] + [""]
     if not table.empty:
         out += ([f"![near-miss twins: probe margin vs pre-trained score gap]({fig})", "",

@@ -10,10 +10,11 @@ import pandas as pd
 from .. import paper
 from ..evaluate import EVAL_DEFAULTS
 from .format import _f, _md_table, _num
+from .learners import NOT_A_FINDING, NOT_RECORDED_STATE, learner_states
 from .twins import NO_TWINS, TRANSFER_METHOD, _type_name, twin_metric_rows, twin_types
 
 
-TRANSFER_COLUMNS = ["target", "encoder", "source", "row", "method", "recall", "ndcg", "twin_win_mean"]
+TRANSFER_COLUMNS = ["target", "encoder", "source", "row", "method", "recall", "ndcg", "twin_win_mean", "state", "finding"]
 
 
 def transfer_table(df: pd.DataFrame, k: int = 10, ndcg_k: int = EVAL_DEFAULTS["ndcg_k"]) -> pd.DataFrame:
@@ -26,7 +27,9 @@ def transfer_table(df: pd.DataFrame, k: int = 10, ndcg_k: int = EVAL_DEFAULTS["n
     pre-trained row: the target's own ``pretrained``, the "before"); ``twin_win_mean``: the
     unweighted mean over the source's twin types of the matching source method's held-out
     twin_win (``pretrained``, ``finetuned-no-twins``, ``finetuned``), ``twin_win:<type>`` each
-    type's. nan: not measured."""
+    type's. nan: not measured. ``state`` / ``finding``: where the source's adapter stopped and
+    whether it converged (``capgap.report.learners``; None on the pre-trained row)."""
+    states = learner_states(df)
     found = []
     for (d, e, m) in df[["dataset", "encoder", "method"]].drop_duplicates().itertuples(index=False):
         hit = TRANSFER_METHOD.match(str(m))
@@ -40,7 +43,9 @@ def transfer_table(df: pd.DataFrame, k: int = 10, ndcg_k: int = EVAL_DEFAULTS["n
                                         ("without twins", f"{NO_TWINS}@{src}", NO_TWINS), ("with twins", f"finetuned@{src}", "finetuned")):
             wins = {f"twin_win:{t}": _num(df, src, e, source_m, "heldout", f"twin_win:{t}") for t in src_types}
             got = [w for w in wins.values() if w == w]
+            st = states.get((src, e, source_m), NOT_RECORDED_STATE) if source_m != "pretrained" else None
             rows.append({"target": d, "encoder": e, "source": src, "row": row, "method": target_m,
+                         "state": st.describe() if st else None, "finding": st.finding if st else None,
                          "recall": _num(df, d, e, target_m, "heldout", "recall", k), "ndcg": _num(df, d, e, target_m, "heldout", "ndcg", ndcg_k),
                          "twin_win_mean": sum(got) / len(got) if got else float("nan"), **wins})
     return pd.DataFrame(rows, columns=TRANSFER_COLUMNS + [f"twin_win:{t}" for t in types])
@@ -74,6 +79,14 @@ def transfer_sentence(group: pd.DataFrame, ref: Mapping, ndcg_k: int = EVAL_DEFA
                  if ta == ta and tb == tb else "")
         ours = (f"{who}: training the {src} adapter with its twins as InfoNCE negatives changes {d}'s held-out "
                 f"nDCG@{ndcg_k} from {a:.3f} (without twins) to {b:.3f} (with twins), {b - a:+.3f} ({pct}{before}).{twins}")
+        why = []
+        for row, what in (("with twins", "the adapter with twins"), ("without twins", "the adapter without twins")):
+            found, state = by[row].get("finding"), by[row].get("state")
+            if found is not None and found == found and not bool(found):
+                why.append(f"the convergence of {what} was not recorded" if state == "convergence not recorded"
+                           else f"{what} had not converged ({state})")
+        if why:
+            ours += f" This change is {NOT_A_FINDING}: " + "; ".join(why) + "."
     theirs = (f"For reference, {ref['citation']} (\"{ref['title']}\", {ref['table']}) report {ref['model']} {ref['benchmark']} "
               f"{ref['metric']} {ref['before']:.3f} -> {ref['after']:.3f} ({ref['change_percent']:+.1f}%) with "
               f"{ref['negatives']}; their setting is {ref['setting']}, capgap's a LoRA query adapter trained on {src} and "

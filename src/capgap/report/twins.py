@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..data import TWIN_TYPES as TYPES
 from .format import _count, _f, _md_table, _num
+from .learners import NOT_A_FINDING, NOT_RECORDED_STATE, learner_states
 
 
 TWIN_SOLVED = 0.95  # held-out twin_win at or above this: the method separates the gold statement from that twin type
@@ -18,7 +19,8 @@ NO_TWINS = "finetuned-no-twins"  # the near-miss adapter trained with the twins 
 TWIN_METHODS = ("probe", "pretrained", "finetuned", NO_TWINS, "bm25", "colbert")  # order the twin pair count is taken in
 TRANSFER_METHOD = re.compile(r"^(finetuned|finetuned-no-twins)@(.+)$")  # finetuned[-no-twins]@<near-miss source>
 NEAR_MISS_COLUMNS = ["dataset", "encoder", "type", "pairs", "probe_win", "probe_gap", "pretrained_win", "finetuned_train",
-                     "finetuned_heldout", "no_twins_heldout", "bm25_win", "bm25_tie", "colbert_win", "colbert_tie"]
+                     "finetuned_heldout", "no_twins_heldout", "bm25_win", "bm25_tie", "colbert_win", "colbert_tie",
+                     "finetuned_state", "finetuned_finding", "no_twins_state", "no_twins_finding", "colbert_state"]
 
 
 def _twin_metric(metric: str) -> tuple[str, str] | None:
@@ -55,8 +57,13 @@ def near_miss_table(df: pd.DataFrame) -> pd.DataFrame:
     triples whose gold document scores strictly above its twin) except ``finetuned_train``;
     ``probe_gap``: the probe's held-out median geometric margin (witness scaled to unit norm);
     ``bm25_tie`` / ``colbert_tie``: held-out ``twin_tie`` (fraction of exact ties). BM25 and
-    ColBERT (no encoder) repeat on every encoder's rows. nan: not measured."""
+    ColBERT (no encoder) repeat on every encoder's rows. nan: not measured. ``*_state``: where
+    the dataset's fine-tuned adapter (twins as negatives), the one without twins and ColBERT
+    stopped (``capgap.report.learners``; "convergence not recorded" for results without it; None
+    where the method has no twin rows); ``*_finding``: that learner converged (a verdict on what
+    fine-tuning does is drawn only then)."""
     tw = twin_metric_rows(df)
+    states = learner_states(df)
     rows = []
     for d in tw["dataset"].unique():
         sub = tw[tw["dataset"] == d]
@@ -72,6 +79,12 @@ def near_miss_table(df: pd.DataFrame) -> pd.DataFrame:
                              "finetuned_heldout": v("finetuned", "twin_win"), "no_twins_heldout": v(NO_TWINS, "twin_win"),
                              "bm25_win": v("bm25", "twin_win"), "bm25_tie": v("bm25", "twin_tie"),
                              "colbert_win": v("colbert", "twin_win"), "colbert_tie": v("colbert", "twin_tie")})
+                for key, method, enc in (("finetuned", "finetuned", e), ("no_twins", NO_TWINS, e), ("colbert", "colbert", "")):
+                    measured = ((sub["method"] == method) & (sub["encoder"] == enc)).any()
+                    st = states.get((d, enc, method), NOT_RECORDED_STATE)
+                    rows[-1][f"{key}_state"] = st.describe() if measured else None
+                    if key != "colbert":
+                        rows[-1][f"{key}_finding"] = st.finding if measured else None
     return pd.DataFrame(rows, columns=NEAR_MISS_COLUMNS)
 
 
@@ -119,8 +132,24 @@ def _finetune_clause(r: Mapping) -> str:
     train = f", train {tr:.3f}" if tr == tr else ""
     without = f"; without twins in the softmax it reaches {nt:.3f}" if nt == nt else ""
     if ft >= TWIN_SOLVED:
-        return f"fine-tuning closes it on held-out combinations (fine-tuned held-out {ft:.3f}{train}{without})"
-    return f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < {TWIN_SOLVED}{train}{without})"
+        text = f"fine-tuning closes it on held-out combinations (fine-tuned held-out {ft:.3f}{train}{without})"
+    else:
+        text = f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < {TWIN_SOLVED}{train}{without})"
+    return text + _unfinished(r)
+
+
+def _unfinished(r: Mapping) -> str:
+    """" — not a finding: the fine-tuning had not converged (...)" when the row records that the
+    fine-tuned adapter (or, where measured, the one without twins) did not converge or that its
+    convergence was not recorded; "" otherwise (also for a row without state columns)."""
+    why = []
+    for key, what in (("finetuned", "the fine-tuning"), ("no_twins", "the fine-tuning without twins")):
+        found = r.get(f"{key}_finding")
+        if found is not None and found == found and not bool(found):
+            state = r.get(f"{key}_state")
+            why.append(f"the convergence of {what} was not recorded" if state == "convergence not recorded"
+                       else f"{what} had not converged ({state})")
+    return f" — {NOT_A_FINDING}: " + "; ".join(why) if why else ""
 
 
 def _solved_clause(r: Mapping) -> str:
@@ -186,3 +215,12 @@ def _near_miss_cell_table(cell: pd.DataFrame, no_twins: bool) -> str:
              _win_cell(r["bm25_win"], r["bm25_tie"], "(ties {:.3f})"), _f(r["colbert_win"])]
             for r in cell.to_dict("records")]
     return _md_table(header, rows)
+
+
+def _learners_line(cell: pd.DataFrame) -> list[str]:
+    """One line on where the cell's trained learners stopped (none measured: no lines)."""
+    r = cell.iloc[0]
+    parts = [f"{name} {r[c]}" if r[c] != "convergence not recorded" else f"{name}: {r[c]}"
+             for c, name in (("finetuned_state", "fine-tuned (twins as negatives)"), ("no_twins_state", "fine-tuned without twins"),
+                             ("colbert_state", "ColBERT")) if c in cell.columns and isinstance(r[c], str)]
+    return [f"Learners: {'; '.join(parts)}.", ""] if parts else []
