@@ -52,6 +52,7 @@ def test_describe_state_words():
     assert describe_state(False, 200, 200, 0.0362) == "stopped at the cap 200, objective still falling 3.6% per window"
     assert describe_state(False, 200, 200, None) == "stopped at the cap 200, too few curve points to judge"
     assert describe_state(False, 60, 200, 0.2) == "stopped early at 60 steps, not converged"
+    assert describe_state(False, 60, 200, 0.2, early_stopped=True) == "stopped early by its validation split at 60 steps"
 
 
 def _quadratic(ckpt=None, stop_after=None, rule=Convergence(0.05, 2, 200)):
@@ -81,7 +82,7 @@ def test_run_loop_stops_at_convergence_and_a_resumed_run_stops_at_the_same_step(
     # the results.csv rows say what the curve says
     rows = {r["metric"]: r["value"] for r in res.convergence.rows("d", "e", "m")}
     assert set(rows) == set(STATE_METRICS) and all(r["split"] == "train" for r in res.convergence.rows("d", "e", "m"))
-    assert rows == {"converged": 1.0, "steps": float(res.converged_at), "max_steps": 200.0, "train_loss": objectives[-1],
+    assert rows == {"converged": 1.0, "early_stopped": 0.0, "steps": float(res.converged_at), "max_steps": 200.0, "train_loss": objectives[-1],
                     "loss_improvement": res.curve[-1]["improvement"]}
     assert state_from_curve(res.curve, Convergence(0.05, 2, 200)) == res.convergence
     # killed after 5 steps, resumed: the same stop, curve and weights
@@ -125,5 +126,23 @@ def test_state_rows_leave_out_a_criterion_too_few_points_had():
     rule = Convergence(0.01, 3, 4)
     state = rule.state([2.0, 1.0], 4, False)
     assert state.improvement is None
-    assert {r["metric"] for r in state.rows("d", "e", "m")} == {"converged", "steps", "max_steps", "train_loss"}
+    assert {r["metric"] for r in state.rows("d", "e", "m")} == {"converged", "early_stopped", "steps", "max_steps", "train_loss"}
     assert state.to_dict()["improvement"] is None and np.isfinite(state.to_dict()["objective"])
+
+
+def test_early_stopping_is_recorded_as_such():
+    """patience ends a run before the rule or the cap: the state says early stopping chose it (a
+    finding, not 'not converged'), and the curve alone says the same (state_from_curve)."""
+    sampler = seed_everything(0)
+    model = torch.nn.Linear(4, 1)
+    X = torch.linspace(-1, 1, 40).reshape(10, 4)
+    values = iter([0.1, 0.5, 0.4, 0.3, 0.2])
+    rule = Convergence(1e-9, 3, 30)
+    res = run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), 30, 10, 4,
+                   sampler, evaluate=lambda step: {"v": next(values)}, eval_every=3, patience=2, monitor=lambda p: p["v"],
+                   convergence=rule)
+    assert res.stopped_at == 12 and res.converged_at is None
+    assert res.convergence.early_stopped and not res.convergence.converged
+    assert res.convergence.describe() == "stopped early by its validation split at 12 steps"
+    assert {r["metric"]: r["value"] for r in res.convergence.rows("d", "e", "m")}["early_stopped"] == 1.0
+    assert state_from_curve(res.curve, rule) == res.convergence

@@ -110,7 +110,7 @@ class PartialState:
 
 # --- convergence: one rule for every trainer -------------------------------------------------
 
-STATE_METRICS = ("converged", "steps", "max_steps", "train_loss", "loss_improvement")
+STATE_METRICS = ("converged", "early_stopped", "steps", "max_steps", "train_loss", "loss_improvement")
 """The results.csv metrics (split ``train``, empty k) that carry a trainer's convergence state."""
 
 
@@ -178,15 +178,16 @@ class Convergence:
         value = relative_improvement(objectives, self.n_iter_no_change)
         return bool(self.tol > 0 and not np.isnan(value) and value < self.tol)
 
-    def state(self, objectives: Sequence[float], steps: int, converged: bool) -> "ConvergenceState":
+    def state(self, objectives: Sequence[float], steps: int, converged: bool, early_stopped: bool = False) -> "ConvergenceState":
         """The ``ConvergenceState`` of a run that ran ``steps`` steps and whose curve points had
-        these ``objectives``."""
+        these ``objectives``; ``early_stopped``: early stopping on a validation split ended it."""
         values = list(objectives)
         gain = relative_improvement(values, self.n_iter_no_change)
         return ConvergenceState(converged=bool(converged), steps=int(steps), max_steps=self.max_iter,
                                 objective=float(values[-1]) if values else float("nan"),
                                 improvement=gain if np.isfinite(gain) else None,
-                                tol=self.tol, n_iter_no_change=self.n_iter_no_change)
+                                tol=self.tol, n_iter_no_change=self.n_iter_no_change,
+                                early_stopped=bool(early_stopped and not converged))
 
 
 @dataclass(frozen=True)
@@ -196,8 +197,7 @@ class ConvergenceState:
     Attributes
     ----------
     converged : bool
-        True: the rule stopped it; False: the step cap did (or the run ended before the rule
-        could judge it, e.g. early stopping on a validation split).
+        True: the rule stopped it; False: the step cap or early stopping did.
     steps : int
         Optimiser steps run (the resumed ones included).
     max_steps : int
@@ -209,6 +209,10 @@ class ConvergenceState:
         few points).
     tol, n_iter_no_change : float, int
         The rule's settings.
+    early_stopped : bool
+        Early stopping on a validation split (``run_loop``'s ``patience``) ended the run before
+        the rule or the cap: its weights are the best validation point's, chosen by a stopping
+        rule of their own, so its numbers are findings too.
     """
 
     converged: bool
@@ -218,20 +222,23 @@ class ConvergenceState:
     improvement: float | None
     tol: float
     n_iter_no_change: int
+    early_stopped: bool = False
 
     def rows(self, dataset: str, encoder: str, method: str) -> list[dict]:
-        """results.csv rows (split ``train``, k empty): ``converged`` (1/0), ``steps``,
-        ``max_steps``, ``train_loss`` (the final objective), ``loss_improvement`` (the criterion's
-        last value; no row while it is not finite: too few curve points)."""
+        """results.csv rows (split ``train``, k empty): ``converged`` (1/0), ``early_stopped``
+        (1/0), ``steps``, ``max_steps``, ``train_loss`` (the final objective),
+        ``loss_improvement`` (the criterion's last value; no row while it is not finite: too few
+        curve points)."""
         gain = float("nan") if self.improvement is None else self.improvement
-        values = (float(self.converged), float(self.steps), float(self.max_steps), self.objective, gain)
+        values = (float(self.converged), float(self.early_stopped), float(self.steps), float(self.max_steps), self.objective,
+                  gain)
         return [{"dataset": dataset, "encoder": encoder, "method": method, "split": "train", "metric": m, "k": "", "value": v}
                 for m, v in zip(STATE_METRICS, values) if np.isfinite(v)]
 
     def describe(self) -> str:
         """``converged at N steps`` or ``stopped at the cap N, objective still falling x% per
         window`` (the report's wording)."""
-        return describe_state(self.converged, self.steps, self.max_steps, self.improvement)
+        return describe_state(self.converged, self.steps, self.max_steps, self.improvement, self.early_stopped)
 
     def to_dict(self) -> dict:
         """A strict-JSON dict (NaN as None)."""
@@ -241,21 +248,27 @@ class ConvergenceState:
 def state_from_curve(curve: Sequence[Mapping], convergence: Convergence) -> ConvergenceState:
     """The ``ConvergenceState`` a ``run_loop`` curve records under ``convergence``: the steps are
     the last point's ``step``, converged when the rule holds at the last point (the loop checks
-    the rule before early stopping, so a run it stopped at convergence ends on such a point).
+    the rule before early stopping, so a run it stopped at convergence ends on such a point);
+    early stopped when it ended before the cap without converging (only ``patience`` ends a run
+    there).
     ``ValueError`` for an empty curve or one without ``objective`` values."""
     if not curve or any("objective" not in p for p in curve):
         raise ValueError("state_from_curve: the curve has no objective values (was it trained under a convergence rule?)")
     objectives = [float(p["objective"]) for p in curve]
-    return convergence.state(objectives, int(curve[-1]["step"]), convergence.converged(objectives))
+    steps, converged = int(curve[-1]["step"]), convergence.converged(objectives)
+    return convergence.state(objectives, steps, converged, early_stopped=not converged and steps < convergence.max_iter)
 
 
-def describe_state(converged: bool, steps: int, max_steps: int, improvement: float) -> str:
-    """The report's words for a learner's state: ``converged at N steps``; ``stopped at the cap N,
-    objective still falling x% per window`` (``x``: ``improvement`` in percent, or ``too few curve
-    points to judge``); a run that ended before its cap without converging (early stopping on a
-    validation split) ``stopped early at N steps, not converged``."""
+def describe_state(converged: bool, steps: int, max_steps: int, improvement: float, early_stopped: bool = False) -> str:
+    """The report's words for a learner's state: ``converged at N steps``; ``stopped early by its
+    validation split at N steps`` (``early_stopped``); ``stopped at the cap N, objective still
+    falling x% per window`` (``x``: ``improvement`` in percent, or ``too few curve points to
+    judge``); a run that ended before its cap otherwise ``stopped early at N steps, not
+    converged``."""
     if converged:
         return f"converged at {int(steps):,} steps"
+    if early_stopped:
+        return f"stopped early by its validation split at {int(steps):,} steps"
     if int(steps) < int(max_steps):
         return f"stopped early at {int(steps):,} steps, not converged"
     if improvement is None or not np.isfinite(improvement):
@@ -485,8 +498,8 @@ def run_loop(
             converged_at = step
     state = None
     if convergence is not None:
-        state = convergence.state([p["objective"] for p in curve], step, converged_at is not None)
-        if not state.converged:
+        state = convergence.state([p["objective"] for p in curve], step, converged_at is not None, stopped_at is not None)
+        if not state.converged and not state.early_stopped:
             log.warning("%s: not converged: %s (tol %g over %d curve points)", desc, state.describe(), convergence.tol,
                         convergence.n_iter_no_change)
     model.eval()
