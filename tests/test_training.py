@@ -131,18 +131,38 @@ def test_state_rows_leave_out_a_criterion_too_few_points_had():
 
 
 def test_early_stopping_is_recorded_as_such():
-    """patience ends a run before the rule or the cap: the state says early stopping chose it (a
-    finding, not 'not converged'), and the curve alone says the same (state_from_curve)."""
-    sampler = seed_everything(0)
-    model = torch.nn.Linear(4, 1)
-    X = torch.linspace(-1, 1, 40).reshape(10, 4)
-    values = iter([0.1, 0.5, 0.4, 0.3, 0.2])
+    """patience on a validation split ends a run before the rule or the cap: the state says a
+    validation split chose the weights (a finding, not 'not converged'), and the curve with the
+    same flag says the same (state_from_curve). The same stop on a monitor that is not a
+    validation split (e.g. held-out recall) is not converged."""
+    def run(validation):
+        sampler = seed_everything(0)
+        model = torch.nn.Linear(4, 1)
+        X = torch.linspace(-1, 1, 40).reshape(10, 4)
+        values = iter([0.1, 0.5, 0.4, 0.3, 0.2])
+        return run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), 30, 10,
+                        4, sampler, evaluate=lambda step: {"v": next(values)}, eval_every=3, patience=2,
+                        monitor=lambda p: p["v"], convergence=rule, validation=validation)
+
     rule = Convergence(1e-9, 3, 30)
-    res = run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), 30, 10, 4,
-                   sampler, evaluate=lambda step: {"v": next(values)}, eval_every=3, patience=2, monitor=lambda p: p["v"],
-                   convergence=rule)
+    res = run(True)
     assert res.stopped_at == 12 and res.converged_at is None
     assert res.convergence.early_stopped and not res.convergence.converged
     assert res.convergence.describe() == "stopped early by its validation split at 12 steps"
     assert {r["metric"]: r["value"] for r in res.convergence.rows("d", "e", "m")}["early_stopped"] == 1.0
-    assert state_from_curve(res.curve, rule) == res.convergence
+    assert state_from_curve(res.curve, rule, validation=True) == res.convergence
+    held_out = run(False)
+    assert held_out.stopped_at == 12 and not held_out.convergence.early_stopped and not held_out.convergence.converged
+    assert held_out.convergence.describe() == "stopped early at 12 steps, not converged"
+    assert state_from_curve(held_out.curve, rule) == held_out.convergence
+
+
+def test_curves_without_objectives_and_tiny_improvements():
+    """A null objective (a non-finite value in strict JSON) reads as NaN: no verdict, no crash; a
+    curve without objectives is refused by name; an improvement under 0.1% still shows."""
+    rule = Convergence(0.01, 1, 10)
+    state = state_from_curve([{"step": 5, "loss": 1.0, "objective": 1.0}, {"step": 10, "loss": 0.9, "objective": None}], rule)
+    assert not state.converged and state.improvement is None and math.isnan(state.objective)
+    with pytest.raises(ValueError, match="no objective"):
+        state_from_curve([{"step": 5, "loss": 1.0}], rule)
+    assert describe_state(False, 10, 10, 0.00004) == "stopped at the cap 10, objective still falling 0.004% per window"

@@ -210,9 +210,9 @@ class ConvergenceState:
     tol, n_iter_no_change : float, int
         The rule's settings.
     early_stopped : bool
-        Early stopping on a validation split (``run_loop``'s ``patience``) ended the run before
-        the rule or the cap: its weights are the best validation point's, chosen by a stopping
-        rule of their own, so its numbers are findings too.
+        A validation split carved from the training data chose the weights (early stopping:
+        the best validation point's weights are kept, ``run_loop``'s ``validation``), and the
+        rule did not converge: a model selection of its own, so its numbers are findings too.
     """
 
     converged: bool
@@ -245,36 +245,46 @@ class ConvergenceState:
         return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in self.__dict__.items()}
 
 
-def state_from_curve(curve: Sequence[Mapping], convergence: Convergence) -> ConvergenceState:
+def state_from_curve(curve: Sequence[Mapping], convergence: Convergence, validation: bool = False) -> ConvergenceState:
     """The ``ConvergenceState`` a ``run_loop`` curve records under ``convergence``: the steps are
     the last point's ``step``, converged when the rule holds at the last point (the loop checks
     the rule before early stopping, so a run it stopped at convergence ends on such a point);
-    early stopped when it ended before the cap without converging (only ``patience`` ends a run
-    there).
+    ``validation``: a validation split chose the weights (``run_loop``'s ``validation``).
     ``ValueError`` for an empty curve or one without ``objective`` values."""
     if not curve or any("objective" not in p for p in curve):
         raise ValueError("state_from_curve: the curve has no objective values (was it trained under a convergence rule?)")
-    objectives = [float(p["objective"]) for p in curve]
+    objectives = [_objective(p) for p in curve]
     steps, converged = int(curve[-1]["step"]), convergence.converged(objectives)
-    return convergence.state(objectives, steps, converged, early_stopped=not converged and steps < convergence.max_iter)
+    return convergence.state(objectives, steps, converged, early_stopped=validation)
+
+
+def _objective(point: Mapping) -> float:
+    """A curve point's objective as a float: NaN where it is missing (a checkpoint written
+    without a convergence rule) or None (a non-finite value written to strict JSON)."""
+    value = point.get("objective")
+    return float("nan") if value is None else float(value)
 
 
 def describe_state(converged: bool, steps: int, max_steps: int, improvement: float, early_stopped: bool = False) -> str:
     """The report's words for a learner's state: ``converged at N steps``; ``stopped early by its
     validation split at N steps`` (``early_stopped``); ``stopped at the cap N, objective still
     falling x% per window`` (``x``: ``improvement`` in percent, or ``too few curve points to
-    judge``); a run that ended before its cap otherwise ``stopped early at N steps, not
+    judge``); ``ran to the cap N, weights chosen on its validation split`` (``early_stopped`` at
+    the cap); a run that ended before its cap otherwise ``stopped early at N steps, not
     converged``."""
     if converged:
         return f"converged at {int(steps):,} steps"
     if early_stopped:
-        return f"stopped early by its validation split at {int(steps):,} steps"
+        if int(steps) < int(max_steps):
+            return f"stopped early by its validation split at {int(steps):,} steps"
+        return f"ran to the cap {int(steps):,}, weights chosen on its validation split"
     if int(steps) < int(max_steps):
         return f"stopped early at {int(steps):,} steps, not converged"
     if improvement is None or not np.isfinite(improvement):
         trend = "too few curve points to judge"
     elif improvement > 0:
-        trend = f"objective still falling {100 * improvement:.1f}% per window"
+        pct = f"{100 * improvement:.1f}" if improvement >= 0.001 else f"{100 * improvement:.1g}"
+        trend = f"objective still falling {pct}% per window"
     else:
         trend = "objective no longer falling"
     return f"stopped at the cap {int(steps):,}, {trend}"
@@ -336,6 +346,7 @@ def run_loop(
     monitor: Callable[[dict], float] | None = None,
     convergence: Convergence | None = None,
     objective: Callable[[], float] | None = None,
+    validation: bool = False,
 ) -> LoopResult:
     """Train ``model`` for ``n_steps`` optimiser steps from step 0 or from a checkpoint.
 
@@ -394,6 +405,11 @@ def run_loop(
     objective : callable, optional
         ``objective()`` -> float: the training objective measured at a curve point (model in eval
         mode, under ``torch.no_grad``), e.g. the loss on the whole training set or a fixed sample.
+    validation : bool
+        True when ``monitor`` watches a validation split carved from the training data and the
+        caller keeps the best point's weights (early stopping): the state then records that a
+        validation split chose the weights (``early_stopped``) unless the rule converged. False
+        (e.g. a monitor on held-out queries): a run ``patience`` ended is not converged.
 
     Returns
     -------
@@ -436,13 +452,13 @@ def run_loop(
         model.train()
         if convergence is not None:
             point.setdefault("objective", point["loss"])
-            gain = relative_improvement([p["objective"] for p in curve] + [point["objective"]], convergence.n_iter_no_change)
+            gain = relative_improvement([_objective(p) for p in curve + [point]], convergence.n_iter_no_change)
             point["improvement"] = gain if np.isfinite(gain) else None  # None: too few points (strict JSON, equal on resume)
         curve.append(point)
         losses.clear()
 
     def has_converged() -> bool:
-        return convergence is not None and convergence.converged([p["objective"] for p in curve])
+        return convergence is not None and convergence.converged([_objective(p) for p in curve])
 
     bar = None
     if progress:
@@ -498,7 +514,7 @@ def run_loop(
             converged_at = step
     state = None
     if convergence is not None:
-        state = convergence.state([p["objective"] for p in curve], step, converged_at is not None, stopped_at is not None)
+        state = convergence.state([_objective(p) for p in curve], step, converged_at is not None, validation)
         if not state.converged and not state.early_stopped:
             log.warning("%s: not converged: %s (tol %g over %d curve points)", desc, state.describe(), convergence.tol,
                         convergence.n_iter_no_change)

@@ -203,7 +203,8 @@ def train_query_encoder(
                    checkpoint_every=cfg.checkpoint_every, weights=weights,
                    evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc="finetune", stop_after=stop_after,
                    patience=(cfg.patience or None) if early is not None else None,
-                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence())
+                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence(),
+                   validation=early is not None)
     if early is not None:
         early.restore(res.curve)
     return TrainResult(res.curve, res.steps_per_s, res.resumed_from, sum(p.numel() for p in params), adapted,

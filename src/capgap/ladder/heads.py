@@ -371,7 +371,7 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
     res = run_loop(batch_loss, head, opt, cfg.steps, n, batch_size, sampler, progress=progress, desc=desc,
                    evaluate=curve_metrics, eval_every=cfg.eval_every, convergence=cfg.convergence(), objective=lambda: full(head),
                    patience=cfg.patience if keep is not None and cfg.patience else None,
-                   monitor=(lambda point: point["validation"]) if keep is not None else None)
+                   monitor=(lambda point: point["validation"]) if keep is not None else None, validation=keep is not None)
     seconds = time.perf_counter() - t
     kept = ""
     if keep is not None:

@@ -76,7 +76,9 @@ def _glance(r, finetuned: LearnerState | None = None, colbert: LearnerState | No
         else:
             bits.append(f"the pre-trained encoder reaches {r.pretrained:.3f}, leaving **{r.gap:.3f} of capacity unused**.")
         if r.gap_of == "fine-tuned" and r.pretrained == r.pretrained and r.pretrained > r.finetuned_heldout:
-            bits.append(f"Fine-tuning lowered held-out recall (pre-trained {r.pretrained:.3f}; train rose to {r.finetuned_train:.3f}).")
+            mark = "" if ft.finding else f" — {NOT_A_FINDING}: " + (ft.why_not("the fine-tuning", state=False))
+            bits.append(f"Fine-tuning lowered held-out recall (pre-trained {r.pretrained:.3f}; train rose to "
+                        f"{r.finetuned_train:.3f}){mark}.")
     elif r.pretrained == r.pretrained:
         bits.append(f"the pre-trained encoder reaches {r.pretrained:.3f}.")
     cb = colbert or NOT_RECORDED_STATE
