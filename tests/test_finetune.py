@@ -397,3 +397,24 @@ def test_final_evaluation_reuses_the_last_curve_points_encoding(tmp_path):
     es = finetune_encoder(rs, load_encoder(MINILM, threads=2), index,
                           _cfg(steps=4, eval_every=2, eval_max_queries=5, validation_fraction=0.25), [1, 2], threads=2, progress=False)
     assert es.queries is None
+
+
+def test_the_convergence_objective_is_the_fixed_samples_loss(tiny):
+    """The rule's objective at the last curve point is the InfoNCE loss (temperature 0.05, avg
+    form, the whole index) of the first eval_max_queries train queries, computed here from the
+    trained encoder's own query embeddings (Encoder.encode_queries, eval mode) with the loss's
+    formula written out in numpy; the training objective of the batches (the curve's ``loss``) is
+    a different number."""
+    folder, texts, gold = tiny
+    D = load_index(folder).embeddings
+    enc = load_encoder(MINILM, threads=2)
+    res = train_query_encoder(enc, D, texts, gold, _cfg(eval_max_queries=10), threads=2)
+    q = enc.encode_queries(texts[:10]).astype(np.float64)
+    logits = q @ D.astype(np.float64).T / 0.05
+    want = []
+    for i, g in enumerate(gold[:10]):
+        neg = np.delete(logits[i], g)
+        lse = neg.max() + np.log(np.exp(neg - neg.max()).sum())
+        want.append(np.mean([np.logaddexp(0.0, lse - logits[i, j]) for j in g]))  # -log(e^a / (e^a + sum e^neg))
+    assert res.curve[-1]["objective"] == pytest.approx(float(np.mean(want)), rel=2e-4)
+    assert res.curve[-1]["objective"] != pytest.approx(res.curve[-1]["loss"], rel=1e-3)

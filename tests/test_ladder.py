@@ -17,6 +17,7 @@ from capgap.evaluate import evaluate_queries
 from capgap.io import save_npz
 from capgap.ladder import (LadderConfig, apply_head, evaluate_ladder, fit_head, load_query_embeddings, load_witnesses, make_head, method_names,
                            nearest_train, transfer_vectors)
+from capgap.finetune import infonce_loss
 from capgap.training import STATE_METRICS, relative_improvement
 
 DOCS = np.concatenate([np.eye(4), -np.eye(4)]).astype(np.float32)  # rows: +e1..+e4, -e1..-e4
@@ -132,15 +133,22 @@ def test_heads_converge_before_their_cap_near_the_objectives_minimum_and_record_
     cfg = LadderConfig() if optimizer == "default" else LadderConfig(optimizer="lbfgs", eval_every=10)
     head, res = fit_head(kind, X, DOCS, gold, None, cfg)
     st = res.convergence
-    assert st.converged and st.steps < cfg.steps and st.max_steps == cfg.steps, st.describe()
+    assert st.converged and res.converged_at < cfg.steps and st.max_steps == cfg.steps, st.describe()
     # the minimum lies in [low, high]; float32 arithmetic may round a hair below it
     low, high = ((SINGLE_MIN, SINGLE_MIN) if case == "exists" else
                  ((2 * math.log(2) + 3 * SINGLE_MIN) / 5, (2 * PAIR_AT_MIDPOINT + 3 * SINGLE_MIN) / 5))
     assert low * (1 - 1e-6) <= st.objective <= high + (1e-4 if optimizer == "lbfgs" else cfg.tol), (low, st.objective, high)
     # the state is the curve's: the last point, the criterion over the last n_iter_no_change points
-    objectives = [p["objective"] for p in res.curve]
-    assert [p["step"] for p in res.curve] == list(range(cfg.eval_every, st.steps + 1, cfg.eval_every))
-    rule = cfg.convergence()  # the one rule (capgap.training): it holds at the last point and at no earlier one
+    # (stable-decay, the default: the rule's points, then the decay phase's, ceil(0.2 x the steps
+    # run before it) more steps; L-BFGS: the rule's points only)
+    at = res.converged_at
+    decay = math.ceil(cfg.decay_fraction * at) if optimizer == "default" else 0
+    steps = [p["step"] for p in res.curve]
+    assert steps == list(range(cfg.eval_every, at + 1, cfg.eval_every)) + \
+        [at + s for s in range(cfg.eval_every, decay, cfg.eval_every)] + ([at + decay] if decay else [])
+    assert st.steps == at + decay == steps[-1]
+    objectives = [p["objective"] for p in res.curve if p["step"] <= at]
+    rule = cfg.convergence()  # the one rule (capgap.training): it holds at the rule's last point and at no earlier one
     assert rule.converged(objectives) and not any(rule.converged(objectives[:i]) for i in range(1, len(objectives)))
     rows = {r["metric"]: r["value"] for r in st.rows("toy", "enc", f"head-{kind}-all")}
     assert rows["converged"] == 1.0 and rows["steps"] == res.curve[-1]["step"] and rows["max_steps"] == cfg.steps
@@ -232,8 +240,9 @@ def test_a_validation_split_keeps_the_best_points_weights_and_stops_after_patien
     is the second point (step 10); patience 3 stops training at the fifth (step 25, three points
     without a new best). The head ends with the weights it had when validate saw step 10 (a copy
     taken inside validate), and its state says early stopping on its validation split ended it. When the initial
-    head validates best (0.9, then 0.2, 0.3, 0.1, 0.2, 0.1), the head ends as it started: the
-    identity, the pre-trained embeddings themselves."""
+    head validates best (0.9, then 0.2, 0.3, 0.1), patience counts from it: training stops three
+    points after the start (step 15), and the head ends as it started: the identity, the
+    pre-trained embeddings themselves, its state's objective the identity's."""
     import torch
 
     X, gold = _cannot_exist()
@@ -256,8 +265,16 @@ def test_a_validation_split_keeps_the_best_points_weights_and_stops_after_patien
     assert (st.converged, st.early_stopped, st.steps) == (False, True, 25)
     assert st.describe() == "stopped early by its validation split at 25 steps"
     head, res, seen = fit([0.9, 0.2, 0.3, 0.1, 0.2, 0.1, 0.9])
-    assert [p["step"] for p in res.curve] == [5, 10, 15, 20, 25]  # three curve points after the curve's best (step 10)
+    assert [p["step"] for p in res.curve] == [5, 10, 15]  # three curve points after the best: the start
     assert torch_equal(head.weight, torch.eye(4)) and not torch_equal(seen[-1]["weight"], torch.eye(4))
+    # the state describes the kept weights: its objective is the identity's InfoNCE on the fit set
+    # (capgap.finetune.infonce_loss over every query's normalised embedding against the index)
+    q = torch.nn.functional.normalize(torch.from_numpy(X), dim=-1)
+    mask = torch.zeros((len(X), len(DOCS)), dtype=torch.bool)
+    for i, g in enumerate(gold):
+        mask[i, g] = True
+    want = float(infonce_loss(q @ torch.from_numpy(DOCS).T, mask, LadderConfig().temperature))
+    assert res.convergence.objective == pytest.approx(want, rel=1e-5) and res.curve[-1]["objective"] != pytest.approx(want, rel=1e-3)
 
 
 # queries t0, t1, t2 (train) and h0, h1 (held-out): embeddings for similarity, oracle w = gold doc

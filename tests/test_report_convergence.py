@@ -59,8 +59,27 @@ def test_state_rows_read_back_in_the_trainers_words():
     missing = learner_state(df, "d", "e", "colbert")
     assert not missing.recorded and not missing.finding and missing.describe() == "convergence not recorded"
     assert [is_trained(m) for m in ("finetuned", "finetuned-r16", "finetuned-no-twins", "finetuned@scifact", "colbert",
-                                    "head-mlp-all", "trained", "probe", "nn-transfer", "pretrained", "bm25")] == \
-        [True, True, True, False, True, True, True, False, False, False, False]
+                                    "head-mlp-all", "trained", "probe", "nn-transfer", "pretrained", "bm25",
+                                    "finetuned-early-stop", "finetuned-lr-1e-4@nfcorpus")] == \
+        [True, True, True, False, True, True, True, False, False, False, False, True, False]
+
+
+def test_a_model_evaluated_as_loaded_is_not_a_learner():
+    """Zero-shot ColBERT writes steps 0 of a 0-step cap: no learner row, no 'not recorded', and
+    its numbers are findings (a pre-trained model's); a learner early stopping chose is counted
+    apart from the converged ones: 1 converged, 1 early-stopped, 1 at the cap of 3."""
+    df = _frame([("d", "", "colbert", "heldout", "recall", 2, 0.9), ("d", "", "colbert", "train", "steps", "", 0.0),
+                 ("d", "", "colbert", "train", "max_steps", "", 0.0),
+                 ("d", "e", "finetuned", "heldout", "recall", 2, 0.3), *_state("d", "e", "finetuned", AT_CAP),
+                 ("d", "e", "head-mlp", "heldout", "recall", 2, 0.2), *_state("d", "e", "head-mlp", (0.0, 250, 500, 3.0, 0.2)),
+                 ("d", "e", "head-mlp", "train", "early_stopped", "", 1.0),
+                 ("d", "e", "head-mlp-all", "heldout", "recall", 2, 0.7), *_state("d", "e", "head-mlp-all", (1.0, 450, 500, 3.0, 0.004))])
+    st = learner_state(df, "d", "", "colbert")
+    assert st.finding and st.describe() == "not trained (evaluated as loaded)"
+    t = learner_table(df)
+    assert t["method"].tolist() == ["finetuned", "head-mlp-all", "head-mlp"]
+    md = "\n".join(render_learners(t))
+    assert "1 of 3 trained learners converged; 1 more stopped by early stopping on a validation split (findings too)." in md
 
 
 def test_the_learners_section_lists_every_trained_learner():

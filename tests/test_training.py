@@ -166,3 +166,38 @@ def test_curves_without_objectives_and_tiny_improvements():
     with pytest.raises(ValueError, match="no objective"):
         state_from_curve([{"step": 5, "loss": 1.0}], rule)
     assert describe_state(False, 10, 10, 0.00004) == "stopped at the cap 10, objective still falling 0.004% per window"
+
+
+def test_a_fixed_length_protocol_trains_to_the_cap_and_is_judged_at_its_last_point():
+    """stop False (the paper's 3,000-step protocol): the run the rule would stop at convergence
+    trains every step to the cap, and its state is the rule applied to its last point: converged
+    when the objective's last window improved by less than tol, computed here from the curve."""
+    _, stopping = _quadratic()
+    assert stopping.converged_at is not None and stopping.converged_at < 200
+    _, fixed = _quadratic(rule=Convergence(0.05, 2, 200, stop=False))
+    assert fixed.converged_at == 200 and fixed.curve[-1]["step"] == 200 and len(fixed.curve) == 100
+    objectives = [p["objective"] for p in fixed.curve]
+    assert fixed.curve[: len(stopping.curve)] == stopping.curve  # the same run, continued past the rule's point
+    assert relative_improvement(objectives, 2) < 0.05 and fixed.convergence.converged and fixed.convergence.steps == 200
+    # a fixed-length run whose last window still falls by more than tol is not converged
+    _, short = _quadratic(rule=Convergence(0.001, 2, 6, stop=False))
+    gain = relative_improvement([p["objective"] for p in short.curve], 2)
+    assert gain > 0.001 and not short.convergence.converged and short.convergence.steps == 6
+
+
+def test_patience_counts_from_the_start_when_the_start_is_a_candidate():
+    """monitor_start: the initial model's validation value. When it stays the best, training
+    stops patience points after the start (not after the first curve point); without it the
+    count starts at the first point."""
+    def run(start):
+        sampler = seed_everything(0)
+        model = torch.nn.Linear(4, 1)
+        X = torch.linspace(-1, 1, 40).reshape(10, 4)
+        values = iter([0.3, 0.2, 0.1, 0.05, 0.01, 0.0, 0.0, 0.0, 0.0, 0.0])
+        return run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), 30,
+                        10, 4, sampler, evaluate=lambda step: {"v": next(values)}, eval_every=3, patience=2,
+                        monitor=lambda p: p["v"], validation=True, monitor_start=start)
+
+    assert run(0.9).stopped_at == 6  # the start (0.9) best: points at 3 and 6 bring none better
+    assert run(None).stopped_at == 9  # the first point (0.3) best: points at 6 and 9 bring none better
+    assert run(0.1).stopped_at == 9  # the first point (0.3) beats the start: counted from it

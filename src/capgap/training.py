@@ -161,11 +161,16 @@ class Convergence:
         The window, in curve points (>= 1).
     max_iter : int
         The step cap (>= 1).
+    stop : bool
+        True (the default): training stops once the rule holds. False: training runs to the
+        cap (a fixed-length protocol such as the paper's 3,000 steps), and the rule judges the
+        last curve point only: the run has converged when it holds there.
     """
 
     tol: float
     n_iter_no_change: int
     max_iter: int
+    stop: bool = True
 
     def __post_init__(self):
         if not (self.tol >= 0 and self.n_iter_no_change >= 1 and self.max_iter >= 1):
@@ -347,6 +352,7 @@ def run_loop(
     convergence: Convergence | None = None,
     objective: Callable[[], float] | None = None,
     validation: bool = False,
+    monitor_start: float | None = None,
 ) -> LoopResult:
     """Train ``model`` for ``n_steps`` optimiser steps from step 0 or from a checkpoint.
 
@@ -394,13 +400,18 @@ def run_loop(
         stops there (a checkpoint marks it: a resumed run does not train further), and that
         point is the curve's last. ``ValueError`` when ``patience`` is set without ``monitor``
         or ``evaluate``.
+    monitor_start : float, optional
+        The monitored value before the first step (e.g. the initial model's validation score,
+        when its weights are a candidate too): patience then also counts from it, so a run whose
+        start stays best stops ``patience`` points after the start.
     convergence : Convergence, optional
         The convergence rule: every curve point gets ``objective`` (``objective()`` when given,
         else the point's ``loss``: the mean training loss since the previous point) and
         ``improvement`` (``relative_improvement`` over the trailing ``n_iter_no_change`` points,
         None while it is not finite);
         once ``convergence.converged`` holds, training stops there (the point is the curve's last,
-        a checkpoint marks it: a resumed run stops at the same step). ``n_steps`` must equal
+        a checkpoint marks it: a resumed run stops at the same step); with ``convergence.stop``
+        False it trains to the cap and the rule judges the last point. ``n_steps`` must equal
         ``convergence.max_iter`` and ``eval_every`` be >= 1 (``ValueError`` otherwise).
     objective : callable, optional
         ``objective()`` -> float: the training objective measured at a curve point (model in eval
@@ -466,7 +477,7 @@ def run_loop(
 
         bar = tqdm(total=n_steps, initial=step, desc=desc, unit="step")
     def plateaued() -> bool:
-        values = [monitor(p) for p in curve]
+        values = ([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve]
         return len(values) - 1 - int(np.argmax(values)) >= patience
 
     def save() -> None:
@@ -493,7 +504,7 @@ def run_loop(
             bar.set_postfix(loss=f"{losses[-1]:.4f}", steps_per_s=f"{done_here / (time.perf_counter() - t0):.2f}")
         if eval_every and step % eval_every == 0 and step < n_steps:
             curve_point(step)
-            if has_converged():
+            if convergence is not None and convergence.stop and has_converged():
                 converged_at = step
                 log.info("%s: converged at step %d (objective %.6g, improved %.3g < tol %g over the last %d points)", desc,
                          step, curve[-1]["objective"], curve[-1]["improvement"], convergence.tol, convergence.n_iter_no_change)

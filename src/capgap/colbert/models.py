@@ -49,6 +49,7 @@ class ColbertConfig:
     patience: int | None = _D["patience"]
     tol: float = _D["tol"]
     n_iter_no_change: int = _D["n_iter_no_change"]
+    stop_at_convergence: bool = _D["stop_at_convergence"]
     eval_max_queries: int = _D["eval_max_queries"]
     curve_max_docs: int = _D["curve_max_docs"]
     encode_batch_size: int = _D["encode_batch_size"]
@@ -75,8 +76,8 @@ class ColbertConfig:
 
     def convergence(self):
         """The convergence rule (``capgap.training.Convergence``: ``tol``, ``n_iter_no_change``,
-        cap ``steps``); None when ``steps`` is 0 (nothing trains)."""
-        return Convergence(self.tol, self.n_iter_no_change, self.steps) if self.steps else None
+        cap ``steps``, ``stop_at_convergence``); None when ``steps`` is 0 (nothing trains)."""
+        return Convergence(self.tol, self.n_iter_no_change, self.steps, self.stop_at_convergence) if self.steps else None
 
     @classmethod
     def from_config(cls, cfg: dict) -> "ColbertConfig":

@@ -216,6 +216,9 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
     rows, run = evaluate_scores(rs, score_block, rs.corpus.ids, groups, ks, ndcg_k, "", "colbert", "colbert")
     if cfg.convergence() is not None and curve:  # the learner's state (capgap.training.Convergence)
         rows += state_from_curve(curve, cfg.convergence()).rows(rs.name, "", "colbert")
+    elif not cfg.steps:  # evaluated as loaded: 0 steps of a 0-step cap (the report's "not trained")
+        rows += [{"dataset": rs.name, "encoder": "", "method": "colbert", "split": "train", "metric": m, "k": "", "value": 0.0}
+                 for m in ("steps", "max_steps")]
     extra = [] if backend == "exact" else ann_recall_rows(rs.name, Q, tokens, offsets, run.rows, ks, cfg.ann_sample, cfg.seed)
     log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(rs.queries), time.perf_counter() - t)
     return ColbertRun(rows + extra, curve, run, backend)

@@ -68,8 +68,9 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     ``cfg.patience``: stop once that many curve points bring no new best ``heldout_recall``
     (the paper trains ColBERT until held-out recall stops rising).
 
-    Training stops at convergence (``cfg.convergence()``: the mean loss since the previous curve
-    point improved by less than ``cfg.tol`` over ``cfg.n_iter_no_change`` points) or at the cap
+    Training stops at convergence (``cfg.convergence()``: the loss of fixed batches, the first
+    ``cfg.eval_max_queries`` train queries with documents drawn once, in eval mode, improved by
+    less than ``cfg.tol`` over ``cfg.n_iter_no_change`` curve points) or at the cap
     ``cfg.steps``.
 
     Returns ``{"curve", "steps_per_s", "resumed_from", "stopped_at", "convergence"}``
@@ -89,21 +90,37 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     gold_sets = [set(int(g) for g in gs) for gs in train_gold]
     avoid = [g | set(int(e) for e in train_excluded[i]) for i, g in enumerate(gold_sets)] if train_excluded else gold_sets
 
-    def batch_loss(batch):
+    def draw(batch, rng) -> list[list[int]]:  # per query: a gold document, then its negatives
         slots = []
         for qi in batch:
             gold = sorted(gold_sets[qi])
-            row = [gold[int(sampler.integers(len(gold)))]]
+            row = [gold[int(rng.integers(len(gold)))]]
             while len(row) < 1 + cfg.n_negatives and len(avoid[qi]) < n_docs:
-                d = int(sampler.integers(n_docs))
+                d = int(rng.integers(n_docs))
                 if d not in avoid[qi]:
                     row.append(d)
             slots.append(row)
+        return slots
+
+    def loss_of(batch, slots):
         scorer.mask = torch.from_numpy(false_negative_mask([avoid[qi] for qi in batch], slots))
         feats = [model.tokenize([train_queries[qi] for qi in batch], is_query=True)]
         feats += [model.tokenize([doc_texts[row[t]] for row in slots], is_query=False, pad=True) for t in range(len(slots[0]))]
         feats = [{k: v.to(model.device) for k, v in f.items()} for f in feats]
         return loss_fn(feats)
+
+    def batch_loss(batch):
+        return loss_of(batch, draw(batch, sampler))
+
+    # The convergence rule's objective: the loss of fixed batches (the first eval_max_queries
+    # train queries, their documents drawn once from a generator of their own, so the training
+    # sampler's draws stay as they were), in eval mode: free of the batches' sampling noise.
+    fixed_rng = np.random.default_rng([cfg.seed, 1])
+    sample = np.arange(min(n_train, cfg.eval_max_queries), dtype=np.int64)
+    fixed = [(b, draw(b, fixed_rng)) for b in (sample[a : a + cfg.batch_size] for a in range(0, len(sample), cfg.batch_size))]
+
+    def objective() -> float:
+        return sum(float(loss_of(b, slots)) * len(b) for b, slots in fixed) / len(sample)
 
     digest = {}
     if ckpt_path:
@@ -113,7 +130,7 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
                    checkpoint_every=cfg.checkpoint_every, evaluate=evaluate, eval_every=cfg.eval_every, progress=progress,
                    desc="colbert", stop_after=stop_after, patience=cfg.patience, monitor=heldout_recall,
-                   convergence=cfg.convergence())
+                   convergence=cfg.convergence(), objective=objective)
     return {"curve": res.curve, "steps_per_s": res.steps_per_s, "resumed_from": res.resumed_from, "stopped_at": res.stopped_at,
             "convergence": res.convergence}
 

@@ -26,7 +26,8 @@ class FinetuneConfig:
     final checkpoint) or the fraction of train queries carved out (``validation_split``, seed
     ``validation_seed``) for early stopping: the weights of the best validation curve point are
     kept, and training stops after ``patience`` points without a new best (0: never stops);
-    ``tol``, ``n_iter_no_change``: the convergence rule (``convergence``), ``steps`` its cap."""
+    ``tol``, ``n_iter_no_change``: the convergence rule (``convergence``), ``steps`` its cap;
+    ``stop_at_convergence`` False: train to the cap, the rule judging the last point only."""
 
     steps: int = _D["steps"]
     batch_size: int = _D["batch_size"]
@@ -51,6 +52,7 @@ class FinetuneConfig:
     patience: int = _D["patience"]
     tol: float = _D["tol"]
     n_iter_no_change: int = _D["n_iter_no_change"]
+    stop_at_convergence: bool = _D["stop_at_convergence"]
 
     def __post_init__(self):
         if self.mode not in ("lora", "full"):
@@ -71,8 +73,9 @@ class FinetuneConfig:
             raise ValueError("finetune: steps and batch_size must be >= 1 and temperature > 0")
 
     def convergence(self) -> Convergence:
-        """The convergence rule of this run: ``tol``, ``n_iter_no_change``, cap ``steps``."""
-        return Convergence(self.tol, self.n_iter_no_change, self.steps)
+        """The convergence rule of this run: ``tol``, ``n_iter_no_change``, cap ``steps``,
+        ``stop_at_convergence``."""
+        return Convergence(self.tol, self.n_iter_no_change, self.steps, self.stop_at_convergence)
 
     @classmethod
     def from_config(cls, cfg: dict) -> "FinetuneConfig":

@@ -150,9 +150,10 @@ def train_query_encoder(
     negative). ``context``: JSON-able data the curve also depends on (``evaluate``'s queries),
     part of the checkpoint digest. On CUDA the forward pass runs under bf16 autocast
     (``cfg.precision`` "auto" or "bf16"; the loss is computed in float32). Returns a
-    ``TrainResult``; training stops at convergence (``cfg.convergence()``: the mean loss since
-    the previous curve point improved by less than ``cfg.tol`` over ``cfg.n_iter_no_change``
-    points) or at the cap ``cfg.steps``, and ``TrainResult.convergence`` says which. Raises
+    ``TrainResult``; training stops at convergence (``cfg.convergence()``: the InfoNCE loss of a
+    fixed sample, the first ``cfg.eval_max_queries`` train queries, against the whole index in
+    eval mode, improved by less than ``cfg.tol`` over ``cfg.n_iter_no_change`` curve points) or
+    at the cap ``cfg.steps``, and ``TrainResult.convergence`` says which. Raises
     ``ValueError`` without train queries or (``add_lora``) for an architecture without target
     modules.
     """
@@ -192,6 +193,26 @@ def train_query_encoder(
         docs = D if cand is None else D[torch.from_numpy(cand)]
         return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
 
+    sample = np.arange(min(n_train, cfg.eval_max_queries), dtype=np.int64)  # the fixed sample: the fit set's first queries
+
+    def objective() -> float:
+        """The training loss (InfoNCE against the whole index, exclusions left out) of the fixed
+        sample, in eval mode (no dropout): the convergence rule's objective, free of the batches'
+        sampling noise."""
+        total = 0.0
+        for a in range(0, len(sample), cfg.batch_size):
+            batch = sample[a : a + cfg.batch_size]
+            _, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, "full")
+            feats = {k: v.to(device) for k, v in model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch]).items()}
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                q = model(feats)["sentence_embedding"]
+            q = q.float()
+            if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
+                q = torch.nn.functional.normalize(q, dim=-1)
+            loss = infonce_loss(q @ D.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
+            total += float(loss) * len(batch)
+        return total / len(sample)
+
     digest = {}
     if ckpt_path:
         digest = {"fine-tuning config": cfg.digest(),
@@ -203,7 +224,7 @@ def train_query_encoder(
                    checkpoint_every=cfg.checkpoint_every, weights=weights,
                    evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc="finetune", stop_after=stop_after,
                    patience=(cfg.patience or None) if early is not None else None,
-                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence(),
+                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence(), objective=objective,
                    validation=early is not None)
     if early is not None:
         early.restore(res.curve)

@@ -15,7 +15,7 @@ class LadderConfig:
     """Settings of the shared rungs (config ``ladder``, documented in the schema). ``steps``: the
     step cap of each head, which stops at convergence (``tol``, ``n_iter_no_change``: the rule
     checked every ``eval_every`` steps, ``convergence()``) or there; ``optimizer``: ``adamw``
-    (``batch_size``, ``lr``, ``schedule``, ``weight_decay``) or ``lbfgs`` (full batch,
+    (``batch_size``, ``lr``, ``schedule``, ``decay_fraction``, ``weight_decay``) or ``lbfgs`` (full batch,
     ``history_size``); ``temperature``, ``loss``, ``candidates``, ``n_negatives``: the
     InfoNCE (``capgap.finetune.infonce_loss``, ``candidate_masks``); ``validation_fraction``,
     ``patience``: early stopping of the train-only heads; ``width_factor``: the ReLU head's
@@ -31,6 +31,7 @@ class LadderConfig:
     batch_size: int = _D["batch_size"]
     lr: float = _D["lr"]
     schedule: str = _D["schedule"]
+    decay_fraction: float = _D["decay_fraction"]
     weight_decay: float = _D["weight_decay"]
     temperature: float = _D["temperature"]
     loss: str = _D["loss"]
@@ -49,8 +50,10 @@ class LadderConfig:
             raise ValueError(f"ladder.candidates must be 'full' or 'sampled', got {self.candidates!r}")
         if self.optimizer not in ("adamw", "lbfgs"):
             raise ValueError(f"ladder.optimizer must be 'adamw' or 'lbfgs', got {self.optimizer!r}")
-        if self.schedule not in ("constant", "cosine"):
-            raise ValueError(f"ladder.schedule must be 'constant' or 'cosine', got {self.schedule!r}")
+        if self.schedule not in ("stable-decay", "constant", "cosine"):
+            raise ValueError(f"ladder.schedule must be 'stable-decay', 'constant' or 'cosine', got {self.schedule!r}")
+        if self.decay_fraction <= 0:
+            raise ValueError(f"ladder.decay_fraction must be > 0, got {self.decay_fraction}")
         if min(self.steps, self.batch_size, self.eval_every, self.n_iter_no_change, self.history_size) < 1:
             raise ValueError("ladder: steps, batch_size, eval_every, n_iter_no_change and history_size must be >= 1")
         if self.temperature <= 0 or self.lr <= 0 or self.tol < 0 or self.patience < 0:

@@ -24,8 +24,12 @@ Optimisers (``LadderConfig.optimizer``):
 - ``adamw`` (the default): AdamW on batches of ``batch_size`` queries (``run_loop``'s seeded
   permutation per epoch; ``batch_size`` at least the number of queries: full batch), candidates
   the whole index (``candidates: full``, masks from ``GoldRows``) or sampled ones
-  (``capgap.finetune.candidate_masks``), the learning rate constant or decayed to 0 at the cap
-  on a cosine (``schedule``).
+  (``capgap.finetune.candidate_masks``). The learning rate (``schedule``): ``stable-decay``
+  (the default) holds it constant until the rule holds, so convergence is judged at an
+  undecayed rate (a decaying rate alone makes the objective's improvement small), then decays
+  it to 0 on a cosine over ``decay_fraction`` of the steps run so far (a second ``run_loop``
+  without the rule, its curve points appended); ``constant``; ``cosine`` from the start to 0 at
+  the cap.
 - ``lbfgs``: full-batch L-BFGS (``torch.optim.LBFGS``, strong-Wolfe line search), one
   iteration per step; each step's objective and gradient at the current weights are the ones
   its line search already evaluated there (no evaluation twice).
@@ -33,7 +37,8 @@ Optimisers (``LadderConfig.optimizer``):
 With a validation split (``fit_head(validate=...)``, the train-only heads) the initial head
 and every curve point are scored on the validation queries; the weights of the best are kept
 (the earliest of equal ones; the initial head, the pre-trained encoder's own embeddings, is a
-candidate) and training stops after ``patience`` curve points without a new best among them
+candidate) and training stops after ``patience`` curve points without a new best (counted from the
+initial head when it is the best)
 (as ``capgap.finetune.EarlyStop`` does for fine-tuning). Seeded: the same inputs and config give
 the same head on CPU.
 """
@@ -43,6 +48,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -54,6 +60,7 @@ from .config import LadderConfig
 log = logging.getLogger(__name__)
 
 HEADS = ("linear", "mlp")
+SCHEDULES = ("stable-decay", "constant", "cosine")
 
 
 def make_head(kind: str, dim: int, width_factor: int = LadderConfig.width_factor):
@@ -276,12 +283,20 @@ class _KeepBest:
 
 def lr_factor(schedule: str, steps: int) -> Callable[[int], float]:
     """The learning-rate factor at optimiser step t (0-based) of a run capped at ``steps``:
-    ``constant`` 1; ``cosine`` 0.5 (1 + cos(pi t / steps)), from 1 down to 0 at the cap."""
-    if schedule == "constant":
+    ``constant`` and ``stable-decay`` (until the rule converges: ``decay_factor`` then takes
+    over) 1; ``cosine`` 0.5 (1 + cos(pi t / steps)), from 1 down to 0 at the cap."""
+    if schedule in ("constant", "stable-decay"):
         return lambda t: 1.0
     if schedule == "cosine":
         return lambda t: 0.5 * (1.0 + math.cos(math.pi * min(t, steps) / steps))
-    raise ValueError(f"lr_factor: schedule must be 'constant' or 'cosine', got {schedule!r}")
+    raise ValueError(f"lr_factor: schedule must be one of {SCHEDULES}, got {schedule!r}")
+
+
+def decay_factor(start: int, length: int) -> Callable[[int], float]:
+    """``stable-decay``'s second phase: the factor at optimiser step t, 0.5 (1 + cos(pi (t -
+    start) / length)), from 1 at ``start`` down to 0 ``length`` steps later (warmup-stable-decay
+    schedules without the warmup: Hu et al. 2024, MiniCPM, section 4)."""
+    return lambda t: 0.5 * (1.0 + math.cos(math.pi * min(max(t - start, 0), length) / length))
 
 
 def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Sequence[int]],
@@ -364,22 +379,40 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
 
     desc = f"head-{kind}"
     t = time.perf_counter()
+    start = None
     if keep is not None:  # the start (the identity: the pre-trained encoder) is a candidate too
         head.eval()
         with torch.no_grad():
-            keep.observe(0, float(validate(head)))
+            start = keep.observe(0, float(validate(head)))
     res = run_loop(batch_loss, head, opt, cfg.steps, n, batch_size, sampler, progress=progress, desc=desc,
                    evaluate=curve_metrics, eval_every=cfg.eval_every, convergence=cfg.convergence(), objective=lambda: full(head),
                    patience=cfg.patience if keep is not None and cfg.patience else None,
-                   monitor=(lambda point: point["validation"]) if keep is not None else None, validation=keep is not None)
+                   monitor=(lambda point: point["validation"]) if keep is not None else None, validation=keep is not None,
+                   monitor_start=start)
+    decayed = ""
+    if cfg.optimizer == "adamw" and cfg.schedule == "stable-decay" and res.converged_at is not None:
+        # converged at the constant rate: the objective no longer falls at that rate; now decay it
+        # to 0 over decay_fraction of the steps so far, to settle into the minimum it found
+        length = max(1, math.ceil(cfg.decay_fraction * res.converged_at))
+        opt.factor = decay_factor(opt.t, length)
+        tail = run_loop(batch_loss, head, opt, length, n, batch_size, sampler, progress=progress, desc=f"{desc} decay",
+                        evaluate=(lambda step: curve_metrics(res.converged_at + step)) if curve_metrics else None,
+                        eval_every=cfg.eval_every, objective=lambda: full(head))
+        res.curve.extend({**p, "step": res.converged_at + p["step"]} for p in tail.curve)
+        res.steps_run += tail.steps_run
+        res.convergence = replace(res.convergence, steps=res.converged_at + length, objective=res.curve[-1]["objective"])
+        decayed = f" (then the rate decayed to 0 over {length} steps)"
     seconds = time.perf_counter() - t
     kept = ""
     if keep is not None:
         keep.restore()
+        head.eval()
+        with torch.no_grad():  # the state describes the kept weights: their objective on the fit set
+            res.convergence = replace(res.convergence, objective=float(full(head)))
         kept = f"; kept the best validation point: step {keep.step} ({keep.value:.4f})"
     how = f"lbfgs, {opt.evals} evaluations" if cfg.optimizer == "lbfgs" else f"adamw, batch {batch_size}"
-    log.info("ladder: %s on %d queries (%s): %s in %.1f s, objective %.4f%s", desc, n, how, res.convergence.describe(),
-             seconds, res.convergence.objective, kept)
+    log.info("ladder: %s on %d queries (%s): %s%s in %.1f s, objective %.4f%s", desc, n, how, res.convergence.describe(),
+             decayed, seconds, res.convergence.objective, kept)
     return head.cpu().eval(), res
 
 

@@ -29,10 +29,11 @@ from .format import _md_table
 # report keeps its own copy (tests/test_report_convergence.py checks they agree)
 STATE_METRICS = ("converged", "early_stopped", "steps", "max_steps", "train_loss", "loss_improvement")
 NOT_RECORDED = "convergence not recorded"
+UNTRAINED = "not trained (evaluated as loaded)"
 NOT_A_FINDING = "not a finding"  # the mark of a sentence or cell read from a learner that had not converged
 # methods trained by gradient under a convergence rule (plus finetuned-<regime>, see is_trained)
 TRAINED = ("finetuned", "finetuned-no-twins", "colbert", "trained", "head-linear-all", "head-mlp-all", "head-linear", "head-mlp")
-_REGIME = re.compile(r"finetuned-[A-Za-z0-9_.]+")
+_REGIME = re.compile(r"finetuned-[^@\s]+")  # finetuned@<set>: a transfer row, not a learner of its own
 
 
 def is_trained(method: str) -> bool:
@@ -61,15 +62,24 @@ class LearnerState:
     early_stopped: bool = False
 
     @property
+    def untrained(self) -> bool:
+        """Evaluated as loaded: 0 steps under a 0-step cap (e.g. zero-shot ColBERT), no learner."""
+        return self.recorded and self.max_steps == 0 and self.steps == 0
+
+    @property
     def finding(self) -> bool:
-        """Whether a finding may be drawn from this learner: it converged, or early stopping on a
-        validation split chose its weights (and that was recorded)."""
-        return self.recorded and (self.converged or self.early_stopped)
+        """Whether a finding may be drawn from this learner: it converged, early stopping on a
+        validation split chose its weights (and that was recorded), or nothing was trained (a
+        pre-trained model's numbers are measurements of that model)."""
+        return self.recorded and (self.converged or self.early_stopped or self.untrained)
 
     def describe(self) -> str:
-        """``capgap.training.describe_state``'s words, or "convergence not recorded"."""
+        """``capgap.training.describe_state``'s words, "not trained (evaluated as loaded)", or
+        "convergence not recorded"."""
         if not self.recorded:
             return NOT_RECORDED
+        if self.untrained:
+            return UNTRAINED
         if self.steps != self.steps or self.max_steps != self.max_steps:
             return "converged (steps not recorded)" if self.converged else "not converged (steps not recorded)"
         return describe_state(self.converged, int(self.steps), int(self.max_steps), self.improvement, self.early_stopped)
@@ -91,6 +101,8 @@ def _state_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _from_values(v: dict) -> LearnerState:
+    if "converged" not in v and v.get("steps") == 0.0 and v.get("max_steps") == 0.0:
+        return LearnerState(recorded=True, converged=False, steps=0.0, max_steps=0.0)  # untrained
     if "converged" not in v or v["converged"] != v["converged"]:
         return NOT_RECORDED_STATE
     gain = v.get("loss_improvement", math.nan)
@@ -119,8 +131,8 @@ def learner_state(df: pd.DataFrame | None, dataset: str, encoder: str, method: s
     return _from_values({m: float(v) for m, v in zip(sel["metric"], sel["value"])})
 
 
-LEARNER_COLUMNS = ["dataset", "encoder", "method", "recorded", "converged", "steps", "max_steps", "train_loss",
-                   "loss_improvement", "state"]
+LEARNER_COLUMNS = ["dataset", "encoder", "method", "recorded", "converged", "early_stopped", "steps", "max_steps",
+                   "train_loss", "loss_improvement", "state"]
 
 
 def _method_rank(method: str) -> tuple[int, str]:
@@ -132,8 +144,9 @@ def _method_rank(method: str) -> tuple[int, str]:
 
 
 def learner_table(df: pd.DataFrame | None) -> pd.DataFrame:
-    """One row per trained learner of ``df`` (``is_trained``), columns LEARNER_COLUMNS: its
-    recorded state and ``state``, the words for it. Datasets and encoders in results.csv order
+    """One row per trained learner of ``df`` (``is_trained``; a model evaluated as loaded, 0
+    steps under a 0-step cap, is left out), columns LEARNER_COLUMNS: its recorded state and
+    ``state``, the words for it. Datasets and encoders in results.csv order
     (ColBERT's empty encoder after the others), then fine-tuning, its regimes, twin
     negatives, ColBERT, the ladder's heads, the parity task's encoders."""
     rows = []
@@ -145,8 +158,10 @@ def learner_table(df: pd.DataFrame | None) -> pd.DataFrame:
         enc = {e: i for i, e in enumerate(dict.fromkeys(keys["encoder"]))}
         for d, e, m in sorted(keys.itertuples(index=False), key=lambda k: (first[k[0]], k[1] == "", enc[k[1]], _method_rank(k[2]))):
             s = states.get((d, e, m), NOT_RECORDED_STATE)
+            if s.untrained:  # evaluated as loaded (zero-shot ColBERT): not a learner
+                continue
             rows.append({"dataset": d, "encoder": e, "method": m, "recorded": s.recorded, "converged": s.converged,
-                         "steps": s.steps, "max_steps": s.max_steps, "train_loss": s.train_loss,
+                         "early_stopped": s.early_stopped, "steps": s.steps, "max_steps": s.max_steps, "train_loss": s.train_loss,
                          "loss_improvement": math.nan if s.improvement is None else s.improvement, "state": s.describe()})
     return pd.DataFrame(rows, columns=LEARNER_COLUMNS)
 
@@ -183,7 +198,9 @@ def render_learners(table: pd.DataFrame) -> list[str]:
                            _pct(r["loss_improvement"])] for r in table.to_dict("records")]))
     out.append("")
     n, ok = len(table), int(table["converged"].sum())
-    out += [f"{ok} of {n} trained learners converged.", ""]
+    early = int((table["early_stopped"] & ~table["converged"]).sum())
+    tail = f"; {early} more stopped by early stopping on a validation split (findings too)" if early else ""
+    out += [f"{ok} of {n} trained learners converged{tail}.", ""]
     return out
 
 
