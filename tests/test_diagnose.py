@@ -42,7 +42,7 @@ def test_each_verdict_by_construction():
     # qd: everything finds d0 (d4 is judged, grade 0: not gold)
     assert by["qd"]["verdict"] == "ok" and by["qd"]["n_gold"] == 1 and by["qd"]["best_gold_rank"] == 1
     s = diag.summary
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
     assert s["probe_recall@1"] == 0.75 and s["encoder_recall@1"] == 0.5 and s["unused_capacity"] == 0.25
     assert s["ann_recall@1"] == 0.5 and "limited by" in s["reading"]
 
@@ -61,7 +61,7 @@ def test_capgap_diagnose_stays_the_function_once_the_package_is_imported():
     for _ in range(2):
         assert callable(capgap.diagnose)
         s = capgap.diagnose(D, Q, QRELS, DOCS, QIDS, k=1, ann_run=ANN).summary
-        assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+        assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
 
 
 def test_capped_recall_and_no_ann():
@@ -143,7 +143,7 @@ def test_command_line(tmp_path):
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
     lines = (tmp_path / "out" / "per_query.tsv").read_text().splitlines()
     assert lines[0].split("\t")[0] == "query_id" and len(lines) == 5
     assert (tmp_path / "out" / "verdicts.png").read_bytes()[:4] == b"\x89PNG" and "| ok | 1 |" in (tmp_path / "out" / "summary.md").read_text()
@@ -232,7 +232,7 @@ def test_cosine_never_writes_its_inputs(tmp_path):
         assert r.exit_code == 0, (docs, r.output)
         s = json.loads((tmp_path / f"out{i}" / "summary.json").read_text())
         assert s["metric"] == "cosine" and s["encoder_recall@2"] == 0.5 and s["probe_recall@2"] == 1.0, docs
-        assert s["verdicts"] == {"index-limited": 0, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 0, "ok": 1}, docs
+        assert s["verdicts"] == {"index-limited": 0, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 0, "ok": 1}, docs
         assert all(p.read_bytes() == b for p, b in before.items()), docs
     # the Python API on the read-only memory map, and the original arrays are untouched
     Dm = load_matrix(case / "docs.npy")
@@ -526,7 +526,7 @@ def test_compression_limited_by_construction(tmp_path):
     assert by["q_twin"]["best_gold_rank"] == 2  # tied with its twin: pessimistic rank 2
     assert not by["q_inside"]["certified"] and not by["q_inside"]["uncompressed_certified"]
     s = diag.summary
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 1, "encoder-limited": 0, "ann-limited": 0, "ok": 2}
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 1, "undetermined": 0, "encoder-limited": 0, "ann-limited": 0, "ok": 2}
     assert s["index"]["kind"] == "sq4" and s["index"]["bytes_per_vector"] == 1.0
     u = s["uncompressed"]
     assert (u["admitted"], u["admitted_by_index"], u["lost_to_compression"], u["admitted_only_by_index"]) == (3, 2, 1, 0)
@@ -566,7 +566,7 @@ def test_compression_limited_on_the_command_line(tmp_path):
     r = _diagnose_cli(tmp_path / "with", *base, "--uncompressed-embeddings", tmp_path / "docs.npy")
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "with" / "summary.json").read_text())
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 1, "encoder-limited": 0, "ann-limited": 0, "ok": 2}
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 1, "undetermined": 0, "encoder-limited": 0, "ann-limited": 0, "ok": 2}
     assert s["index"] == {"path": str(tmp_path / "sq4.faiss"), "kind": "sq4", "faiss_type": "IndexScalarQuantizer",
                           "bytes_per_vector": 1.0, "n": 6, "dim": 2}
     assert s["uncompressed"]["kind"] == "float32" and s["uncompressed"]["lost_to_compression"] == 1

@@ -294,3 +294,67 @@ def test_diagnose_names_run_ids_that_meet_nothing():
     notes = " ".join(diag.notes)
     assert "2 ANN-run queries are not judged queries" in notes and "['b%20', 'c']" in notes
     assert "1 judged queries are missing from the ANN run" in notes and "1 ANN-run documents are not in the document ids" in notes
+
+
+# --------------------------------------------------------------------------- qrels headers
+@pytest.mark.parametrize("header", ["QueryID\tDocID\tRelevance", "topic\tdocno\trel", "q\td\tscore", "query-id\tcorpus-id\tscore",
+                                    "Query_Id\tCorpus-ID\tLabel", "query\tpassage\trelevance_label"])
+def test_a_first_line_whose_last_column_is_not_a_number_is_a_header(tmp_path, header):
+    """docs/evaluation.md's rule, in every qrels reader: the DAG's (load_qrels) and diagnose's."""
+    from capgap.diagnosis import load_qrels_file
+
+    p = tmp_path / "qrels.tsv"
+    p.write_text(f"{header}\nq0\td0\t1\nq0\td3\t2\nq1\td1\t0\n")
+    want = {"q0": {"d0": 1, "d3": 2}, "q1": {"d1": 0}}
+    assert load_qrels(p).judgements == want
+    assert load_qrels_file(p) == want
+    p.write_text(header.replace("\t", " ") + "\nq0 0 d0 1\nq0 0 d3 2\nq1 0 d1 0\n")  # TREC lines under a whitespace header
+    assert load_qrels(p).judgements == want
+
+
+def test_header_names_in_another_order_are_read_by_name(tmp_path):
+    from capgap.diagnosis import load_qrels_file
+
+    p = tmp_path / "qrels.tsv"
+    p.write_text("corpus-id\tquery-id\tscore\nd0\tq0\t1\nd3\tq0\t2\n")
+    assert load_qrels(p).judgements == {"q0": {"d0": 1, "d3": 2}}
+    p.write_text("score\tdocno\ttopic\n1\td0\tq0\n")
+    assert load_qrels_file(p) == {"q0": {"d0": 1}}
+    p.write_text("docno iter qid rel\nd0 0 q0 1\nd3 Q0 q1 2\n")
+    assert load_qrels(p).judgements == {"q0": {"d0": 1}, "q1": {"d3": 2}}
+    p.write_text("docid\tqid\nd0\tq0\nd1\tq1\n")  # diagnose's pairs, named
+    assert load_qrels_file(p) == {"q0": {"d0": 1}, "q1": {"d1": 1}}
+    p.write_text("corpus-id\tquery-id\tscore\nd0\tq0\t1\nq1\t0\td1\t1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(p)
+    assert str(e.value) == f"{p}:3: expected 3 columns, as the header names, got 4"
+
+
+def test_header_names_that_contradict_the_order_are_refused_naming_it(tmp_path):
+    p = tmp_path / "qrels.tsv"
+    p.write_text("corpus-id\tfoo\tscore\nd0\tq0\t1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(p)
+    assert str(e.value) == (f"{p}:1: header 'corpus-id' (document) 'foo' (unknown) 'score' (score): the columns are in "
+                            "another order than query document score and not every name is known; name them query-id, "
+                            "corpus-id, score (any order), or write them in the order query, document, score")
+    p.write_text("qid\tquery\tscore\nq0\td0\t1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(p)
+    assert str(e.value) == f"{p}:1: header 'qid' (query) 'query' (query) 'score' (score): 2 columns name the query"
+
+
+def test_a_first_line_of_unknown_names_is_no_header(tmp_path):
+    """A judgement with a bad grade is as likely as a header of unknown names: refused, never dropped unread."""
+    p = tmp_path / "qrels.tsv"
+    p.write_text("q0\td0\thigh\nq1\td1\t1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(p)
+    assert str(e.value) == (f"{p}:1: field 'score': not a number: 'high', and as a header none of its names is a qrels "
+                            "column name (query-id, qid, topic, q; corpus-id, docid, docno, d; score, rel, relevance, label)")
+    p.write_text("q0\td0\t1\nq1\td1\thigh\n")  # a non-number below line 1 is still an error naming the field
+    with pytest.raises(DataFormatError, match=r"qrels.tsv:2: field 'score': not a number: 'high'"):
+        load_qrels(p)
+    p.write_text("101 0 doc5 high\n101 0 doc6 1\n")  # TREC's iteration column '0' alone makes no header
+    with pytest.raises(DataFormatError, match=r"qrels.tsv:1: field 'score': not a number: 'high'"):
+        load_qrels(p)

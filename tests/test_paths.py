@@ -86,7 +86,7 @@ def test_diagnose_reads_and_writes_files_under_such_a_path(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads((out / "summary.json").read_text())
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
     rows = list(csv.DictReader((out / "per_query.tsv").open(), delimiter="\t"))
     assert {r["query_id"]: r["verdict"] for r in rows} == {"qa": "index-limited", "qb": "encoder-limited", "qc": "ann-limited", "qd": "ok"}
     assert str(out) in r.stdout  # the paths it wrote, named as they are

@@ -645,3 +645,55 @@ def test_every_shipped_config_validates_and_dry_runs(name, tmp_path, mirror):
     r = _smk(tmp_path / "w", ROOT / "config" / name, mirror, "-n")
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert _jobs(r.stdout + r.stderr).get("data", 0) >= 1
+
+
+def test_a_failed_jobs_capgap_error_reaches_the_console(tmp_path):
+    """A DAG stopped by bad data (a qrels score that is not a number) prints the data job's
+    capgap error, naming file, line and field, on the console: the default workflow profile
+    turns on show-failed-logs (no flag given here) and the job's log ends with that error in
+    one line, no traceback. The expected text is the loader's own error on the same folder."""
+    from capgap.data import load_beir_dir
+    from capgap.errors import DataFormatError
+
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "tests" / "data" / "source-edit", data)
+    qrels = data / "qrels" / "test.tsv"
+    lines = qrels.read_text().splitlines()
+    assert lines[3] == "q3\td2\t1"
+    lines[3] = "q3\td2\tabc"
+    qrels.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataFormatError) as err:
+        load_beir_dir(data, "broken")
+    assert (err.value.path, err.value.line, err.value.field) == (str(qrels), 4, "score")
+    cfg = {"eval": {"ks": [1, 2], "ndcg_k": 10},
+           "encoders": {"minilm": {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}},
+           "probe": {"enabled": False}, "finetune": {"enabled": False}, "colbert": {"enabled": False}, "hardness": {"enabled": False},
+           "bm25": {"enabled": True}, "datasets": {"broken": {"source": "local", "path": str(data), "encoders": ["minilm"],
+                                                               "split": {"heldout_fraction": 0.5, "seed": 0}}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               CAPGAP_CACHE=str(tmp_path / "cache"))
+    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "w"), "--configfile",
+           str(tmp_path / "c.yaml"), "--cores", "1"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    console = r.stdout + r.stderr
+    assert r.returncode == 1, console[-3000:]
+    assert f"Error: {err.value}\n" in console, console[-3000:]
+    assert "Traceback" not in console
+    assert not (tmp_path / "w" / "results" / "broken" / "data").exists()  # the failed job's output is removed
+
+
+def test_job_excepthook_gives_other_errors_their_traceback(capsys):
+    """Only a capgap error is shortened to one line in a job's log; any other exception keeps
+    Python's traceback."""
+    from capgap.errors import DataFormatError
+    from capgap.logs import capgap_excepthook
+
+    for err in (DataFormatError("q.tsv", 3, "score", "not a number: 'x'"), KeyError("boom")):
+        try:
+            raise err
+        except Exception as e:
+            capgap_excepthook(type(e), e, e.__traceback__)
+    out = capsys.readouterr().err
+    assert out.startswith("Error: q.tsv:3: field 'score': not a number: 'x'\nTraceback (most recent call last):\n")
+    assert out.endswith("KeyError: 'boom'\n")

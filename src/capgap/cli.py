@@ -17,7 +17,9 @@ def main() -> None:
 
 @main.command()
 @click.option("--doc-embeddings", "docs", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="(n_docs, dim) float32/float16, finite: .npy (memory-mapped), .npz, or a faiss index (.faiss/.index) whose "
+              help="(n_docs, dim) float32/float16/float64, finite: .npy (memory-mapped; either byte order), .npz, a Parquet "
+                   "or Arrow/Feather table (.parquet, .arrow, .feather: a vector column, --column, and ids, --id-column), "
+                   "or a faiss index (.faiss/.index) whose "
                    "vectors can be reconstructed: flat, SQ, PQ, IVF-Flat/SQ/PQ, HNSW, or an IndexIDMap around one (its "
                    "reconstructed vectors are probed; its metric, inner product or L2, is used; faiss ids that are not "
                    "0..n-1 are the document ids, or line numbers of --doc-ids).")
@@ -30,7 +32,7 @@ def main() -> None:
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False),
               help="BEIR tsv (query-id corpus-id score, header optional), TREC (qid iter docid rel) or 'qid docid'.")
 @click.option("--doc-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per document row (default: the row number).")
-@click.option("--query-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per query row (default: the qrels' query order).")
+@click.option("--query-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per query row (default: the qrels' query order, printed and recorded in summary.json; refused when the row count differs from the number of judged queries).")
 @click.option("--ann-run", type=click.Path(exists=True, dir_okay=False),
               help="Your approximate search's results: TREC run or 'qid docid [score]' (TAB-separated lines may hold ids with spaces).")
 @click.option("--ann-run-percent-encoded", is_flag=True,
@@ -44,45 +46,63 @@ def main() -> None:
               help="Under --metric cosine, a row of norm 0 (cosine undefined, e.g. an empty text embedded as zeros): an "
                    "error naming the file and rows, or set-apart: such rows left out and counted in summary.json.")
 @click.option("--key", default=None, help="Array name inside .npz files holding several.")
+@click.option("--column", default=None,
+              help="Vector column of Parquet/Arrow tables: a list or fixed-size list of floats per row (default: the "
+                   "table's only such column).")
+@click.option("--id-column", "id_column", default=None,
+              help="Id column of Parquet/Arrow tables (strings or integers): the ids of their rows, in place of "
+                   "--doc-ids / --query-ids.")
 @click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
 def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, zero_norm, key,
-             threads, out) -> None:
+             column, id_column, threads, out) -> None:
     """Per-query verdict: index-limited, compression-limited (with --uncompressed-embeddings), encoder-limited,
     ann-limited or ok."""
     from .diagnosis import diagnose as run  # lazy: `capgap --help` starts without numpy / the probe
     from .diagnosis import (  # lazy: as above
         document_ids,
         load_embeddings,
-        load_ids,
         load_qrels_file,
         load_run_file,
         match_uncompressed,
         resolve_metric,
+        row_ids,
         write_diagnosis,
     )
-    from .errors import DataFormatError  # lazy: beside the others, only this command raises it
+    from .diagnosis.prepare import document_id_default, qrels_order_ids  # lazy: as above
+    from .errors import DataFormatError, OutputWriteError  # lazy: beside the others, only this command raises them
 
     logging.basicConfig(level=logging.WARNING, format="capgap: %(message)s")
     try:
-        D, Q = load_embeddings(docs, key), load_embeddings(queries, key)  # each checked: shape, dtype, finite values
+        # each checked: shape, dtype, finite values; a table's ids checked too
+        D, Q = load_embeddings(docs, key, column, id_column), load_embeddings(queries, key, column, id_column)
         if D.matrix.shape[1] != Q.matrix.shape[1]:
             raise ValueError(f"dimension mismatch: {docs} has dim {D.matrix.shape[1]}, {queries} has dim {Q.matrix.shape[1]}")
         metric = resolve_metric(metric, D.metric, docs)
-        U = load_embeddings(uncompressed, key) if uncompressed else None
+        U = load_embeddings(uncompressed, key, column) if uncompressed else None
         U_matrix = match_uncompressed(D, U) if U is not None else None  # same documents, rows and dim; named errors
         if U is not None and U.metric is not None:
             resolve_metric(metric, U.metric, uncompressed)  # a faiss file of uncompressed vectors: scored by its own metric too
         qr = load_qrels_file(qrels)
-        dids = document_ids(D, load_ids(doc_ids) if doc_ids else None, doc_ids or "--doc-ids")
-        qids = load_ids(query_ids) if query_ids else list(qr)
+        listed = row_ids(D, doc_ids, "--doc-ids")
+        dids = document_ids(D, listed, doc_ids or ("--id-column" if D.row_ids else "--doc-ids"))
+        qids = row_ids(Q, query_ids, "--query-ids")  # an ids file or the table's id column
+        id_defaults = {}  # a default pairing of rows with ids is printed and recorded (summary.json id_defaults)
+        if listed is None:
+            id_defaults["documents"] = document_id_default(dids, D.ids is not None)
+        if qids is None:  # the qrels' order, refused where the row count contradicts it
+            qids, id_defaults["queries"] = qrels_order_ids(Q.matrix.shape[0], qr, qrels, queries)
         diag = run(D.matrix, Q.matrix, qr, dids, qids, k=k, ann_run=load_run_file(ann_run, ann_run_percent_encoded) if ann_run else None,
                    metric=metric, threads=threads, uncompressed=U_matrix, index_info=D.info(),
                    uncompressed_info=U.info() if U is not None else None, zero_norm=zero_norm,
-                   paths={"documents": docs, "queries": queries, "uncompressed documents": uncompressed})
+                   paths={"documents": docs, "queries": queries, "uncompressed documents": uncompressed},
+                   id_defaults=id_defaults or None)
     except (DataFormatError, ValueError) as e:
         raise click.ClickException(str(e)) from e
-    paths = write_diagnosis(diag, out)
+    try:
+        paths = write_diagnosis(diag, out)  # all four outputs or none
+    except OutputWriteError as e:  # a full disk: "cannot write <out>/summary.json: No space left on device"
+        raise click.ClickException(str(e)) from e
     click.echo(diag.summary["reading"])
     click.echo(f"verdicts: {diag.summary['verdicts']}")
     click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")

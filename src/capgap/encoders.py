@@ -40,8 +40,8 @@ from typing import Sequence
 import numpy as np
 
 from .config import item_defaults
-from .errors import ModelIntegrityError, ModelNotFound
-from .io import sha256_file
+from .errors import ModelIntegrityError, ModelNotFound, OutputWriteError
+from .io import FULL_ERRNOS, sha256_file
 from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
 from .sources import default_cache_dir, is_offline
 
@@ -145,8 +145,11 @@ def _bundle_path(model_id: str, bundle: Bundle) -> Path | None:
     target = default_cache_dir() / "models" / bundle.folder
     if (target / "modules.json").is_file() and _weights_file(target).is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{bundle.folder}.", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{bundle.folder}.", dir=target.parent))
+    except OSError as e:
+        raise OutputWriteError(target, e) from e
     try:
         joined = tmp / "model.zip"
         with open(joined, "wb") as out:
@@ -161,6 +164,10 @@ def _bundle_path(model_id: str, bundle: Bundle) -> Path | None:
         if target.exists():
             shutil.rmtree(target)
         os.replace(inner, target)
+    except OSError as e:
+        if e.errno not in FULL_ERRNOS:
+            raise
+        raise OutputWriteError(target, e) from e  # the unpacked model cache: a full disk names it
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -27,6 +27,25 @@ class DataFormatError(CapgapError, ValueError):
         super().__init__(f"{where}:{what} {reason}")
 
 
+class OutputWriteError(CapgapError, OSError):
+    """An output file could not be written: the disk is full, a quota is exceeded, the file
+    system is read-only, ...
+
+    Attributes: ``path`` (the output file, under its final name, never the temporary one it was
+    being written to), ``reason`` (the system's words, e.g. "No space left on device") and
+    ``errno`` (the underlying ``OSError``'s). ``str(err)`` reads ``cannot write path: reason``.
+    An ``OSError``, so code that tolerates a failed write (``except OSError``) still does.
+    """
+
+    def __init__(self, path: str | Path, error: OSError):
+        self.path = str(path)
+        self.reason = error.strerror or str(error)
+        super().__init__(error.errno, self.reason)
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
+
+
 class FingerprintMismatch(CapgapError):
     """A frozen index was built by a different encoder/corpus than the one asked for.
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .arrays import read_npy
 from .data import Corpus, corpus_hash
 from .errors import DataFormatError, FingerprintMismatch
 from .io import save_npy, write_json
@@ -129,7 +130,7 @@ def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenInde
         if (meta["shard"], meta["n_shards"], meta["start"]) != (i, len(shard_files), row):
             raise DataFormatError(meta_file, None, "start", f"shard {meta['shard']} of {meta['n_shards']} starts at row "
                                   f"{meta['start']}; expected shard {i} of {len(shard_files)} starting at row {row}")
-        emb = np.load(f)
+        emb = read_npy(f, mmap=False)
         if emb.shape[0] != meta["stop"] - meta["start"]:
             raise DataFormatError(f, None, None, f"{emb.shape[0]} rows, its .json says {meta['stop'] - meta['start']}")
         chunks.append(emb)
@@ -158,7 +159,7 @@ def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range,
         start = i * chunk_size
         f = parts / f"part_{i:06d}.npy"
         if f.is_file():
-            emb = np.load(f)
+            emb = read_npy(f, mmap=False)
             log.info("resuming: reused %s (%d docs)", f.name, len(emb))
         else:
             emb = encoder.encode_documents(texts[start : start + chunk_size], progress=progress)
@@ -190,9 +191,12 @@ def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus 
     ``expected``: the whole fingerprint (``index_fingerprint``: encoder and corpus) the index
     must have. ``corpus``: the corpus it must have been built from, checked on its own (hash,
     size and document order) when the encoder does not matter (the probe only needs the
-    geometry). Raises ``FingerprintMismatch`` when either check fails, ``DataFormatError``
-    when a file is missing or inconsistent, or when an index of normalised embeddings
-    (fingerprint ``normalize``) holds a row of norm 0 (naming the rows and document ids).
+    geometry). ``embeddings.npy`` is read by ``capgap.arrays.read_npy`` (memory-mapped; a
+    big-endian copy is byte-swapped to native). Raises ``FingerprintMismatch`` when either check
+    fails, ``DataFormatError`` when a file is missing or inconsistent, when ``embeddings.npy`` is
+    no readable ``.npy`` (a git-LFS pointer, raw bytes, pickled objects, truncated: named), or
+    when an index of normalised embeddings (fingerprint ``normalize``) holds a row of norm 0
+    (naming the rows and document ids).
     """
     folder = Path(folder)
     fpf = folder / "fingerprint.json"
@@ -207,7 +211,7 @@ def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus 
         got = {k: fp.get(k) for k in want}
         if got != want or ids != tuple(corpus.ids):
             raise FingerprintMismatch(folder, want, got)
-    emb = np.load(folder / "embeddings.npy", mmap_mode="r")
+    emb = read_npy(folder / "embeddings.npy")  # memory-mapped; a big-endian copy is byte-swapped
     if emb.dtype != np.float32 or emb.ndim != 2:
         raise DataFormatError(folder / "embeddings.npy", None, None, f"expected 2-d float32, got {emb.dtype} {emb.shape}")
     if emb.shape != (fp["n_docs"], fp["dim"]) or len(ids) != fp["n_docs"]:

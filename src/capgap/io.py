@@ -1,12 +1,17 @@
 """Atomic file output: write to a temporary file in the same folder, then rename.
 
-A killed run therefore never leaves a half-written file under the final name. JSON output
-(``write_json``, ``write_jsonl``) is strict JSON: ``null`` where a number is not finite.
+A killed run therefore never leaves a half-written file under the final name. Inside
+``output_set()`` the renames wait for the end of the block, so the outputs of one command are
+all written or none is. A write that fails (a full disk, a quota, a read-only file system)
+raises ``OutputWriteError`` naming the output file, with no temporary file left behind. JSON
+output (``write_json``, ``write_jsonl``) is strict JSON: ``null`` where a number is not finite.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
 import hashlib
 import json
 import os
@@ -16,7 +21,15 @@ from typing import IO, Iterator, Sequence
 
 import numpy as np
 
-from .errors import DataFormatError
+from .arrays import npz_names, read_npz
+from .errors import DataFormatError, OutputWriteError
+
+# errno values of a write the storage refused for lack of room: raised by any write inside
+# ``atomic_open`` (the caller's own ``fh.write``, a library's figure writer), they name the output
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+# the (temporary, final) paths of the innermost ``output_set`` block, None outside one
+_PENDING: contextvars.ContextVar[list | None] = contextvars.ContextVar("capgap_output_set", default=None)
 
 
 def _umask() -> int:
@@ -29,22 +42,105 @@ def _umask() -> int:
 def atomic_open(path: str | Path, mode: str = "w", **kwargs) -> Iterator[IO]:
     """Open a temporary sibling of ``path`` for writing; rename it onto ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is untouched.
+    Parameters
+    ----------
+    path : str or Path
+        The output file; its folder is created when missing.
+    mode, **kwargs
+        As for ``open`` (a writing mode).
+
+    Yields
+    ------
+    file object
+        The temporary file, flushed and fsynced when the block ends.
+
+    Raises
+    ------
+    OutputWriteError
+        When the folder, the temporary file, a write, the flush or the rename fails with an
+        ``OSError`` (from the caller's own writes in the block only for a full disk, quota or
+        file size limit, ``FULL_ERRNOS``): "cannot write <path>: No space left on device".
+
+    Notes
+    -----
+    On an exception the temporary file is removed and ``path`` is untouched. Inside
+    ``output_set()`` the rename waits for the end of that block.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-        with os.fdopen(fd, mode, **kwargs) as fh:
-            yield fh
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise OutputWriteError(path, e) from e
+    pending = _PENDING.get()
+    caller = False  # whether the exception came from the caller's block
+    try:
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
+            fh = os.fdopen(fd, mode, **kwargs)
+        except BaseException:
+            os.close(fd)
+            raise
+        with fh:
+            try:
+                yield fh
+            except BaseException as e:
+                caller = not (isinstance(e, OSError) and e.errno in FULL_ERRNOS)
+                raise
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        if pending is None:
+            os.replace(tmp, path)
+        else:
+            pending.append((tmp, path))
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if caller or not isinstance(e, OSError) or isinstance(e, OutputWriteError):
+            raise
+        raise OutputWriteError(path, e) from e
+
+
+@contextlib.contextmanager
+def output_set() -> Iterator[None]:
+    """Make every ``atomic_open`` output written inside the block one set: all or none.
+
+    Each file is written to its temporary sibling as usual; the renames onto the final names
+    wait until the block ends without an exception. On an exception (a full disk on the third
+    file, a bug) every temporary file is removed, and no output of the set is renamed, so
+    outputs of an earlier run stay as they were. Should a rename itself fail, the outputs
+    already renamed are removed too: the set is absent, never half present. A block inside
+    another joins the outer set.
+
+    Raises
+    ------
+    OutputWriteError
+        A rename failed (naming its output); the block's own exceptions pass through.
+    """
+    if _PENDING.get() is not None:
+        yield
+        return
+    pending: list[tuple[str, Path]] = []
+    token = _PENDING.set(pending)
+    renamed: list[Path] = []
+    try:
+        yield
+        for tmp, path in pending:
+            try:
+                os.replace(tmp, path)
+            except OSError as e:
+                raise OutputWriteError(path, e) from e
+            renamed.append(path)
+    except BaseException:
+        for tmp, _ in pending:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        for path in renamed:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         raise
+    finally:
+        _PENDING.reset(token)
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -121,11 +217,12 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 def _load_rows(path: str | Path, query_ids: Sequence[str], key: str, what: str) -> np.ndarray:
     """Rows ``key`` ``(n, dim) float32`` of the ``.npz`` at ``path`` (beside ``query_ids``
     ``(n,) str``), in the order of ``query_ids`` (``load_witnesses``, ``load_query_embeddings``)."""
-    with np.load(path, allow_pickle=False) as z:
-        for name in (key, "query_ids"):
-            if name not in z.files:
-                raise DataFormatError(path, None, name, f"missing (found {sorted(z.files)})")
-        W, ids = np.asarray(z[key], dtype=np.float32), [str(q) for q in z["query_ids"]]
+    names = npz_names(path)  # capgap.arrays: never unpickles; names the file and array of each bad input
+    for name in (key, "query_ids"):
+        if name not in names:
+            raise DataFormatError(path, None, name, f"missing (found {sorted(names)})")
+    z = read_npz(path, [key, "query_ids"])
+    W, ids = np.asarray(z[key], dtype=np.float32), [str(q) for q in z["query_ids"]]
     if W.ndim != 2 or len(W) != len(ids):
         raise DataFormatError(path, None, key, f"shape {W.shape} does not match {len(ids)} query ids")
     at = {}

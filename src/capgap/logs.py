@@ -122,14 +122,38 @@ def quiet_known_noise() -> list[str]:
     return list(_FILTERS)
 
 
+def capgap_excepthook(kind: type[BaseException], err: BaseException, tb) -> None:
+    """``sys.excepthook`` of a workflow job: a capgap error (``CapgapError``: bad data naming its
+    file, line and field, a full disk naming the output) ends the log as one line,
+    ``Error: <message>``, the line Snakemake shows on the console (``show-failed-logs``);
+    any other exception gets Python's traceback.
+
+    Parameters
+    ----------
+    kind, err, tb
+        As ``sys.excepthook`` receives them.
+    """
+    import sys  # lazy: only when an uncaught exception reaches the hook
+
+    from .errors import CapgapError  # lazy: as above
+
+    if isinstance(err, CapgapError):
+        sys.stderr.write(f"Error: {err}\n")
+        sys.stderr.flush()
+    else:
+        sys.__excepthook__(kind, err, tb)
+
+
 def log_to(path: str | Path) -> None:
     """Send stderr and ``logging`` (INFO) to a rule's log file: the first call of every
     workflow script. Logs which capgap code runs, loudly when it is not the workflow's checkout
-    (``capgap.provenance``), and quiets known library noise (``quiet_known_noise``)."""
+    (``capgap.provenance``), quiets known library noise (``quiet_known_noise``), and ends the
+    log of a job stopped by a capgap error with that error in one line (``capgap_excepthook``)."""
     import sys
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stderr = open(path, "w", buffering=1)
+    sys.excepthook = capgap_excepthook
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     quiet_known_noise()
     log = logging.getLogger("capgap.stages")

@@ -318,7 +318,10 @@ def dense_scores(queries: np.ndarray, docs: np.ndarray, threads: int | None = No
     """A ``score_block`` for ``rank_queries``: inner products ``queries[a:b] @ docs.T``.
 
     ``queries``: ``(n_queries, dim) float32``; ``docs``: ``(n_docs, dim) float32`` (a memory map
-    is read in place). Raises ``ValueError`` on a dimension mismatch.
+    is read in place). Raises ``ValueError`` on a dimension mismatch, and from the block, on a
+    score that overflows float32 (``"scores overflow float32 (max |score| inf): rescale the
+    vectors"``: a ranking of infinities is decided by the tie rule alone; ``capgap diagnose``
+    rescales its inputs first).
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     if queries.ndim != 2 or docs.ndim != 2 or queries.shape[1] != docs.shape[1]:
@@ -327,7 +330,10 @@ def dense_scores(queries: np.ndarray, docs: np.ndarray, threads: int | None = No
     def score_block(a: int, b: int) -> np.ndarray:
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(int(threads) if threads else None):
-            return queries[a:b] @ np.asarray(docs, dtype=np.float32).T
+        with threadpool_limits(int(threads) if threads else None), np.errstate(over="ignore", invalid="ignore"):
+            S = queries[a:b] @ np.asarray(docs, dtype=np.float32).T
+        if not np.isfinite(S).all():
+            raise ValueError(f"scores overflow float32 (max |score| {float(np.nanmax(np.abs(S))):g}): rescale the vectors")
+        return S
 
     return score_block

@@ -14,9 +14,10 @@ from typing import Sequence
 
 import numpy as np
 
+from ..arrays import read_npz
 from ..config import section_defaults
 from ..encoders import EncoderSpec, resolve_model
-from ..errors import ModelNotFound
+from ..errors import DataFormatError, ModelNotFound
 from ..io import atomic_open
 from ..training import Convergence, json_digest
 from .scores import pack_documents
@@ -168,9 +169,11 @@ def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_s
             tok, off = pack_documents(emb)
             with atomic_open(f, "wb") as fh:
                 np.savez(fh, tokens=tok, lengths=np.diff(off))
-        with np.load(f) as z:
-            all_tokens.append(z["tokens"])
-            lengths.append(z["lengths"])
+        z = read_npz(f, ["tokens", "lengths"])  # never unpickles; a damaged part is named
+        if set(z) != {"tokens", "lengths"}:
+            raise DataFormatError(f, None, None, f"holds arrays {sorted(z)}, expected tokens and lengths: delete the part to re-encode it")
+        all_tokens.append(z["tokens"])
+        lengths.append(z["lengths"])
         log.info("colbert: encoded %d/%d documents", min(n, a + chunk), n)
     lens = np.concatenate(lengths)
     return np.concatenate(all_tokens), np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)

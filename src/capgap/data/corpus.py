@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -270,6 +271,66 @@ def _parse_score(path: Path, lineno: int, raw) -> int:
     return int(f)
 
 
+# Header names of qrels columns, compared lower-case without punctuation ("Query-ID" -> "queryid")
+_QRELS_NAMES = {
+    "query": {"q", "qid", "query", "queryid", "querynum", "querynumber", "qno", "topic", "topicid", "topicno",
+              "topicnumber", "question", "questionid"},
+    "document": {"d", "did", "doc", "docid", "docno", "docnum", "document", "documentid", "corpus", "corpusid",
+                 "pid", "passage", "passageid", "cid"},
+    "score": {"score", "rel", "relevance", "relevancy", "label", "grade", "judgment", "judgement", "rating", "qrel",
+              "gain"},
+    "iteration": {"iter", "iteration", "q0", "0", "unused", "subtopic"},
+}
+_QRELS_ORDER = {2: ("query", "document"), 3: ("query", "document", "score"), 4: ("query", "iteration", "document", "score")}
+
+
+def _qrels_role(name: str) -> str | None:
+    """The column a qrels header name stands for (``_QRELS_NAMES``), or None when unknown."""
+    key = re.sub(r"[^0-9a-z]", "", name.strip().lower())
+    return next((role for role, names in _QRELS_NAMES.items() if key in names), None)
+
+
+def _qrels_header(path: Path, lineno: int, cols: list[str]) -> tuple[bool, tuple[int, int, int | None] | None]:
+    """Whether the first line ``cols`` is a header and, if so, where its names put the columns.
+
+    A line of 3 or 4 columns is a header when its last column is not a number (the documented
+    rule) and one of its names is known (``_QRELS_NAMES``), a line of 2 (``qid docid``) when both
+    its names are known. Returns ``(is_header, layout)``: ``layout`` is None to read data lines by
+    position (query, [iteration,] document, score), else the positions ``(query, document,
+    score)`` the names give (score None for 2 columns), when every name is known and the order is
+    another. Raises ``DataFormatError(path, lineno)`` when known names put a column where the
+    format reads another and the others are unknown, or when two names claim one column: the
+    order found is named; and (field ``score``) when the last column is not a number and no name
+    is known: a judgement with a bad grade is as likely as a header, and is never dropped unread."""
+    names = [c.strip() for c in cols]
+    n = len(cols)
+    roles = [_qrels_role(c) for c in names]
+    roles = [None if r == "iteration" and n != 4 else r for r in roles]  # TREC's second column only
+    if n not in _QRELS_ORDER or (n == 2 and None in roles) or (n > 2 and _is_number(names[-1])) or not names[-1]:
+        return False, None  # (an empty last column: a data line's trailing TAB, named by the reader)
+    expect = _QRELS_ORDER[n]
+    found = " ".join(f"{c!r} ({r or 'unknown'})" for c, r in zip(names, roles))
+    for r in set(roles) - {None}:
+        if roles.count(r) > 1:
+            raise DataFormatError(path, lineno, None, f"header {found}: {roles.count(r)} columns name the {r}")
+    if tuple(roles) == expect or (n == 4 and None in roles and tuple(r or "iteration" for r in roles) == expect):
+        return True, None
+    if all(r in (None, "iteration") for r in roles):  # a judgement with a bad grade as likely as a header: never dropped unread
+        raise DataFormatError(path, lineno, "score", f"not a number: {names[-1]!r}, and as a header none of its names is a "
+                                                     "qrels column name (query-id, qid, topic, q; corpus-id, docid, docno, d; "
+                                                     "score, rel, relevance, label)")
+    wanted = {"query", "document", "score"} & set(expect)
+    if wanted <= set(roles):
+        pos = {r: roles.index(r) for r in wanted}
+        log.info("%s:%d: header %s: columns read by name", path, lineno, found)
+        return True, (pos["query"], pos["document"], pos.get("score"))
+    if all(r is None or r == e for r, e in zip(roles, expect)):
+        return True, None  # known names where the format reads them, the others unknown
+    raise DataFormatError(path, lineno, None, f"header {found}: the columns are in another order than {' '.join(expect)} "
+                                              "and not every name is known; name them query-id, corpus-id, score (any order), "
+                                              "or write them in the order " + ", ".join(expect))
+
+
 def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str, str, int]]:
     """Yield ``(line, query_id, doc_id, score)`` from a qrels file.
 
@@ -278,9 +339,20 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
     (LIMIT); with ``pairs`` also two columns ``qid docid`` (grade 1: ``capgap diagnose``
     accepts what users have). Files are read by ``iter_lines`` (UTF-8, a leading BOM skipped).
     Tab-separated columns are split on TAB only and ids are kept exactly (spaces included);
-    whitespace-separated (TREC) ids cannot contain whitespace. Raises ``DataFormatError``
-    naming the line and field: bad UTF-8, wrong column count, an empty id or one with a
-    control character (``check_id``), a score that is not a finite integer grade.
+    whitespace-separated (TREC) ids cannot contain whitespace.
+
+    Header: the first non-blank line is a header when its last column is not a number
+    (``QueryID DocID Relevance``, ``topic docno rel``, ``q d score``, ``query-id corpus-id
+    score``) and one of its names is a known column name (``_QRELS_NAMES``, matched case- and
+    punctuation-blind); a two-column line when both names are known (``qid docid``). When every
+    name is known and they put the columns in another order (``corpus-id query-id score``), each
+    data line is read by name and must have the header's column count; otherwise by position.
+
+    Raises ``DataFormatError`` naming the line and field: bad UTF-8, wrong column count, an
+    empty id or one with a control character (``check_id``), a score that is not a finite
+    integer grade (on line 1 too when none of its names is known); and, on the header's line,
+    names that put known columns out of the format's order beside unknown ones, or two names for
+    one column (the order found is named).
     """
     path = Path(path)
     if path.suffix == ".jsonl":
@@ -291,9 +363,9 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
                 raise DataFormatError(path, lineno, "score", "missing")
             yield lineno, qid, did, _parse_score(path, lineno, obj["score"])
         return
-    # The first non-blank line decides the delimiter: tab (BEIR) or whitespace (TREC); it is a
-    # header when its first column is a header name and its last is not a number.
-    delim, first = None, True
+    # The first non-blank line decides the delimiter, tab (BEIR) or whitespace (TREC), and may be
+    # a header (_qrels_header)
+    delim, first, layout, width = None, True, None, 0
     for lineno, line in iter_lines(path):
         if not line.strip():
             continue
@@ -302,11 +374,18 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
         cols = line.split(delim)
         if first:
             first = False
-            if cols[0].strip().lower() in ("query-id", "query_id", "qid", "query") and not _is_number(cols[-1]):
-                continue  # header
+            is_header, layout = _qrels_header(path, lineno, cols)
+            if is_header:
+                width = len(cols)
+                continue
         if delim == "\t":
             cols = split_tsv(path, lineno, line)  # an empty column (a trailing TAB) is named as such
-        if len(cols) == 3:
+        if layout is not None and (layout[2] is not None or pairs):
+            if len(cols) != width:
+                raise DataFormatError(path, lineno, None, f"expected {width} columns, as the header names, got {len(cols)}")
+            qi, di, si = layout
+            qid, did, score = cols[qi], cols[di], cols[si] if si is not None else "1"
+        elif len(cols) == 3:
             qid, did, score = cols
         elif len(cols) == 4:
             qid, _, did, score = cols

@@ -5,7 +5,7 @@ the two the ANN literature separates, the encoder and the approximate search):
 
 - **index-limited**: the index geometry does not admit the answer: the probe (a per-query
   ranking SVM, ``capgap.probe``) cannot place the gold documents in the top k (not certified
-  and its recall@k below 1);
+  and its recall@k below 1) and a proof says no vector can (else **undetermined**);
 - **compression-limited** (only with the documents' uncompressed vectors, ``uncompressed``):
   the index's own vectors do not admit the answer, as for index-limited, but the uncompressed
   vectors of the same documents do (certified or probe recall@k 1 there): compression (SQ,
@@ -34,8 +34,15 @@ augmented documents and returns w' = (w, c). When c > 0 the L2 query w/c ranks e
 does; when c <= 0, w' is no L2 query (c < 0 ranks the *farthest* documents first), so its
 numbers are not used: the row (``probe_l2_query`` False) gets the ranking by w.d instead,
 which the L2 queries t*w approach as t grows (strict orders kept, ties pessimistic), a lower
-bound; certified only if that ranking puts every gold document first (else cause
-``l2-unreachable``).
+bound. Where it does not serve the query, the exact LP with c >= 0 (``geometry.l2_feasible``)
+finds an L2 query point that ranks the gold set first, or proves that none does (cause
+``l2-unreachable`` where only c < 0 separates it).
+
+Verdicts need evidence: a query is admitted when a vector at hand serves it (the probe's, or
+the user's own query), and index-limited (compression-limited) only with a proof that no vector
+serves it (``geometry.index_limit_proof``: identical copies, or an exact inseparability proof
+when the whole gold set must fill the top k); otherwise it is **undetermined**. Scores are
+computed at powers of two that keep them inside float32's range (``prepare._score_scales``).
 
 Compressed indexes. ``load_embeddings`` reconstructs the vectors of a faiss flat, SQ, PQ,
 IVF-Flat/SQ/PQ or HNSW index (``SUPPORTED_FAISS``): for SQ and PQ the decoded vectors, which
@@ -55,17 +62,21 @@ Public API: ``diagnose(D, Q, qrels, doc_ids, query_ids, k=10, ann_run=None, metr
 uncompressed=None)`` -> ``Diagnosis`` (per-query rows and a summary), ``write_diagnosis(diag,
 out_dir)``, the loaders ``load_embeddings`` (matrix, faiss metric, index kind, bytes per
 vector, faiss ids), ``load_matrix`` (matrix), ``load_ids``, ``load_qrels_file``,
-``load_run_file``, ``document_ids`` and ``match_uncompressed`` (faiss ids to rows), and
+``load_run_file``, ``row_ids`` (an ids file or a table's id column), ``document_ids`` and
+``match_uncompressed`` (faiss ids to rows), and
 ``validate_matrix``, ``resolve_metric``; ``admitted_but_missed`` (the encoder-limited verdict
 on the DAG's probe rows and runs, for the report). ``capgap.cli`` wraps them.
 
 Modules, in the order a diagnosis runs:
 
 - ``inputs``: reading the user's files (``.npy``, ``.npz``, ids, qrels, runs), each checked;
-  ``faiss_io``: the vectors of a faiss index file;
+  ``tables``: the vectors and ids of a Parquet or Arrow table; ``faiss_io``: the vectors of a
+  faiss index file;
+- ``runs``: a run file's order when its ranks and scores disagree (distances);
 - ``prepare``: query rows matched to the qrels, the ANN run's ids checked, rows of norm 0,
-  the scoring matrices;
-- ``verdicts``: ``diagnose`` (probe, exact search, ANN -> a verdict per query);
+  the scoring matrices and their scales, the CLI's default ids;
+- ``verdicts``: ``diagnose`` (probe, exact search, ANN -> a verdict per query); ``geometry``:
+  what the probe proves per query (L2 query points, the proofs behind index-limited);
 - ``summary``: the verdict counts, the means and the plain-language reading;
 - ``outputs``: ``write_diagnosis``.
 """
@@ -83,6 +94,7 @@ from .inputs import (
     load_run_file,
     match_uncompressed,
     resolve_metric,
+    row_ids,
     validate_matrix,
 )
 from .outputs import write_diagnosis
@@ -109,6 +121,7 @@ __all__ = [
     "load_run_file",
     "match_uncompressed",
     "resolve_metric",
+    "row_ids",
     "validate_matrix",
     "write_diagnosis",
 ]

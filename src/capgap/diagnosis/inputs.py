@@ -1,11 +1,14 @@
 """Reading a user's files for ``capgap diagnose``, each checked where it enters.
 
-- embedding matrices: ``load_embeddings`` (``.npy`` memory-mapped read-only, ``.npz``, or a faiss
-  index through ``capgap.diagnosis.faiss_io``) -> ``Embeddings`` (matrix, faiss metric, kind,
-  bytes per vector, faiss ids); ``load_matrix`` (the matrix alone); ``validate_matrix`` (an
-  in-memory matrix: 2-d, floating point, finite, checked blockwise);
-- ids: ``load_ids`` (one per line), ``document_ids`` (faiss ids to row ids) and
-  ``match_uncompressed`` (the uncompressed vectors of an index's rows);
+- embedding matrices: ``load_embeddings`` (``.npy`` memory-mapped read-only and ``.npz``, both
+  through ``capgap.arrays``: big-endian arrays byte-swapped, pickles never loaded; a Parquet or
+  Arrow IPC table through ``capgap.diagnosis.tables``; a faiss index through
+  ``capgap.diagnosis.faiss_io``) -> ``Embeddings`` (matrix, faiss metric, kind, bytes per
+  vector, faiss ids, a table's row ids); ``load_matrix`` (the matrix alone); ``validate_matrix``
+  (an in-memory matrix: 2-d, floating point, finite, checked blockwise);
+- ids: ``load_ids`` (one per line), ``row_ids`` (an ids file or a table's id column),
+  ``document_ids`` (faiss ids to row ids) and ``match_uncompressed`` (the uncompressed vectors
+  of an index's rows);
 - judgements and runs: ``load_qrels_file`` (BEIR, TREC or two columns), ``load_run_file`` (TREC or
   ``qid docid [score]``);
 - ``resolve_metric``: the metric to diagnose with, given ``--metric`` and a faiss index's own.
@@ -22,9 +25,11 @@ from typing import Sequence
 
 import numpy as np
 
+from ..arrays import npz_names, numpy_format, read_npy, read_npz
 from ..data import check_id, iter_lines, iter_qrels, split_tsv
 from ..errors import DataFormatError
 from ..trec import decode_id
+from .runs import parse_rank, run_in_order
 
 METRICS = ("ip", "cosine", "l2")
 _METRIC_NAMES = {"ip": "inner product", "cosine": "cosine", "l2": "L2 distance"}
@@ -62,6 +67,9 @@ class Embeddings:
         ``(n,)`` int64: the faiss ids of the rows, ascending, for an index whose ids are not
         0..n-1 (``IndexIDMap``, IVF ``add_with_ids``); None when row i is id i (always for
         arrays).
+    row_ids : tuple of str or None
+        ``n`` ids read from a table's id column (``--id-column``), row i's id first; None for
+        every other input.
     """
 
     matrix: np.ndarray
@@ -71,6 +79,7 @@ class Embeddings:
     bytes_per_vector: float | None = None
     faiss_type: str | None = None
     ids: np.ndarray | None = None
+    row_ids: tuple[str, ...] | None = None
 
     def info(self) -> dict:
         """``{"path", "kind", "faiss_type", "bytes_per_vector", "n", "dim"}`` for a summary."""
@@ -122,18 +131,26 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name}: {problem}")
 
 
-def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
+def load_embeddings(path: str | Path, key: str | None = None, column: str | None = None,
+                    id_column: str | None = None) -> Embeddings:
     """Read an embedding matrix, or the vectors a faiss index searches against.
 
     Parameters
     ----------
     path : str or pathlib.Path
-        ``.npy`` (memory-mapped read-only; float32, float16 or float64), ``.npz`` (array
-        ``key`` when the file holds it, else its only array), or a faiss index file
+        ``.npy`` (memory-mapped read-only; float32, float16 or float64, either byte order),
+        ``.npz`` (array ``key`` when the file holds it, else its only array), a Parquet
+        (``.parquet``/``.pq``) or Arrow IPC/Feather (``.arrow``/``.feather``/``.ipc``/``.arrows``)
+        table with a vector column (``capgap.diagnosis.tables``), or a faiss index file
         (``.faiss``/``.index``) of a type in ``SUPPORTED_FAISS``, metric inner product
-        (``"ip"``) or L2 (``"l2"``). The file is never written.
+        (``"ip"``) or L2 (``"l2"``). ``.npy`` and ``.npz`` are told apart by their first bytes,
+        as ``numpy.load`` does. The file is never written.
     key : str, optional
         The array to take from an ``.npz`` holding several.
+    column : str, optional
+        A table's vector column (default: its only list-of-floats column).
+    id_column : str, optional
+        A table's id column: its ids become ``Embeddings.row_ids``.
 
     Returns
     -------
@@ -142,7 +159,9 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
         callers cast blockwise); for a faiss index its vectors reconstructed as float32
         (``reconstruct_n``: decoded SQ/PQ codes; IVF codes decoded and added to their coarse
         centroid), rows in ascending faiss-id order. Also the metric, ``kind``,
-        ``bytes_per_vector``, ``faiss_type`` and ``ids`` (see ``Embeddings``).
+        ``bytes_per_vector``, ``faiss_type``, ``ids`` and a table's ``row_ids`` (see
+        ``Embeddings``). A big-endian array (``>f4``, ``>f8``, ``>f2``) is returned as a
+        native-order copy of the same values (``capgap.arrays.read_npy``).
 
     Notes
     -----
@@ -157,19 +176,28 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
     Raises
     ------
     DataFormatError
-        Naming the file: another suffix; an ``.npz`` holding several arrays and no ``key``
-        among them; a file faiss cannot read; a faiss index without vectors, of an unsupported
+        Naming the file: another suffix; a ``.npy``/``.npz`` that is neither (raw ``tofile()``
+        bytes, a git-LFS pointer, an HTML page: ``capgap.arrays.numpy_format``), holds pickled
+        objects (dtype object; never unpickled) or is shorter than its header declares; an
+        ``.npz`` holding several arrays and no ``key`` among them; a table problem, naming the
+        row and column (``capgap.diagnosis.tables.read_table_vectors``); a file faiss cannot read; a faiss index without vectors, of an unsupported
         type or scalar-quantizer type, with another metric, or with negative or repeated ids; a
         shape that is not 2-d with at least one row and column; a dtype other than
         float32/float16/float64; or a non-finite value, checked block by block (the reason
         names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite: column 1
         holds nan``).
     """
+    from .tables import TABLE_SUFFIXES, read_table_vectors  # lazy: pyarrow is imported only for a table (the report env reads qrels here)
+
     path = Path(path)
-    if path.suffix == ".npy":
-        a = np.load(path, mmap_mode="r")
-    elif path.suffix == ".npz":
-        a = _npz_array(path, key)
+    if path.suffix in (".npy", ".npz"):
+        a = read_npy(path) if numpy_format(path) == "npy" else _npz_array(path, key)
+    elif path.suffix in TABLE_SUFFIXES:
+        a, ids, col = read_table_vectors(path, column, id_column)
+        problem = _matrix_problem(a)
+        if problem:
+            raise DataFormatError(path, None, None, f"column {col!r}: {problem}")
+        return Embeddings(a, None, path, a.dtype.name, float(a.dtype.itemsize * a.shape[1]), row_ids=ids)
     elif path.suffix in (".faiss", ".index"):
         from .faiss_io import read_faiss_vectors  # lazy: faiss (the report rule reads qrels here; its env has no faiss)
 
@@ -177,19 +205,23 @@ def load_embeddings(path: str | Path, key: str | None = None) -> Embeddings:
         _check_matrix(fv.matrix, path)
         return Embeddings(fv.matrix, metric, path, fv.kind, fv.bytes_per_vector, fv.faiss_type, fv.ids)
     else:
-        raise DataFormatError(path, None, None, "expected .npy, .npz or a faiss index (.faiss/.index)")
+        raise DataFormatError(path, None, None, "expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, "
+                                                ".feather) or a faiss index (.faiss/.index)")
     _check_matrix(a, path)
     return Embeddings(a, None, path, a.dtype.name, float(a.dtype.itemsize * a.shape[1]))
 
 
 def _npz_array(path: Path, key: str | None) -> np.ndarray:
-    """Array ``key`` of an ``.npz``, or its only array; ``DataFormatError`` when it holds several and none is ``key``."""
-    with np.load(path) as z:
-        names = list(z.files)
-        if key not in names and len(names) != 1:
-            got = "" if key is None else f", not {key!r}"
-            raise DataFormatError(path, None, None, f"holds arrays {names}{got}: name one with --key")
-        return z[key if key in names else names[0]]
+    """Array ``key`` of an ``.npz``, or its only array (``capgap.arrays.read_npz``); ``DataFormatError``
+    when it holds none, or several and none is ``key``."""
+    names = npz_names(path)
+    if not names:
+        raise DataFormatError(path, None, None, "holds no arrays")
+    if key not in names and len(names) != 1:
+        got = "" if key is None else f", not {key!r}"
+        raise DataFormatError(path, None, None, f"holds arrays {names}{got}: name one with --key")
+    name = key if key in names else names[0]
+    return read_npz(path, [name])[name]
 
 
 def _check_matrix(a: np.ndarray, path: Path) -> None:
@@ -199,10 +231,10 @@ def _check_matrix(a: np.ndarray, path: Path) -> None:
         raise DataFormatError(path, None, None, problem)
 
 
-def load_matrix(path: str | Path, key: str | None = None) -> np.ndarray:
-    """The ``(n, dim)`` float16/float32/float64 matrix of ``load_embeddings(path, key)`` (same formats,
-    checks and ``DataFormatError``s), without the faiss metric."""
-    return load_embeddings(path, key).matrix
+def load_matrix(path: str | Path, key: str | None = None, column: str | None = None) -> np.ndarray:
+    """The ``(n, dim)`` float16/float32/float64 matrix of ``load_embeddings(path, key, column)`` (same
+    formats, checks and ``DataFormatError``s), without the faiss metric."""
+    return load_embeddings(path, key, column).matrix
 
 
 def resolve_metric(requested: str | None, index_metric: str | None, path: str | Path = "the document index") -> str:
@@ -249,6 +281,37 @@ def load_ids(path: str | Path) -> list[str]:
         seen[x] = i
         ids.append(x)
     return ids
+
+
+def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str) -> list[str] | None:
+    """The ids of ``emb``'s rows: from the ids file ``ids_file`` (``load_ids``) or from the
+    table's id column (``emb.row_ids``); None when neither gives them.
+
+    Parameters
+    ----------
+    emb : Embeddings
+        From ``load_embeddings``.
+    ids_file : str or pathlib.Path or None
+        ``--doc-ids`` / ``--query-ids``.
+    option : str
+        That option's name, for the message.
+
+    Returns
+    -------
+    list of str or None
+        One id per line of ``ids_file`` or per table row.
+
+    Raises
+    ------
+    ValueError
+        Both give ids (``docs.parquet: ids come from both --doc-ids and its id column (--id-column):
+        give one``); ``DataFormatError`` from ``load_ids``.
+    """
+    if ids_file is not None and emb.row_ids is not None:
+        raise ValueError(f"{emb.path}: ids come from both {option} and its id column (--id-column): give one")
+    if ids_file is not None:
+        return load_ids(ids_file)
+    return list(emb.row_ids) if emb.row_ids is not None else None
 
 
 def document_ids(docs: Embeddings, listed: Sequence[str] | None = None, listed_path: str | Path = "--doc-ids") -> list[str]:
@@ -361,7 +424,10 @@ def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
 
 def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, list[str]]:
     """A run as query id -> document ids in rank order: TREC (``qid Q0 docid rank score tag``) or
-    tsv ``qid docid [score]`` (ordered by score when given, else by file order). A line holding a
+    tsv ``qid docid [score]`` (ordered by score when given, else by file order). A TREC run whose
+    scores ascend as its ranks ascend on every query where both tell an order (distances, e.g. a
+    faiss L2 search) is taken in rank order, with a note (``runs.run_in_order``; the result is a
+    ``runs.RunFile``, a dict with ``notes``). A line holding a
     TAB is split on TABs (so ids may contain spaces), any other on whitespace; ids are taken as
     written, or percent-decoded with ``percent_encoded`` (the run files capgap writes:
     ``capgap.trec.decode_id``); lines are read by ``capgap.data.iter_lines`` (UTF-8, a leading
@@ -370,15 +436,17 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
     Raises ``DataFormatError`` naming file and line for bad UTF-8, a wrong column count, an id
     with a control character (``capgap.data.check_id``) or a malformed percent escape, and
     (field ``score``) a score that is not a number (except on line 1, a header) or is not finite
-    (``nan``, ``inf``)."""
+    (``nan``, ``inf``), and (field ``rank``) a run whose scores ascend with rank on some queries
+    and not on others."""
     path = Path(path)
-    rows: dict[str, list[tuple[float, int, str]]] = {}
+    rows: dict[str, list[tuple[float, int, str, float | None]]] = {}
     for i, line in iter_lines(path):
         if not line.strip():
             continue
         cols = split_tsv(path, i, line) if "\t" in line else line.split()
+        rank = None
         if len(cols) == 6:
-            q, d, score = cols[0], cols[2], cols[4]
+            q, d, score, rank = cols[0], cols[2], cols[4], parse_rank(cols[3])
         elif len(cols) in (2, 3):
             q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
         else:
@@ -398,8 +466,8 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
                 raise DataFormatError(path, i, None, f"not a percent-encoded id: {e}") from None
         check_id(path, i, "query-id", q)
         check_id(path, i, "doc-id", d)
-        rows.setdefault(q, []).append((-s, i, d))
-    return {q: [d for _, _, d in sorted(v)] for q, v in rows.items()}
+        rows.setdefault(q, []).append((-s, i, d, rank))
+    return run_in_order(path, rows)
 
 
 

@@ -1,14 +1,16 @@
 """Writing a diagnosis: ``write_diagnosis(diag, out_dir)`` -> per_query.tsv, summary.json,
-summary.md and verdicts.png, each written atomically.
+summary.md and verdicts.png, written as one set (``capgap.io.output_set``): all four or none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 from pathlib import Path
 
 from ..figures import _mpl, _save
-from ..io import atomic_open, write_json, write_text
+from ..errors import OutputWriteError
+from ..io import atomic_open, output_set, write_json, write_text
 from .inputs import _METRIC_NAMES
 from .summary import VERDICTS
 from .verdicts import Diagnosis
@@ -16,20 +18,53 @@ from .verdicts import Diagnosis
 
 def write_diagnosis(diag: Diagnosis, out_dir: str | Path) -> dict[str, Path]:
     """Write ``per_query.tsv``, ``summary.json``, ``summary.md`` and ``verdicts.png`` into
-    ``out_dir`` (each atomically); returns their paths."""
+    ``out_dir`` as one set: each to a temporary file, renamed only once all four are written.
+
+    Parameters
+    ----------
+    diag : Diagnosis
+        ``diagnose``'s result.
+    out_dir : str or Path
+        The folder (created when missing).
+
+    Returns
+    -------
+    dict of str to Path
+        The four outputs' paths, by key ``per_query``, ``summary_json``, ``summary_md``,
+        ``figure``.
+
+    Raises
+    ------
+    OutputWriteError
+        The folder or an output could not be written (a full disk: "cannot write
+        <out_dir>/summary.json: No space left on device"); no output of this call is then
+        left in ``out_dir`` (files of an earlier diagnosis there stay as they were), and
+        ``out_dir`` itself is removed when this call created it.
+    """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputWriteError(out, e) from e
     paths = {"per_query": out / "per_query.tsv", "summary_json": out / "summary.json", "summary_md": out / "summary.md",
              "figure": out / "verdicts.png"}
     cols = list(diag.rows[0]) if diag.rows else ["query_id", "verdict"]
-    with atomic_open(paths["per_query"], "w", encoding="utf-8", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols, delimiter="\t", lineterminator="\n")
-        w.writeheader()
-        for r in diag.rows:
-            w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
-    write_json(paths["summary_json"], diag.summary)
-    write_text(paths["summary_md"], "\n".join(_markdown(diag.summary, diag.k)).rstrip() + "\n")
-    _plot(diag, paths["figure"])
+    try:
+        with output_set():
+            with atomic_open(paths["per_query"], "w", encoding="utf-8", newline="") as fh:
+                w = csv.DictWriter(fh, fieldnames=cols, delimiter="\t", lineterminator="\n")
+                w.writeheader()
+                for r in diag.rows:
+                    w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+            write_json(paths["summary_json"], diag.summary)
+            write_text(paths["summary_md"], "\n".join(_markdown(diag.summary, diag.k)).rstrip() + "\n")
+            _plot(diag, paths["figure"])
+    except BaseException:
+        if created:  # the folder this call made goes too, when nothing else was put there meanwhile
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
     return paths
 
 

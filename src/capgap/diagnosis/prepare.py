@@ -51,7 +51,58 @@ def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, in
     return keep, unmatched
 
 
-def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, float]:
+SCORE_RANGE = 2.0**64  # _score_scales: the largest |q| |d| scored as given (and 1 / this, the smallest)
+
+
+def _max_norm(M: np.ndarray | None) -> float:
+    """The largest row L2 norm of ``M`` ``(n, dim)``, in float64, blockwise (0.0 for None)."""
+    if M is None:
+        return 0.0
+    out = 0.0
+    step = _block_rows(M.shape[1])
+    for a in range(0, M.shape[0], step):
+        x = np.asarray(M[a : a + step], dtype=np.float64)
+        if len(x):
+            out = max(out, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
+    return out
+
+
+def _power_of_two(r: float) -> float:
+    """``2^-e`` with ``2^e`` the power of two nearest ``r`` (> 0) on a log scale."""
+    return float(np.ldexp(1.0, -int(np.round(np.log2(r)))))
+
+
+def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: str, notes: list[str]) -> tuple[float, float]:
+    """The powers of two ``(documents, queries)`` the vectors are scored at, so that float32
+    scores neither overflow nor lose their bits to underflow. A positive scale of the documents
+    (or of each query) changes no inner-product ranking, and a common one of both no L2
+    ranking (``|s q - s d|^2 = s^2 |q - d|^2``); a power of two changes no mantissa, so the
+    scores are the unscaled float32 scores times an exact factor, ties included.
+
+    ``ip``: while ``max|q| max|d|`` (rows of ``D`` ``(n_docs, dim)``, ``U`` likewise, ``Q``
+    ``(n_queries, dim)``; float64) lies in ``[1 / SCORE_RANGE, SCORE_RANGE]``, ``(1.0, 1.0)``;
+    else each side is scaled to a largest norm near 1. ``l2``: the same test on ``max(max|q|,
+    max|d|)^2``, one common scale. ``cosine``: ``(1.0, 1.0)`` (unit rows). A scale other than 1
+    adds a note to ``notes`` (and logs it)."""
+    if metric == "cosine":
+        return 1.0, 1.0
+    rd, rq = max(_max_norm(D), _max_norm(U)), _max_norm(Q)
+    if metric == "l2":
+        r = max(rd, rq)
+        bound = r * r
+        sd = sq = _power_of_two(r) if r > 0 and not (1 / SCORE_RANGE <= bound <= SCORE_RANGE) else 1.0
+    else:
+        bound = rd * rq
+        scale = bound > 0 and not (1 / SCORE_RANGE <= bound <= SCORE_RANGE)
+        sd, sq = (_power_of_two(rd), _power_of_two(rq)) if scale else (1.0, 1.0)
+    if (sd, sq) != (1.0, 1.0):
+        _note(notes, f"metric {metric}: scores of these vectors would leave float32's range (largest |q| |d| = {rd * rq:.3g}"
+                     f"{'' if metric == 'ip' else f', largest squared norm {bound:.3g}'}): scored the documents times "
+                     f"2^{int(np.log2(sd))} and the queries times 2^{int(np.log2(sq))}, which changes no ranking")
+    return sd, sq
+
+
+def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -> tuple[np.ndarray, float]:
     """``M`` ``(n, dim)`` as float32 rows whose inner products rank by ``metric``; ``M`` is never
     written to.
 
@@ -60,17 +111,22 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str) -> tuple[np.ndarray, 
     norm 0 never get here: ``_zero_norm_rows`` refuses or removes them first). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
     ``(q, 1)`` (``side`` ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
     ``-|q - d|^2`` does. Built block by block (norms in float64). Returns the array and, for
-    cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). Raises ``ValueError`` when
-    a document's ``|d|^2/2`` overflows float32 (``l2``)."""
+    cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). ``scale``: a power of two
+    the rows are multiplied by first (``_score_scales``; exact, ignored under cosine). Raises
+    ``ValueError`` when a document's ``|d|^2/2`` overflows float32 (``l2``)."""
     n, dim = M.shape
-    if metric == "ip":
+    if metric == "ip" and scale == 1.0:
         return np.ascontiguousarray(M, dtype=np.float32), 0.0
     out = np.empty((n, dim + (metric == "l2")), dtype=np.float32)
     dev = 0.0
     step = _block_rows(dim)
     for a in range(0, n, step):
         x = np.asarray(M[a : a + step], dtype=np.float64)
-        if metric == "cosine":
+        if metric != "cosine" and scale != 1.0:
+            x = x * scale  # a power of two: exact
+        if metric == "ip":
+            out[a : a + step] = x
+        elif metric == "cosine":
             norms = np.linalg.norm(x, axis=1)
             dev = max(dev, float(np.abs(norms - 1).max()))
             out[a : a + step] = x / np.maximum(norms, 1e-12)[:, None]
@@ -159,3 +215,46 @@ def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Ma
             _note(notes, f"{len(ids)} {what}, e.g. {ids[:3]}; {hint}")
     return notes
 
+
+
+def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_path, queries_path) -> tuple[list[str], dict]:
+    """The CLI's default query ids when none are given: row i is the i-th query id of the qrels,
+    in order of first appearance (``load_qrels_file``'s order).
+
+    Parameters
+    ----------
+    n_rows : int
+        The query embedding rows.
+    qrels : mapping
+        Query id -> {doc id: grade}, in the file's order.
+    qrels_path, queries_path : str or pathlib.Path
+        The two files, for messages.
+
+    Returns
+    -------
+    (ids, how)
+        ``ids``: ``n_rows`` query ids; ``how``: ``{"rule": str, "first": [the ids of rows 0-2]}``
+        for ``diagnose(id_defaults=...)``, which prints it and records it in summary.json.
+
+    Raises
+    ------
+    ValueError
+        When the row count differs from the number of queries the qrels judge: the pairing
+        would then be wrong for some rows, and nothing tells which.
+    """
+    ids = list(qrels)
+    if n_rows != len(ids):
+        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order of "
+                         f"first appearance), but {queries_path} has {n_rows} rows and {qrels_path} judges {len(ids)} "
+                         "queries: the rows cannot be paired with the ids; give --query-ids (one id per query row)")
+    return ids, {"rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance", "first": ids[:3]}
+
+
+def document_id_default(doc_ids: Sequence[str], faiss_ids: bool) -> dict:
+    """How the CLI named the document rows when no ids were given (``document_ids``): row i is
+    document ``"i"``, or a faiss index's own ids (``faiss_ids``). Returns ``{"rule": str,
+    "first": [the ids of rows 0-2]}`` for ``diagnose(id_defaults=...)``. Qrels that name other
+    documents are refused by ``diagnose`` (``"qrels name ... documents not in the document ids"``)."""
+    rule = ("document row i is the faiss index's i-th id in ascending order, as a decimal string" if faiss_ids
+            else "document row i is document id 'i' (the row number, 0-based)")
+    return {"rule": rule, "first": list(doc_ids[:3])}

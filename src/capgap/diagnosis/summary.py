@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-VERDICTS = ("index-limited", "compression-limited", "encoder-limited", "ann-limited", "ok")
+VERDICTS = ("index-limited", "compression-limited", "undetermined", "encoder-limited", "ann-limited", "ok")
 
 
 def _summary(rows: list[dict], k: int, has_ann: bool, notes: list[str], extra: Mapping) -> dict:
@@ -51,11 +51,15 @@ def _reading(s: dict, k: int, has_ann: bool) -> str:
                  "compression-limited": "the index's compression: the uncompressed vectors admit the answer, the "
                                         "index's own reconstructed vectors do not; a finer code (more bytes per vector) "
                                         "or re-ranking with the full-precision vectors would help",
+                 "undetermined": "no query vector at hand (the probe's, the encoder's) serves them and nothing proves "
+                                 "that none can, so index and encoder are not told apart; a larger k or the exact LP "
+                                 "(probe.lp_check_max_docs) may decide them",
                  "encoder-limited": "the query encoder: the index admits the answer but the encoder's query vectors miss it "
                                     f"({s['unused_capacity']:.3f} recall of capacity unused); tune or replace the query side",
                  "ann-limited": "the approximate search: exact search finds the gold documents, the ANN index loses them; "
                                 "tune the ANN (more probes, candidates) before anything else"}[worst]
-        parts.append(f"The largest group ({v[worst]} queries, {v[worst] / n:.0%}) is limited by {where}.")
+        verb = "is undetermined:" if worst == "undetermined" else "is limited by"
+        parts.append(f"The largest group ({v[worst]} queries, {v[worst] / n:.0%}) {verb} {where}.")
     return "".join(parts)
 
 

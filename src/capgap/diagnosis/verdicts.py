@@ -19,8 +19,9 @@ import numpy as np
 
 from ..probe import ProbeConfig, probe
 from ..retrieval import dense_scores, duplicate_groups, rank_queries
+from .geometry import certified_ranks, index_limit_proof, l2_feasible
 from .inputs import METRICS, _array_info, validate_matrix
-from .prepare import _match_queries, _note, _run_mismatch, _scoring_matrix, _zero_norm_rows
+from .prepare import _match_queries, _note, _run_mismatch, _score_scales, _scoring_matrix, _zero_norm_rows
 from .summary import _capped_recall, _summary
 
 
@@ -50,6 +51,8 @@ class _Case:
     pos_all: dict[str, int]  # document id -> row before any is set apart: what the ANN run's ids meet
     notes: list[str]
     zero: dict | None = None  # the zero-norm summary (cosine only)
+    score_scale: dict | None = None  # the powers of two the vectors were scored at (``prepare._score_scales``)
+    id_defaults: dict | None = None  # how rows were paired with ids where no ids file was given (the CLI's defaults)
 
 
 @dataclass
@@ -69,8 +72,11 @@ class _Scoring:
 @dataclass
 class _Geometry:
     """The probe on one scoring matrix (``_probe_geometry``), per query: the probe's result, the
-    gold documents' ranks under its vector, certified, cause; under ``l2`` whether ``(w, c)``
-    is an L2 query (``reachable``, else None) and the queries where it is not (``off``)."""
+    gold documents' ranks under its vector, certified, cause; under ``l2`` whether the ranks
+    come from an L2 query (``reachable``, else None), the queries whose probe vector ``(w, c)``
+    has ``c <= 0`` and whose ranks come from ``w`` alone (``off``) and those an exact LP gave an
+    L2 query point instead (``l2_lp``); ``proofs``: why the query cannot be served at k
+    (``geometry.index_limit_proof``) or None."""
 
     results: list
     ranks: list[np.ndarray]
@@ -78,6 +84,11 @@ class _Geometry:
     causes: list
     reachable: list[bool] | None
     off: list[int]
+    l2_lp: list[int] = field(default_factory=list)
+    proofs: list = field(default_factory=list)
+
+
+_SIDE = {"queries": "query", "documents": "document"}
 
 
 def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]], doc_ids: Sequence[str],
@@ -85,7 +96,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
              metric: str = "ip", probe_cfg: Mapping | None = None, threads: int | None = None,
              uncompressed: np.ndarray | None = None, index_info: Mapping | None = None,
              uncompressed_info: Mapping | None = None, zero_norm: str = "error",
-             paths: Mapping[str, str] | None = None) -> Diagnosis:
+             paths: Mapping[str, str] | None = None, id_defaults: Mapping[str, Mapping] | None = None) -> Diagnosis:
     """Verdict per query: index-limited, compression-limited, encoder-limited, ann-limited or ok
     (module docstring).
 
@@ -132,6 +143,10 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     paths : mapping, optional
         The files the matrices came from, keyed ``"documents"``, ``"queries"``,
         ``"uncompressed documents"``, named in errors about their rows (default: those words).
+    id_defaults : mapping, optional
+        How the caller paired rows with ids where no ids file was given, per side
+        (``"queries"``, ``"documents"``): ``{"rule": str, "first": [ids of rows 0, 1, 2]}``,
+        recorded in the summary (``id_defaults``) and a note (the CLI's defaults).
 
     Returns
     -------
@@ -156,11 +171,24 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         under ``cosine`` with ``zero_norm="error"``, a row of norm 0 (``"docs.npy: row 4
         (0-based; ids ['d4']) has norm 0 (<= 1e-12): cosine is undefined ..."``).
     """
-    case = _judged(*_checked_matrices(D, Q, uncompressed, metric), qrels, doc_ids, query_ids)
+    defaults = [f"no {_SIDE.get(side, side)} ids given: {how['rule']} (row 0 = {how['first'][0]!r}"
+                + (f", row 1 = {how['first'][1]!r}" if len(how["first"]) > 1 else "") + ")"
+                for side, how in (id_defaults or {}).items()]
+    try:
+        case = _judged(*_checked_matrices(D, Q, uncompressed, metric), qrels, doc_ids, query_ids)
+    except ValueError as e:
+        if defaults:  # the ids the rows were paired with by default are part of what went wrong
+            raise ValueError(f"{e} ({'; '.join(defaults)})") from e
+        raise
+    case.id_defaults = dict(id_defaults) if id_defaults else None
+    for msg in defaults:
+        _note(case.notes, msg)
     if metric == "cosine":
         _set_apart_zero_norm(case, zero_norm, paths or {})
     sc = _score(case, metric, k)
     if ann_run is not None:
+        for msg in getattr(ann_run, "notes", ()):  # how load_run_file ordered the run (a RunFile)
+            _note(case.notes, msg)
         case.notes += _run_mismatch(ann_run, case.qids, case.pos_all)
     pr, pu = _probe_both(case, sc, metric, threads, probe_cfg)
     # the encoder's full ranking under the evaluation tie rule (capgap.retrieval)
@@ -172,6 +200,10 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         rows.append(row)
         admitted.append(adm)
     extra = _summary_extra(case, pr, pu, rows, admitted, k, metric, index_info, uncompressed_info)
+    open_q = [r["query_id"] for r in rows if r["verdict"] == "undetermined"]
+    if open_q:
+        _note(case.notes, f"{len(open_q)} queries are undetermined: no query vector at hand puts their gold documents in the "
+                          f"top {k}, and nothing proves that none does, e.g. {open_q[:3]}")
     kind = str(extra["index"].get("kind") or "")
     if kind.startswith(("ivf", "hnsw")) and ann_run is None:
         _note(case.notes, f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
@@ -231,9 +263,12 @@ def _set_apart_zero_norm(case: _Case, policy: str, paths: Mapping[str, str]) -> 
 def _score(case: _Case, metric: str, k: int) -> _Scoring:
     """The scoring matrices (a note for each that was not unit length under cosine) and each
     judged query's gold documents, rows and grades."""
-    Ds, dev_d = _scoring_matrix(case.D, metric, "documents")
-    Qs, dev_q = _scoring_matrix(case.Q[case.keep], metric, "queries")
-    Us, dev_u = _scoring_matrix(case.U, metric, "uncompressed documents") if case.U is not None else (None, 0.0)
+    Qk = case.Q[case.keep]
+    sd, sq = _score_scales(case.D, Qk, case.U, metric, case.notes)
+    case.score_scale = {"documents": sd, "queries": sq}
+    Ds, dev_d = _scoring_matrix(case.D, metric, "documents", sd)
+    Qs, dev_q = _scoring_matrix(Qk, metric, "queries", sq)
+    Us, dev_u = _scoring_matrix(case.U, metric, "uncompressed documents", sd) if case.U is not None else (None, 0.0)
     for name, dev in (("documents", dev_d), ("queries", dev_q), ("uncompressed documents", dev_u)):
         if dev > 1e-3:
             _note(case.notes, f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
@@ -248,15 +283,21 @@ def _score(case: _Case, metric: str, k: int) -> _Scoring:
     return _Scoring(Ds, Qs, Us, golds, gold_rows, grades, groups, min(k, len(case.doc_ids)))
 
 
-def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, metric: str, kk: int, threads: int | None,
-                    probe_cfg: Mapping | None, groups) -> _Geometry:
+def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list[int], metric: str, kk: int,
+                    threads: int | None, probe_cfg: Mapping | None, groups) -> _Geometry:
     """Run the probe on one scoring matrix ``Ds`` ``(n_docs, dim')`` float32 (``_scoring_matrix``).
 
     Returns the ``_Geometry``: the probe's results, per query the gold documents' ranks under
-    the probe's vector, certified and cause; under ``l2`` whether the probe's ``(w, c)`` is an
-    L2 query (``c > 0``) and the queries where it is not, whose ranks come from ``w`` alone
-    (``capgap.diagnosis`` module docstring); else None and []."""
-    results = probe(Ds, gold_rows, threads=threads, grades=grades, **ProbeConfig.from_config(probe_cfg).kwargs())
+    the probe's vector, certified and cause; under ``l2`` whether the ranks come from an L2
+    query. A probe vector ``(w, c)`` with ``c <= 0`` is no L2 query: its row takes the ranking
+    by ``w`` alone, the limit of the L2 queries ``t*w`` as ``t`` grows (strict orders kept, ties
+    pessimistic), a lower bound; where that does not serve the query, the exact LP with
+    ``c >= 0`` (``geometry.l2_feasible``) gives an L2 query point that ranks the gold set first,
+    or proves that none does. ``n_golds``: each query's gold count (the recall denominator's
+    |gold|, set-apart documents included). Per query, ``proofs`` says why no query vector (no
+    L2 query point) can serve it at ``kk``, or None (``geometry.index_limit_proof``)."""
+    cfg = ProbeConfig.from_config(probe_cfg)
+    results = probe(Ds, gold_rows, threads=threads, grades=grades, **cfg.kwargs())
     ranks = [res.gold_ranks for res in results]
     certified = [bool(res.certified) for res in results]
     causes = [res.cause for res in results]
@@ -272,8 +313,25 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, metric: str, 
             ranks[i] = r
             certified[i] = bool(r.max() <= len(r))  # pessimistic ranks 1..|G|: every gold strictly first
             causes[i] = None if certified[i] else (results[i].cause or "l2-unreachable")
-    return _Geometry(results, ranks, certified, causes, reachable, off)
-
+    l2_lp, proofs = [], [None] * len(results)
+    for i, res in enumerate(results):
+        need = min(kk, n_golds[i])
+        if certified[i] or float(np.sum(ranks[i] <= kk)) >= need:
+            continue  # served by the probe's vector (or its limit)
+        l2_no = False
+        if metric == "l2" and len(gold_rows[i]):
+            ok, w = l2_feasible(Ds, gold_rows[i], res.w, groups, cfg.lp_check_max_docs)
+            if ok and w is not None:  # an L2 query point ranks the gold set first
+                ranks[i] = certified_ranks(Ds, gold_rows[i], grades[i], w, groups)
+                certified[i], causes[i], reachable[i] = True, None, True
+                l2_lp.append(i)
+                continue
+            l2_no = ok is False
+            if l2_no and res.outcome == "certified":
+                causes[i] = "l2-unreachable"  # separable by (w, c) only with c < 0: farthest documents first
+        proofs[i] = index_limit_proof(n_golds[i], gold_rows[i], kk, groups, Ds.shape[0], res.outcome == "geometry", l2_no)
+    off = [i for i in off if i not in l2_lp]
+    return _Geometry(results, ranks, certified, causes, reachable, off, l2_lp, proofs)
 
 
 def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
@@ -281,14 +339,20 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
     """The probe on the index's vectors and, when given, on the uncompressed ones; a note where
     its vector is no L2 query (``l2``)."""
     n = len(case.qids)
-    pr = _probe_geometry(sc.Ds, sc.gold_rows, sc.grades, metric, sc.kk, threads, probe_cfg, sc.groups)
+    n_golds = [len(g) for g in sc.golds]
+    pr = _probe_geometry(sc.Ds, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg, sc.groups)
+    if pr.l2_lp:
+        _note(case.notes, f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
+                          f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
+                          f"{[case.qids[i] for i in pr.l2_lp[:3]]}")
     if pr.off:
         _note(case.notes, f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
                           f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
                           f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
     pu = None
     if sc.Us is not None:
-        pu = _probe_geometry(sc.Us, sc.gold_rows, sc.grades, metric, sc.kk, threads, probe_cfg, duplicate_groups(sc.Us))
+        pu = _probe_geometry(sc.Us, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg,
+                             duplicate_groups(sc.Us))
         if pu.off:
             _note(case.notes, f"metric l2, uncompressed documents: for {len(pu.off)} of {n} queries the probe's "
                               f"vector is no L2 query; their uncompressed probe numbers come from w alone, a lower bound")
@@ -319,15 +383,22 @@ def _query_row(case: _Case, sc: _Scoring, i: int, er: np.ndarray, exact_top: np.
         exact = {case.doc_ids[j] for j in exact_top}
         row[f"ann_recall@{k}"] = round(ann_r, 6)
         row[f"ann_vs_exact@{k}"] = round(len(set(ann[:kk]) & exact) / kk, 6)
-    admits = pr.certified[i] or probe_r >= 1
-    row["verdict"] = _verdict(admits, unc_admits, enc_r, ann_r)
+    # admitted: a query vector is at hand that serves the query (the probe's, or the user's own)
+    admits = pr.certified[i] or probe_r >= 1 or enc_r >= 1
+    proof = None if admits else pr.proofs[i]
+    row["proof"] = proof
+    row["verdict"] = _verdict(admits, proof, unc_admits, enc_r, ann_r)
     return row, (admits, unc_admits)
 
 
-def _verdict(admits: bool, unc_admits: bool | None, enc_r: float, ann_r: float | None) -> str:
-    """The first part that fails: the geometry (the index's vectors; compression when the
-    uncompressed vectors admit the query), the encoder (exact search), the ANN run; else ok."""
+def _verdict(admits: bool, proof: str | None, unc_admits: bool | None, enc_r: float, ann_r: float | None) -> str:
+    """The first part that fails: the geometry (the index's vectors, when ``proof`` says why no
+    query vector serves the query; compression when the uncompressed vectors admit it), the
+    encoder (exact search), the ANN run; else ok. A query no vector at hand serves and nothing
+    proves unservable is ``undetermined``."""
     if not admits:
+        if proof is None:
+            return "undetermined"
         return "compression-limited" if unc_admits else "index-limited"
     if enc_r < 1:
         return "encoder-limited"
@@ -345,6 +416,10 @@ def _summary_extra(case: _Case, pr: _Geometry, pu: _Geometry | None, rows: list[
         extra["zero_norm"] = case.zero
     if pr.reachable is not None:
         extra["probe_not_l2_query"] = pr.reachable.count(False)
+        extra["probe_l2_lp"] = len(pr.l2_lp)
+    extra["score_scale"] = case.score_scale
+    if case.id_defaults:
+        extra["id_defaults"] = dict(case.id_defaults)
     extra["index"] = dict(index_info) if index_info is not None else _array_info(case.D)
     extra["uncompressed"] = None
     if pu is not None:
@@ -362,7 +437,7 @@ def _uncompressed_summary(case: _Case, pu: _Geometry, rows: list[dict], admitted
     unc |= {f"probe_recall@{k}": float(np.mean([r[f"uncompressed_probe_recall@{k}"] for r in rows])),
             "certified": float(np.mean([r["uncompressed_certified"] for r in rows])),
             "admitted": int(sum(admitted_u)), "admitted_by_index": int(sum(admitted_c)),
-            "lost_to_compression": int(sum(u and not c for u, c in zip(admitted_u, admitted_c))),
+            "lost_to_compression": sum(r["verdict"] == "compression-limited" for r in rows),
             "admitted_only_by_index": int(sum(c and not u for u, c in zip(admitted_u, admitted_c)))}
     if pu.reachable is not None:
         unc["probe_not_l2_query"] = pu.reachable.count(False)

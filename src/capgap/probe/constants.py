@@ -28,3 +28,5 @@ LP_ROUNDS = 30  # constraint-generation rounds of the hard-margin LP beyond lp_c
 LP_ROUNDS_BEFORE_WHOLE = 4  # ... on corpora small enough for the whole LP, which then follows
 LP_WHOLE_FACTOR = 10  # _lp_generated falls back to the whole LP on corpora up to this x lp_check_max_docs
 REFINE_MAX_ITER = 300  # iterations of a duplicate query's second, graded solve (refine.refine_duplicates)
+SCALE_LOW = 2.0**-16  # probe(): an index whose largest row norm is below this is probed scaled by a power of two (solver.power_of_two_scale)
+SCALE_HIGH = 2.0**32  # ... and above this (at norm 1e15 the float32 products and the proofs' tolerances broke: a wrong "geometry" proof)

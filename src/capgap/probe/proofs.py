@@ -29,7 +29,7 @@ def _warn_backstop(what: str, seconds: float) -> None:
 
 
 def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = None, excluded: Sequence[int] = (),
-                return_witness: bool = False):
+                return_witness: bool = False, last_nonneg: bool = False):
     """Exact hard-margin check: is {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} feasible?
 
     An LP with |G| + |N| constraints and dim + 1 free variables, solved by scipy's HiGHS.
@@ -42,7 +42,9 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     failed numerically. ``excluded``: rows left out of the problem (neither gold
     nor non-gold). With ``return_witness``: ``(feasible, w)``, ``w`` the LP's ``(dim,)
     float64`` witness when feasible (else None): a query vector that ranks every gold document
-    above every non-gold one by a margin of 1.
+    above every non-gold one by a margin of 1. ``last_nonneg``: the same problem with w's last
+    coordinate held ``>= 0`` (``capgap diagnose --metric l2``: rows ``(d, -|d|^2/2)``, where only
+    ``w = (v, c)`` with ``c > 0`` is an L2 query, ``v / c``, and ``c = 0`` its limit).
     """
     from scipy.optimize import linprog  # imported where used (scipy.optimize: ~0.8 s to import)
     D = np.asarray(D, dtype=np.float64)
@@ -63,7 +65,7 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
     options = {"time_limit": _backstop(time_limit),
                "maxiter": int(const.LP_ITERS * (A.shape[0] + A.shape[1]))}
-    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] + 1), method="highs-ds", options=options)
+    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] - 1) + [(0 if last_nonneg else None, None), (None, None)], method="highs-ds", options=options)
     if res.status == 1 and "time limit" in str(res.message).lower():
         _warn_backstop(f"exact LP ({A.shape[0]} constraints, {int(res.nit)} simplex iterations)", options["time_limit"])
     ok = True if res.status == 0 else False if res.status == 2 else None
@@ -207,7 +209,7 @@ def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
 
 
 def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
-                  whole_max_docs: int, time_limit: float | None = None):
+                  whole_max_docs: int, time_limit: float | None = None, last_nonneg: bool = False):
     """The hard-margin LP (``lp_feasible``) by constraint generation, for a corpus too large to
     pass whole: the gold documents against the ``2 (dim + 2)`` non-gold documents scoring
     highest at the final w (``s`` ``(n_docs,) float64``); a feasible LP's witness is scored on
@@ -221,7 +223,8 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     documents. Returns ``(lp, w, scores)``: ``lp`` None when undecided (an LP at its
     iteration cap, ``lp_feasible``: deterministic, as the bounded rounds are; or past
     ``time_limit`` seconds in all, default ``LP_TIME_LIMIT``: the hung-solver backstop, warned);
-    ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True."""
+    ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True. ``last_nonneg``: w's last
+    coordinate held ``>= 0`` (``lp_feasible``)."""
     step = 2 * (Df.shape[1] + 2)
     ngr = np.flatnonzero(ng)
     cand = ngr[np.argsort(-s[ngr], kind="stable")[:step]]
@@ -231,7 +234,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
 
     def witness(rows):
         ok, w = lp_feasible(Df[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
-                            return_witness=True)
+                            return_witness=True, last_nonneg=last_nonneg)
         return ok, w, (_scores64(Df, w, dups) if ok else None)
 
     for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(Df) <= whole_max_docs else const.LP_ROUNDS):

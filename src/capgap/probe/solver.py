@@ -98,14 +98,46 @@ def probe(
     Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
     w: identical rows score identically and a non-gold document tied with a gold one ranks first.
 
+    An index whose largest row norm lies outside ``[SCALE_LOW, SCALE_HIGH]`` (``constants``) is
+    probed multiplied by a power of two (``power_of_two_scale``), which changes no ranking;
+    ``ProbeResult.w`` is then mapped back to the caller's ``D`` (scores, margins, ranks and top
+    scores are the same on either), ``objective``/``dual``/``slack`` are the scaled problem's,
+    and ``extra["scale"]`` holds the factor.
+
     Returns one ``ProbeResult`` per query, in order. Raises ``ValueError`` for NaN/Inf in ``D``,
     an empty gold set, an index out of range, or a document both gold and excluded.
     """
     D = checked_index(D, solve, pairs)
+    scale = power_of_two_scale(D)
+    if scale != 1.0:  # exact: every value keeps its mantissa, so every ranking and tie is kept
+        e = int(np.log2(scale))
+        D = np.concatenate([np.ldexp(np.asarray(D[b0 : b0 + const.BLOCK], dtype=np.float32), e)
+                            for b0 in range(0, D.shape[0], const.BLOCK)])
     workers = int(threads) if threads else (os.cpu_count() or 1)
     with threadpool_limits(int(threads) if threads else None):
-        return _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max), progress,
-                      excluded_sets, grades, tie_groups, int(depth), duplicates, solve, workers, pairs)
+        results = _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max),
+                         progress, excluded_sets, grades, tie_groups, int(depth), duplicates, solve, workers, pairs)
+    if scale != 1.0:
+        for res in results:  # (scale D).w = D.(scale w): the same scores, margins and ranks on the caller's D
+            res.w = res.w * scale
+            res.extra["scale"] = scale
+    return results
+
+
+def power_of_two_scale(D: np.ndarray) -> float:
+    """The power of two ``2^-e`` that ``probe()`` multiplies the index ``D`` ``(n_docs, dim)`` by:
+    1.0 while the largest row norm (float64, blockwise) lies in ``[SCALE_LOW, SCALE_HIGH]``,
+    else the one that brings it into ``[2^-0.5, 2^0.5]``. A positive scale changes no ranking
+    and a power of two changes no mantissa; outside that range the float32 products overflow
+    or lose their low bits and the proofs' absolute tolerances stop meaning what they say (an
+    index of norm 1e15 or 1e-10 was "proven" inseparable). Returns 1.0 for an all-zero index."""
+    rmax = 0.0
+    for b0 in range(0, D.shape[0], const.BLOCK):
+        x = np.asarray(D[b0 : b0 + const.BLOCK], dtype=np.float64)
+        rmax = max(rmax, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())) if len(x) else 0.0)
+    if rmax == 0.0 or const.SCALE_LOW <= rmax <= const.SCALE_HIGH:
+        return 1.0
+    return float(np.ldexp(1.0, -int(np.round(np.log2(rmax)))))
 
 
 def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,

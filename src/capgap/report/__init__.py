@@ -35,7 +35,8 @@ One module per section, assembled in order by ``build.SECTIONS`` (a section is a
 is one new module and one line there):
 
 - ``intro`` (title, tie rule), ``glance`` (at a glance, summary table, gap figure),
-  ``paper_comparison``, ``datasets``, ``capacity`` (the probe vs the encoders, slack figure),
+  ``paper_comparison``, ``mteb_comparison`` (MTEB's published numbers beside the pre-trained
+  rows, differences above 0.001 flagged: ``capgap.mteb``), ``datasets``, ``capacity`` (the probe vs the encoders, slack figure),
   ``learners`` (where every trained learner stopped: converged or at its step cap; the helpers
   every section uses to mark a finding read from a learner that had not converged),
   ``late_interaction`` (the paper's LIMIT comparison), ``near_miss`` (``twins``: tables and
@@ -68,6 +69,7 @@ from .ladder import (LADDER_COLUMNS, LADDER_FIGURE_COLUMNS, gap_sentence, gap_sp
 from .learners import (LEARNER_COLUMNS, NOT_A_FINDING, NOT_RECORDED, LearnerState, is_trained, learner_state, learner_states,
                        learner_table, render_learners)
 from .missed import render_missed
+from .mteb_comparison import render_mteb
 from .near_miss import render_near_miss
 from .outputs import headline_metrics, recall_plot_rows, summary
 from .paper_comparison import mark_learners, paper_points, render_paper
@@ -89,7 +91,7 @@ __all__ = [
     "ladder_rungs", "ladder_table", "learner_state", "learner_states", "learner_table", "mark_learners", "near_miss_table",
     "paper_points", "recall_plot_rows", "render_certification", "render_compression", "render_datasets", "render_hardness",
     "render_html", "render_ladder", "render_learners", "render_markdown",
-    "render_missed", "render_near_miss", "render_paper", "render_provenance", "render_summary", "report_ks", "summary",
+    "render_missed", "render_mteb", "render_near_miss", "render_paper", "render_provenance", "render_summary", "report_ks", "summary",
     "summary_table", "transfer_reference", "transfer_sentence", "transfer_table", "twin_metric_rows", "twin_types",
     "twin_verdict", "twin_verdict_kind", "uncompressed",
 ]

@@ -15,7 +15,7 @@ import pandas as pd
 from ..evaluate import EVAL_DEFAULTS
 from ..io import atomic_open, write_json, write_text
 from . import (capacity, compression, datasets, glance, hardness, intro, ladder, late_interaction, learners, missed,
-               near_miss, paper_comparison, per_dataset, plots, provenance)
+               mteb_comparison, near_miss, paper_comparison, per_dataset, plots, provenance)
 from .context import FIGURES, ReportContext, ReportInputs, ReportOutputs
 from .gather import gather
 from .html import render_html
@@ -26,6 +26,7 @@ MARKDOWN_SECTIONS = (
     intro,
     glance,
     paper_comparison,
+    mteb_comparison,
     datasets,
     capacity,
     learners,
@@ -48,16 +49,19 @@ SECTIONS = (
 def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["ndcg_k"], *,
                     golds: Mapping[str, dict] | None = None, table: pd.DataFrame | None = None,
                     paper_rows: Sequence[dict] = (), figs: Mapping[str, str | None] | None = None,
-                    bm25: str | None = None, construction: Mapping[tuple[str, str], str] | None = None) -> str:
+                    bm25: str | None = None, construction: Mapping[tuple[str, str], str] | None = None,
+                    mteb_rows: Sequence[dict] = ()) -> str:
     """The report's Markdown text of MARKDOWN_SECTIONS (the missed-queries, compression, hardness
     and provenance sections excluded).
 
     ``figs``: figure key (see FIGURES) -> path relative to the report, or None when the
     figure is a placeholder (its stage not run: the section says so). ``bm25``: the BM25
     variant's name (``bm25_variant``; None: not recorded). ``construction``: (dataset,
-    encoder) -> why the probe's certificates were guaranteed (``construction_reasons``)."""
+    encoder) -> why the probe's certificates were guaranteed (``construction_reasons``).
+    ``mteb_rows``: ``capgap.mteb.compare`` (none: no MTEB section)."""
     ctx = ReportContext(df=df, statuses=statuses, ks=ks, ndcg_k=ndcg_k, golds=golds or {}, table=table,
-                        paper_rows=paper_rows, figs=dict(figs or {}), bm25=bm25, construction=construction or {})
+                        paper_rows=paper_rows, figs=dict(figs or {}), bm25=bm25, construction=construction or {},
+                        mteb_rows=mteb_rows)
     return "\n".join(line for section in MARKDOWN_SECTIONS for line in section.render(ctx))
 
 

@@ -151,8 +151,9 @@ class ReportContext:
     variant's name (``bm25_variant``; None: not recorded); ``construction``: (dataset, encoder)
     -> why the probe's certificates were guaranteed (``construction_reasons``); ``fps``: the
     frozen-index fingerprints (``capgap.provenance.fingerprints``); ``hardness_summary``: the
-    hardness rule's summary.json (None: not run); the rest are the report rule's inputs and
-    parameters."""
+    hardness rule's summary.json (None: not run); ``mteb_rows``: ``capgap.mteb.compare``
+    (MTEB's published values beside the pre-trained rows), ``mteb_not_run``:
+    ``capgap.mteb.not_run``; the rest are the report rule's inputs and parameters."""
 
     df: pd.DataFrame
     statuses: Sequence[dict]
@@ -171,4 +172,6 @@ class ReportContext:
     colbert_model: str | None = None
     fps: Sequence[dict] = ()
     hardness_summary: dict | None = None
+    mteb_rows: Sequence[dict] = ()
+    mteb_not_run: Sequence[str] = ()
     inputs: ReportInputs = field(default_factory=ReportInputs)

@@ -1,7 +1,7 @@
 """Reading the report rule's inputs into a ``ReportContext``: results.csv's frame split into
 the frozen index's rows, the parity task's and rule ``compress``'s, the data statuses, gold-set
-sizes, dataset infos, the summary table, the paper comparison, the fingerprints and why
-capacities were certified by construction."""
+sizes, dataset infos, the summary table, the paper comparison, MTEB's published numbers beside
+the pre-trained rows, the fingerprints and why capacities were certified by construction."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .. import paper, provenance
+from .. import mteb, paper, provenance
 from ..evaluate import EVAL_DEFAULTS
 from ..figures import HARDNESS_PREFIX
 from .certification import construction_reasons
@@ -39,4 +39,5 @@ def gather(inputs: ReportInputs, ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS[
     return ReportContext(df=df, statuses=statuses, ks=ks, ndcg_k=ndcg_k, df_all=df_all, hdf=hdf, golds=golds, infos=infos,
                          table=summary_table(df, infos, ks), paper_rows=paper.compare(df, infos, model_of),
                          bm25=bm25_variant(config), construction=construction_reasons(inputs.per_query, fps), config=config,
-                         colbert_model=colbert_model, fps=fps, hardness_summary=hs, inputs=inputs)
+                         colbert_model=colbert_model, fps=fps, hardness_summary=hs, inputs=inputs,
+                         mteb_rows=mteb.compare(df, statuses, models or {}), mteb_not_run=mteb.not_run(df, models or {}))

@@ -1,0 +1,143 @@
+"""Embeddings in tables (capgap.diagnosis.tables): a Parquet or Arrow IPC file with an id column
+and a list / fixed-size-list column of floats, as Hugging Face datasets and LanceDB store them,
+diagnoses to exactly the numbers of the same vectors in .npy; each bad table is one error naming
+the file, the row and the column."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from capgap.cli import main
+from capgap.diagnosis import load_embeddings
+from capgap.diagnosis.tables import read_table_vectors
+from capgap.errors import DataFormatError
+
+# tests/test_diagnose.py's hand-built case: at k = 1, qa is index-limited (its gold d2 has an
+# identical copy d3), qb encoder-limited (its vector points at d1, its gold is d0), qc and qd ok
+D = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1], [0.5, 0.5, 0]], dtype=np.float32)
+Q = np.array([[0.5, 0.5, 0], [0, 1, 0], [0, 1, 0], [1, 0, 0]], dtype=np.float32)
+DOCS = ["d0", "d1", "d2", "d3", "d4"]
+QIDS = ["qa", "qb", "qc", "qd"]
+QRELS = "query-id\tcorpus-id\tscore\nqa\td2\t1\nqb\td0\t1\nqc\td1\t1\nqd\td0\t1\n"
+
+
+def _list(M, t=pa.float32(), large=False):
+    return pa.array([list(map(float, r)) for r in M], type=(pa.large_list if large else pa.list_)(t))
+
+
+def _fixed(M, t=pa.float32()):
+    return pa.FixedSizeListArray.from_arrays(pa.array(M.ravel(), type=t), M.shape[1])
+
+
+def _run(tmp_path, out, *args):
+    (tmp_path / "qrels.tsv").write_text(QRELS)
+    r = CliRunner().invoke(main, ["diagnose", *map(str, args), "--qrels", str(tmp_path / "qrels.tsv"), "--k", "1",
+                                  "--out", str(tmp_path / out)])
+    return r
+
+
+def test_a_table_diagnoses_to_the_numbers_of_the_same_vectors_in_npy(tmp_path):
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", Q)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    r = _run(tmp_path, "npy", "--doc-embeddings", tmp_path / "docs.npy", "--query-embeddings", tmp_path / "queries.npy",
+             "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt")
+    assert r.exit_code == 0, r.output
+    # Hugging Face datasets: Parquet, list<float>; LanceDB: Arrow, fixed_size_list<float>[dim]; rows in another
+    # order than the .npy (the ids say which row is which), and a text column beside them
+    perm = [3, 0, 4, 1, 2]
+    pq.write_table(pa.table({"_id": [DOCS[i] for i in perm], "text": ["t"] * 5, "emb": _list(D[perm])}), tmp_path / "docs.parquet")
+    feather.write_feather(pa.table({"_id": QIDS, "emb": _fixed(Q)}), tmp_path / "queries.arrow", compression="uncompressed")
+    r = _run(tmp_path, "table", "--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings", tmp_path / "queries.arrow",
+             "--id-column", "_id")
+    assert r.exit_code == 0, r.output
+    a, b = (json.loads((tmp_path / o / "summary.json").read_text()) for o in ("npy", "table"))
+    assert {v: n for v, n in b["verdicts"].items() if n} == {"index-limited": 1, "encoder-limited": 1, "ok": 2}
+    assert b["probe_recall@1"] == 0.75 and b["encoder_recall@1"] == 0.5  # by construction (module comment)
+    for key in ("verdicts", "probe_recall@1", "encoder_recall@1", "unused_capacity", "reading"):
+        assert a[key] == b[key], key
+    rows = lambda o: sorted((tmp_path / o / "per_query.tsv").read_text().splitlines())  # noqa: E731
+    assert rows("npy") == rows("table")
+
+
+def test_vector_column_types_and_memory_mapping(tmp_path):
+    for name, col in (("f64_large.parquet", _list(D, pa.float64(), large=True)), ("f16_fixed.parquet", _fixed(D, pa.float16())),
+                      ("stream.arrows", _list(D))):
+        t = pa.table({"vec": col, "n": pa.array(range(5))})
+        if name.endswith(".arrows"):  # the IPC stream format (Hugging Face datasets' cache files)
+            with pa.OSFile(str(tmp_path / name), "wb") as f, pa.ipc.new_stream(f, t.schema) as w:
+                w.write_table(t, max_chunksize=2)  # three record batches: three chunks
+        else:
+            pq.write_table(t, tmp_path / name)
+        m, ids, col_name = read_table_vectors(tmp_path / name)
+        assert col_name == "vec" and ids is None and np.array_equal(m.astype(np.float32), D)
+    assert read_table_vectors(tmp_path / "f16_fixed.parquet")[0].dtype == np.float16
+    e = load_embeddings(tmp_path / "f64_large.parquet", id_column="n")
+    assert e.row_ids == ("0", "1", "2", "3", "4") and e.kind == "float64" and e.bytes_per_vector == 24.0
+    feather.write_feather(pa.table({"v": _fixed(D)}), tmp_path / "m.arrow", compression="uncompressed")
+    m = load_embeddings(tmp_path / "m.arrow").matrix
+    assert not m.flags.writeable and not m.flags.owndata  # a view of the memory-mapped file, not a copy
+
+
+def _table_error(tmp_path, table, *, column=None, id_column=None, name="t.parquet"):
+    pq.write_table(table, tmp_path / name)
+    with pytest.raises(DataFormatError) as e:
+        load_embeddings(tmp_path / name, column=column, id_column=id_column)
+    return str(e.value).removeprefix(f"{tmp_path / name}: ")
+
+
+def test_bad_tables_name_the_file_row_and_column(tmp_path):
+    ok = _list(D)
+    ragged = pa.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0]], type=pa.list_(pa.float32()))
+    assert _table_error(tmp_path, pa.table({"emb": ragged})) == ("row 2 (0-based), column 'emb': 2 values, row 0 has 3: the "
+                                                                 "vectors must all have one length")
+    null_vec = pa.array([[1.0, 0.0], None], type=pa.list_(pa.float32()))
+    assert _table_error(tmp_path, pa.table({"emb": null_vec})) == "row 1 (0-based), column 'emb': null, not a vector"
+    null_val = pa.array([[1.0, 0.0], [0.0, 1.0], [0.5, None]], type=pa.list_(pa.float32()))
+    assert _table_error(tmp_path, pa.table({"emb": null_val})) == "row 2 (0-based), column 'emb': value 1 of the vector is null"
+    text = pa.array(["[0.1, 0.2]", "[0.3, 0.4]"])
+    assert _table_error(tmp_path, pa.table({"emb": text}), column="emb") == (
+        "row 0 (0-based), column 'emb': '[0.1, 0.2]' is string, not a vector: expected a list or fixed-size list of float16, "
+        "float32 or float64 in every row")
+    ints = pa.array([[1, 2], [3, 4]], type=pa.list_(pa.int64()))
+    assert _table_error(tmp_path, pa.table({"emb": ints}), column="emb") == (
+        "row 0 (0-based), column 'emb': the vectors hold int64 values (list<element: int64>); expected float16, float32 or float64")
+    nan = D.copy()
+    nan[3, 1] = np.nan
+    assert _table_error(tmp_path, pa.table({"emb": _list(nan)})) == "column 'emb': row 3 (0-based) is not finite: column 1 holds nan"
+    assert _table_error(tmp_path, pa.table({"id": ["a", "b", "c", "b", "e"], "emb": ok}), id_column="id") == (
+        "row 3 (0-based), column 'id': duplicate id 'b' (first at row 1)")
+    assert _table_error(tmp_path, pa.table({"id": ["a", None, "c", "d", "e"], "emb": ok}), id_column="id") == (
+        "row 1 (0-based), column 'id': null, not an id")
+    assert _table_error(tmp_path, pa.table({"id": ["a", "b\tc", "c", "d", "e"], "emb": ok}), id_column="id") == (
+        "row 1 (0-based), column 'id': id 'b\\tc' contains a control character U+0009 (TAB); ids are written to TSV and TREC files")
+    assert _table_error(tmp_path, pa.table({"id": [0.5] * 5, "emb": ok}), id_column="id") == (
+        "column 'id' (--id-column) is double: ids must be strings or integers")
+    assert _table_error(tmp_path, pa.table({"emb": ok}), id_column="_id") == "no column '_id' (--id-column); its columns: emb (list<element: float>)"
+    assert _table_error(tmp_path, pa.table({"a": ok, "b": ok})) == "several vector columns ['a', 'b']: name one with --column"
+    assert _table_error(tmp_path, pa.table({"id": ["x"]})) == ("no vector column (a list or fixed-size list of floats) among "
+                                                                "its columns id (string): name the column with --column")
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(DataFormatError, match=r"junk.parquet: not a readable Parquet file \("):
+        load_embeddings(tmp_path / "junk.parquet")
+
+
+def test_ids_from_a_table_and_a_file_are_refused_together(tmp_path):
+    pq.write_table(pa.table({"_id": DOCS, "emb": _list(D)}), tmp_path / "docs.parquet")
+    np.save(tmp_path / "queries.npy", Q)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    r = _run(tmp_path, "o", "--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings", tmp_path / "queries.npy",
+             "--id-column", "_id", "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt")
+    assert r.exit_code == 1
+    assert r.output == f"Error: {tmp_path / 'docs.parquet'}: ids come from both --doc-ids and its id column (--id-column): give one\n"
+    r = _run(tmp_path, "o", "--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings", tmp_path / "queries.npy",
+             "--id-column", "_id", "--query-ids", tmp_path / "query_ids.txt")  # a table for the documents, .npy for the queries
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["encoder_recall@1"] == 0.5
