@@ -227,3 +227,15 @@ def test_a_killed_builds_extension_lock_is_cleared(tmp_path):
     os.utime(old, (t, t))
     assert clear_stale_build_locks(tmp_path) == [old]
     assert not old.exists() and young.exists()
+
+
+def test_settings_that_decide_where_training_stops_are_in_the_training_digest():
+    """A trained model (and its checkpoint) is reused only under the same stopping settings: a
+    rule-stopped run is not the fixed-length protocol's, nor one judged at other curve points."""
+    from capgap.colbert import ColbertConfig
+
+    base = ColbertConfig().training_digest()
+    for change in ({"stop_at_convergence": False}, {"eval_every": 25}, {"eval_max_queries": 100}, {"tol": 0.001},
+                   {"n_iter_no_change": 3}, {"steps": 7}):
+        assert ColbertConfig(**change).training_digest() != base, change
+    assert ColbertConfig(curve_max_docs=10).training_digest() == base  # evaluation only

@@ -149,3 +149,18 @@ def test_helper_function_defaults_are_the_schema_defaults():
     for fn, defaults in want:
         sig = inspect.signature(fn).parameters
         assert {k: sig[k].default for k in defaults} == defaults, fn.__qualname__
+
+
+def test_regime_names_that_would_collide_or_not_round_trip_are_refused():
+    """A regime named no-twins would write the twin-negatives learner's rows (finetuned-no-twins);
+    '@' would read as a transfer row, a space would not survive a path: the schema refuses them
+    (Snakemake's validate uses jsonschema, as here); hyphenated names are fine."""
+    import jsonschema
+
+    from capgap.config import schema
+
+    regimes = schema()["properties"]["ladder"]["properties"]["regimes"]
+    jsonschema.validate({"early-stop": {}, "r4": {}, "lr_1e.4": {}}, regimes)
+    for bad in ("no-twins", "a@b", "two words"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({bad: {}}, regimes)

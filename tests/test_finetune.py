@@ -418,3 +418,36 @@ def test_the_convergence_objective_is_the_fixed_samples_loss(tiny):
         want.append(np.mean([np.logaddexp(0.0, lse - logits[i, j]) for j in g]))  # -log(e^a / (e^a + sum e^neg))
     assert res.curve[-1]["objective"] == pytest.approx(float(np.mean(want)), rel=2e-4)
     assert res.curve[-1]["objective"] != pytest.approx(res.curve[-1]["loss"], rel=1e-3)
+
+
+def test_early_stoppings_best_weights_are_not_taken_from_a_run_under_other_settings(tmp_path):
+    """A run killed under lr 0.2 leaves <checkpoint>.best; the same folder under lr 0.01 refuses
+    the checkpoint (its digest differs) and the .best file too: it keeps the step a clean lr
+    0.01 run keeps, with the same weights."""
+    from capgap.finetune.train import EarlyStop
+    from capgap.training import PartialState, run_loop, seed_everything
+
+    def toy(lr, ckpt, stop_after=None):
+        sampler = seed_everything(0)
+        model = torch.nn.Linear(3, 1, bias=False)
+        X = torch.linspace(-1, 1, 36).reshape(12, 3)
+        y = X @ torch.tensor([[1.0], [-2.0], [0.5]])
+        early = EarlyStop(model, ["v1"], "validation_recall@1")
+        digest = {"fine-tuning config": f"lr={lr}"}
+        early.attach(PartialState(model, lambda k: True), ckpt, {**digest, "number of training items": 12})
+        ev = early.wrap(lambda s: {}, lambda s: {"train_recall@1": 1.0 / (1.0 + float(((model(X) - y) ** 2).mean()))})
+        try:
+            run_loop(lambda b: ((model(X[b]) - y[b]) ** 2).mean(), model, torch.optim.SGD(model.parameters(), lr=lr), 20, 12, 4,
+                     sampler, ckpt_path=ckpt, digest=digest, checkpoint_every=2, evaluate=ev, eval_every=2,
+                     stop_after=stop_after, monitor=early.monitor, validation=True)
+        except KeyboardInterrupt:
+            return None, early
+        early.restore(None)
+        return model.weight.detach().clone(), early
+
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    toy(0.2, ckpt, stop_after=10)
+    assert (tmp_path / "run" / "checkpoint.pt.best").is_file()
+    w_new, e_new = toy(0.01, ckpt)
+    w_clean, e_clean = toy(0.01, tmp_path / "clean" / "checkpoint.pt")
+    assert e_new.best_step == e_clean.best_step and torch.equal(w_new, w_clean)

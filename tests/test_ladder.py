@@ -18,7 +18,7 @@ from capgap.io import save_npz
 from capgap.ladder import (LadderConfig, apply_head, evaluate_ladder, fit_head, load_query_embeddings, load_witnesses, make_head, method_names,
                            nearest_train, transfer_vectors)
 from capgap.finetune import infonce_loss
-from capgap.training import STATE_METRICS, relative_improvement
+from capgap.training import STATE_METRICS, relative_improvement, state_from_curve
 
 DOCS = np.concatenate([np.eye(4), -np.eye(4)]).astype(np.float32)  # rows: +e1..+e4, -e1..-e4
 DOC_IDS = ("p1", "p2", "p3", "p4", "m1", "m2", "m3", "m4")
@@ -146,12 +146,15 @@ def test_heads_converge_before_their_cap_near_the_objectives_minimum_and_record_
     steps = [p["step"] for p in res.curve]
     assert steps == list(range(cfg.eval_every, at + 1, cfg.eval_every)) + \
         [at + s for s in range(cfg.eval_every, decay, cfg.eval_every)] + ([at + decay] if decay else [])
-    assert st.steps == at + decay == steps[-1]
+    assert st.steps == at and st.decay_steps == decay and steps[-1] == at + decay
+    assert all(p.get("decay", False) == (p["step"] > at) for p in res.curve)
     objectives = [p["objective"] for p in res.curve if p["step"] <= at]
     rule = cfg.convergence()  # the one rule (capgap.training): it holds at the rule's last point and at no earlier one
     assert rule.converged(objectives) and not any(rule.converged(objectives[:i]) for i in range(1, len(objectives)))
     rows = {r["metric"]: r["value"] for r in st.rows("toy", "enc", f"head-{kind}-all")}
-    assert rows["converged"] == 1.0 and rows["steps"] == res.curve[-1]["step"] and rows["max_steps"] == cfg.steps
+    assert rows["converged"] == 1.0 and rows["steps"] == at and rows["max_steps"] == cfg.steps
+    assert rows.get("decay_steps", 0) == decay
+    assert state_from_curve(res.curve, rule) == st  # the state is the curve's, decay points marked
     assert rows["train_loss"] == res.curve[-1]["objective"]
     assert rows["loss_improvement"] == relative_improvement(objectives, cfg.n_iter_no_change)
     # the same config again: the same head, the same curve

@@ -323,3 +323,21 @@ def test_build_report_wires_states_into_every_section(tmp_path):
     assert f"| toy | enc | `head-mlp-all` | {AT_CAP_TEXT} | 100 | 100 | 1.5 | 3.2% |" in learners
     assert f"representational gap: not determined (`head-mlp-all` {AT_CAP_TEXT})" in md
     assert "![the learnability ladder](figures/ladder.png)" in md and Path(out.ladder_png).stat().st_size > 5000
+
+
+def test_hyphenated_regimes_are_rungs_and_decay_steps_read_back():
+    """finetuned-<regime> with hyphens is a ladder rung (finetuned-no-twins and finetuned@<set>
+    are not); a state with a decay phase and an earlier validation point reads back in the
+    trainer's words."""
+    from capgap.report.ladder import ladder_rungs
+
+    assert ladder_rungs(["pretrained", "finetuned-no-twins", "finetuned@x", "finetuned-early-stop", "probe", "finetuned-r4"]) == \
+        ["probe", "finetuned-early-stop", "finetuned-r4", "pretrained"]
+    rule = Convergence(tol=0.01, n_iter_no_change=1, max_iter=1000)
+    st = rule.state([3.0, 2.0, 1.999], 650, True, early_stopped=True)
+    from dataclasses import replace
+    st = replace(st, decay_steps=130)
+    got = learner_state(pd.DataFrame(st.rows("d", "e", "head-mlp")), "d", "e", "head-mlp")
+    assert got.describe() == st.describe() == \
+        "converged at 650 steps, then 130 decay steps; weights of an earlier point chosen on its validation split"
+    assert got.finding

@@ -126,7 +126,15 @@ def test_the_parity_ladder_table_and_sentence_by_hand():
     assert "perfect encoder reaches at least 1.000" in text and "reaches 0.600 to 0.980" in text
     assert "at most 0.300 on held-out" in text and "k/n: at most 0.250" in text and "at least 0.550)" in text
     lines = render_parity_ladder(hdf, summary)
-    assert "| 16 | 1.000 | 1.000 | 0.610 | 0.600 | 1.000 | 0.050 | 0.125 |" in lines[2] and text in lines
+    assert "| 16 | 1.000 | 1.000 | 0.610 | 0.600 | 1.000 | 0.050 | 0.125 |" in lines[2]
+    # no state rows: every learner is named after the sentence as not a finding
+    marked = next(line for line in lines if line.startswith(text[:-1]))
+    assert marked == text + " — not a finding where a learner had not converged: " + "; ".join(
+        f"P = {P}, `{m}` convergence not recorded" for P in (8, 16) for m in ("head-mlp-all", "head-mlp")) + "."
+    conv = pd.DataFrame([{"dataset": f"parity-P{P}", "encoder": "", "method": m, "split": "train", "metric": k, "k": "", "value": v}
+                         for P in (8, 16) for m in ("head-mlp-all", "head-mlp")
+                         for k, v in (("converged", 1.0), ("steps", 100.0), ("max_steps", 3000.0))])
+    assert parity_ladder_sentence(t, pd.concat([hdf, conv])) == text  # every learner converged: no mark
     assert render_parity_ladder(hdf[hdf["method"] == "probe"], summary) == []
 
 

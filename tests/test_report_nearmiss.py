@@ -172,6 +172,11 @@ def test_verdict_thresholds_and_gaps():
     assert twin_verdict(r) == ("**negation** (10 held-out pairs): solved by the index, the pre-trained encoder and BM25 "
                                "(probe 0.950, pre-trained 0.950, BM25 not run, all >= 0.95), but not by fine-tuned 0.900, "
                                "ColBERT 0.800.")
+    # the learners below: a converged fine-tuning stays as it is, a ColBERT at its cap is marked
+    marked = {**r, "finetuned_finding": True, "finetuned_state": "converged at 400 steps", "colbert_finding": False,
+              "colbert_state": "stopped at the cap 100, objective still falling 3.2% per window"}
+    assert twin_verdict(marked).endswith("but not by fine-tuned 0.900, ColBERT 0.800 (not a finding: stopped at the cap 100, "
+                                         "objective still falling 3.2% per window).")
     assert twin_verdict_kind({**r, "probe_win": 0.9499}) == "index-limited"
     assert twin_verdict_kind({**r, "probe_win": nan}) == "not decided"
     assert twin_verdict_kind({**r, "pretrained_win": nan}) == "not decided"

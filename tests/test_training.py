@@ -17,7 +17,10 @@ def test_relative_improvement_by_hand():
     # window 1: the last point against the best of every point before it (a rise counts as none)
     assert relative_improvement([4.0, 2.0, 3.0], 1) == pytest.approx(-0.5)
     assert math.isnan(relative_improvement([1.0, 0.5], 2))  # too few points
-    assert math.isnan(relative_improvement([1.0, float("nan"), 0.5], 1))
+    # a non-finite point (a diverged step) is left out of the minima; a run that ends on one is not judged
+    assert relative_improvement([1.0, float("nan"), 0.5], 1) == pytest.approx(0.5)
+    assert math.isnan(relative_improvement([1.0, 0.5, float("inf")], 1))
+    assert math.isnan(relative_improvement([float("nan"), float("nan"), 0.5], 2))
     assert relative_improvement([0.0, 0.0], 1) == 0.0
     # below 1 the change is absolute (SciPy's ftol scaling): 0.02 -> 0.01 is 0.01, not 50%
     assert relative_improvement([0.02, 0.01], 1) == pytest.approx(0.01)
@@ -81,7 +84,7 @@ def test_run_loop_stops_at_convergence_and_a_resumed_run_stops_at_the_same_step(
     assert res.curve[-1]["improvement"] == pytest.approx(relative_improvement(objectives, 2)) and res.curve[-1]["improvement"] < 0.05
     # the results.csv rows say what the curve says
     rows = {r["metric"]: r["value"] for r in res.convergence.rows("d", "e", "m")}
-    assert set(rows) == set(STATE_METRICS) and all(r["split"] == "train" for r in res.convergence.rows("d", "e", "m"))
+    assert set(rows) == set(STATE_METRICS) - {"decay_steps"} and all(r["split"] == "train" for r in res.convergence.rows("d", "e", "m"))
     assert rows == {"converged": 1.0, "early_stopped": 0.0, "steps": float(res.converged_at), "max_steps": 200.0, "train_loss": objectives[-1],
                     "loss_improvement": res.curve[-1]["improvement"]}
     assert state_from_curve(res.curve, Convergence(0.05, 2, 200)) == res.convergence
@@ -201,3 +204,41 @@ def test_patience_counts_from_the_start_when_the_start_is_a_candidate():
     assert run(0.9).stopped_at == 6  # the start (0.9) best: points at 3 and 6 bring none better
     assert run(None).stopped_at == 9  # the first point (0.3) best: points at 6 and 9 bring none better
     assert run(0.1).stopped_at == 9  # the first point (0.3) beats the start: counted from it
+
+
+def test_a_validation_value_still_rising_at_the_cap_is_not_early_stopping():
+    """The kept point is the last one (validation 0.1, 0.2, ... rising to the cap): the cap, not
+    early stopping, ended the run, so the state is neither converged nor early-stopped (not a
+    finding). The same values peaking at the second point: early-stopped."""
+    def run(values):
+        sampler = seed_everything(0)
+        model = torch.nn.Linear(4, 1)
+        X = torch.linspace(-1, 1, 40).reshape(10, 4)
+        it = iter(values)
+        return run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), 12, 10,
+                        4, sampler, evaluate=lambda step: {"v": next(it)}, eval_every=3, patience=3,
+                        monitor=lambda p: p["v"], convergence=Convergence(1e-9, 3, 12), validation=True, monitor_start=0.0)
+
+    rising = run([0.1, 0.2, 0.3, 0.4])
+    assert rising.stopped_at is None and not rising.convergence.early_stopped and not rising.convergence.converged
+    assert rising.convergence.describe().startswith("stopped at the cap 12")
+    peaked = run([0.1, 0.5, 0.3, 0.4])
+    assert peaked.convergence.early_stopped and peaked.convergence.describe() == \
+        "ran to the cap 12, weights of an earlier point chosen on its validation split"
+
+
+def test_a_fixed_length_run_that_patience_ended_is_judged_as_its_curve_is():
+    """stop False with patience: run_loop's own state and state_from_curve (what ColBERT writes)
+    agree: both apply the rule at the last point."""
+    sampler = seed_everything(0)
+    model = torch.nn.Linear(3, 1, bias=False)
+    X = torch.linspace(-1, 1, 36).reshape(12, 3)
+    y = X @ torch.tensor([[1.0], [-2.0], [0.5]])
+    values = iter([0.9, 0.5, 0.4, 0.3] + [0.1] * 100)
+    rule = Convergence(0.05, 2, 200, stop=False)
+    res = run_loop(lambda b: ((model(X[b]) - y[b]) ** 2).mean(), model, torch.optim.SGD(model.parameters(), lr=0.2), 200, 12, 4,
+                   sampler, evaluate=lambda step: {"v": next(values)}, eval_every=2, patience=3, monitor=lambda p: p["v"],
+                   convergence=rule, objective=lambda: float(((model(X) - y) ** 2).mean()))
+    assert res.stopped_at == 8
+    assert res.convergence == state_from_curve(res.curve, rule)
+    assert res.convergence.converged == rule.converged([p["objective"] for p in res.curve])

@@ -20,6 +20,7 @@ pieces; the learning experiments build on it.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ from .finetune import infonce_loss
 from .probe import ProbeConfig, probe
 from .retrieval import rank_gold
 from .training import Convergence
+
+log = logging.getLogger(__name__)
 
 _D = section_defaults("hardness")  # the schema holds every default (capgap.config)
 
@@ -217,7 +220,8 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
 
     Training stops by the convergence rule (``capgap.training.Convergence(tol,
     n_iter_no_change, steps)``): every ``eval_every`` steps the full-batch objective is
-    measured, and once it improved by less than ``tol`` (relative) over the last
+    measured, and once it improved by less than ``tol`` (relative, absolute below 1:
+    ``capgap.training.relative_improvement``) over the last
     ``n_iter_no_change`` measurements the learner has converged; else it stops at ``steps``.
 
     Returns a dict with train/held-out recall@k (mean), the random baseline k/n, the hidden
@@ -263,6 +267,9 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
                 objectives.append(float(objective()))
             converged = rule.converged(objectives)
     state = rule.state(objectives, step, converged)
+    if not state.converged:
+        log.warning("hardness: P = %d, %s %s encoder (seed %d): not converged: %s (tol %g over %d checks)", task.P, arch, loss,
+                    seed, state.describe(), tol, n_iter_no_change)
     with torch.no_grad():
         codes_tr = net(qt).numpy()
         codes_ho = net(torch.from_numpy(q_heldout.astype(np.float64))).numpy()

@@ -29,7 +29,7 @@ import json
 import logging
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -110,8 +110,9 @@ class PartialState:
 
 # --- convergence: one rule for every trainer -------------------------------------------------
 
-STATE_METRICS = ("converged", "early_stopped", "steps", "max_steps", "train_loss", "loss_improvement")
-"""The results.csv metrics (split ``train``, empty k) that carry a trainer's convergence state."""
+STATE_METRICS = ("converged", "early_stopped", "steps", "max_steps", "train_loss", "loss_improvement", "decay_steps")
+"""The results.csv metrics (split ``train``, empty k) that carry a trainer's convergence state
+(``decay_steps`` only where a decay phase followed convergence)."""
 
 
 def relative_improvement(objectives: Sequence[float], window: int) -> float:
@@ -132,13 +133,19 @@ def relative_improvement(objectives: Sequence[float], window: int) -> float:
         point ahead of the window: the fraction by which the window lowered the best objective
         (<= 0: no improvement). The denominator is at least 1, so an objective that approaches 0
         (an InfoNCE loss whose margins keep growing) is judged by its absolute change, as
-        ``scipy.optimize.minimize(method="L-BFGS-B")`` judges ``ftol``. NaN while fewer than
-        ``window + 1`` points exist, or when a value is not finite.
+        ``scipy.optimize.minimize(method="L-BFGS-B")`` judges ``ftol``. Non-finite values (a
+        diverged step) are left out of both minima; NaN while fewer than ``window + 1`` points
+        exist, when the last point is not finite (a run that ends diverged is not converged), or
+        when the window or the points before it hold no finite value.
     """
     values = np.asarray(list(objectives), dtype=np.float64)
-    if window < 1 or len(values) < window + 1 or not np.all(np.isfinite(values)):
+    if window < 1 or len(values) < window + 1 or not np.isfinite(values[-1]):
         return float("nan")
-    before, last = float(values[:-window].min()), float(values[-window:].min())
+    head, tail = values[:-window], values[-window:]
+    head, tail = head[np.isfinite(head)], tail[np.isfinite(tail)]
+    if not len(head) or not len(tail):
+        return float("nan")
+    before, last = float(head.min()), float(tail.min())
     return (before - last) / max(abs(before), 1.0)
 
 
@@ -185,14 +192,15 @@ class Convergence:
 
     def state(self, objectives: Sequence[float], steps: int, converged: bool, early_stopped: bool = False) -> "ConvergenceState":
         """The ``ConvergenceState`` of a run that ran ``steps`` steps and whose curve points had
-        these ``objectives``; ``early_stopped``: early stopping on a validation split ended it."""
+        these ``objectives``; ``early_stopped``: a validation split chose the weights of a point
+        before the last (``ConvergenceState.early_stopped``)."""
         values = list(objectives)
         gain = relative_improvement(values, self.n_iter_no_change)
         return ConvergenceState(converged=bool(converged), steps=int(steps), max_steps=self.max_iter,
                                 objective=float(values[-1]) if values else float("nan"),
                                 improvement=gain if np.isfinite(gain) else None,
                                 tol=self.tol, n_iter_no_change=self.n_iter_no_change,
-                                early_stopped=bool(early_stopped and not converged))
+                                early_stopped=bool(early_stopped))
 
 
 @dataclass(frozen=True)
@@ -215,9 +223,14 @@ class ConvergenceState:
     tol, n_iter_no_change : float, int
         The rule's settings.
     early_stopped : bool
-        A validation split carved from the training data chose the weights (early stopping:
-        the best validation point's weights are kept, ``run_loop``'s ``validation``), and the
-        rule did not converge: a model selection of its own, so its numbers are findings too.
+        A validation split carved from the training data chose the weights of a point before the
+        last one (early stopping: the best validation point's weights are kept, ``run_loop``'s
+        ``validation``): a model selection of its own, so its numbers are findings too. A run
+        whose validation value was still rising at its last point was not stopped early (at the
+        cap it is not converged).
+    decay_steps : int
+        Steps of a learning-rate decay run after the rule held (the ladder's ``stable-decay``;
+        0: none): ``steps`` is where the rule held, the weights are those after the decay.
     """
 
     converged: bool
@@ -228,22 +241,27 @@ class ConvergenceState:
     tol: float
     n_iter_no_change: int
     early_stopped: bool = False
+    decay_steps: int = 0
 
     def rows(self, dataset: str, encoder: str, method: str) -> list[dict]:
         """results.csv rows (split ``train``, k empty): ``converged`` (1/0), ``early_stopped``
         (1/0), ``steps``, ``max_steps``, ``train_loss`` (the final objective),
         ``loss_improvement`` (the criterion's last value; no row while it is not finite: too few
-        curve points)."""
+        curve points), ``decay_steps`` (only when > 0)."""
         gain = float("nan") if self.improvement is None else self.improvement
         values = (float(self.converged), float(self.early_stopped), float(self.steps), float(self.max_steps), self.objective,
-                  gain)
+                  gain, float(self.decay_steps) if self.decay_steps else float("nan"))
         return [{"dataset": dataset, "encoder": encoder, "method": method, "split": "train", "metric": m, "k": "", "value": v}
                 for m, v in zip(STATE_METRICS, values) if np.isfinite(v)]
 
     def describe(self) -> str:
         """``converged at N steps`` or ``stopped at the cap N, objective still falling x% per
-        window`` (the report's wording)."""
-        return describe_state(self.converged, self.steps, self.max_steps, self.improvement, self.early_stopped)
+        window`` (the report's wording; ``describe_state``)."""
+        text = describe_state(self.converged, self.steps, self.max_steps, self.improvement, self.early_stopped,
+                              self.decay_steps)
+        if not np.isfinite(self.objective) and not self.converged:
+            text += " (the objective was not finite at the last point: diverged)"
+        return text
 
     def to_dict(self) -> dict:
         """A strict-JSON dict (NaN as None)."""
@@ -254,13 +272,19 @@ def state_from_curve(curve: Sequence[Mapping], convergence: Convergence, validat
     """The ``ConvergenceState`` a ``run_loop`` curve records under ``convergence``: the steps are
     the last point's ``step``, converged when the rule holds at the last point (the loop checks
     the rule before early stopping, so a run it stopped at convergence ends on such a point);
-    ``validation``: a validation split chose the weights (``run_loop``'s ``validation``).
+    ``validation``: a validation split chose the weights of a point before the last. Points
+    marked ``decay`` (a decay phase after convergence) are left out of the rule: the steps are
+    the last rule point's, ``decay_steps`` the rest, the objective the curve's last.
     ``ValueError`` for an empty curve or one without ``objective`` values."""
     if not curve or any("objective" not in p for p in curve):
         raise ValueError("state_from_curve: the curve has no objective values (was it trained under a convergence rule?)")
-    objectives = [_objective(p) for p in curve]
-    steps, converged = int(curve[-1]["step"]), convergence.converged(objectives)
-    return convergence.state(objectives, steps, converged, early_stopped=validation)
+    ruled = [p for p in curve if not p.get("decay")] or list(curve)
+    objectives = [_objective(p) for p in ruled]
+    steps, converged = int(ruled[-1]["step"]), convergence.converged(objectives)
+    state = convergence.state(objectives, steps, converged, early_stopped=validation)
+    if ruled[-1] is not curve[-1]:
+        state = replace(state, objective=_objective(curve[-1]), decay_steps=int(curve[-1]["step"]) - steps)
+    return state
 
 
 def _objective(point: Mapping) -> float:
@@ -270,19 +294,26 @@ def _objective(point: Mapping) -> float:
     return float("nan") if value is None else float(value)
 
 
-def describe_state(converged: bool, steps: int, max_steps: int, improvement: float, early_stopped: bool = False) -> str:
-    """The report's words for a learner's state: ``converged at N steps``; ``stopped early by its
-    validation split at N steps`` (``early_stopped``); ``stopped at the cap N, objective still
-    falling x% per window`` (``x``: ``improvement`` in percent, or ``too few curve points to
-    judge``); ``ran to the cap N, weights chosen on its validation split`` (``early_stopped`` at
-    the cap); a run that ended before its cap otherwise ``stopped early at N steps, not
-    converged``."""
+def describe_state(converged: bool, steps: int, max_steps: int, improvement: float, early_stopped: bool = False,
+                   decay_steps: int = 0) -> str:
+    """The report's words for a learner's state: ``converged at N steps`` (with ``, then D decay
+    steps`` after a decay phase, ``; weights of an earlier point chosen on its validation split``
+    when ``early_stopped``); ``stopped early by its validation split at N steps``
+    (``early_stopped``); ``stopped at the cap N, objective still falling x% per window`` (``x``:
+    ``improvement`` in percent, or ``too few curve points to judge``); ``ran to the cap N,
+    weights of an earlier point chosen on its validation split`` (``early_stopped`` at the cap);
+    a run that ended before its cap otherwise ``stopped early at N steps, not converged``."""
     if converged:
-        return f"converged at {int(steps):,} steps"
+        text = f"converged at {int(steps):,} steps"
+        if decay_steps:
+            text += f", then {int(decay_steps):,} decay steps"
+        if early_stopped:
+            text += "; weights of an earlier point chosen on its validation split"
+        return text
     if early_stopped:
         if int(steps) < int(max_steps):
             return f"stopped early by its validation split at {int(steps):,} steps"
-        return f"ran to the cap {int(steps):,}, weights chosen on its validation split"
+        return f"ran to the cap {int(steps):,}, weights of an earlier point chosen on its validation split"
     if int(steps) < int(max_steps):
         return f"stopped early at {int(steps):,} steps, not converged"
     if improvement is None or not np.isfinite(improvement):
@@ -418,9 +449,10 @@ def run_loop(
         mode, under ``torch.no_grad``), e.g. the loss on the whole training set or a fixed sample.
     validation : bool
         True when ``monitor`` watches a validation split carved from the training data and the
-        caller keeps the best point's weights (early stopping): the state then records that a
-        validation split chose the weights (``early_stopped``) unless the rule converged. False
-        (e.g. a monitor on held-out queries): a run ``patience`` ended is not converged.
+        caller keeps the best point's weights (early stopping): the state then records
+        ``early_stopped`` when that point (the best, the earliest of equal ones, ``monitor_start``
+        included) is not the last. False (e.g. a monitor on held-out queries): a run ``patience``
+        ended is not converged.
 
     Returns
     -------
@@ -523,9 +555,15 @@ def run_loop(
         curve_point(step)
         if has_converged():
             converged_at = step
+    elif converged_at is None and convergence is not None and not convergence.stop and has_converged():
+        converged_at = step  # trained to the cap but for patience: the rule judges the last point, as state_from_curve does
     state = None
     if convergence is not None:
-        state = convergence.state([_objective(p) for p in curve], step, converged_at is not None, validation)
+        chose_earlier = False
+        if validation and monitor is not None and curve:  # the kept point (the best, the earliest of equal) is not the last
+            values = ([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve]
+            chose_earlier = int(np.argmax(values)) < len(values) - 1
+        state = convergence.state([_objective(p) for p in curve], step, converged_at is not None, chose_earlier)
         if not state.converged and not state.early_stopped:
             log.warning("%s: not converged: %s (tol %g over %d curve points)", desc, state.describe(), convergence.tol,
                         convergence.n_iter_no_change)

@@ -14,7 +14,7 @@ import numpy as np
 from ..data import Split, excluded_positions, query_records
 from ..io import atomic_open
 from ..retrieval import dense_scores, document_groups
-from ..training import (ConvergenceState, PartialState, curve_evaluator, curve_ks, run_loop, seed_everything,  # noqa: F401
+from ..training import (ConvergenceState, PartialState, curve_evaluator, curve_ks, json_digest, run_loop, seed_everything,  # noqa: F401
                         validation_split)  # validation_split: re-exported (capgap.finetune's API)
 from .adapter import add_lora
 from .config import FinetuneConfig
@@ -55,16 +55,21 @@ class EarlyStop:
         self.model, self.validation_ids, self.key = model, list(validation_ids), key
         self.best, self.best_step, self.state, self.weights, self.path = -np.inf, None, None, None, None
 
-    def attach(self, weights, ckpt_path) -> None:
-        """The weights to snapshot (a ``PartialState``) and where to keep them beside the checkpoint."""
+    def attach(self, weights, ckpt_path, digest=None) -> None:
+        """The weights to snapshot (a ``PartialState``) and where to keep them beside the checkpoint;
+        ``digest``: the checkpoint's digest parts (``run_loop``'s): a ``.best`` file is taken up
+        only when its validation ids and digest equal these (a run under other settings or data
+        starts over, as its checkpoint does)."""
         import torch
 
-        self.weights = weights
+        self.weights, self.digest = weights, json_digest(digest or {})
         self.path = Path(f"{ckpt_path}.best") if ckpt_path else None
         if self.path and self.path.is_file():
             saved = torch.load(self.path, weights_only=False)
-            if saved.get("validation_ids") == self.validation_ids:
+            if saved.get("validation_ids") == self.validation_ids and saved.get("digest") == self.digest:
                 self.best, self.best_step, self.state = saved["value"], saved["step"], saved["weights"]
+            else:
+                log.warning("finetune: ignoring %s: it was written under other settings, data or validation queries", self.path)
 
     def monitor(self, point: dict) -> float:
         return float(point[self.key])
@@ -82,7 +87,7 @@ class EarlyStop:
 
                     with atomic_open(self.path, "wb") as fh:
                         torch.save({"step": step, "value": self.best, "weights": self.state,
-                                    "validation_ids": self.validation_ids}, fh)
+                                    "validation_ids": self.validation_ids, "digest": self.digest}, fh)
             return out
 
         return both
@@ -219,7 +224,7 @@ def train_query_encoder(
                   "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg, context)}
     weights = PartialState(model, trained)
     if early is not None:
-        early.attach(weights, ckpt_path)
+        early.attach(weights, ckpt_path, {**digest, "number of training items": n_train})
     res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
                    checkpoint_every=cfg.checkpoint_every, weights=weights,
                    evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc="finetune", stop_after=stop_after,

@@ -52,8 +52,8 @@ class LadderConfig:
             raise ValueError(f"ladder.optimizer must be 'adamw' or 'lbfgs', got {self.optimizer!r}")
         if self.schedule not in ("stable-decay", "constant", "cosine"):
             raise ValueError(f"ladder.schedule must be 'stable-decay', 'constant' or 'cosine', got {self.schedule!r}")
-        if self.decay_fraction <= 0:
-            raise ValueError(f"ladder.decay_fraction must be > 0, got {self.decay_fraction}")
+        if not 0 < self.decay_fraction <= 1:
+            raise ValueError(f"ladder.decay_fraction must be in (0, 1], got {self.decay_fraction}")
         if min(self.steps, self.batch_size, self.eval_every, self.n_iter_no_change, self.history_size) < 1:
             raise ValueError("ladder: steps, batch_size, eval_every, n_iter_no_change and history_size must be >= 1")
         if self.temperature <= 0 or self.lr <= 0 or self.tol < 0 or self.patience < 0:

@@ -302,7 +302,7 @@ def decay_factor(start: int, length: int) -> Callable[[int], float]:
 def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Sequence[int]],
              excluded: Sequence[Sequence[int]] | None, cfg: LadderConfig, threads: int | None = None,
              progress: bool = False, validate: Callable[[object], float] | None = None,
-             evaluate: Callable[[object, int], dict] | None = None) -> tuple[object, LoopResult]:
+             evaluate: Callable[[object, int], dict] | None = None, name: str | None = None) -> tuple[object, LoopResult]:
     """Train one head of ``kind`` on the queries ``X`` ``(n, dim) float32`` (their pre-trained
     embeddings), ``gold[i]`` / ``excluded[i]``: row indices of query i's gold and excluded
     documents in ``documents`` ``(n_docs, dim) float32`` (the frozen index; read only).
@@ -316,7 +316,9 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
     validation queries; called in eval mode, no grad): called on the initial head (step 0) and
     at each curve point, which records it as ``validation``; the weights of the best of these
     (the earliest of equal values) are put back at the end, and training stops after
-    ``cfg.patience`` curve points without a new best among them. ``evaluate(head, step)`` (optional) ->
+    ``cfg.patience`` curve points without a new best among them (counted from the initial head
+    when it is the best). ``name``: the learner's name in the log and its warnings (e.g.
+    ``nfcorpus/minilm head-mlp-all``; default ``head-<kind>``). ``evaluate(head, step)`` (optional) ->
     dict of extra curve metrics (benchmarks). Runs on CUDA when available, else on CPU
     (``threads``: torch threads). Returns ``(head, LoopResult)``: the head in eval mode on the
     CPU, the result's ``convergence`` the run's ``ConvergenceState`` (logged). Raises
@@ -377,7 +379,7 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
                 out["validation"] = keep.observe(step, float(validate(head)))
             return out
 
-    desc = f"head-{kind}"
+    desc = name or f"head-{kind}"
     t = time.perf_counter()
     start = None
     if keep is not None:  # the start (the identity: the pre-trained encoder) is a candidate too
@@ -389,7 +391,6 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
                    patience=cfg.patience if keep is not None and cfg.patience else None,
                    monitor=(lambda point: point["validation"]) if keep is not None else None, validation=keep is not None,
                    monitor_start=start)
-    decayed = ""
     if cfg.optimizer == "adamw" and cfg.schedule == "stable-decay" and res.converged_at is not None:
         # converged at the constant rate: the objective no longer falls at that rate; now decay it
         # to 0 over decay_fraction of the steps so far, to settle into the minimum it found
@@ -398,21 +399,21 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
         tail = run_loop(batch_loss, head, opt, length, n, batch_size, sampler, progress=progress, desc=f"{desc} decay",
                         evaluate=(lambda step: curve_metrics(res.converged_at + step)) if curve_metrics else None,
                         eval_every=cfg.eval_every, objective=lambda: full(head))
-        res.curve.extend({**p, "step": res.converged_at + p["step"]} for p in tail.curve)
+        res.curve.extend({**p, "step": res.converged_at + p["step"], "decay": True} for p in tail.curve)
         res.steps_run += tail.steps_run
-        res.convergence = replace(res.convergence, steps=res.converged_at + length, objective=res.curve[-1]["objective"])
-        decayed = f" (then the rate decayed to 0 over {length} steps)"
+        res.convergence = replace(res.convergence, objective=res.curve[-1]["objective"], decay_steps=length)
     seconds = time.perf_counter() - t
     kept = ""
     if keep is not None:
         keep.restore()
         head.eval()
         with torch.no_grad():  # the state describes the kept weights: their objective on the fit set
-            res.convergence = replace(res.convergence, objective=float(full(head)))
+            res.convergence = replace(res.convergence, objective=float(full(head)),
+                                      early_stopped=keep.step != res.curve[-1]["step"])
         kept = f"; kept the best validation point: step {keep.step} ({keep.value:.4f})"
     how = f"lbfgs, {opt.evals} evaluations" if cfg.optimizer == "lbfgs" else f"adamw, batch {batch_size}"
-    log.info("ladder: %s on %d queries (%s): %s%s in %.1f s, objective %.4f%s", desc, n, how, res.convergence.describe(),
-             decayed, seconds, res.convergence.objective, kept)
+    log.info("ladder: %s on %d queries (%s): %s in %.1f s, objective %.4f%s", desc, n, how, res.convergence.describe(),
+             seconds, res.convergence.objective, kept)
     return head.cpu().eval(), res
 
 

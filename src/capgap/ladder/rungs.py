@@ -31,6 +31,9 @@ def method_names(cfg: LadderConfig) -> list[str]:
             + ["nn-transfer", f"nn-transfer-top{cfg.top_m}"])
 
 
+SMALL_VALIDATION = 10  # validation splits under this many queries are named in a warning
+
+
 def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Sequence[str], W: np.ndarray | None,
                     cfg: LadderConfig, ks: Sequence[int], ndcg_k: int, encoder_name: str, threads: int | None = 1,
                     progress: bool = False) -> tuple[list[dict], dict]:
@@ -70,6 +73,9 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
         gold_train, validation = [at[q] for q in fit_ids], [at[q] for q in val_ids]
     elif cfg.validation_fraction > 0 and gold_train:
         log.warning("ladder: no validation split for the train-only heads: %d train queries with gold (two needed)", len(gold_train))
+    if 0 < len(validation) < SMALL_VALIDATION:
+        log.warning("ladder: the train-only heads' validation split has %d queries (under %d): early stopping's choice of "
+                    "weights rests on few queries", len(validation), SMALL_VALIDATION)
     fits = {"-all": [i for i in range(len(qids)) if len(j.gold[i])], "": gold_train}
     groups = document_groups(rs.corpus, documents)
     rows, seconds = [], {}
@@ -95,7 +101,8 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
             t = time.perf_counter()
             head, res = fit_head(kind, X[items], documents, [j.gold[i] for i in items],
                                  None if excluded is None else [excluded[i] for i in items], cfg, threads, progress,
-                                 validate=validate if suffix == "" and validation else None)
+                                 validate=validate if suffix == "" and validation else None,
+                                 name=f"{rs.name}/{encoder_name} {method}")
             evaluate(method, apply_head(head, X))
             rows.extend(res.convergence.rows(rs.name, encoder_name, method))
             seconds[method] = time.perf_counter() - t

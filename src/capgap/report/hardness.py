@@ -11,7 +11,7 @@ from .. import figures
 from ..figures import HARDNESS_PREFIX
 from .context import ReportContext, ReportOutputs
 from .format import _f, _md_table, _value
-from .learners import NOT_RECORDED_STATE, learner_states
+from .learners import NOT_A_FINDING, NOT_RECORDED_STATE, learner_states
 
 
 def render_parity_ladder(hdf: pd.DataFrame, hsummary: dict) -> list[str]:
@@ -33,7 +33,7 @@ def render_parity_ladder(hdf: pd.DataFrame, hsummary: dict) -> list[str]:
                           "head-mlp held-out", "random k/n", "head-mlp-all state", "head-mlp state"],
                          [[_f(v) if isinstance(v, float) else v for v in r] + [state(r.P, "head-mlp-all"), state(r.P, "head-mlp")]
                           for r in t.itertuples(index=False)]))
-    return out + ["", parity_ladder_sentence(t), "", parity_fit_sentence(t, hdf), ""]
+    return out + ["", parity_ladder_sentence(t, hdf), "", parity_fit_sentence(t, hdf), ""]
 
 
 def parity_fit_sentence(t: pd.DataFrame, hdf: pd.DataFrame) -> str:
@@ -156,13 +156,15 @@ def parity_ladder(hdf: pd.DataFrame, hsummary: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["P", "oracle", "perfect", "fit_train", "fit_heldout", "only_train", "only_heldout", "random"])
 
 
-def parity_ladder_sentence(t: pd.DataFrame) -> str:
+def parity_ladder_sentence(t: pd.DataFrame, hdf: pd.DataFrame | None = None) -> str:
     """One generated sentence from ``parity_ladder``'s table, over P: the smallest held-out
     recall of the perfect encoder (one member of the ReLU family: what the family can
     represent) and of the oracle; the range of the fit-all rung's held-out recall (what
     gradient training of that family fits on every query, a lower bound at its steps); the
     largest held-out recall of the train-only rung against the largest k/n; and the smallest
-    per-P generalisation gap, fit-all held-out - train-only held-out."""
+    per-P generalisation gap, fit-all held-out - train-only held-out. With ``hdf`` (the parity
+    rows with the learners' states), a learner that had not converged (nor was chosen by early
+    stopping) is named after the sentence, marked "not a finding" (``learners.NOT_A_FINDING``)."""
     num = lambda c: pd.to_numeric(t[c], errors="coerce")  # noqa: E731
     fit, oracle, perfect, only, rnd = num("fit_heldout"), num("oracle"), num("perfect"), num("only_heldout"), num("random")
     P = t["P"].tolist()
@@ -170,7 +172,17 @@ def parity_ladder_sentence(t: pd.DataFrame) -> str:
             f"{perfect.min():.3f} held-out recall, the probe at least {oracle.min():.3f}); fit by gradient on every query it "
             f"reaches {fit.min():.3f} to {fit.max():.3f} (a lower bound: the optimiser's, at these steps); trained on the "
             f"train queries only it reaches at most {only.max():.3f} on held-out queries (random k/n: at most {rnd.max():.3f}; "
-            f"generalisation gap, fit-all minus train-only, at least {(fit - only).min():.3f}).")
+            f"generalisation gap, fit-all minus train-only, at least {(fit - only).min():.3f})." + _unfinished(t, hdf))
+
+
+def _unfinished(t: pd.DataFrame, hdf: pd.DataFrame | None) -> str:
+    """" — not a finding where ...": the parity learners of ``t``'s P that are not findings."""
+    if hdf is None:
+        return ""
+    states = learner_states(hdf)
+    bad = [(P, m, states.get((f"{HARDNESS_PREFIX}{P}", "", m), NOT_RECORDED_STATE)) for P in t["P"] for m in ("head-mlp-all", "head-mlp")]
+    bad = [f"P = {P}, `{m}` {st.describe()}" for P, m, st in bad if not st.finding]
+    return f" — {NOT_A_FINDING} where a learner had not converged: " + "; ".join(bad) + "." if bad else ""
 
 
 def draw(ctx: ReportContext, outputs: ReportOutputs) -> dict[str, bool]:

@@ -14,7 +14,7 @@ import pandas as pd
 from .. import figures, paper
 from .context import ReportContext, ReportOutputs
 from .format import _f, _md_table, _num
-from .learners import NOT_RECORDED, NOT_RECORDED_STATE, is_trained, learner_states
+from .learners import NOT_RECORDED, NOT_RECORDED_STATE, is_regime, is_trained, learner_states
 
 LADDER_K = 10  # the table's and figure's recall cut-off
 GAP_METRIC = ("rprec", "")  # the gap sentence's metric: R-precision, where capacity is read when gold sets vary
@@ -32,7 +32,7 @@ def ladder_rungs(methods) -> list[str]:
     and ``finetuned-no-twins`` are not rungs), ``pretrained``. Methods absent are left out."""
     have = set(methods)
     top = sorted((m for m in have if re.fullmatch(r"nn-transfer-top\d+", m)), key=lambda m: int(m.rsplit("top", 1)[1]))
-    regimes = sorted(m for m in have if re.fullmatch(r"finetuned-[A-Za-z0-9_.]+", m) and m != "finetuned-no-twins")
+    regimes = sorted(m for m in have if is_regime(m))
     order = ["probe", *FIT_ALL, *TRAIN_ONLY_HEADS, "nn-transfer", *top, "finetuned", *regimes, "pretrained"]
     return [m for m in order if m in have]
 

@@ -27,13 +27,20 @@ from .format import _md_table
 # capgap.training.STATE_METRICS, copied: importing a module-level name of capgap.training pulls in
 # the whole module's imports (torch, which the report env lacks; tests/test_envs.py), so the
 # report keeps its own copy (tests/test_report_convergence.py checks they agree)
-STATE_METRICS = ("converged", "early_stopped", "steps", "max_steps", "train_loss", "loss_improvement")
+STATE_METRICS = ("converged", "early_stopped", "steps", "max_steps", "train_loss", "loss_improvement", "decay_steps")
 NOT_RECORDED = "convergence not recorded"
 UNTRAINED = "not trained (evaluated as loaded)"
 NOT_A_FINDING = "not a finding"  # the mark of a sentence or cell read from a learner that had not converged
 # methods trained by gradient under a convergence rule (plus finetuned-<regime>, see is_trained)
 TRAINED = ("finetuned", "finetuned-no-twins", "colbert", "trained", "head-linear-all", "head-mlp-all", "head-linear", "head-mlp")
 _REGIME = re.compile(r"finetuned-[^@\s]+")  # finetuned@<set>: a transfer row, not a learner of its own
+
+
+def is_regime(method: str) -> bool:
+    """Whether a results.csv method is a fine-tuning regime's (``finetuned-<regime>``, any name
+    the config accepts, hyphens included; not ``finetuned-no-twins``, the twin-negatives
+    learner, nor a ``finetuned@<set>`` transfer row)."""
+    return bool(_REGIME.fullmatch(str(method))) and method != "finetuned-no-twins"
 
 
 def is_trained(method: str) -> bool:
@@ -60,6 +67,7 @@ class LearnerState:
     train_loss: float = math.nan
     improvement: float | None = None
     early_stopped: bool = False
+    decay_steps: int = 0
 
     @property
     def untrained(self) -> bool:
@@ -82,7 +90,8 @@ class LearnerState:
             return UNTRAINED
         if self.steps != self.steps or self.max_steps != self.max_steps:
             return "converged (steps not recorded)" if self.converged else "not converged (steps not recorded)"
-        return describe_state(self.converged, int(self.steps), int(self.max_steps), self.improvement, self.early_stopped)
+        return describe_state(self.converged, int(self.steps), int(self.max_steps), self.improvement, self.early_stopped,
+                              self.decay_steps)
 
     def why_not(self, what: str, state: bool = True) -> str:
         """Why no finding is drawn from this learner, ``what`` naming it ("the fine-tuning"):
@@ -108,7 +117,8 @@ def _from_values(v: dict) -> LearnerState:
     gain = v.get("loss_improvement", math.nan)
     return LearnerState(recorded=True, converged=v["converged"] == 1.0, steps=v.get("steps", math.nan),
                         max_steps=v.get("max_steps", math.nan), train_loss=v.get("train_loss", math.nan),
-                        improvement=gain if gain == gain else None, early_stopped=v.get("early_stopped", 0.0) == 1.0)
+                        improvement=gain if gain == gain else None, early_stopped=v.get("early_stopped", 0.0) == 1.0,
+                        decay_steps=int(v.get("decay_steps", 0.0)))
 
 
 def learner_states(df: pd.DataFrame | None) -> dict[tuple[str, str, str], LearnerState]:
@@ -184,7 +194,8 @@ def render_learners(table: pd.DataFrame) -> list[str]:
     out = ["## Trained learners: converged or stopped", "",
            "Every trained learner (fine-tuning and its regimes, twin negatives, ColBERT, the ladder's heads) trains under one "
            "convergence rule (`capgap.training.Convergence`): it has converged once its training objective improves by "
-           "less than `tol` (relative) over its last `n_iter_no_change` curve points, and stops there or at its step cap. "
+           "less than `tol` over its last `n_iter_no_change` curve points (relative to the best objective before them, "
+           "absolute where that is below 1), and stops there or at its step cap. "
            "A number a learner gives is a measurement of where it stopped; a finding drawn from it (a gap, the paper's "
            "pattern, a verdict) is one only if it converged, and the report marks every sentence read from a learner that "
            "had not converged (or whose convergence was not recorded) as *not a finding*.", ""]

@@ -20,7 +20,8 @@ TWIN_METHODS = ("probe", "pretrained", "finetuned", NO_TWINS, "bm25", "colbert")
 TRANSFER_METHOD = re.compile(r"^(finetuned|finetuned-no-twins)@(.+)$")  # finetuned[-no-twins]@<near-miss source>
 NEAR_MISS_COLUMNS = ["dataset", "encoder", "type", "pairs", "probe_win", "probe_gap", "pretrained_win", "finetuned_train",
                      "finetuned_heldout", "no_twins_heldout", "bm25_win", "bm25_tie", "colbert_win", "colbert_tie",
-                     "finetuned_state", "finetuned_finding", "no_twins_state", "no_twins_finding", "colbert_state"]
+                     "finetuned_state", "finetuned_finding", "no_twins_state", "no_twins_finding", "colbert_state",
+                     "colbert_finding"]
 
 
 def _twin_metric(metric: str) -> tuple[str, str] | None:
@@ -60,8 +61,8 @@ def near_miss_table(df: pd.DataFrame) -> pd.DataFrame:
     ColBERT (no encoder) repeat on every encoder's rows. nan: not measured. ``*_state``: where
     the dataset's fine-tuned adapter (twins as negatives), the one without twins and ColBERT
     stopped (``capgap.report.learners``; "convergence not recorded" for results without it; None
-    where the method has no twin rows); ``*_finding``: that learner converged (a verdict on what
-    fine-tuning does is drawn only then)."""
+    where the method has no twin rows); ``*_finding``: that learner is a finding (converged,
+    chosen by early stopping, or not trained: a verdict on what it does is drawn only then)."""
     tw = twin_metric_rows(df)
     states = learner_states(df)
     rows = []
@@ -83,8 +84,7 @@ def near_miss_table(df: pd.DataFrame) -> pd.DataFrame:
                     measured = ((sub["method"] == method) & (sub["encoder"] == enc)).any()
                     st = states.get((d, enc, method), NOT_RECORDED_STATE)
                     rows[-1][f"{key}_state"] = st.describe() if measured else None
-                    if key != "colbert":
-                        rows[-1][f"{key}_finding"] = st.finding if measured else None
+                    rows[-1][f"{key}_finding"] = st.finding if measured else None
     return pd.DataFrame(rows, columns=NEAR_MISS_COLUMNS)
 
 
@@ -152,12 +152,22 @@ def _unfinished(r: Mapping) -> str:
     return f" — {NOT_A_FINDING}: " + "; ".join(why) if why else ""
 
 
+def _not_a_finding(r: Mapping, key: str) -> str:
+    """" (not a finding: <state>)" when the row records that learner ``key`` (finetuned,
+    no_twins, colbert) is not a finding (not converged, or not recorded); "" otherwise."""
+    found = r.get(f"{key}_finding")
+    if found is None or found != found or bool(found):
+        return ""
+    return f" ({NOT_A_FINDING}: {r.get(f'{key}_state')})"
+
+
 def _solved_clause(r: Mapping) -> str:
     """The solved verdict's text: "solved by every method", or the methods measured below TWIN_SOLVED."""
     checked = f"probe {r['probe_win']:.3f}, pre-trained {r['pretrained_win']:.3f}" + (
         f", BM25 {r['bm25_win']:.3f}" if r["bm25_win"] == r["bm25_win"] else ", BM25 not run")
-    below = [f"{name} {r[c]:.3f}" for c, name in (("finetuned_heldout", "fine-tuned"), ("no_twins_heldout", "fine-tuned without twins"),
-                                                   ("colbert_win", "ColBERT")) if r[c] == r[c] and r[c] < TWIN_SOLVED]
+    below = [f"{name} {r[c]:.3f}" + _not_a_finding(r, key)
+             for c, key, name in (("finetuned_heldout", "finetuned", "fine-tuned"), ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
+                                  ("colbert_win", "colbert", "ColBERT")) if r[c] == r[c] and r[c] < TWIN_SOLVED]
     if below:
         return (f"solved by the index, the pre-trained encoder and BM25 ({checked}, all >= {TWIN_SOLVED}), "
                 f"but not by {', '.join(below)}")
