@@ -24,6 +24,11 @@ def test_relative_improvement_by_hand():
     assert relative_improvement([0.0, 0.0], 1) == 0.0
     # below 1 the change is absolute (SciPy's ftol scaling): 0.02 -> 0.01 is 0.01, not 50%
     assert relative_improvement([0.02, 0.01], 1) == pytest.approx(0.01)
+    # floor 0 (a squared error): relative all the way down: 50%; nothing to improve on 0: 0
+    assert relative_improvement([0.02, 0.01], 1, floor=0.0) == pytest.approx(0.5)
+    assert relative_improvement([0.0, 0.0], 1, floor=0.0) == 0.0
+    rule = Convergence(0.01, 1, 100, floor=0.0)
+    assert not any(rule.converged([0.5 * 0.9**i for i in range(j + 1)]) for j in range(60))  # 10% per point, forever
 
 
 def test_a_plateau_is_found_at_the_point_worked_out_by_hand():

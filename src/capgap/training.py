@@ -115,7 +115,7 @@ STATE_METRICS = ("converged", "early_stopped", "steps", "max_steps", "train_loss
 (``decay_steps`` only where a decay phase followed convergence)."""
 
 
-def relative_improvement(objectives: Sequence[float], window: int) -> float:
+def relative_improvement(objectives: Sequence[float], window: int, floor: float = 1.0) -> float:
     """The criterion of ``Convergence``: how much the last ``window`` points improved on the best
     point before them, relative to it (SciPy L-BFGS-B's ``ftol`` scaling).
 
@@ -125,15 +125,18 @@ def relative_improvement(objectives: Sequence[float], window: int) -> float:
         The training objective (lower is better) at each curve point, in step order.
     window : int
         ``n_iter_no_change``: the trailing window, in curve points (>= 1).
+    floor : float
+        The denominator's floor (``Convergence.floor``; default 1).
 
     Returns
     -------
     float
-        ``(min(before) - min(last window)) / max(|min(before)|, 1)`` where ``before`` is every
-        point ahead of the window: the fraction by which the window lowered the best objective
-        (<= 0: no improvement). The denominator is at least 1, so an objective that approaches 0
-        (an InfoNCE loss whose margins keep growing) is judged by its absolute change, as
-        ``scipy.optimize.minimize(method="L-BFGS-B")`` judges ``ftol``. Non-finite values (a
+        ``(min(before) - min(last window)) / max(|min(before)|, floor)`` where ``before`` is
+        every point ahead of the window: the fraction by which the window lowered the best
+        objective (<= 0: no improvement). With the floor 1 an objective that approaches 0 (an
+        InfoNCE loss whose margins keep growing) is judged by its absolute change, as
+        ``scipy.optimize.minimize(method="L-BFGS-B")`` judges ``ftol``; with the floor 0 the
+        change is always relative (0 when the best before is 0 and nothing improved on it). Non-finite values (a
         diverged step) are left out of both minima; NaN while fewer than ``window + 1`` points
         exist, when the last point is not finite (a run that ends diverged is not converged), or
         when the window or the points before it hold no finite value.
@@ -146,7 +149,8 @@ def relative_improvement(objectives: Sequence[float], window: int) -> float:
     if not len(head) or not len(tail):
         return float("nan")
     before, last = float(head.min()), float(tail.min())
-    return (before - last) / max(abs(before), 1.0)
+    scale = max(abs(before), floor)
+    return (before - last) / scale if scale > 0 else (0.0 if last >= before else float("inf"))
 
 
 @dataclass(frozen=True)
@@ -172,22 +176,28 @@ class Convergence:
         True (the default): training stops once the rule holds. False: training runs to the
         cap (a fixed-length protocol such as the paper's 3,000 steps), and the rule judges the
         last curve point only: the run has converged when it holds there.
+    floor : float
+        The criterion's denominator floor (``relative_improvement``): 1 (the default) for an
+        InfoNCE loss, which may fall toward 0 without limit once every gold document ranks first
+        (judged by its absolute change below 1); 0 for an objective whose small values still
+        matter relatively (a squared error to targets, the parity task's regression learners).
     """
 
     tol: float
     n_iter_no_change: int
     max_iter: int
     stop: bool = True
+    floor: float = 1.0
 
     def __post_init__(self):
-        if not (self.tol >= 0 and self.n_iter_no_change >= 1 and self.max_iter >= 1):
+        if not (self.tol >= 0 and self.n_iter_no_change >= 1 and self.max_iter >= 1 and self.floor >= 0):
             raise ValueError(f"convergence: tol must be >= 0, n_iter_no_change and the step cap >= 1 "
                              f"(got {self.tol}, {self.n_iter_no_change}, {self.max_iter})")
 
     def converged(self, objectives: Sequence[float]) -> bool:
         """True when ``relative_improvement(objectives, n_iter_no_change) < tol`` (never while it
         is NaN: too few points, or a value not finite; never when ``tol`` is 0)."""
-        value = relative_improvement(objectives, self.n_iter_no_change)
+        value = relative_improvement(objectives, self.n_iter_no_change, self.floor)
         return bool(self.tol > 0 and not np.isnan(value) and value < self.tol)
 
     def state(self, objectives: Sequence[float], steps: int, converged: bool, early_stopped: bool = False) -> "ConvergenceState":
@@ -195,7 +205,7 @@ class Convergence:
         these ``objectives``; ``early_stopped``: a validation split chose the weights of a point
         before the last (``ConvergenceState.early_stopped``)."""
         values = list(objectives)
-        gain = relative_improvement(values, self.n_iter_no_change)
+        gain = relative_improvement(values, self.n_iter_no_change, self.floor)
         return ConvergenceState(converged=bool(converged), steps=int(steps), max_steps=self.max_iter,
                                 objective=float(values[-1]) if values else float("nan"),
                                 improvement=gain if np.isfinite(gain) else None,
@@ -495,7 +505,7 @@ def run_loop(
         model.train()
         if convergence is not None:
             point.setdefault("objective", point["loss"])
-            gain = relative_improvement([_objective(p) for p in curve + [point]], convergence.n_iter_no_change)
+            gain = relative_improvement([_objective(p) for p in curve + [point]], convergence.n_iter_no_change, convergence.floor)
             point["improvement"] = gain if np.isfinite(gain) else None  # None: too few points (strict JSON, equal on resume)
         curve.append(point)
         losses.clear()
