@@ -87,6 +87,21 @@ def test_big_endian_arrays_diagnose_to_the_native_numbers(tmp_path):
      "not a .npy file: it is an HTML/XML page (starts with b'<!DOCTYPE html><'), e.g. a failed download's error page: "
      "download the file again"),
     ("docs.npy", lambda p: p.write_bytes(b""), "not a .npy file: the file is empty (0 bytes)"),
+    # two .npy files joined with cat: 128-byte header + 5 x 3 x 4 = 60 data bytes each, so 60 + 128 + 60 = 248 after the first header
+    ("docs.npy", lambda p: p.write_bytes(_npy_bytes(D) + _npy_bytes(D)),
+     "188 bytes after the data: the header declares shape (5, 3) float32 (60 bytes of data), the file holds 248 bytes "
+     r"after its 128-byte header; a second .npy header (\x93NUMPY) follows the data: two .npy files joined into one "
+     "(e.g. with cat)? save the rows as one array (numpy.concatenate, numpy.save)"),
+    ("docs.npy", lambda p: p.write_bytes(_npy_bytes(D) + b"\0" * 7),
+     "7 bytes after the data: the header declares shape (5, 3) float32 (60 bytes of data), the file holds 67 bytes "
+     "after its 128-byte header: save the array again with numpy.save"),
+    ("docs.npy", lambda p: p.write_bytes(b'{"error": "rate limited"}'),
+     """not a .npy file: it is JSON text (25 bytes, starts with '{"error": "rate limited"}'), not an array, e.g. a """
+     "server's error reply saved under the array's name: fetch or save the array again"),
+    ("docs.npy", lambda p: p.write_bytes(D.tobytes()[:59]),
+     r"not a .npy file (no \x93NUMPY magic; it starts with b'\x00\x00\x80?\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00'): "
+     "59 bytes, not a multiple of 2, 4 or 8, so not raw float16/float32/float64 values either; save the array with "
+     "numpy.save"),
 ])
 def test_files_that_are_no_array_get_one_error_naming_the_file(tmp_path, name, write, reason):
     p = tmp_path / name

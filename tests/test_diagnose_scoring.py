@@ -129,6 +129,81 @@ def test_ann_run_written_with_l2_distances_is_taken_in_rank_order(tmp_path):
     assert dict(load_run_file(neg)) == dict(got) and load_run_file(neg).notes == []
 
 
+def _capped_recall_l2(D, Q, golds, k):
+    """Capped recall@k per query under L2 (nearest first), float64, pessimistic ties: the reference."""
+    out = []
+    for q, gold in zip(Q.astype(np.float64), golds):
+        dist = ((D.astype(np.float64) - q) ** 2).sum(1)
+        found = sum(np.sum(dist < dist[g]) + np.sum((dist == dist[g]) & ~np.isin(np.arange(len(dist)), gold)) < k for g in gold)
+        out.append(found / min(k, len(gold)))
+    return out
+
+
+@pytest.mark.parametrize("form", ["3col-tab", "3col-space", "rank0"])
+def test_ann_run_of_l2_distances_without_ranks_is_read_by_the_vectors(tmp_path, form):
+    """The exact L2 top 5 written with squared distances and no usable rank column: the vectors
+    show the scores rise with distance, so the run is read lowest first: it returns the whole
+    exact top 2 and its recall is the exact L2 recall, with a note."""
+    D, Q, golds = _case(tmp_path, 1.0)
+    ids, qids = [f"d{i}" for i in range(6)], [f"q{i}" for i in range(4)]
+    cols = [ln.split() for ln in _l2_run(tmp_path, D, Q, ids, qids)]
+    fmt = {"3col-tab": "{0}\t{2}\t{4}\n", "3col-space": "{0} {2} {4}\n", "rank0": "{0} Q0 {2} 0 {4} faiss\n"}[form]
+    run = tmp_path / "ann.run"
+    run.write_text("".join(fmt.format(*c) for c in reversed(cols)))  # file order farthest first: only the scores tell
+    r = _cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv", "--doc-ids",
+             tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--k", 2, "--metric", "l2", "--ann-run", run)
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["ann_vs_exact@2"] == 1.0 and s["verdicts"]["ann-limited"] == 0
+    assert s["ann_recall@2"] == pytest.approx(np.mean(_capped_recall_l2(D, Q, golds, 2)))
+    assert any(n.startswith(f"{run}: no rank column gives the order, and on every query whose scores differ (4) the scores "
+                            "rise with the distance between the query and document vectors") and
+               n.endswith("distances, not similarities; the documents are taken lowest score first") for n in s["notes"])
+
+
+def test_orient_run_tells_distances_similarities_and_neither(tmp_path):
+    """Three documents in 2-d with different norms and one query (1, 0): squared distances 0, 4,
+    5 and inner products 1, 3, 0 (by hand), so distances and inner products order them
+    differently."""
+    from capgap.diagnosis.runs import orient_run
+
+    D, Q = np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]), np.array([[1.0, 0.0]])
+    ids = ["a", "b", "c"]
+
+    def run_of(scores):
+        p = tmp_path / "r.tsv"
+        p.write_text("".join(f"q\t{d}\t{v}\n" for d, v in zip(ids, scores)))
+        return p, load_run_file(p)
+
+    p, got = run_of([0, 4, 5])  # squared distances: nearest first
+    out = orient_run(got, p, D, Q, ids, ["q"], "l2")
+    assert out["q"] == ["a", "b", "c"] and got["q"] == ["c", "b", "a"] and len(out.notes) == 1
+    p, got = run_of([1, 3, 0])  # inner products: highest first, as loaded, no note
+    assert orient_run(got, p, D, Q, ids, ["q"], "l2") is got and got["q"] == ["b", "a", "c"]
+    p, got = run_of([-0.0, -4, -5])  # negated distances: highest first
+    assert orient_run(got, p, D, Q, ids, ["q"], "l2") is got
+    p, got = run_of([5, 0, 4])  # neither order
+    with pytest.raises(DataFormatError) as e:
+        orient_run(got, p, D, Q, ids, ["q"], "l2")
+    assert str(e.value) == (f"{p}:1: field 'score': the scores of 1 queries (e.g. 'q') follow neither the distance nor the "
+                            "inner product of the query and document vectors (--metric l2), and no rank column gives the "
+                            "order: capgap cannot tell similarities (highest first) from distances (lowest first); write a "
+                            "rank column 1..n (TREC: qid Q0 docid rank score tag)")
+    # a rank column 1..n that agrees with the scores gives the order: the scores are not checked
+    p.write_text("".join(f"q Q0 {d} {r} {v} x\n" for r, (d, v) in enumerate(zip(["a", "c", "b"], [5, 4, 0]), 1)))
+    got = load_run_file(p)
+    assert got.scored is None and orient_run(got, p, D, Q, ids, ["q"], "l2")["q"] == ["a", "c", "b"]
+
+
+def test_rank_note_example_shows_two_ranks(tmp_path):
+    """Ranks 1, 1, 3 with ascending scores: the note's example pairs two different ranks."""
+    run = tmp_path / "ties.trec"
+    run.write_text("q Q0 a 1 7.5 x\nq Q0 b 1 9.25 x\nq Q0 c 3 11.5 x\n")
+    got = load_run_file(run)
+    assert got["q"] == ["a", "b", "c"]
+    assert "(e.g. 'q': rank 1 score 9.25 (line 2), rank 3 score 11.5 (line 3))" in got.notes[0]
+
+
 def test_ann_run_half_distances_half_similarities_is_an_error(tmp_path):
     run = tmp_path / "mixed.trec"
     run.write_text("qa Q0 d0 1 0.5 x\nqa Q0 d1 2 0.9 x\nqb Q0 d0 1 0.9 x\nqb Q0 d1 2 0.5 x\n")

@@ -89,6 +89,21 @@ def test_values_that_match_agree():
             "(revision folder `8b3219a92973c328a8e22fadcfa821b5dc75636a`)") in md
 
 
+def test_a_nan_value_is_not_computed_never_agreeing():
+    """capgap's nDCG@10 NaN (``abs(nan) > tol`` is False): not computed, not compared, not counted
+    as agreeing; the finite values beside it are compared as before."""
+    df = _rows({("ndcg", 10): float("nan"), ("recall", 10): 0.78333, ("recall", 100): float("inf")})
+    rows = mteb.compare(df, [_status()], {"minilm": MINILM}, REF)
+    assert [(r["metric"], r["ours"], r["diff"], r["flagged"], r["verdict"]) for r in rows] == [
+        ("ndcg@10", None, None, False, "not computed (capgap's value is nan)"),
+        ("recall@10", 0.78333, 0.0, False, "agrees (within 0.001)"),
+        ("recall@100", None, None, False, "not computed (capgap's value is inf)")]
+    md = "\n".join(render_mteb(rows, tolerance=0.001))
+    assert ("| scifact | minilm (sentence-transformers/all-MiniLM-L6-v2) | ndcg@10 | heldout | 0.64508 | – | – | "
+            "not computed (capgap's value is nan) |") in md
+    assert "**1 of 1 compared values agree with MTEB within 0.001**; 2 not compared (see verdict)." in md
+
+
 def test_no_comparison_on_another_split_model_or_dataset():
     """A seeded-fraction split holds no split equal to BEIR's test queries: not comparable,
     naming the rule; another model or dataset: no row."""

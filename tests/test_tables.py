@@ -141,3 +141,48 @@ def test_ids_from_a_table_and_a_file_are_refused_together(tmp_path):
              "--id-column", "_id", "--query-ids", tmp_path / "query_ids.txt")  # a table for the documents, .npy for the queries
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "o" / "summary.json").read_text())["encoder_recall@1"] == 0.5
+
+
+def test_per_file_options_for_documents_and_queries(tmp_path):
+    """One .npz holding both (--doc-key / --query-key), a query table without an id column
+    beside --query-ids (--doc-id-column), differently named vector columns (--doc-column /
+    --query-column): each diagnoses to the hand-built case's numbers (module comment); the
+    shared option is refused where one file lacks what it names, and a --key that names no
+    array is refused even in a single-array .npz."""
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    np.savez(tmp_path / "emb.npz", docs=D, queries=Q)
+    pq.write_table(pa.table({"_id": DOCS, "demb": _list(D)}), tmp_path / "docs.parquet")
+    pq.write_table(pa.table({"qemb": _list(Q)}), tmp_path / "queries.parquet")  # no id column
+    runs = {
+        "npz": ("--doc-embeddings", tmp_path / "emb.npz", "--query-embeddings", tmp_path / "emb.npz", "--doc-key", "docs",
+                "--query-key", "queries", "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt"),
+        "tables": ("--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings", tmp_path / "queries.parquet",
+                   "--doc-id-column", "_id", "--query-ids", tmp_path / "query_ids.txt", "--doc-column", "demb",
+                   "--query-column", "qemb"),
+    }
+    for out, args in runs.items():
+        r = _run(tmp_path, out, *args)
+        assert r.exit_code == 0, (out, r.output)
+        s = json.loads((tmp_path / out / "summary.json").read_text())
+        assert {v: n for v, n in s["verdicts"].items() if n} == {"index-limited": 1, "encoder-limited": 1, "ok": 2}, out
+        assert s["probe_recall@1"] == 0.75 and s["encoder_recall@1"] == 0.5, out
+    # the shared --id-column names a column the query table lacks
+    r = _run(tmp_path, "x", "--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings", tmp_path / "queries.parquet",
+             "--id-column", "_id", "--query-ids", tmp_path / "query_ids.txt", "--doc-column", "demb", "--query-column", "qemb")
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'queries.parquet'}: no column '_id' (--id-column); its "
+                                             "columns: qemb (list<element: float>)\n")
+    # a key naming no array: refused in a single-array .npz too, naming the option that gave it
+    np.savez(tmp_path / "one.npz", emb=D)
+    r = _run(tmp_path, "x", "--doc-embeddings", tmp_path / "one.npz", "--query-embeddings", tmp_path / "emb.npz",
+             "--key", "other", "--query-key", "queries", "--doc-ids", tmp_path / "doc_ids.txt")
+    assert r.exit_code == 1 and r.output == f"Error: {tmp_path / 'one.npz'}: holds arrays ['emb'], not 'other': name one with --key\n"
+    r = _run(tmp_path, "x", "--doc-embeddings", tmp_path / "one.npz", "--query-embeddings", tmp_path / "emb.npz",
+             "--query-key", "query", "--doc-ids", tmp_path / "doc_ids.txt")
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'emb.npz'}: holds arrays ['docs', 'queries'], not 'query': "
+                                             "name one with --query-key\n")
+    # ids from both the table's id column and an ids file name the per-file option
+    r = _run(tmp_path, "x", "--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings", tmp_path / "queries.parquet",
+             "--doc-id-column", "_id", "--doc-ids", tmp_path / "doc_ids.txt", "--column", "demb", "--query-column", "qemb")
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'docs.parquet'}: ids come from both --doc-ids and its id "
+                                             "column (--doc-id-column): give one\n")

@@ -13,7 +13,9 @@ one ``DataFormatError`` naming the file and what it holds instead of numpy's own
 - a malformed header;
 - dtype ``object`` (pickled Python objects: a list of vectors, a dict saved with
   ``np.savez(path, d)``): refused, never unpickled (``allow_pickle=False`` everywhere);
-- fewer data bytes than the header declares (a truncated copy): both counts named.
+- fewer data bytes than the header declares (a truncated copy), or more (bytes after the data,
+  e.g. two ``.npy`` files joined with ``cat``, named when a second ``\\x93NUMPY`` header follows):
+  both counts named.
 
 Big-endian arrays (``>f4``, ``>f8``, ``>f2``, saved on another machine or by another tool) are
 read and byte-swapped into a native-order copy in memory: the same values, so every result is
@@ -62,8 +64,30 @@ def _what_it_is(head: bytes, size: int) -> str:
         return ": it is a Parquet file: name it .parquet"
     if head.startswith(b"ARROW1"):
         return ": it is an Arrow IPC (Feather) file: name it .arrow or .feather"
+    text = _as_text(head, size)
+    if text is not None:
+        kind = "JSON text" if text.lstrip()[:1] in ("{", "[") else "text"
+        return (f": it is {kind} ({size} bytes, starts with {text[:40]!r}), not an array, e.g. a server's error reply "
+                "saved under the array's name: fetch or save the array again")
+    if size % 2:
+        return (f" (no \\x93NUMPY magic; it starts with {head[:16]!r}): {size} bytes, not a multiple of 2, 4 or 8, so "
+                "not raw float16/float32/float64 values either; save the array with numpy.save")
     return (f" (no \\x93NUMPY magic; it starts with {head[:16]!r}): {size} bytes of raw data, as arr.tofile() writes, "
             "with no dtype or shape; save the array with numpy.save")
+
+
+def _as_text(head: bytes, size: int) -> str | None:
+    """``head`` (a file's first bytes) decoded as UTF-8 text, or None when it is no text: it does
+    not decode (a character cut at the end of ``head`` aside, when the file goes on), or holds a
+    control character other than tab, newline or carriage return."""
+    cut = len(head) < size
+    for drop in (0, 1, 2, 3) if cut else (0,):
+        try:
+            text = head[: len(head) - drop].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return text if text and all(c.isprintable() or c in "\t\n\r" for c in text) else None
+    return None
 
 
 def numpy_format(path: str | Path) -> str:
@@ -132,8 +156,11 @@ def _read_header(fh: IO[bytes], path: Path, where: str = "") -> tuple[tuple[int,
     return shape, d["fortran_order"], dtype, offset
 
 
-def _check_data(path: Path, where: str, shape: tuple, dtype: np.dtype, offset: int, data_bytes: int) -> None:
-    """Refuse an object dtype (pickled Python objects) or fewer data bytes than the header declares."""
+def _check_data(path: Path, where: str, shape: tuple, dtype: np.dtype, offset: int, data_bytes: int,
+                after: bytes = b"") -> None:
+    """Refuse an object dtype (pickled Python objects), or fewer or more data bytes than the
+    header declares; ``after``: the first bytes after the declared data, to tell a second
+    ``.npy`` header there."""
     if dtype.hasobject:
         held = ("a pickled Python object (dtype object, shape ()), e.g. a dict or list saved whole "
                 "(np.savez(path, d) instead of np.savez(path, **d))" if shape == () else
@@ -146,6 +173,13 @@ def _check_data(path: Path, where: str, shape: tuple, dtype: np.dtype, offset: i
         raise DataFormatError(path, None, None, f"{where}truncated: the header declares shape {shape} {dtype.name} "
                                                 f"({need} bytes of data), the file holds {data_bytes} bytes after its "
                                                 f"{offset}-byte header")
+    if data_bytes > need:
+        joined = (f"; a second .npy header (\\x93NUMPY) follows the data: two .npy files joined into one (e.g. with "
+                  "cat)? save the rows as one array (numpy.concatenate, numpy.save)" if after.startswith(MAGIC) else
+                  ": save the array again with numpy.save")
+        raise DataFormatError(path, None, None, f"{where}{data_bytes - need} bytes after the data: the header declares "
+                                                f"shape {shape} {dtype.name} ({need} bytes of data), the file holds "
+                                                f"{data_bytes} bytes after its {offset}-byte header{joined}")
 
 
 def _native(a: np.ndarray) -> np.ndarray:
@@ -180,14 +214,17 @@ def read_npy(path: str | Path, mmap: bool = True) -> np.ndarray:
         header, dtype ``object`` (``docs.npy: holds pickled Python objects (dtype object, shape
         (3,)) ...``), or fewer data bytes than the header declares (``docs.npy: truncated: the
         header declares shape (6, 8) float32 (192 bytes of data), the file holds 100 bytes after
-        its 128-byte header``).
+        its 128-byte header``), or more (``docs.npy: 256 bytes after the data: the header declares
+        ...``, saying so when a second ``.npy`` header follows: files joined with ``cat``).
     """
     path = Path(path)
     if numpy_format(path) != "npy":
         raise DataFormatError(path, None, None, "is an .npz (zip) archive, not a single .npy array")
     with open(path, "rb") as fh:
         shape, fortran, dtype, offset = _read_header(fh, path)
-    _check_data(path, "", shape, dtype, offset, os.path.getsize(path) - offset)
+        fh.seek(offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        after = fh.read(len(MAGIC))
+    _check_data(path, "", shape, dtype, offset, os.path.getsize(path) - offset, after)
     try:
         a = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:  # checked above; a file changed meanwhile, or an unreadable one
@@ -236,7 +273,8 @@ def read_npz(path: str | Path, names: Sequence[str] | None = None) -> dict[str, 
     DataFormatError
         Naming the file and the array (``docs.npz: array 'arr_0' holds a pickled Python
         object (dtype object, shape ()) ...``): not a zip, a damaged archive, a malformed
-        ``.npy`` header, dtype ``object``, or a truncated array.
+        ``.npy`` header, dtype ``object``, or an array with fewer or more data bytes than its
+        header declares.
     """
     path = Path(path)
     out: dict[str, np.ndarray] = {}

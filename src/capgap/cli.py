@@ -45,17 +45,27 @@ def main() -> None:
 @click.option("--zero-norm", "zero_norm", default="error", show_default=True, type=click.Choice(["error", "set-apart"]),
               help="Under --metric cosine, a row of norm 0 (cosine undefined, e.g. an empty text embedded as zeros): an "
                    "error naming the file and rows, or set-apart: such rows left out and counted in summary.json.")
-@click.option("--key", default=None, help="Array name inside .npz files holding several.")
+@click.option("--key", default=None,
+              help="Array name inside the .npz files (needed where one holds several; a name a file lacks is an error). "
+                   "The default of --doc-key and --query-key.")
+@click.option("--doc-key", default=None, help="Array name inside the documents' .npz (and the uncompressed documents'); default --key.")
+@click.option("--query-key", default=None, help="Array name inside the queries' .npz; default --key. One .npz holding both "
+                                                "(np.savez(f, docs=D, queries=Q)): --doc-key docs --query-key queries.")
 @click.option("--column", default=None,
               help="Vector column of Parquet/Arrow tables: a list or fixed-size list of floats per row (default: the "
-                   "table's only such column).")
+                   "table's only such column). The default of --doc-column and --query-column.")
+@click.option("--doc-column", default=None, help="Vector column of the documents' table; default --column.")
+@click.option("--query-column", default=None, help="Vector column of the queries' table; default --column.")
 @click.option("--id-column", "id_column", default=None,
               help="Id column of Parquet/Arrow tables (strings or integers): the ids of their rows, in place of "
-                   "--doc-ids / --query-ids.")
+                   "--doc-ids / --query-ids. The default of --doc-id-column and --query-id-column.")
+@click.option("--doc-id-column", default=None, help="Id column of the documents' table, in place of --doc-ids; default --id-column.")
+@click.option("--query-id-column", default=None, help="Id column of the queries' table, in place of --query-ids; default --id-column.")
 @click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
 def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, zero_norm, key,
-             column, id_column, threads, out) -> None:
+             doc_key, query_key, column, doc_column, query_column, id_column, doc_id_column, query_id_column, threads,
+             out) -> None:
     """Per-query verdict: index-limited, compression-limited (with --uncompressed-embeddings), encoder-limited,
     ann-limited or ok."""
     from .diagnosis import diagnose as run  # lazy: `capgap --help` starts without numpy / the probe
@@ -70,29 +80,40 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
         write_diagnosis,
     )
     from .diagnosis.prepare import document_id_default, qrels_order_ids  # lazy: as above
+    from .diagnosis.runs import orient_run  # lazy: as above
     from .errors import DataFormatError, OutputWriteError  # lazy: beside the others, only this command raises them
 
     logging.basicConfig(level=logging.WARNING, format="capgap: %(message)s")
     try:
         # each checked: shape, dtype, finite values; a table's ids checked too
-        D, Q = load_embeddings(docs, key, column, id_column), load_embeddings(queries, key, column, id_column)
+        # per-file options, the shared ones as their default: (value, option name for messages)
+        dkey, qkey = (doc_key, "--doc-key") if doc_key is not None else (key, "--key"), \
+            (query_key, "--query-key") if query_key is not None else (key, "--key")
+        dcol, qcol = doc_column if doc_column is not None else column, query_column if query_column is not None else column
+        did, qid = (doc_id_column, "--doc-id-column") if doc_id_column is not None else (id_column, "--id-column"), \
+            (query_id_column, "--query-id-column") if query_id_column is not None else (id_column, "--id-column")
+        D = load_embeddings(docs, dkey[0], dcol, did[0], key_option=dkey[1])
+        Q = load_embeddings(queries, qkey[0], qcol, qid[0], key_option=qkey[1])
         if D.matrix.shape[1] != Q.matrix.shape[1]:
             raise ValueError(f"dimension mismatch: {docs} has dim {D.matrix.shape[1]}, {queries} has dim {Q.matrix.shape[1]}")
         metric = resolve_metric(metric, D.metric, docs)
-        U = load_embeddings(uncompressed, key, column) if uncompressed else None
+        U = load_embeddings(uncompressed, dkey[0], dcol, key_option=dkey[1]) if uncompressed else None
         U_matrix = match_uncompressed(D, U) if U is not None else None  # same documents, rows and dim; named errors
         if U is not None and U.metric is not None:
             resolve_metric(metric, U.metric, uncompressed)  # a faiss file of uncompressed vectors: scored by its own metric too
         qr = load_qrels_file(qrels)
-        listed = row_ids(D, doc_ids, "--doc-ids")
-        dids = document_ids(D, listed, doc_ids or ("--id-column" if D.row_ids else "--doc-ids"))
-        qids = row_ids(Q, query_ids, "--query-ids")  # an ids file or the table's id column
+        listed = row_ids(D, doc_ids, "--doc-ids", did[1])
+        dids = document_ids(D, listed, doc_ids or (did[1] if D.row_ids else "--doc-ids"))
+        qids = row_ids(Q, query_ids, "--query-ids", qid[1])  # an ids file or the table's id column
         id_defaults = {}  # a default pairing of rows with ids is printed and recorded (summary.json id_defaults)
         if listed is None:
             id_defaults["documents"] = document_id_default(dids, D.ids is not None)
         if qids is None:  # the qrels' order, refused where the row count contradicts it
             qids, id_defaults["queries"] = qrels_order_ids(Q.matrix.shape[0], qr, qrels, queries)
-        diag = run(D.matrix, Q.matrix, qr, dids, qids, k=k, ann_run=load_run_file(ann_run, ann_run_percent_encoded) if ann_run else None,
+        ann = None
+        if ann_run:  # scores with no rank column to order them: similarities or distances, by the vectors
+            ann = orient_run(load_run_file(ann_run, ann_run_percent_encoded), ann_run, D.matrix, Q.matrix, dids, qids, metric)
+        diag = run(D.matrix, Q.matrix, qr, dids, qids, k=k, ann_run=ann,
                    metric=metric, threads=threads, uncompressed=U_matrix, index_info=D.info(),
                    uncompressed_info=U.info() if U is not None else None, zero_norm=zero_norm,
                    paths={"documents": docs, "queries": queries, "uncompressed documents": uncompressed},

@@ -168,7 +168,8 @@ def compare(df: pd.DataFrame, statuses: Sequence[Mapping], models: Mapping[str, 
         model, task, metric, split, mteb, ours, diff, flagged, verdict, source, revision``.
         ``ours`` and ``diff`` (capgap − MTEB) are None where not comparable; ``flagged`` is True
         for ``|diff| > tolerance``. ``verdict``: "agrees (within 0.001)", "differs by +0.01234:
-        likely an index or evaluation error", "not computed (...)" or "not comparable (...)".
+        likely an index or evaluation error", "not computed (...)" (also for a capgap value that
+        is NaN or infinite: ``ours`` and ``diff`` None, never agreeing) or "not comparable (...)".
     """
     ref = load_reference() if reference is None else reference
     tol = float(ref["tolerance"])
@@ -194,6 +195,8 @@ def compare(df: pd.DataFrame, statuses: Sequence[Mapping], models: Mapping[str, 
                     elif (ours := _value(pre, ds, enc, split, metric, k)) is None:
                         row["verdict"] = ("not computed (eval.ndcg_k is not 10)" if metric == "ndcg"
                                           else f"not computed (eval.ks has no {k})")
+                    elif not math.isfinite(ours):  # NaN compares False with everything: it must never read as agreeing
+                        row["verdict"] = f"not computed (capgap's value is {ours})"
                     else:
                         diff = ours - row["mteb"]
                         flagged = not math.isclose(abs(diff), tol) and abs(diff) > tol

@@ -97,8 +97,9 @@ FLOAT_DTYPES = (np.float16, np.float32, np.float64)  # float64 (numpy's default)
 
 def _matrix_problem(a: np.ndarray, dtypes: tuple = FLOAT_DTYPES) -> str | None:
     """Why ``a`` is not a usable embedding matrix, or None: not 2-d, no rows or columns, a dtype
-    outside ``dtypes``, or a value that is not finite once cast to float32 (NaN, +-inf, or a
-    float64 beyond float32's range): the first such row is named (0-based). Reads ``a`` in
+    outside ``dtypes``, or a value that is not finite (NaN, +-inf; a finite float64 beyond
+    float32's range is kept: ``diagnose`` scores it times a power of two,
+    ``prepare._score_scales``): the first such row is named (0-based). Reads ``a`` in
     blocks of rows, so a memory map is never loaded whole."""
     if a.ndim != 2:
         return f"expected a 2-d (n, dim) array, got shape {a.shape}"
@@ -110,19 +111,17 @@ def _matrix_problem(a: np.ndarray, dtypes: tuple = FLOAT_DTYPES) -> str | None:
     step = _block_rows(a.shape[1])
     for b0 in range(0, a.shape[0], step):
         block = np.asarray(a[b0 : b0 + step])
-        with np.errstate(over="ignore"):  # float64 beyond float32 becomes inf, reported below
-            bad = ~np.isfinite(block.astype(np.float32, copy=False))
+        bad = ~np.isfinite(block)  # a finite float64 beyond float32's range is scaled by a power of two when scored
         if bad.any():
             r, c = np.argwhere(bad)[0]
-            v = float(block[r, c])
-            return f"row {b0 + r} (0-based) is not finite: column {c} holds {v}" + (" (beyond float32)" if math.isfinite(v) else "")
+            return f"row {b0 + r} (0-based) is not finite: column {c} holds {float(block[r, c])}"
     return None
 
 
 def validate_matrix(a: np.ndarray, name: str) -> None:
     """Check an in-memory embedding matrix for ``diagnose``: 2-d with at least one row and
-    column, a floating dtype (float16, float32 or float64; float64 is cast to float32), and
-    every value finite as float32, checked blockwise (a memory map is fine).
+    column, a floating dtype (float16, float32 or float64; scored as float32), and
+    every value finite, checked blockwise (a memory map is fine).
 
     Raises ``ValueError`` ``"<name>: <reason>"``, naming the first non-finite row (0-based),
     e.g. ``"queries: row 1 (0-based) is not finite: column 0 holds nan"``."""
@@ -132,7 +131,7 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
 
 
 def load_embeddings(path: str | Path, key: str | None = None, column: str | None = None,
-                    id_column: str | None = None) -> Embeddings:
+                    id_column: str | None = None, key_option: str = "--key") -> Embeddings:
     """Read an embedding matrix, or the vectors a faiss index searches against.
 
     Parameters
@@ -146,11 +145,15 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
         (``"ip"``) or L2 (``"l2"``). ``.npy`` and ``.npz`` are told apart by their first bytes,
         as ``numpy.load`` does. The file is never written.
     key : str, optional
-        The array to take from an ``.npz`` holding several.
+        The array to take from an ``.npz`` (needed when it holds several; one it does not hold
+        is an error, also in a file holding a single array).
     column : str, optional
         A table's vector column (default: its only list-of-floats column).
     id_column : str, optional
         A table's id column: its ids become ``Embeddings.row_ids``.
+    key_option : str
+        The command-line option that gave ``key`` (``--key``, ``--doc-key``, ``--query-key``),
+        for messages.
 
     Returns
     -------
@@ -178,8 +181,9 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
     DataFormatError
         Naming the file: another suffix; a ``.npy``/``.npz`` that is neither (raw ``tofile()``
         bytes, a git-LFS pointer, an HTML page: ``capgap.arrays.numpy_format``), holds pickled
-        objects (dtype object; never unpickled) or is shorter than its header declares; an
-        ``.npz`` holding several arrays and no ``key`` among them; a table problem, naming the
+        objects (dtype object; never unpickled) or is shorter or longer than its header
+        declares; an ``.npz`` holding several arrays and no ``key``, or no array named ``key``
+        (``emb.npz: holds arrays ['emb'], not 'other': name one with --key``); a table problem, naming the
         row and column (``capgap.diagnosis.tables.read_table_vectors``); a file faiss cannot read; a faiss index without vectors, of an unsupported
         type or scalar-quantizer type, with another metric, or with negative or repeated ids; a
         shape that is not 2-d with at least one row and column; a dtype other than
@@ -191,7 +195,7 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
 
     path = Path(path)
     if path.suffix in (".npy", ".npz"):
-        a = read_npy(path) if numpy_format(path) == "npy" else _npz_array(path, key)
+        a = read_npy(path) if numpy_format(path) == "npy" else _npz_array(path, key, key_option)
     elif path.suffix in TABLE_SUFFIXES:
         a, ids, col = read_table_vectors(path, column, id_column)
         problem = _matrix_problem(a)
@@ -211,16 +215,20 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
     return Embeddings(a, None, path, a.dtype.name, float(a.dtype.itemsize * a.shape[1]))
 
 
-def _npz_array(path: Path, key: str | None) -> np.ndarray:
-    """Array ``key`` of an ``.npz``, or its only array (``capgap.arrays.read_npz``); ``DataFormatError``
-    when it holds none, or several and none is ``key``."""
+def _npz_array(path: Path, key: str | None, option: str = "--key") -> np.ndarray:
+    """Array ``key`` of an ``.npz``, or without ``key`` its only array (``capgap.arrays.read_npz``).
+
+    Raises ``DataFormatError`` naming the file and the arrays it holds when it holds none, when
+    ``key`` names none of them (even in a file holding one: a key that names nothing is a
+    mistake, never ignored), or when it holds several and no ``key`` is given; ``option`` (the
+    command-line option that gave ``key``) is named in the message."""
     names = npz_names(path)
     if not names:
         raise DataFormatError(path, None, None, "holds no arrays")
-    if key not in names and len(names) != 1:
+    if (key is not None and key not in names) or (key is None and len(names) != 1):
         got = "" if key is None else f", not {key!r}"
-        raise DataFormatError(path, None, None, f"holds arrays {names}{got}: name one with --key")
-    name = key if key in names else names[0]
+        raise DataFormatError(path, None, None, f"holds arrays {names}{got}: name one with {option}")
+    name = key if key is not None else names[0]
     return read_npz(path, [name])[name]
 
 
@@ -283,7 +291,7 @@ def load_ids(path: str | Path) -> list[str]:
     return ids
 
 
-def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str) -> list[str] | None:
+def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str, id_option: str = "--id-column") -> list[str] | None:
     """The ids of ``emb``'s rows: from the ids file ``ids_file`` (``load_ids``) or from the
     table's id column (``emb.row_ids``); None when neither gives them.
 
@@ -295,6 +303,9 @@ def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str) -> list[s
         ``--doc-ids`` / ``--query-ids``.
     option : str
         That option's name, for the message.
+    id_option : str
+        The option that named the table's id column (``--id-column``, ``--doc-id-column``,
+        ``--query-id-column``), for the message.
 
     Returns
     -------
@@ -308,7 +319,7 @@ def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str) -> list[s
         give one``); ``DataFormatError`` from ``load_ids``.
     """
     if ids_file is not None and emb.row_ids is not None:
-        raise ValueError(f"{emb.path}: ids come from both {option} and its id column (--id-column): give one")
+        raise ValueError(f"{emb.path}: ids come from both {option} and its id column ({id_option}): give one")
     if ids_file is not None:
         return load_ids(ids_file)
     return list(emb.row_ids) if emb.row_ids is not None else None
@@ -427,7 +438,9 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
     tsv ``qid docid [score]`` (ordered by score when given, else by file order). A TREC run whose
     scores ascend as its ranks ascend on every query where both tell an order (distances, e.g. a
     faiss L2 search) is taken in rank order, with a note (``runs.run_in_order``; the result is a
-    ``runs.RunFile``, a dict with ``notes``). A line holding a
+    ``runs.RunFile``, a dict with ``notes``). Where no rank column tells the order, the scores are
+    kept (``RunFile.scored``) for ``runs.orient_run``, which reads them as distances when the
+    vectors say so. A line holding a
     TAB is split on TABs (so ids may contain spaces), any other on whitespace; ids are taken as
     written, or percent-decoded with ``percent_encoded`` (the run files capgap writes:
     ``capgap.trec.decode_id``); lines are read by ``capgap.data.iter_lines`` (UTF-8, a leading
@@ -440,6 +453,7 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
     and not on others."""
     path = Path(path)
     rows: dict[str, list[tuple[float, int, str, float | None]]] = {}
+    scored = True  # every line gave a score
     for i, line in iter_lines(path):
         if not line.strip():
             continue
@@ -451,6 +465,7 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
             q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
         else:
             raise DataFormatError(path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
+        scored = scored and score is not None
         try:
             s = float(score) if score is not None else -float(i)
         except ValueError:
@@ -467,7 +482,7 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
         check_id(path, i, "query-id", q)
         check_id(path, i, "doc-id", d)
         rows.setdefault(q, []).append((-s, i, d, rank))
-    return run_in_order(path, rows)
+    return run_in_order(path, rows, scored)
 
 
 

@@ -54,50 +54,67 @@ def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, in
 SCORE_RANGE = 2.0**64  # _score_scales: the largest |q| |d| scored as given (and 1 / this, the smallest)
 
 
-def _max_norm(M: np.ndarray | None) -> float:
-    """The largest row L2 norm of ``M`` ``(n, dim)``, in float64, blockwise (0.0 for None)."""
+def _log2_max_norm(M: np.ndarray | None) -> float:
+    """``log2`` of the largest row L2 norm of ``M`` ``(n, dim)`` (``-inf`` for None or all zeros),
+    blockwise in float64. Each block is first brought to a largest ``|x|`` in ``[0.5, 1)`` by a
+    power of two, so no square underflows or overflows (float64 values ~1e-200 or ~1e200 keep
+    their norms), and inputs that differ by a power of two give results that differ by exactly
+    its exponent."""
     if M is None:
-        return 0.0
-    out = 0.0
+        return -np.inf
+    out = -np.inf
     step = _block_rows(M.shape[1])
     for a in range(0, M.shape[0], step):
         x = np.asarray(M[a : a + step], dtype=np.float64)
-        if len(x):
-            out = max(out, float(np.sqrt(np.einsum("ij,ij->i", x, x).max())))
+        m = float(np.abs(x).max()) if x.size else 0.0
+        if m > 0:
+            e = int(np.frexp(m)[1])
+            y = np.ldexp(x, -e)  # a power of two: exact
+            out = max(out, float(np.log2(np.sqrt(np.einsum("ij,ij->i", y, y).max()))) + e)
     return out
 
 
-def _power_of_two(r: float) -> float:
-    """``2^-e`` with ``2^e`` the power of two nearest ``r`` (> 0) on a log scale."""
-    return float(np.ldexp(1.0, -int(np.round(np.log2(r)))))
+def _unit_scale(log2_norm: float) -> float:
+    """``2^-e``, ``e`` the integer with ``2^(e-1) <= 2^log2_norm < 2^e``: a largest norm scaled by
+    it lies in ``[0.5, 1)``. Norms that differ by a power of two give scales that differ by its
+    inverse exactly, so the scaled rows are identical (1.0 for ``-inf``: all zeros)."""
+    if not np.isfinite(log2_norm):
+        return 1.0
+    return float(np.ldexp(1.0, -(int(np.floor(log2_norm)) + 1)))
 
 
 def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: str, notes: list[str]) -> tuple[float, float]:
-    """The powers of two ``(documents, queries)`` the vectors are scored at, so that float32
-    scores neither overflow nor lose their bits to underflow. A positive scale of the documents
-    (or of each query) changes no inner-product ranking, and a common one of both no L2
-    ranking (``|s q - s d|^2 = s^2 |q - d|^2``); a power of two changes no mantissa, so the
+    """The powers of two ``(documents, queries)`` the vectors are scored at. A positive scale of
+    the documents (or of each query) changes no inner-product ranking, and a common one of both
+    no L2 ranking (``|s q - s d|^2 = s^2 |q - d|^2``); a power of two changes no mantissa, so the
     scores are the unscaled float32 scores times an exact factor, ties included.
 
-    ``ip``: while ``max|q| max|d|`` (rows of ``D`` ``(n_docs, dim)``, ``U`` likewise, ``Q``
-    ``(n_queries, dim)``; float64) lies in ``[1 / SCORE_RANGE, SCORE_RANGE]``, ``(1.0, 1.0)``;
-    else each side is scaled to a largest norm near 1. ``l2``: the same test on ``max(max|q|,
-    max|d|)^2``, one common scale. ``cosine``: ``(1.0, 1.0)`` (unit rows). A scale other than 1
-    adds a note to ``notes`` (and logs it)."""
+    ``ip``: while ``max|q| max|d|`` and each of ``max|q|``, ``max|d|`` (rows of ``D``
+    ``(n_docs, dim)``, ``U`` likewise, ``Q`` ``(n_queries, dim)``; float64, as logarithms, so
+    float64 inputs far outside float32's range are measured too) lie in ``[1 / SCORE_RANGE,
+    SCORE_RANGE]``, ``(1.0, 1.0)``; else each side is scaled to a largest norm in ``[0.5, 1)``.
+    ``l2``: always one common scale bringing ``max(max|q|, max|d|)`` into ``[0.5, 1)``: the
+    lifted rows ``(d, -|d|^2/2)`` are then balanced (their two parts of like size) whatever the
+    units of the vectors, and inputs that differ by a power of two give bit-identical scoring
+    matrices, hence identical verdicts. ``cosine``: ``(1.0, 1.0)`` (unit rows). A scale forced
+    by float32's range adds a note to ``notes`` (and logs it); the ``l2`` unit scale alone is
+    recorded in the summary (``score_scale``) only."""
     if metric == "cosine":
         return 1.0, 1.0
-    rd, rq = max(_max_norm(D), _max_norm(U)), _max_norm(Q)
+    ld, lq = max(_log2_max_norm(D), _log2_max_norm(U)), _log2_max_norm(Q)
+    lim = np.log2(SCORE_RANGE)
+    inside = (lambda v: not np.isfinite(v) or -lim <= v <= lim)
     if metric == "l2":
-        r = max(rd, rq)
-        bound = r * r
-        sd = sq = _power_of_two(r) if r > 0 and not (1 / SCORE_RANGE <= bound <= SCORE_RANGE) else 1.0
+        r = max(ld, lq)
+        forced = not inside(2 * r)
+        sd = sq = _unit_scale(r)
     else:
-        bound = rd * rq
-        scale = bound > 0 and not (1 / SCORE_RANGE <= bound <= SCORE_RANGE)
-        sd, sq = (_power_of_two(rd), _power_of_two(rq)) if scale else (1.0, 1.0)
-    if (sd, sq) != (1.0, 1.0):
-        _note(notes, f"metric {metric}: scores of these vectors would leave float32's range (largest |q| |d| = {rd * rq:.3g}"
-                     f"{'' if metric == 'ip' else f', largest squared norm {bound:.3g}'}): scored the documents times "
+        forced = not (inside(ld + lq) and inside(ld) and inside(lq))
+        sd, sq = (_unit_scale(ld), _unit_scale(lq)) if forced else (1.0, 1.0)
+    if forced:
+        big = ld + lq if metric == "ip" else 2 * max(ld, lq)
+        _note(notes, f"metric {metric}: scores of these vectors would leave float32's range (largest "
+                     f"{'|q| |d|' if metric == 'ip' else 'squared norm'} = 2^{big:.1f}): scored the documents times "
                      f"2^{int(np.log2(sd))} and the queries times 2^{int(np.log2(sq))}, which changes no ranking")
     return sd, sq
 

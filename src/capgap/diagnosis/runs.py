@@ -1,7 +1,9 @@
 """The order of a run file's documents when its score and rank columns disagree
 (``inputs.load_run_file``): a TREC run's rank column is the search's own order, and a search
 that writes distances (faiss L2, hnswlib) gives scores that *ascend* with it, which trec_eval's
-score-descending convention reads backwards.
+score-descending convention reads backwards. Where no rank column tells the order (``qid docid
+score`` lines, ranks all equal), ``orient_run`` compares the scores with the query and document
+vectors: scores that rise with their L2 distance are distances, read lowest first.
 """
 
 from __future__ import annotations
@@ -9,16 +11,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import numpy as np
+
 from ..errors import DataFormatError
 
 
 class RunFile(dict):
-    """A run as ``load_run_file`` read it: query id -> document ids in rank order (a ``dict``),
-    and ``notes``: what was decided about the order (``diagnose`` copies them into its summary)."""
+    """A run as ``load_run_file`` read it: query id -> document ids in rank order (a ``dict``).
 
-    def __init__(self, *args, notes: Sequence[str] = (), **kwargs):
+    Attributes
+    ----------
+    notes : list of str
+        What was decided about the order (``diagnose`` copies them into its summary).
+    scored : dict or None
+        Query id -> ``(score, line, doc id)`` in file order, kept when the order was taken from
+        the scores alone (highest first: no rank column told an order), so that ``orient_run``
+        can check that reading against the vectors; None otherwise.
+    """
+
+    def __init__(self, *args, notes: Sequence[str] = (), scored: Mapping[str, list] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.notes = list(notes)
+        self.scored = dict(scored) if scored is not None else None
 
 
 def parse_rank(text: str) -> float | None:
@@ -46,7 +60,7 @@ def _direction(entries: Sequence[tuple]) -> str | None:
     return "mixed"
 
 
-def run_in_order(path: Path, rows: Mapping[str, Sequence[tuple]]) -> RunFile:
+def run_in_order(path: Path, rows: Mapping[str, Sequence[tuple]], scored: bool = True) -> RunFile:
     """Each query's documents in the search's order, from ``rows``: query id -> entries
     ``(-score, line, doc id, rank or None)`` in file order.
 
@@ -55,13 +69,18 @@ def run_in_order(path: Path, rows: Mapping[str, Sequence[tuple]]) -> RunFile:
     ranks ascend: distances). Then the rank column decides (ties by ascending score, then
     line) and a note says so. Raises ``DataFormatError`` naming ``path``, the first
     contradicting line and field ``rank`` when some queries' scores ascend with rank and others'
-    descend or go both ways: similarities cannot be told from distances."""
+    descend or go both ways: similarities cannot be told from distances.
+
+    ``scored``: every line gave a score (False for ``qid docid`` lines, ordered by line). When
+    it is True and no query's ranks tell an order, the result keeps the scores
+    (``RunFile.scored``) for ``orient_run``."""
     seen = {q: _direction(v) for q, v in rows.items()}
     asc = [q for q, d in seen.items() if d == "ascend"]
     other = [q for q, d in seen.items() if d in ("descend", "mixed")]
     if not asc:
-        return RunFile({q: [e[2] for e in sorted(v)] for q, v in rows.items()})
-    first, second = sorted((e for e in rows[asc[0]] if e[3] is not None), key=lambda e: (e[3], e[1]))[:2]
+        kept = {q: [(-e[0], e[1], e[2]) for e in v] for q, v in rows.items()} if scored and not other else None
+        return RunFile({q: [e[2] for e in sorted(v)] for q, v in rows.items()}, scored=kept)
+    first, second = _example_steps(rows[asc[0]])
     example = (f"{asc[0]!r}: rank {first[3]:g} score {-first[0]:g} (line {first[1]}), rank {second[3]:g} score "
                f"{-second[0]:g} (line {second[1]})")
     if other:
@@ -75,3 +94,118 @@ def run_in_order(path: Path, rows: Mapping[str, Sequence[tuple]]) -> RunFile:
             f"ascend (e.g. {example}): distances, not similarities; the documents are taken in rank order")
     return RunFile({q: [e[2] for e in sorted(v, key=lambda e: (e[3] if e[3] is not None else float("inf"), -e[0], e[1]))]
                     for q, v in rows.items()}, notes=[note])
+
+
+def _example_steps(entries: Sequence[tuple]) -> tuple[tuple, tuple]:
+    """Two of a query's ``entries`` ``(-score, line, doc, rank)`` whose ranks differ and whose
+    scores ascend with them (the first such consecutive pair in rank order), for a message."""
+    ranked = sorted((e for e in entries if e[3] is not None), key=lambda e: (e[3], e[1]))
+    for a, b in zip(ranked, ranked[1:]):
+        if b[3] > a[3] and -b[0] > -a[0]:
+            return a, b
+    return ranked[0], ranked[-1]
+
+
+_TOL = 1e-5  # relative: values of a query closer than this are not told apart (float32 search, rounded scores)
+
+
+def _rises(s: np.ndarray, x: np.ndarray, tol: float) -> bool:
+    """Whether the scores ``s`` never fall as ``x`` rises: for every pair with ``x_i < x_j - tol``,
+    ``s_i <= s_j`` (equal scores bind nothing)."""
+    order = np.argsort(s, kind="stable")
+    s, x = s[order], x[order]
+    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+    lo = -np.inf  # the largest x among strictly lower scores
+    for a, b in zip(starts, np.r_[starts[1:], len(s)]):
+        if lo > x[a:b].min() + tol:
+            return False
+        lo = max(lo, x[a:b].max())
+    return True
+
+
+def orient_run(run: dict, path: str | Path, D: np.ndarray, Q: np.ndarray, doc_ids: Sequence[str],
+               query_ids: Sequence[str], metric: str) -> dict:
+    """A run whose order was taken from its scores alone, checked against the vectors: read as
+    similarities (highest first, as loaded) or as distances (lowest first).
+
+    For each query of ``run.scored`` with at least two distinct scores among documents with a
+    row, the exact squared L2 distance and the inner product of the query and each document are
+    computed in float64 (under ``cosine`` of the L2-normalised rows). The scores are
+    *similarities* when they fall as the distance rises or rise with the inner product, and
+    *distances* when they rise with the distance (so also the L2 distance itself) or fall as the
+    inner product rises (``1 - cosine``); values of one query closer than ``1e-5`` of their
+    scale are not told apart.
+
+    Parameters
+    ----------
+    run : dict
+        From ``inputs.load_run_file`` (a ``RunFile``); any other mapping, or a ``RunFile``
+        whose order a rank column gave (``scored`` None), is returned as is.
+    path : str or pathlib.Path
+        The run file, for the note and errors.
+    D, Q : numpy.ndarray
+        ``(n_docs, dim)`` and ``(n_queries, dim)``: the vectors searched.
+    doc_ids, query_ids : sequence of str
+        The ids of their rows; run lines naming other ids are left out of the check.
+    metric : str
+        ``"ip"``, ``"cosine"`` or ``"l2"``.
+
+    Returns
+    -------
+    dict
+        ``run`` itself when its scores are similarities (or no query tells), else a
+        ``RunFile`` with each query's documents lowest score first (ties by line) and a note
+        saying so.
+
+    Raises
+    ------
+    DataFormatError
+        Naming ``path``, a line and field ``score``: some queries' scores read as distances
+        and others' as similarities, or a query's scores match neither.
+    """
+    if not isinstance(run, RunFile) or run.scored is None:
+        return run
+    drow = {d: i for i, d in enumerate(doc_ids)}
+    qrow = {q: i for i, q in enumerate(query_ids)}
+    kinds: dict[str, list[str]] = {"distance": [], "similarity": [], "neither": []}
+    for q, entries in run.scored.items():
+        known = [e for e in entries if e[2] in drow]
+        if q not in qrow or len({e[0] for e in known}) < 2:
+            continue
+        x = np.asarray(Q[qrow[q]], dtype=np.float64)
+        R = np.asarray(D[[drow[e[2]] for e in known]], dtype=np.float64)
+        if metric == "cosine":
+            x = x / (np.linalg.norm(x) or 1.0)
+            R = R / np.where((n := np.linalg.norm(R, axis=1, keepdims=True)) > 0, n, 1.0)
+        s = np.array([e[0] for e in known])
+        ip, dist = R @ x, ((R - x) ** 2).sum(1)
+        tol_ip = _TOL * np.linalg.norm(x) * np.linalg.norm(R, axis=1).max()
+        tol_d = _TOL * (x @ x + (R * R).sum(1).max())
+        as_dist = _rises(s, dist, tol_d) or _rises(s, -ip, tol_ip)
+        as_sim = _rises(s, -dist, tol_d) or _rises(s, ip, tol_ip)
+        if as_dist != as_sim:
+            kinds["distance" if as_dist else "similarity"].append(q)
+        elif not as_dist:
+            kinds["neither"].append(q)
+    dq, sq, nq = kinds["distance"], kinds["similarity"], kinds["neither"]
+    if nq or (dq and sq):
+        bad = nq[0] if nq else sq[0]
+        line = min(e[1] for e in run.scored[bad])
+        what = (f"the scores of {len(nq)} queries (e.g. {bad!r}) follow neither the distance nor the inner product of "
+                f"the query and document vectors" if nq else
+                f"the scores rise with the distance of the query and document vectors on {len(dq)} queries (e.g. "
+                f"{dq[0]!r}) and fall with it on {len(sq)} (e.g. {bad!r})")
+        raise DataFormatError(path, line, "score",
+                              f"{what} (--metric {metric}), and no rank column gives the order: capgap cannot tell "
+                              "similarities (highest first) from distances (lowest first); write a rank column 1..n "
+                              "(TREC: qid Q0 docid rank score tag)")
+    if not dq:
+        return run
+    eg = sorted(e for e in run.scored[dq[0]] if e[2] in drow)
+    lo, hi = eg[0], eg[-1]
+    note = (f"{path}: no rank column gives the order, and on every query whose scores differ ({len(dq)}) the scores "
+            f"rise with the distance between the query and document vectors (e.g. {dq[0]!r}: {lo[2]!r} score {lo[0]:g} "
+            f"(line {lo[1]}), {hi[2]!r} score {hi[0]:g} (line {hi[1]})): distances, not similarities; the documents "
+            "are taken lowest score first")
+    return RunFile({q: [e[2] for e in sorted(v, key=lambda e: (e[0], e[1]))] for q, v in run.scored.items()},
+                   notes=[*run.notes, note])

@@ -14,14 +14,16 @@ VERDICTS = ("index-limited", "compression-limited", "undetermined", "encoder-lim
 
 def _summary(rows: list[dict], k: int, has_ann: bool, notes: list[str], extra: Mapping) -> dict:
     """The summary dict of per-query ``rows``: counts, ``extra`` (``diagnose``'s entries), verdicts,
-    mean recalls, ``notes`` (the same list) and the reading (``_reading``)."""
+    mean recalls, ``notes`` (the same list) and the reading (``_reading``). ``capacity@k``: the
+    mean per-query capacity (the better of the probe's recall and the encoder's, each reached by a
+    query vector at hand); ``unused_capacity``: capacity minus encoder recall (never negative)."""
     n = len(rows)
     mean = (lambda key: float(np.mean([r[key] for r in rows])) if rows else float("nan"))
     s = {"queries": n, "k": k, **extra,
          "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
          f"probe_recall@{k}": mean(f"probe_recall@{k}"), "certified": mean("certified"),
-         f"encoder_recall@{k}": mean(f"encoder_recall@{k}"), "notes": notes}
-    s["unused_capacity"] = s[f"probe_recall@{k}"] - s[f"encoder_recall@{k}"]
+         f"encoder_recall@{k}": mean(f"encoder_recall@{k}"), f"capacity@{k}": mean(f"capacity@{k}"), "notes": notes}
+    s["unused_capacity"] = s[f"capacity@{k}"] - s[f"encoder_recall@{k}"]  # >= 0: per query, capacity >= encoder
     if has_ann:
         s[f"ann_recall@{k}"] = mean(f"ann_recall@{k}")
         s[f"ann_vs_exact@{k}"] = mean(f"ann_vs_exact@{k}")
@@ -34,7 +36,8 @@ def _reading(s: dict, k: int, has_ann: bool) -> str:
     n = max(s["queries"], 1)
     v = s["verdicts"]
     worst = max((x for x in VERDICTS if x != "ok"), key=lambda x: v[x])
-    parts = [f"At k = {k}, the index admits {s[f'probe_recall@{k}']:.3f} recall (the probe; {s['certified']:.0%} of queries certified); "
+    parts = [f"At k = {k}, the index admits {s[f'capacity@{k}']:.3f} recall (per query the better of the probe's vector, "
+             f"{s[f'probe_recall@{k}']:.3f}, and your query vector; {s['certified']:.0%} of queries certified); "
              f"the query encoder reaches {s[f'encoder_recall@{k}']:.3f} with exact search"]
     if has_ann:
         parts.append(f" and {s[f'ann_recall@{k}']:.3f} with your ANN (which returns {s[f'ann_vs_exact@{k}']:.3f} of the exact top-{k})")

@@ -326,7 +326,7 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list
                 certified[i], causes[i], reachable[i] = True, None, True
                 l2_lp.append(i)
                 continue
-            l2_no = ok is False
+            l2_no = ok is False and res.stopped != "solver"  # no proof where the probe's QP failed
             if l2_no and res.outcome == "certified":
                 causes[i] = "l2-unreachable"  # separable by (w, c) only with c < 0: farthest documents first
         proofs[i] = index_limit_proof(n_golds[i], gold_rows[i], kk, groups, Ds.shape[0], res.outcome == "geometry", l2_no)
@@ -349,6 +349,11 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
         _note(case.notes, f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
                           f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
                           f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
+    failed = [case.qids[i] for i, res in enumerate(pr.results) if res.stopped == "solver"]
+    if failed:
+        _note(case.notes, f"the probe's dual QP failed numerically for {len(failed)} of {n} queries (cause 'solver'): "
+                          f"they are certified only where the point it reached separates their gold set, else "
+                          f"undetermined: no inseparability proof is taken from it, e.g. {failed[:3]}")
     pu = None
     if sc.Us is not None:
         pu = _probe_geometry(sc.Us, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg,
@@ -375,7 +380,9 @@ def _query_row(case: _Case, sc: _Scoring, i: int, er: np.ndarray, exact_top: np.
         unc_r = float(np.sum(pu.ranks[i] <= kk)) / min(kk, len(gold))
         row |= {f"uncompressed_probe_recall@{k}": round(unc_r, 6), "uncompressed_certified": pu.certified[i]}
         unc_admits = pu.certified[i] or unc_r >= 1
-    row |= {f"encoder_recall@{k}": round(enc_r, 6), "best_gold_rank": int(er.min())}
+    # the capacity: the better of the probe's vector and the user's own query vector, both witnesses
+    row |= {f"encoder_recall@{k}": round(enc_r, 6), f"capacity@{k}": round(max(probe_r, enc_r), 6),
+            "best_gold_rank": int(er.min())}
     ann_r = None
     if ann_run is not None:
         ann = list(ann_run.get(q, []))  # a query the run lacks retrieved nothing

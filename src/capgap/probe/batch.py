@@ -24,6 +24,7 @@ from .planes import (
     _scores32,
     _separated,
     _solve_dual,
+    SolverFailed,
 )
 from .proofs import _hull_witness, _prove_inseparable, lp_feasible
 from .result import ProbeResult
@@ -104,7 +105,10 @@ def _iteration(env: _Env, state: dict[int, Problem], active: list[int]) -> tuple
             a = A_new[:, col].astype(np.float64)
         else:
             a, st.a_new = st.a_new, None
-        _add_plane(st, a)
+        try:
+            _add_plane(st, a)
+        except SolverFailed:
+            _solver_failed(st)
     return [p for p in still if not state[p].done], capped
 
 
@@ -152,6 +156,17 @@ def _step(env: _Env, st: Problem, s: np.ndarray, out: np.ndarray) -> str:
     cut = st.sb + np.float32(const.CUT_MU) * (s - st.sb) if moved else s
     st.b_new = _group_violated(cut, st, env.golds, env.opt_excl, out=out)[0]
     return "plane"
+
+
+def _solver_failed(st: Problem) -> None:
+    """The dual QP failed (``planes.SolverFailed``): the problem stops at its best point (w = 0
+    before the first line search), ``stopped="solver"``; ``finish`` then takes no proof from it,
+    so its queries end certified (a float64-checked witness) or undecided with cause
+    ``"solver"``."""
+    st.done, st.stopped = True, "solver"
+    if st.wb is not None:
+        st.w = st.wb
+    st.s32 = None  # the final scores come from _finish_batch
 
 
 def _stopped(st: Problem) -> str:
@@ -243,7 +258,11 @@ def _converged(env: _Env, st: Problem, s: np.ndarray, H: float) -> str | None:
             return "stop"
     if st.C < env.C_max:
         st.C = min(st.C * 10.0, env.C_max)
-        st.adopt(_solve_dual(st.K, st.b, st.C))
+        try:
+            st.adopt(_solve_dual(st.K, st.b, st.C))
+        except SolverFailed:
+            _solver_failed(st)
+            return "stop"
         st.escalations += 1
         return "again"
     # certificate mode at C_max: on a separable set the SVM optimum there is (near) the
@@ -308,8 +327,8 @@ def _add_plane(st: Problem, a: np.ndarray) -> None:
     A[:, :m], A[:, m] = st.A, a
     b = np.empty(m + 1)
     b[:m], b[m] = st.b, st.b_new
+    alpha = _solve_dual(K, b, st.C)  # before the working set changes: a failure leaves it as it was
     st.A, st.b, st.K = A, b, K
-    alpha = _solve_dual(K, b, st.C)
     age = np.empty(m + 1, dtype=np.int64)
     age[:m], age[m] = st.age + 1, 1
     age[alpha > 1e-12 * st.C] = 0

@@ -75,13 +75,15 @@ def _finish(st: Problem, env: _Env, s: np.ndarray) -> dict[int, ProbeResult]:
         gold, twins = env.golds[q], env.twins[q]
         valid, ng, rest = _masks(len(s), gold, env.excls[q], twins)
         v = _verdict(st, env, q, w, s, ng, rest)
+        if st.stopped == "solver" and not v.separated:  # no proof from a problem whose QP failed
+            v.decided_by, v.hull, v.lp = None, None, None
         ranks = rank_gold(v.s, gold, env.grades[q], valid)
         extra = {"C_final": st.C, "escalations": st.escalations, "hull": v.hull}
         ordered = _order_copies(st, env, q, v, ranks, valid, ng, rest)
         if ordered is not None:
             ranks, extra["refined"] = ordered, ORDERED
         top_rows, top_scores = rank_top(v.s, env.depth, gold, env.grades[q], valid) if env.depth else (None, None)
-        cause, outcome = _outcome(v, q in st.crossing, len(twins) > 0)
+        cause, outcome = _outcome(v, q in st.crossing, len(twins) > 0, st.stopped == "solver")
         out[q] = ProbeResult(v.w, objective, dual, slacks[q], st.it, not st.capped, v.margin, bool(v.certified), ranks, v.lp,
                              bool(len(twins)), extra, cause, len(st.members), _by_construction(st, env, q, ng), top_rows,
                              top_scores, st.stopped, outcome, v.decided_by)
@@ -194,12 +196,15 @@ def _exact_lp(v: _Verdict, env: _Env, q: int, ng: np.ndarray, rest: np.ndarray) 
         v.lp = ok
 
 
-def _outcome(v: _Verdict, crossing: bool, has_twins: bool) -> tuple[str | None, str]:
-    """``(cause, outcome)`` of a member's verdict (``ProbeResult``)."""
+def _outcome(v: _Verdict, crossing: bool, has_twins: bool, solver_failed: bool = False) -> tuple[str | None, str]:
+    """``(cause, outcome)`` of a member's verdict (``ProbeResult``); ``solver_failed``: the
+    problem's dual QP failed, so an unseparated member is ``("solver", "undecided")``."""
     if v.certified:
         return None, "certified"
     if v.separated:
         return "duplicate", "duplicate"
+    if solver_failed:
+        return "solver", "undecided"
     if crossing:
         return "tied", "tied"
     if v.decided_by in ("hull", "lp"):

@@ -85,8 +85,16 @@ def _hinge(s: np.ndarray, gold: np.ndarray, n_pairs: int, excl: np.ndarray) -> f
     return max(0.0, total / n_pairs)
 
 
+class SolverFailed(ValueError):
+    """The restricted dual QP could not be solved (quadprog refused it even with a stronger ridge):
+    the problem stops at its best point and its query ends ``undecided`` unless that point is a
+    certificate (``ProbeResult.stopped == "solver"``, ``cause == "solver"``)."""
+
+
 def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
-    """max b.alpha - 1/2 alpha K alpha, alpha >= 0, sum alpha <= C (quadprog)."""
+    """max b.alpha - 1/2 alpha K alpha, alpha >= 0, sum alpha <= C (quadprog). Raises
+    ``SolverFailed`` when quadprog refuses the problem (numerically inconsistent constraints)
+    with both ridges, or returns a non-finite solution."""
     import quadprog  # third-party, imported where used: the report and diagnose paths import capgap.probe without solving
     n = len(b)
     Cmat, eye = _QP_CONSTRAINTS.get(n) or _qp_constraints(n)
@@ -96,7 +104,12 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     try:
         alpha = quadprog.solve_qp(K + (1e-10 * scale) * eye, b.astype(np.float64), Cmat, bvec, 0)[0]
     except ValueError:  # numerically inconsistent: retry with a stronger ridge
-        alpha = quadprog.solve_qp(K + (1e-6 * scale) * eye, b.astype(np.float64), Cmat, bvec, 0)[0]
+        try:
+            alpha = quadprog.solve_qp(K + (1e-6 * scale) * eye, b.astype(np.float64), Cmat, bvec, 0)[0]
+        except ValueError as e:
+            raise SolverFailed(f"the dual QP over {n} cutting planes failed: {e}") from e
+    if not np.isfinite(alpha).all():
+        raise SolverFailed(f"the dual QP over {n} cutting planes returned a non-finite solution")
     return np.maximum(alpha, 0.0)
 
 

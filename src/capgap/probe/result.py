@@ -25,8 +25,9 @@ class ProbeResult:
     document has an identical non-gold copy (no w can separate them); ``cause``: why an
     uncertified query is uncertified: ``"duplicate"`` (such a twin, and no proof that the gold
     set is inseparable even with the copies set aside), ``"tied"`` (a query with
-    identical text needs a crossing ranking, see ``probe(tie_groups=...)``) or ``"geometry"``
-    (the index itself), None when certified; ``tied``: how many queries share this w (1: none);
+    identical text needs a crossing ranking, see ``probe(tie_groups=...)``), ``"geometry"``
+    (the index itself) or ``"solver"`` (the dual QP failed numerically: nothing was proven),
+    None when certified; ``tied``: how many queries share this w (1: none);
     ``by_construction``: why certification was guaranteed before any optimisation (n_docs <=
     dim + 1 with affinely independent documents, or a single gold document among distinct
     documents of equal norm), else None; ``top_rows``/``top_scores``: ``(depth,) int64 /
@@ -37,7 +38,8 @@ class ProbeResult:
     ``"certificate"`` (``solve="certificate"``: the witness separated the gold set; objective and
     slack are the witness's), ``"inseparable"`` (the optimum at C, where ``hull_distance_bound``
     or the in-loop exact LP proved that no w separates the gold set, so C was not escalated
-    further; ``extra["hull"]`` holds the proof's bound, None for the LP) or ``"max_iter"``. ``outcome``: how the query was decided (issue: every
+    further; ``extra["hull"]`` holds the proof's bound, None for the LP), ``"solver"`` (the
+    dual QP failed: w is the best point reached, and no proof is taken) or ``"max_iter"``. ``outcome``: how the query was decided (issue: every
     query decided): ``"certified"``; ``"duplicate"`` (certified up to identical copies: w ranks
     every gold document above every non-gold one except the gold documents' identical copies,
     which tie with them under any w, so recall@k is the best any w reaches for every k >= |gold|

@@ -1,0 +1,156 @@
+"""capgap diagnose independent of the units of the vectors: L2 verdicts under a common power-of-two
+scale, float64 inputs outside float32's range, a failing dual QP, and the capacity as the better
+of the probe's and the user's own query vector."""
+
+import numpy as np
+import pytest
+
+from capgap.diagnosis import diagnose
+
+DOCS = [f"d{i}" for i in range(6)]
+QIDS = [f"q{i}" for i in range(4)]
+GOLDS = [[0, 3], [1], [2, 5], [4]]
+QRELS = {q: {DOCS[g]: 1 for g in gs} for q, gs in zip(QIDS, GOLDS)}
+
+
+def _base():
+    """6 documents and 4 queries in 8 dimensions (seeded), float32: the documents are affinely
+    independent, so under ip every gold set is separable, and under l2 too (they lie on one
+    sphere, centre z: ``|q - d|^2`` ranks as ``(q - z).(d - z)``, any direction of which is
+    reachable)."""
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((6, 8)).astype(np.float32), rng.standard_normal((4, 8)).astype(np.float32)
+
+
+def _recall64(D, Q, golds, k, metric):
+    """Capped recall@k per query in float64 (pessimistic ties): the reference."""
+    out = []
+    for q, gold in zip(np.asarray(Q, np.float64), golds):
+        Dd = np.asarray(D, np.float64)
+        s = Dd @ q if metric == "ip" else -((Dd - q) ** 2).sum(1)
+        others = ~np.isin(np.arange(len(s)), gold)
+        found = sum(np.sum(s > s[g]) + np.sum((s == s[g]) & others) < k for g in gold)
+        out.append(found / min(k, len(gold)))
+    return out
+
+
+def _col(diag, key):
+    return [r[key] for r in diag.rows]
+
+
+@pytest.mark.parametrize("scale", [2800.0, 1e4, 1e8, 1e9, 2.0**40])
+def test_l2_verdicts_do_not_depend_on_the_units(scale):
+    """The base vectors times a common factor (float32): L2 ranks as at scale 1, so the encoder's
+    recall is the float64 reference's and every gold set stays separable: all certified, each
+    query ok where the reference's recall is 1, else encoder-limited; no proof of inseparability."""
+    D0, Q0 = _base()
+    D, Q = D0 * np.float32(scale), Q0 * np.float32(scale)
+    diag = diagnose(D, Q, QRELS, DOCS, QIDS, k=2, metric="l2")
+    expect = _recall64(D, Q, GOLDS, 2, "l2")
+    assert expect == _recall64(D0, Q0, GOLDS, 2, "l2")
+    assert _col(diag, "encoder_recall@2") == expect
+    assert all(_col(diag, "certified")) and set(_col(diag, "proof")) == {None}
+    assert _col(diag, "verdict") == ["ok" if e == 1 else "encoder-limited" for e in expect]
+
+
+def test_l2_pixel_scale_vectors_are_diagnosed():
+    """Raw 0-255 vectors, far from the origin and of norm ~2,000 (the lift's last coordinate
+    ~2e6): every document is its own nearest point, so each single-gold query is certified."""
+    rng = np.random.default_rng(1)
+    D = rng.integers(0, 256, (40, 128)).astype(np.float32)
+    Q = rng.integers(0, 256, (10, 128)).astype(np.float32)
+    docs, qids = [f"d{i}" for i in range(40)], [f"q{i}" for i in range(10)]
+    qrels = {q: {f"d{3 * i}": 1} for i, q in enumerate(qids)}
+    diag = diagnose(D, Q, qrels, docs, qids, k=1, metric="l2")
+    assert all(_col(diag, "certified")) and _col(diag, "probe_recall@1") == [1.0] * 10
+    assert _col(diag, "encoder_recall@1") == _recall64(D, Q, [[3 * i] for i in range(10)], 1, "l2")
+    r = max(np.linalg.norm(D.astype(np.float64), axis=1).max(), np.linalg.norm(Q.astype(np.float64), axis=1).max())
+    expect = 2.0 ** -(np.floor(np.log2(r)) + 1)  # the common power of two bringing the largest norm into [0.5, 1)
+    assert diag.summary["score_scale"]["documents"] == diag.summary["score_scale"]["queries"] == expect
+
+
+def test_l2_same_vectors_up_to_a_power_of_two_give_identical_rows():
+    """The same vectors times 2^-8 and times 2^20 (exact in float32): every per-query number and
+    verdict is identical, and the scales recorded differ by exactly the inverse factors."""
+    rng = np.random.default_rng(2)
+    D = rng.integers(0, 256, (60, 6)).astype(np.float32)
+    Q = rng.integers(0, 256, (12, 6)).astype(np.float32)
+    docs, qids = [f"d{i}" for i in range(60)], [f"q{i}" for i in range(12)]
+    qrels = {q: {f"d{(5 * i + j) % 60}": 1 for j in range(3)} for i, q in enumerate(qids)}
+    out = [diagnose(D * np.float32(f), Q * np.float32(f), qrels, docs, qids, k=5, metric="l2") for f in (1.0, 2.0**-8, 2.0**20)]
+    keys = ("probe_recall@5", "certified", "cause", "encoder_recall@5", "capacity@5", "proof", "verdict", "slack")
+    for other in out[1:]:
+        for key in keys:
+            assert _col(other, key) == _col(out[0], key), key
+    s = [d.summary["score_scale"]["documents"] for d in out]
+    assert s[1] == s[0] * 2.0**8 and s[2] == s[0] * 2.0**-20
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+@pytest.mark.parametrize("exp", [-660, 133, 650])
+def test_float64_outside_float32_is_scaled_not_zeroed(metric, exp):
+    """float64 vectors ~1e-199 (each squared norm underflows float64), ~1e40 (beyond float32) and
+    ~1e196: scored times a power of two, they rank as the base does: the float64 reference's
+    encoder recall, every query certified, ok or encoder-limited as that recall says."""
+    D0, Q0 = _base()
+    D, Q = np.ldexp(D0.astype(np.float64), exp), np.ldexp(Q0.astype(np.float64), exp)
+    diag = diagnose(D, Q, QRELS, DOCS, QIDS, k=2, metric=metric)
+    expect = _recall64(D0, Q0, GOLDS, 2, metric)
+    assert _col(diag, "encoder_recall@2") == expect and diag.summary["encoder_recall@2"] == pytest.approx(np.mean(expect))
+    assert all(_col(diag, "certified")) and diag.summary["probe_recall@2"] == 1.0
+    assert _col(diag, "verdict") == ["ok" if e == 1 else "encoder-limited" for e in expect]
+    assert any("changes no ranking" in n for n in diag.notes)
+
+
+def test_float64_nan_still_refused():
+    D0, Q0 = _base()
+    Q = Q0.astype(np.float64)
+    Q[2, 5] = np.nan
+    with pytest.raises(ValueError, match=r"queries: row 2 \(0-based\) is not finite: column 5 holds nan"):
+        diagnose(D0, Q, QRELS, DOCS, QIDS, k=2)
+
+
+@pytest.mark.parametrize("metric", ["ip", "l2"])
+def test_failing_dual_qp_gives_undetermined_not_a_crash(monkeypatch, metric):
+    """quadprog refusing every QP: no exception, no query proven index-limited. A query is
+    certified only by a float64-checked witness (then ok or encoder-limited as the float64
+    reference's encoder recall says); every other query is undetermined, its cause 'solver'
+    (at w = 0 nothing is separated, so with the exact LP off some are)."""
+    import quadprog
+
+    def refuse(*a, **kw):
+        raise ValueError("constraints are inconsistent, no solution")
+
+    monkeypatch.setattr(quadprog, "solve_qp", refuse)
+    rng = np.random.default_rng(4)
+    D = rng.standard_normal((30, 4)).astype(np.float32)
+    Q = rng.standard_normal((5, 4)).astype(np.float32)
+    docs, qids = [f"d{i}" for i in range(30)], [f"q{i}" for i in range(5)]
+    golds = [[i, i + 10] for i in range(5)]
+    qrels = {q: {docs[g]: 1 for g in gs} for q, gs in zip(qids, golds)}
+    diag = diagnose(D, Q, qrels, docs, qids, k=2, metric=metric, probe_cfg={"lp_check_max_docs": 0})
+    enc = _recall64(D, Q, golds, 2, metric)
+    assert _col(diag, "encoder_recall@2") == enc
+    assert _col(diag, "verdict") == [("ok" if e == 1 else "encoder-limited") if r["certified"]
+                                     else ("ok" if e == 1 else "undetermined") for r, e in zip(diag.rows, enc)]
+    assert "undetermined" in _col(diag, "verdict")
+    assert all(r["cause"] == "solver" and r["proof"] is None for r in diag.rows if not r["certified"])
+    assert any("dual QP failed" in n for n in diag.notes)
+
+
+def test_capacity_is_at_least_what_the_query_vector_reaches():
+    """Three documents on a line (x = 0, 1, 2), inner product, k 2. q0's gold {d0, d2} has d1
+    between them: no w ranks both strictly first (index-limited), yet its own vector (1, 0.5)
+    ranks d2 first, d1, d0: recall 0.5. q1 (gold d1) ranks d1 second: recall 1. Capacity per
+    query: 0.5 and 1 (mean 0.75) = encoder recall, so no unused capacity."""
+    D = np.array([[0, 0], [1, 0], [2, 0]], dtype=np.float32)
+    Q = np.array([[1, 0.5], [1, 0.2]], dtype=np.float32)
+    qrels = {"q0": {"d0": 1, "d2": 1}, "q1": {"d1": 1}}
+    diag = diagnose(D, Q, qrels, ["d0", "d1", "d2"], ["q0", "q1"], k=2)
+    assert _col(diag, "encoder_recall@2") == [0.5, 1.0]
+    assert _col(diag, "capacity@2") == [0.5, 1.0]
+    assert _col(diag, "verdict") == ["index-limited", "ok"]
+    s = diag.summary
+    assert s["capacity@2"] == 0.75 and s["unused_capacity"] == 0.0
+    assert "the index admits 0.750 recall" in s["reading"]
+    assert all(r["capacity@2"] >= max(r["probe_recall@2"], r["encoder_recall@2"]) for r in diag.rows)
