@@ -161,6 +161,6 @@ def test_regime_names_that_would_collide_or_not_round_trip_are_refused():
 
     regimes = schema()["properties"]["ladder"]["properties"]["regimes"]
     jsonschema.validate({"early-stop": {}, "r4": {}, "lr_1e.4": {}}, regimes)
-    for bad in ("no-twins", "a@b", "two words"):
+    for bad in ("no-twins", "No-Twins", "a@b", "two words", 0.1, 1, True, None):  # YAML reads 0.1: or 1: as numbers
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate({bad: {}}, regimes)

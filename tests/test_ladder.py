@@ -466,7 +466,7 @@ def test_early_stopping_keeps_the_best_points_weights_and_records_them(tmp_path)
 
     lin = torch.nn.Linear(1, 1, bias=False)
     es = EarlyStop(lin, ["t3", "t7"], "validation_recall@2")
-    es.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt")
+    es.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt", {"settings": "a"})
     vals = {10: 0.2, 20: 0.6, 30: 0.4}
 
     def curve(step):
@@ -479,8 +479,12 @@ def test_early_stopping_keeps_the_best_points_weights_and_records_them(tmp_path)
     assert [p["validation_recall@2"] for p in pts] == [0.2, 0.6, 0.4] and pts[0]["train_recall@2"] == 0.5
     assert (tmp_path / "ck.pt.best").is_file()
     again = EarlyStop(lin, ["t3", "t7"], "validation_recall@2")
-    again.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt")  # a resumed run
+    again.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt", {"settings": "a"})  # a resumed run
     assert (again.best_step, again.best) == (20, 0.6)
+    for digest in ({"settings": "b"}, None):  # other settings, or none to match: not taken up
+        other = EarlyStop(lin, ["t3", "t7"], "validation_recall@2")
+        other.attach(PartialState(lin, lambda k: True), tmp_path / "ck.pt", digest)
+        assert other.best_step is None
     es.restore(pts)
     assert float(lin.weight.detach()) == 20.0 and not (tmp_path / "ck.pt.best").exists()
     from types import SimpleNamespace as NS

@@ -177,6 +177,10 @@ def test_verdict_thresholds_and_gaps():
               "colbert_state": "stopped at the cap 100, objective still falling 3.2% per window"}
     assert twin_verdict(marked).endswith("but not by fine-tuned 0.900, ColBERT 0.800 (not a finding: stopped at the cap 100, "
                                          "objective still falling 3.2% per window).")
+    # solved by every method, but the learners among them stopped at their caps: marked
+    solved = {**marked, "finetuned_heldout": 0.96, "colbert_win": 0.98}
+    assert twin_verdict(solved).endswith("and every other method measured) — not a finding for ColBERT stopped at the cap "
+                                         "100, objective still falling 3.2% per window.")
     assert twin_verdict_kind({**r, "probe_win": 0.9499}) == "index-limited"
     assert twin_verdict_kind({**r, "probe_win": nan}) == "not decided"
     assert twin_verdict_kind({**r, "pretrained_win": nan}) == "not decided"

@@ -29,6 +29,9 @@ def test_relative_improvement_by_hand():
     assert relative_improvement([0.0, 0.0], 1, floor=0.0) == 0.0
     rule = Convergence(0.01, 1, 100, floor=0.0)
     assert not any(rule.converged([0.5 * 0.9**i for i in range(j + 1)]) for j in range(60))  # 10% per point, forever
+    # a window that rose by tol or more is diverging, not converged; a flat one is converged
+    assert not Convergence(0.01, 1, 100).converged([1.0, 10.0, 100.0])
+    assert Convergence(0.01, 1, 100).converged([3.0, 2.0, 2.005])  # rose 0.25%: within tol
 
 
 def test_a_plateau_is_found_at_the_point_worked_out_by_hand():
@@ -212,24 +215,30 @@ def test_patience_counts_from_the_start_when_the_start_is_a_candidate():
 
 
 def test_a_validation_value_still_rising_at_the_cap_is_not_early_stopping():
-    """The kept point is the last one (validation 0.1, 0.2, ... rising to the cap): the cap, not
-    early stopping, ended the run, so the state is neither converged nor early-stopped (not a
-    finding). The same values peaking at the second point: early-stopped."""
-    def run(values):
+    """Early stopping is when patience ended the run: validation 0.1, 0.2, ... rising to the cap
+    (the kept point the last), or one dip at the cap (0.1, 0.5, 0.3, 0.4: two points after the
+    best, patience 3 unspent) leave the cap as what ended it: neither converged nor early-stopped
+    (not a finding). Patience 2 on the same values ends the run at the fourth point (step 12 of
+    15): early-stopped. A NaN validation value is never the best."""
+    def run(values, patience=3, cap=12):
         sampler = seed_everything(0)
         model = torch.nn.Linear(4, 1)
         X = torch.linspace(-1, 1, 40).reshape(10, 4)
         it = iter(values)
-        return run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), 12, 10,
-                        4, sampler, evaluate=lambda step: {"v": next(it)}, eval_every=3, patience=3,
-                        monitor=lambda p: p["v"], convergence=Convergence(1e-9, 3, 12), validation=True, monitor_start=0.0)
+        return run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), cap, 10,
+                        4, sampler, evaluate=lambda step: {"v": next(it)}, eval_every=3, patience=patience,
+                        monitor=lambda p: p["v"], convergence=Convergence(1e-9, 3, cap), validation=True, monitor_start=0.0)
 
     rising = run([0.1, 0.2, 0.3, 0.4])
     assert rising.stopped_at is None and not rising.convergence.early_stopped and not rising.convergence.converged
     assert rising.convergence.describe().startswith("stopped at the cap 12")
-    peaked = run([0.1, 0.5, 0.3, 0.4])
-    assert peaked.convergence.early_stopped and peaked.convergence.describe() == \
-        "ran to the cap 12, weights of an earlier point chosen on its validation split"
+    dip = run([0.1, 0.5, 0.3, 0.4])
+    assert dip.stopped_at is None and not dip.convergence.early_stopped and dip.convergence.describe().startswith("stopped at the cap 12")
+    peaked = run([0.1, 0.5, 0.3, 0.4, 0.2], patience=2, cap=15)
+    assert peaked.stopped_at == 12 and peaked.convergence.early_stopped
+    assert peaked.convergence.describe() == "stopped early by its validation split at 12 steps"
+    nan = run([0.1, float("nan"), 0.3, 0.2, 0.25, 0.1], patience=2, cap=18)
+    assert nan.stopped_at == 15  # best 0.3 at step 9 (not the NaN at 6): two points after it
 
 
 def test_a_fixed_length_run_that_patience_ended_is_judged_as_its_curve_is():

@@ -159,7 +159,8 @@ class Convergence:
     ``n_iter_no_change``, ``max_iter``).
 
     A run has converged at a curve point when the training objective's relative improvement
-    over the trailing ``n_iter_no_change`` points (``relative_improvement``) is below ``tol``;
+    over the trailing ``n_iter_no_change`` points (``relative_improvement``) is below ``tol`` and
+    above ``-tol`` (a window that rose by ``tol`` or more is diverging, not converged);
     training stops there, or at ``max_iter`` steps (the cap), whichever comes first. A run the cap
     stopped is not converged, and its state says by how much the objective was still falling.
 
@@ -190,15 +191,17 @@ class Convergence:
     floor: float = 1.0
 
     def __post_init__(self):
-        if not (self.tol >= 0 and self.n_iter_no_change >= 1 and self.max_iter >= 1 and self.floor >= 0):
-            raise ValueError(f"convergence: tol must be >= 0, n_iter_no_change and the step cap >= 1 "
-                             f"(got {self.tol}, {self.n_iter_no_change}, {self.max_iter})")
+        if not (self.tol >= 0 and self.n_iter_no_change >= 1 and self.max_iter >= 1 and 0 <= self.floor < float("inf")):
+            raise ValueError(f"convergence: tol must be >= 0, n_iter_no_change and the step cap >= 1, floor finite and >= 0 "
+                             f"(got {self.tol}, {self.n_iter_no_change}, {self.max_iter}, {self.floor})")
 
     def converged(self, objectives: Sequence[float]) -> bool:
-        """True when ``relative_improvement(objectives, n_iter_no_change) < tol`` (never while it
-        is NaN: too few points, or a value not finite; never when ``tol`` is 0)."""
+        """True when ``-tol < relative_improvement(objectives, n_iter_no_change) < tol``: the
+        window neither improved on the best before it by ``tol`` nor rose above it by ``tol``
+        (a rising objective is diverging, not converged); never while the criterion is NaN (too
+        few points, a last value not finite), never when ``tol`` is 0."""
         value = relative_improvement(objectives, self.n_iter_no_change, self.floor)
-        return bool(self.tol > 0 and not np.isnan(value) and value < self.tol)
+        return bool(self.tol > 0 and np.isfinite(value) and -self.tol < value < self.tol)
 
     def state(self, objectives: Sequence[float], steps: int, converged: bool, early_stopped: bool = False) -> "ConvergenceState":
         """The ``ConvergenceState`` of a run that ran ``steps`` steps and whose curve points had
@@ -460,9 +463,10 @@ def run_loop(
     validation : bool
         True when ``monitor`` watches a validation split carved from the training data and the
         caller keeps the best point's weights (early stopping): the state then records
-        ``early_stopped`` when that point (the best, the earliest of equal ones, ``monitor_start``
-        included) is not the last. False (e.g. a monitor on held-out queries): a run ``patience``
-        ended is not converged.
+        ``early_stopped`` when ``patience`` (or the rule) ended the run and that point (the best,
+        the earliest of equal ones, ``monitor_start`` included; NaN never the best) is not the
+        last. A run the cap ended is not early-stopped, whatever point validation kept. False
+        (e.g. a monitor on held-out queries): a run ``patience`` ended is not converged.
 
     Returns
     -------
@@ -518,8 +522,12 @@ def run_loop(
         from tqdm import tqdm
 
         bar = tqdm(total=n_steps, initial=step, desc=desc, unit="step")
+    def monitored() -> np.ndarray:  # the watched values, the start first; NaN never the best
+        values = np.asarray(([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve], dtype=np.float64)
+        return np.where(np.isnan(values), -np.inf, values)
+
     def plateaued() -> bool:
-        values = ([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve]
+        values = monitored()
         return len(values) - 1 - int(np.argmax(values)) >= patience
 
     def save() -> None:
@@ -570,8 +578,8 @@ def run_loop(
     state = None
     if convergence is not None:
         chose_earlier = False
-        if validation and monitor is not None and curve:  # the kept point (the best, the earliest of equal) is not the last
-            values = ([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve]
+        if validation and monitor is not None and curve and (stopped_at is not None or converged_at is not None):
+            values = monitored()  # patience (or the rule) ended it and the kept point is not the last
             chose_earlier = int(np.argmax(values)) < len(values) - 1
         state = convergence.state([_objective(p) for p in curve], step, converged_at is not None, chose_earlier)
         if not state.converged and not state.early_stopped:

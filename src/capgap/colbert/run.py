@@ -112,7 +112,8 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
     res = train_colbert(model, cfg, doc_texts, [text[q] for q in train_ids],
                         [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids], ckpt_path=ckpt, evaluate=evaluate,
                         progress=progress,
-                        train_excluded=excluded_positions(rs, train_ids, rs.corpus.ids) if rs.excluded else None)
+                        train_excluded=excluded_positions(rs, train_ids, rs.corpus.ids) if rs.excluded else None,
+                        name=f"{rs.name} colbert")
     log.info("colbert: %d steps at %.2f steps/s (resumed from %d)", res["stopped_at"] or cfg.steps, res["steps_per_s"],
              res["resumed_from"])
     tmp = work / "model.tmp"

@@ -49,7 +49,7 @@ def false_negative_mask(batch_gold: list[set[int]], slots: list[list[int]]) -> n
 def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_queries: Sequence[str],
                   train_gold: Sequence[Sequence[int]], ckpt_path: str | Path | None = None,
                   evaluate: Callable[[int], dict] | None = None, stop_after: int | None = None,
-                  progress: bool = False, train_excluded: Sequence[Sequence[int]] | None = None) -> dict:
+                  progress: bool = False, train_excluded: Sequence[Sequence[int]] | None = None, name: str = "colbert") -> dict:
     """Fine-tune ``model`` (``pylate.models.ColBERT``) in place with PyLate's contrastive loss.
 
     Each step: ``cfg.batch_size`` train queries from a seeded per-epoch permutation; per query
@@ -63,7 +63,8 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     ``cfg.eval_every`` steps and at the end (without it the curve holds the loss only).
     ``train_excluded[i]``: documents that are neither gold nor negative for query i (never drawn
     as its negatives, masked like false negatives). ``stop_after``: raise ``KeyboardInterrupt``
-    after that many steps of this call (tests simulate a kill with it).
+    after that many steps of this call (tests simulate a kill with it). ``name``: the learner in
+    the log and its warnings (e.g. ``limit-small colbert``).
 
     ``cfg.patience``: stop once that many curve points bring no new best ``heldout_recall``
     (the paper trains ColBERT until held-out recall stops rising).
@@ -129,7 +130,7 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
         digest = {"ColBERT training settings": cfg.training_digest(), "training data": json_digest(data)}
     res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
                    checkpoint_every=cfg.checkpoint_every, evaluate=evaluate, eval_every=cfg.eval_every, progress=progress,
-                   desc="colbert", stop_after=stop_after, patience=cfg.patience, monitor=heldout_recall,
+                   desc=name, stop_after=stop_after, patience=cfg.patience, monitor=heldout_recall,
                    convergence=cfg.convergence(), objective=objective)
     return {"curve": res.curve, "steps_per_s": res.steps_per_s, "resumed_from": res.resumed_from, "stopped_at": res.stopped_at,
             "convergence": res.convergence}

@@ -62,9 +62,9 @@ class EarlyStop:
         starts over, as its checkpoint does)."""
         import torch
 
-        self.weights, self.digest = weights, json_digest(digest or {})
+        self.weights, self.digest = weights, json_digest(digest) if digest is not None else None
         self.path = Path(f"{ckpt_path}.best") if ckpt_path else None
-        if self.path and self.path.is_file():
+        if self.path and self.path.is_file() and self.digest is not None:  # no digest: nothing to match, start over
             saved = torch.load(self.path, weights_only=False)
             if saved.get("validation_ids") == self.validation_ids and saved.get("digest") == self.digest:
                 self.best, self.best_step, self.state = saved["value"], saved["step"], saved["weights"]
@@ -138,6 +138,7 @@ def train_query_encoder(
     train_excluded: list[list[int]] | None = None,
     context=None,
     early: "EarlyStop | None" = None,
+    name: str = "finetune",
 ) -> TrainResult:
     """Fine-tune ``encoder`` (a ``capgap.encoders.Encoder``) in place with LoRA + InfoNCE.
 
@@ -151,6 +152,7 @@ def train_query_encoder(
     (config, encoder, index, train queries, gold sets and exclusions, ``context``), else
     training starts over and the log says which differ. ``stop_after``: raise
     ``KeyboardInterrupt`` after that many steps of this call (tests simulate a kill with it).
+    ``name``: the learner in the log and its warnings (e.g. ``nfcorpus/minilm finetuned``).
     ``train_excluded[i]``: row indices left out of query i's softmax (neither gold nor
     negative). ``context``: JSON-able data the curve also depends on (``evaluate``'s queries),
     part of the checkpoint digest. On CUDA the forward pass runs under bf16 autocast
@@ -227,14 +229,18 @@ def train_query_encoder(
         early.attach(weights, ckpt_path, {**digest, "number of training items": n_train})
     res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
                    checkpoint_every=cfg.checkpoint_every, weights=weights,
-                   evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc="finetune", stop_after=stop_after,
+                   evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc=name, stop_after=stop_after,
                    patience=(cfg.patience or None) if early is not None else None,
                    monitor=early.monitor if early is not None else None, convergence=cfg.convergence(), objective=objective,
                    validation=early is not None)
+    convergence = res.convergence
     if early is not None:
         early.restore(res.curve)
+        kept = next((p for p in res.curve if p["step"] == early.best_step), None)
+        if kept is not None and convergence is not None:  # the state describes the weights kept: their objective
+            convergence = replace(convergence, objective=float(kept["objective"]))
     return TrainResult(res.curve, res.steps_per_s, res.resumed_from, sum(p.numel() for p in params), adapted,
-                       early.record(res) if early is not None else None, convergence=res.convergence)
+                       early.record(res) if early is not None else None, convergence=convergence)
 
 
 def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int], ckpt_path: str | Path | None = None,
@@ -316,7 +322,7 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
     res = train_query_encoder(
         encoder, D, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
         cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
-        train_excluded=excluded, early=early,
+        train_excluded=excluded, early=early, name=f"{rs.name}/{encoder.spec.name} finetune",
     )
     log.info("finetune: %d of at most %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
              res.curve[-1]["step"] if res.curve else 0, cfg.steps, res.steps_per_s, res.resumed_from, res.trainable,

@@ -408,8 +408,9 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
         keep.restore()
         head.eval()
         with torch.no_grad():  # the state describes the kept weights: their objective on the fit set
-            res.convergence = replace(res.convergence, objective=float(full(head)),
-                                      early_stopped=keep.step != res.curve[-1]["step"])
+            res.convergence = replace(res.convergence, objective=float(full(head)),  # early stopping: patience (or the
+                                      early_stopped=keep.step != res.curve[-1]["step"]   # rule) ended it, an earlier
+                                      and (res.stopped_at is not None or res.converged_at is not None))  # point kept
         kept = f"; kept the best validation point: step {keep.step} ({keep.value:.4f})"
     how = f"lbfgs, {opt.evals} evaluations" if cfg.optimizer == "lbfgs" else f"adamw, batch {batch_size}"
     log.info("ladder: %s on %d queries (%s): %s in %.1f s, objective %.4f%s", desc, n, how, res.convergence.describe(),

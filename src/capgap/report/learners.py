@@ -195,7 +195,8 @@ def render_learners(table: pd.DataFrame) -> list[str]:
            "Every trained learner (fine-tuning and its regimes, twin negatives, ColBERT, the ladder's heads) trains under one "
            "convergence rule (`capgap.training.Convergence`): it has converged once its training objective improves by "
            "less than `tol` over its last `n_iter_no_change` curve points (relative to the best objective before them; "
-           "an InfoNCE objective below 1 by its absolute change), and stops there or at its step cap. "
+           "an InfoNCE objective below 1 by its absolute change), and stops there or at its step cap (the ladder's "
+           "heads then decay their learning rate over `decay_steps` more, up to a fifth of the steps run by default). "
            "A number a learner gives is a measurement of where it stopped; a finding drawn from it (a gap, the paper's "
            "pattern, a verdict) is one only if it converged, and the report marks every sentence read from a learner that "
            "had not converged (or whose convergence was not recorded) as *not a finding*.", ""]

@@ -171,7 +171,11 @@ def _solved_clause(r: Mapping) -> str:
     if below:
         return (f"solved by the index, the pre-trained encoder and BM25 ({checked}, all >= {TWIN_SOLVED}), "
                 f"but not by {', '.join(below)}")
-    return f"solved by every method ({checked}, all >= {TWIN_SOLVED}, and every other method measured)"
+    unfinished = [f"{name} {r.get(f'{key}_state')}" for c, key, name in
+                  (("finetuned_heldout", "finetuned", "fine-tuned"), ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
+                   ("colbert_win", "colbert", "ColBERT")) if r[c] == r[c] and _not_a_finding(r, key)]
+    mark = f" — {NOT_A_FINDING} for " + "; ".join(unfinished) if unfinished else ""
+    return f"solved by every method ({checked}, all >= {TWIN_SOLVED}, and every other method measured){mark}"
 
 
 def twin_verdict(r: Mapping) -> str:
