@@ -154,3 +154,19 @@ def test_capacity_is_at_least_what_the_query_vector_reaches():
     assert s["capacity@2"] == 0.75 and s["unused_capacity"] == 0.0
     assert "the index admits 0.750 recall" in s["reading"]
     assert all(r["capacity@2"] >= max(r["probe_recall@2"], r["encoder_recall@2"]) for r in diag.rows)
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e160, 1e-6])
+def test_cosine_rows_far_outside_float32_are_normalised_exactly(scale):
+    """Cosine ignores each row's scale: float64 rows times 1e200 or 1e160 (their squares beyond
+    float64) or 1e-6 give the verdicts of the unscaled base; the encoder's recall is the float64
+    reference's on the unit rows. (Rows of norm at most 1e-12 are refused as norm 0: the
+    documented threshold.)"""
+    D0, Q0 = _base()
+    D, Q = D0.astype(np.float64) * scale, Q0.astype(np.float64) * scale
+    base = diagnose(D0, Q0, QRELS, DOCS, QIDS, k=2, metric="cosine")
+    diag = diagnose(D, Q, QRELS, DOCS, QIDS, k=2, metric="cosine")
+    Du = D0 / np.linalg.norm(D0.astype(np.float64), axis=1, keepdims=True)
+    Qu = Q0 / np.linalg.norm(Q0.astype(np.float64), axis=1, keepdims=True)
+    assert _col(diag, "encoder_recall@2") == _col(base, "encoder_recall@2") == _recall64(Du, Qu, GOLDS, 2, "ip")
+    assert _col(diag, "verdict") == _col(base, "verdict") and all(_col(diag, "certified"))

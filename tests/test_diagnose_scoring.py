@@ -156,15 +156,16 @@ def test_ann_run_of_l2_distances_without_ranks_is_read_by_the_vectors(tmp_path, 
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["ann_vs_exact@2"] == 1.0 and s["verdicts"]["ann-limited"] == 0
     assert s["ann_recall@2"] == pytest.approx(np.mean(_capped_recall_l2(D, Q, golds, 2)))
-    assert any(n.startswith(f"{run}: no rank column gives the order, and on every query whose scores differ (4) the scores "
+    assert any(n.startswith(f"{run}: no rank column gives the order, and on 4 of the 4 queries whose scores differ the scores "
                             "rise with the distance between the query and document vectors") and
                n.endswith("distances, not similarities; the documents are taken lowest score first") for n in s["notes"])
 
 
-def test_orient_run_tells_distances_similarities_and_neither(tmp_path):
+def test_orient_run_tells_distances_from_similarities(tmp_path):
     """Three documents in 2-d with different norms and one query (1, 0): squared distances 0, 4,
-    5 and inner products 1, 3, 0 (by hand), so distances and inner products order them
-    differently."""
+    5 and inner products 1, 3, 0 (by hand). Under --metric l2 the similarity is minus the squared
+    distance: scores rank-correlated with it are similarities (the inner products too: Spearman
+    0.5), against it distances."""
     from capgap.diagnosis.runs import orient_run
 
     D, Q = np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]]), np.array([[1.0, 0.0]])
@@ -182,13 +183,22 @@ def test_orient_run_tells_distances_similarities_and_neither(tmp_path):
     assert orient_run(got, p, D, Q, ids, ["q"], "l2") is got and got["q"] == ["b", "a", "c"]
     p, got = run_of([-0.0, -4, -5])  # negated distances: highest first
     assert orient_run(got, p, D, Q, ids, ["q"], "l2") is got
-    p, got = run_of([5, 0, 4])  # neither order
+    # approximate distances (one pair inverted: a compressed index's) still read as distances
+    p, got = run_of([0, 5, 4.9])
+    assert orient_run(got, p, D, Q, ids, ["q"], "l2")["q"] == ["a", "c", "b"]
+    # an ip run with approximate scores (a and c inverted) is still read highest first, as loaded
+    p, got = run_of([0.9, 3, 1.0])
+    assert orient_run(got, p, D, Q, ids, ["q"], "ip") is got
+    # one query's scores are distances, another's similarities (half each): refused
+    p = tmp_path / "mixed.tsv"
+    p.write_text("q\ta\t0\nq\tb\t4\nq\tc\t5\nr\ta\t0\nr\tb\t-4\nr\tc\t-5\n")
     with pytest.raises(DataFormatError) as e:
-        orient_run(got, p, D, Q, ids, ["q"], "l2")
-    assert str(e.value) == (f"{p}:1: field 'score': the scores of 1 queries (e.g. 'q') follow neither the distance nor the "
-                            "inner product of the query and document vectors (--metric l2), and no rank column gives the "
-                            "order: capgap cannot tell similarities (highest first) from distances (lowest first); write a "
-                            "rank column 1..n (TREC: qid Q0 docid rank score tag)")
+        orient_run(load_run_file(p), p, D, np.vstack([Q, Q]), ids, ["q", "r"], "l2")
+    assert str(e.value) == (f"{p}:4: field 'score': the scores fall as the query and document vectors' similarity "
+                            "(--metric l2) rises on 1 queries (e.g. 'q': distances) and rise with it on 1 (e.g. 'r': "
+                            "similarities), and no rank column gives the order: capgap cannot tell similarities (highest "
+                            "first) from distances (lowest first); write a rank column 1..n (TREC: qid Q0 docid rank "
+                            "score tag)")
     # a rank column 1..n that agrees with the scores gives the order: the scores are not checked
     p.write_text("".join(f"q Q0 {d} {r} {v} x\n" for r, (d, v) in enumerate(zip(["a", "c", "b"], [5, 4, 0]), 1)))
     got = load_run_file(p)

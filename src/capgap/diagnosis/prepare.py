@@ -144,8 +144,13 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
         if metric == "ip":
             out[a : a + step] = x
         elif metric == "cosine":
+            with np.errstate(over="ignore"):  # a norm beyond float64 reads as inf: not unit length
+                dev = max(dev, float(np.abs(np.linalg.norm(x, axis=1) - 1).max()))
+            # each row divided by a power of two near its largest |x| first (exact; cosine ignores a
+            # row's scale), so its norm neither overflows nor underflows float64
+            big = np.abs(x).max(axis=1)
+            x = x / np.where(big > 0, np.exp2(np.floor(np.log2(np.where(big > 0, big, 1.0)))), 1.0)[:, None]
             norms = np.linalg.norm(x, axis=1)
-            dev = max(dev, float(np.abs(norms - 1).max()))
             out[a : a + step] = x / np.maximum(norms, 1e-12)[:, None]
         else:
             out[a : a + step, :dim] = x

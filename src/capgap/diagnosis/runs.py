@@ -106,21 +106,26 @@ def _example_steps(entries: Sequence[tuple]) -> tuple[tuple, tuple]:
     return ranked[0], ranked[-1]
 
 
-_TOL = 1e-5  # relative: values of a query closer than this are not told apart (float32 search, rounded scores)
+def _power_of_two(X: np.ndarray) -> float:
+    """A power of two near the largest |x| of ``X`` (1 when it is 0 or not finite): dividing by
+    it is exact and keeps squares in float64's range."""
+    m = float(np.max(np.abs(X))) if X.size else 0.0
+    return float(2.0 ** np.floor(np.log2(m))) if m > 0 and np.isfinite(m) else 1.0
 
 
-def _rises(s: np.ndarray, x: np.ndarray, tol: float) -> bool:
-    """Whether the scores ``s`` never fall as ``x`` rises: for every pair with ``x_i < x_j - tol``,
-    ``s_i <= s_j`` (equal scores bind nothing)."""
-    order = np.argsort(s, kind="stable")
-    s, x = s[order], x[order]
-    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-    lo = -np.inf  # the largest x among strictly lower scores
-    for a, b in zip(starts, np.r_[starts[1:], len(s)]):
-        if lo > x[a:b].min() + tol:
-            return False
-        lo = max(lo, x[a:b].max())
-    return True
+def _rank_correlation(s: np.ndarray, x: np.ndarray) -> float:
+    """Spearman's rank correlation of ``s`` and ``x`` (ties get their mean rank); 0 when either
+    is constant. Approximate scores (a compressed index's) keep its sign: one inversion does not
+    turn a run around."""
+    from scipy.stats import rankdata  # lazy: only for runs ordered by their scores alone
+
+    rs, rx = rankdata(s), rankdata(x)
+    rs, rx = rs - rs.mean(), rx - rx.mean()
+    den = float(np.sqrt((rs * rs).sum() * (rx * rx).sum()))
+    return float((rs * rx).sum() / den) if den > 0 else 0.0
+
+
+_MIXED = 0.1  # more than this fraction of the telling queries read the other way: the run is refused
 
 
 def orient_run(run: dict, path: str | Path, D: np.ndarray, Q: np.ndarray, doc_ids: Sequence[str],
@@ -129,12 +134,13 @@ def orient_run(run: dict, path: str | Path, D: np.ndarray, Q: np.ndarray, doc_id
     similarities (highest first, as loaded) or as distances (lowest first).
 
     For each query of ``run.scored`` with at least two distinct scores among documents with a
-    row, the exact squared L2 distance and the inner product of the query and each document are
-    computed in float64 (under ``cosine`` of the L2-normalised rows). The scores are
-    *similarities* when they fall as the distance rises or rise with the inner product, and
-    *distances* when they rise with the distance (so also the L2 distance itself) or fall as the
-    inner product rises (``1 - cosine``); values of one query closer than ``1e-5`` of their
-    scale are not told apart.
+    row, the metric's own similarity of the query and each document is computed in float64
+    (``ip``: the inner product; ``cosine``: of the L2-normalised rows; ``l2``: minus the squared
+    distance), and Spearman's rank correlation of the scores with it tells the query's reading:
+    positive, similarities; negative, distances (an L2 distance, its square, ``1 - cosine``).
+    A rank correlation keeps its sign under approximate scores (a compressed index's), where an
+    exact order would not. The run is read as the telling queries' majority; more than 10% of
+    them the other way is refused.
 
     Parameters
     ----------
@@ -160,51 +166,47 @@ def orient_run(run: dict, path: str | Path, D: np.ndarray, Q: np.ndarray, doc_id
     Raises
     ------
     DataFormatError
-        Naming ``path``, a line and field ``score``: some queries' scores read as distances
-        and others' as similarities, or a query's scores match neither.
+        Naming ``path``, a line and field ``score``: more than 10% of the telling queries' scores
+        read as distances and the others' as similarities, or the other way round.
     """
     if not isinstance(run, RunFile) or run.scored is None:
         return run
     drow = {d: i for i, d in enumerate(doc_ids)}
     qrow = {q: i for i, q in enumerate(query_ids)}
-    kinds: dict[str, list[str]] = {"distance": [], "similarity": [], "neither": []}
+    kinds: dict[str, list[str]] = {"distance": [], "similarity": []}
     for q, entries in run.scored.items():
         known = [e for e in entries if e[2] in drow]
         if q not in qrow or len({e[0] for e in known}) < 2:
             continue
         x = np.asarray(Q[qrow[q]], dtype=np.float64)
         R = np.asarray(D[[drow[e[2]] for e in known]], dtype=np.float64)
+        c = _power_of_two(np.concatenate([x, R.ravel()]))  # one common power of two: exact, no ranking changes
+        x, R = x / c, R / c
         if metric == "cosine":
             x = x / (np.linalg.norm(x) or 1.0)
             R = R / np.where((n := np.linalg.norm(R, axis=1, keepdims=True)) > 0, n, 1.0)
-        s = np.array([e[0] for e in known])
-        ip, dist = R @ x, ((R - x) ** 2).sum(1)
-        tol_ip = _TOL * np.linalg.norm(x) * np.linalg.norm(R, axis=1).max()
-        tol_d = _TOL * (x @ x + (R * R).sum(1).max())
-        as_dist = _rises(s, dist, tol_d) or _rises(s, -ip, tol_ip)
-        as_sim = _rises(s, -dist, tol_d) or _rises(s, ip, tol_ip)
-        if as_dist != as_sim:
-            kinds["distance" if as_dist else "similarity"].append(q)
-        elif not as_dist:
-            kinds["neither"].append(q)
-    dq, sq, nq = kinds["distance"], kinds["similarity"], kinds["neither"]
-    if nq or (dq and sq):
-        bad = nq[0] if nq else sq[0]
+        sim = -((R - x) ** 2).sum(1) if metric == "l2" else R @ x  # the metric's own similarity
+        rho = _rank_correlation(np.array([e[0] for e in known], dtype=np.float64), sim)
+        if rho > 0:
+            kinds["similarity"].append(q)
+        elif rho < 0:
+            kinds["distance"].append(q)
+    dq, sq = kinds["distance"], kinds["similarity"]
+    if min(len(dq), len(sq)) > _MIXED * (len(dq) + len(sq)):
+        bad = sq[0]
         line = min(e[1] for e in run.scored[bad])
-        what = (f"the scores of {len(nq)} queries (e.g. {bad!r}) follow neither the distance nor the inner product of "
-                f"the query and document vectors" if nq else
-                f"the scores rise with the distance of the query and document vectors on {len(dq)} queries (e.g. "
-                f"{dq[0]!r}) and fall with it on {len(sq)} (e.g. {bad!r})")
         raise DataFormatError(path, line, "score",
-                              f"{what} (--metric {metric}), and no rank column gives the order: capgap cannot tell "
+                              f"the scores fall as the query and document vectors' similarity (--metric {metric}) rises "
+                              f"on {len(dq)} queries (e.g. {dq[0]!r}: distances) and rise with it on {len(sq)} (e.g. "
+                              f"{bad!r}: similarities), and no rank column gives the order: capgap cannot tell "
                               "similarities (highest first) from distances (lowest first); write a rank column 1..n "
                               "(TREC: qid Q0 docid rank score tag)")
-    if not dq:
+    if len(dq) <= len(sq):
         return run
     eg = sorted(e for e in run.scored[dq[0]] if e[2] in drow)
     lo, hi = eg[0], eg[-1]
-    note = (f"{path}: no rank column gives the order, and on every query whose scores differ ({len(dq)}) the scores "
-            f"rise with the distance between the query and document vectors (e.g. {dq[0]!r}: {lo[2]!r} score {lo[0]:g} "
+    note = (f"{path}: no rank column gives the order, and on {len(dq)} of the {len(dq) + len(sq)} queries whose scores "
+            f"differ the scores rise with the distance between the query and document vectors (e.g. {dq[0]!r}: {lo[2]!r} score {lo[0]:g} "
             f"(line {lo[1]}), {hi[2]!r} score {hi[0]:g} (line {hi[1]})): distances, not similarities; the documents "
             "are taken lowest score first")
     return RunFile({q: [e[2] for e in sorted(v, key=lambda e: (e[0], e[1]))] for q, v in run.scored.items()},
