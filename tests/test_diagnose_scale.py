@@ -170,3 +170,28 @@ def test_cosine_rows_far_outside_float32_are_normalised_exactly(scale):
     Qu = Q0 / np.linalg.norm(Q0.astype(np.float64), axis=1, keepdims=True)
     assert _col(diag, "encoder_recall@2") == _col(base, "encoder_recall@2") == _recall64(Du, Qu, GOLDS, 2, "ip")
     assert _col(diag, "verdict") == _col(base, "verdict") and all(_col(diag, "certified"))
+
+
+def test_l2_documents_far_from_unit_queries_keep_their_order():
+    """Documents on a sphere of radius 1e8 (float64) and queries of norm ~3: |d|^2/2 ~ 5e15 dwarfs
+    q.d ~ 1e8, more than float32's 24 bits hold; the lift's last coordinate is shifted by the
+    median |d|^2/2 (no ranking changes), so the encoder's recall is the float64 reference's. With
+    equal document norms the L2 order is the inner-product order, which gives the same numbers."""
+    D0, Q0 = _base()
+    Du = D0.astype(np.float64) / np.linalg.norm(D0.astype(np.float64), axis=1, keepdims=True)
+    D, Q = Du * 1e8, Q0.astype(np.float64)
+    diag = diagnose(D, Q, QRELS, DOCS, QIDS, k=2, metric="l2")
+    expect = _recall64(D, Q, GOLDS, 2, "l2")
+    assert expect == _recall64(Du, Q, GOLDS, 2, "ip")
+    assert _col(diag, "encoder_recall@2") == expect
+
+
+def test_a_row_the_common_scale_would_zero_is_refused():
+    """One float64 document row times 1e160 among ordinary ones: the scale it needs underflows
+    every other row in float32 (they would tie at 0): refused, naming the first such row."""
+    D0, Q0 = _base()
+    D = D0.astype(np.float64)
+    D[3] *= 1e160
+    for metric in ("ip", "l2"):
+        with pytest.raises(ValueError, match=r"documents: row 0 \(0-based\): every value underflows float32"):
+            diagnose(D, Q0, QRELS, DOCS, QIDS, k=2, metric=metric)

@@ -127,7 +127,11 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
     other dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (rows of
     norm 0 never get here: ``_zero_norm_rows`` refuses or removes them first). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
     ``(q, 1)`` (``side`` ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
-    ``-|q - d|^2`` does. Built block by block (norms in float64). Returns the array and, for
+    ``-|q - d|^2`` does; the documents' last coordinate is shifted by their median ``|d|^2/2``
+    (a constant for all of a query's documents: no ranking changes) so that it keeps its digits in
+    float32. Built block by block (norms in float64). A nonzero row every value of which
+    underflows float32 at ``scale`` (one outlying row forced a scale the others cannot take) is
+    refused with ``ValueError`` naming the row. Returns the array and, for
     cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). ``scale``: a power of two
     the rows are multiplied by first (``_score_scales``; exact, ignored under cosine). Raises
     ``ValueError`` when a document's ``|d|^2/2`` overflows float32 (``l2``)."""
@@ -137,10 +141,23 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
     out = np.empty((n, dim + (metric == "l2")), dtype=np.float32)
     dev = 0.0
     step = _block_rows(dim)
+    shift = 0.0
+    if metric == "l2" and side != "queries":
+        # the median |d|^2/2, subtracted from every document's last coordinate in float64: a shift
+        # common to a query's documents changes no ranking, and what is left of |d|^2/2 keeps its
+        # digits in float32 when the norms are alike and far larger than the products q.d
+        half = np.concatenate([0.5 * np.einsum("ij,ij->i", x, x) for x in
+                               (np.asarray(M[a : a + step], dtype=np.float64) * scale for a in range(0, n, step))]) if n else np.zeros(0)
+        shift = float(np.median(half)) if n and np.isfinite(half).all() else 0.0
     for a in range(0, n, step):
         x = np.asarray(M[a : a + step], dtype=np.float64)
         if metric != "cosine" and scale != 1.0:
             x = x * scale  # a power of two: exact
+            lost = np.flatnonzero((x != 0).any(axis=1) & (x.astype(np.float32) == 0).all(axis=1))
+            if len(lost):
+                raise ValueError(f"{side}: row {a + int(lost[0])} (0-based): every value underflows float32 at the scale "
+                                 f"the largest rows need (times 2^{int(np.log2(scale))}): the rows' norms span more than "
+                                 "float32 can hold; rescale or drop the outlying rows")
         if metric == "ip":
             out[a : a + step] = x
         elif metric == "cosine":
@@ -154,7 +171,7 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
             out[a : a + step] = x / np.maximum(norms, 1e-12)[:, None]
         else:
             out[a : a + step, :dim] = x
-            out[a : a + step, dim] = 1.0 if side == "queries" else -0.5 * np.einsum("ij,ij->i", x, x)
+            out[a : a + step, dim] = 1.0 if side == "queries" else shift - 0.5 * np.einsum("ij,ij->i", x, x)
             if not np.isfinite(out[a : a + step, dim]).all():
                 r = a + int(np.flatnonzero(~np.isfinite(out[a : a + step, dim]))[0])
                 raise ValueError(f"{side}: row {r} (0-based): |d|^2/2 overflows float32 (metric l2)")

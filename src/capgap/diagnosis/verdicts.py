@@ -185,7 +185,13 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         _note(case.notes, msg)
     if metric == "cosine":
         _set_apart_zero_norm(case, zero_norm, paths or {})
-    sc = _score(case, metric, k)
+    try:
+        sc = _score(case, metric, k)
+    except ValueError as e:  # a matrix refused by side ("documents: row 3 ..."): name its file
+        side, sep, rest = str(e).partition(": ")
+        if sep and (paths or {}).get(side):
+            raise ValueError(f"{paths[side]}: {rest}") from None
+        raise
     if ann_run is not None:
         for msg in getattr(ann_run, "notes", ()):  # how load_run_file ordered the run (a RunFile)
             _note(case.notes, msg)
