@@ -148,7 +148,7 @@ def test_command_line(tmp_path):
     assert lines[0].split("\t")[0] == "query_id" and len(lines) == 5
     assert (tmp_path / "out" / "verdicts.png").read_bytes()[:4] == b"\x89PNG" and "| ok | 1 |" in (tmp_path / "out" / "summary.md").read_text()
     bad = CliRunner().invoke(main, args[:-2] + ["--doc-ids", str(tmp_path / "query_ids.txt"), "--out", str(tmp_path / "o2")])
-    assert bad.exit_code != 0 and "4 document ids for 5 document rows" in bad.output
+    assert bad.exit_code != 0 and f"{tmp_path / 'query_ids.txt'}: 4 document ids for the 5 rows of {tmp_path / 'docs.npy'}" in bad.output
 
 
 def test_bundled_example_shows_every_verdict(tmp_path):
@@ -707,3 +707,31 @@ def test_zero_norm_gold_set_apart_stays_in_the_denominator():
     assert [r["query_id"] for r in d.rows] == ["a"]
     assert d.rows[0]["encoder_recall@2"] == 0.5 and d.rows[0]["probe_recall@2"] == 0.5 and d.rows[0]["n_gold"] == 2
     assert d.summary["zero_norm"]["queries_with_only_zero_gold"] == {"count": 1, "ids": ["b"]}
+
+
+def test_id_counts_that_do_not_fit_the_rows_name_both_files(tmp_path):
+    """An ids file one line short of the embeddings' rows, and a shared --key that feeds the
+    documents' array to the queries too: each error names the ids source and the embeddings
+    file (with its key), and says how to name one array per file."""
+    from click.testing import CliRunner
+
+    from capgap.cli import main
+
+    rng = np.random.default_rng(0)
+    D, Q = rng.normal(size=(6, 4)).astype(np.float32), rng.normal(size=(3, 4)).astype(np.float32)
+    np.save(tmp_path / "d.npy", D)
+    np.save(tmp_path / "q.npy", Q)
+    np.savez(tmp_path / "both.npz", docs=D, queries=Q)
+    (tmp_path / "dids.txt").write_text("".join(f"d{i}\n" for i in range(5)))
+    (tmp_path / "qids.txt").write_text("".join(f"q{i}\n" for i in range(3)))
+    (tmp_path / "qrels.tsv").write_text("q0\td0\t1\nq1\td1\t1\nq2\td2\t1\n")
+    t = str(tmp_path)
+    r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", f"{t}/d.npy", "--query-embeddings", f"{t}/q.npy", "--qrels",
+                                  f"{t}/qrels.tsv", "--doc-ids", f"{t}/dids.txt", "--query-ids", f"{t}/qids.txt", "--k", "1",
+                                  "--out", f"{t}/o"])
+    assert r.exit_code != 0 and f"Error: {t}/dids.txt: 5 document ids for the 6 rows of {t}/d.npy" in r.output
+    r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", f"{t}/both.npz", "--query-embeddings", f"{t}/both.npz",
+                                  "--key", "docs", "--qrels", f"{t}/qrels.tsv", "--query-ids", f"{t}/qids.txt", "--k", "1",
+                                  "--out", f"{t}/o"])
+    assert r.exit_code != 0 and (f"Error: {t}/qids.txt: 3 query ids for the 6 rows of {t}/both.npz['docs']; --key names the "
+                                 "array in both files: --doc-key and --query-key name one each") in r.output

@@ -110,6 +110,15 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
             id_defaults["documents"] = document_id_default(dids, D.ids is not None)
         if qids is None:  # the qrels' order, refused where the row count contradicts it
             qids, id_defaults["queries"] = qrels_order_ids(Q.matrix.shape[0], qr, qrels, queries)
+        for ids, emb, path, key_opt, source, what in (
+                (dids, D, docs, dkey, doc_ids or (f"{docs} column {did[0]!r}" if D.row_ids else None), "document"),
+                (qids, Q, queries, qkey, query_ids or (f"{queries} column {qid[0]!r}" if Q.row_ids else None), "query")):
+            n = emb.matrix.shape[0]
+            if source and len(ids) != n:  # name both files (and the key both share, where it is the shared one)
+                where = f"{path}[{key_opt[0]!r}]" if key_opt[0] else str(path)
+                shared = "; --key names the array in both files: --doc-key and --query-key name one each" \
+                    if key_opt[1] == "--key" and key_opt[0] else ""
+                raise ValueError(f"{source}: {len(ids)} {what} ids for the {n} rows of {where}{shared}")
         ann = None
         if ann_run:  # scores with no rank column to order them: similarities or distances, by the vectors
             ann = orient_run(load_run_file(ann_run, ann_run_percent_encoded), ann_run, D.matrix, Q.matrix, dids, qids, metric)
