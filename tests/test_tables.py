@@ -186,3 +186,39 @@ def test_per_file_options_for_documents_and_queries(tmp_path):
              "--doc-id-column", "_id", "--doc-ids", tmp_path / "doc_ids.txt", "--column", "demb", "--query-column", "qemb")
     assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'docs.parquet'}: ids come from both --doc-ids and its id "
                                              "column (--doc-id-column): give one\n")
+
+
+def test_errors_name_the_per_file_option_that_gave_the_column(tmp_path):
+    """A column named by --query-column / --query-id-column / --doc-column is named by that
+    option in the error, not by the shared --column / --id-column; the uncompressed documents
+    take their array name from --uncompressed-key where it differs from --doc-key."""
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    pq.write_table(pa.table({"_id": DOCS, "demb": _list(D)}), tmp_path / "docs.parquet")
+    pq.write_table(pa.table({"qid": QIDS, "qemb": _list(Q)}), tmp_path / "queries.parquet")
+    base = ("--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings", tmp_path / "queries.parquet",
+            "--doc-id-column", "_id")
+    r = _run(tmp_path, "x", *base, "--query-id-column", "qid", "--query-column", "emb")
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'queries.parquet'}: no column 'emb' (--query-column); its "
+                                             "columns: qid (string), qemb (list<element: float>)\n")
+    r = _run(tmp_path, "x", *base, "--query-id-column", "id")
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'queries.parquet'}: no column 'id' (--query-id-column); its "
+                                             "columns: qid (string), qemb (list<element: float>)\n")
+    pq.write_table(pa.table({"_id": DOCS, "qemb": _list(D)}), tmp_path / "docs2.parquet")
+    r = _run(tmp_path, "x", "--doc-embeddings", tmp_path / "docs2.parquet", "--query-embeddings", tmp_path / "queries.parquet",
+             "--doc-id-column", "_id", "--query-id-column", "qid", "--doc-column", "demb")
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'docs2.parquet'}: no column 'demb' (--doc-column); its "
+                                             "columns: _id (string), qemb (list<element: float>)\n")
+    # the uncompressed documents in an .npz under another array name than the documents' .npz
+    np.savez(tmp_path / "docs.npz", pq_codes=D)
+    np.savez(tmp_path / "full.npz", emb=D)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    args = ("--doc-embeddings", tmp_path / "docs.npz", "--uncompressed-embeddings", tmp_path / "full.npz",
+            "--query-embeddings", tmp_path / "queries.parquet", "--query-id-column", "qid", "--doc-key", "pq_codes",
+            "--doc-ids", tmp_path / "doc_ids.txt")
+    r = _run(tmp_path, "x", *args)
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'full.npz'}: holds arrays ['emb'], not 'pq_codes': name one "
+                                             "with --doc-key\n")
+    r = _run(tmp_path, "u", *args, "--uncompressed-key", "emb")
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "u" / "summary.json").read_text())
+    assert s["probe_recall@1"] == 0.75 and s["encoder_recall@1"] == 0.5  # the hand-built case (module comment)

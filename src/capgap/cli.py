@@ -48,7 +48,8 @@ def main() -> None:
 @click.option("--key", default=None,
               help="Array name inside the .npz files (needed where one holds several; a name a file lacks is an error). "
                    "The default of --doc-key and --query-key.")
-@click.option("--doc-key", default=None, help="Array name inside the documents' .npz (and the uncompressed documents'); default --key.")
+@click.option("--doc-key", default=None, help="Array name inside the documents' .npz; default --key.")
+@click.option("--uncompressed-key", default=None, help="Array name inside the uncompressed documents' .npz; default --doc-key.")
 @click.option("--query-key", default=None, help="Array name inside the queries' .npz; default --key. One .npz holding both "
                                                 "(np.savez(f, docs=D, queries=Q)): --doc-key docs --query-key queries.")
 @click.option("--column", default=None,
@@ -56,6 +57,7 @@ def main() -> None:
                    "table's only such column). The default of --doc-column and --query-column.")
 @click.option("--doc-column", default=None, help="Vector column of the documents' table; default --column.")
 @click.option("--query-column", default=None, help="Vector column of the queries' table; default --column.")
+@click.option("--uncompressed-column", default=None, help="Vector column of the uncompressed documents' table; default --doc-column.")
 @click.option("--id-column", "id_column", default=None,
               help="Id column of Parquet/Arrow tables (strings or integers): the ids of their rows, in place of "
                    "--doc-ids / --query-ids. The default of --doc-id-column and --query-id-column.")
@@ -64,8 +66,8 @@ def main() -> None:
 @click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
 def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, zero_norm, key,
-             doc_key, query_key, column, doc_column, query_column, id_column, doc_id_column, query_id_column, threads,
-             out) -> None:
+             doc_key, uncompressed_key, query_key, column, doc_column, query_column, uncompressed_column, id_column,
+             doc_id_column, query_id_column, threads, out) -> None:
     """Per-query verdict: index-limited, compression-limited (with --uncompressed-embeddings), encoder-limited,
     ann-limited or ok."""
     from .diagnosis import diagnose as run  # lazy: `capgap --help` starts without numpy / the probe
@@ -89,15 +91,21 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
         # per-file options, the shared ones as their default: (value, option name for messages)
         dkey, qkey = (doc_key, "--doc-key") if doc_key is not None else (key, "--key"), \
             (query_key, "--query-key") if query_key is not None else (key, "--key")
-        dcol, qcol = doc_column if doc_column is not None else column, query_column if query_column is not None else column
+        ukey = (uncompressed_key, "--uncompressed-key") if uncompressed_key is not None else dkey
+        dcol, qcol = ((doc_column, "--doc-column") if doc_column is not None else (column, "--column"),
+                      (query_column, "--query-column") if query_column is not None else (column, "--column"))
+        ucol = (uncompressed_column, "--uncompressed-column") if uncompressed_column is not None else dcol
         did, qid = (doc_id_column, "--doc-id-column") if doc_id_column is not None else (id_column, "--id-column"), \
             (query_id_column, "--query-id-column") if query_id_column is not None else (id_column, "--id-column")
-        D = load_embeddings(docs, dkey[0], dcol, did[0], key_option=dkey[1])
-        Q = load_embeddings(queries, qkey[0], qcol, qid[0], key_option=qkey[1])
+        D = load_embeddings(docs, dkey[0], dcol[0], did[0], key_option=dkey[1], column_option=dcol[1],
+                            id_column_option=did[1])
+        Q = load_embeddings(queries, qkey[0], qcol[0], qid[0], key_option=qkey[1], column_option=qcol[1],
+                            id_column_option=qid[1])
         if D.matrix.shape[1] != Q.matrix.shape[1]:
             raise ValueError(f"dimension mismatch: {docs} has dim {D.matrix.shape[1]}, {queries} has dim {Q.matrix.shape[1]}")
         metric = resolve_metric(metric, D.metric, docs)
-        U = load_embeddings(uncompressed, dkey[0], dcol, key_option=dkey[1]) if uncompressed else None
+        U = load_embeddings(uncompressed, ukey[0], ucol[0], key_option=ukey[1], column_option=ucol[1]) \
+            if uncompressed else None
         U_matrix = match_uncompressed(D, U) if U is not None else None  # same documents, rows and dim; named errors
         if U is not None and U.metric is not None:
             resolve_metric(metric, U.metric, uncompressed)  # a faiss file of uncompressed vectors: scored by its own metric too

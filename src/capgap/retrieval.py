@@ -42,16 +42,21 @@ import numpy as np
 ZERO_NORM = 1e-12  # an L2 norm <= this is zero: cosine with that row is undefined (module docstring)
 
 
-def zero_norm_rows(M: np.ndarray, block: int = 4096) -> np.ndarray:
-    """Rows of ``M`` ``(n, dim)`` float whose L2 norm, computed in float64, is ``<= ZERO_NORM``:
-    rows whose cosine with anything is undefined. Returns ``(z,) int64`` row indices, ascending
-    (empty when none). Reads ``M`` in blocks of ``block`` rows (a memory map is never loaded
-    whole); ``M`` is never written."""
+def zero_norm_rows(M: np.ndarray, block: int = 4096, exact: bool = False) -> np.ndarray:
+    """Rows of ``M`` ``(n, dim)`` float whose L2 norm, computed in float64, is ``<= ZERO_NORM``
+    (with ``exact``: rows whose every value is 0): rows whose cosine with anything is undefined.
+    ``exact`` serves vectors capgap normalises itself with a power-of-two prescale per row
+    (``capgap diagnose``), which gives any non-zero row, of norm 1e-30 too, its direction exactly;
+    without it the threshold is the one torch's normaliser clamps to, for embeddings a
+    normaliser has already been through. Returns ``(z,) int64`` row indices, ascending (empty
+    when none). Reads ``M`` in blocks of ``block`` rows (a memory map is never loaded whole);
+    ``M`` is never written."""
     M = np.asarray(M) if not isinstance(M, np.memmap) else M
     out = []
     for b0 in range(0, M.shape[0], block):
         x = np.asarray(M[b0 : b0 + block], dtype=np.float64)
-        out.append(b0 + np.flatnonzero(np.sqrt(np.einsum("ij,ij->i", x, x)) <= ZERO_NORM))
+        zero = ~x.any(axis=1) if exact else np.sqrt(np.einsum("ij,ij->i", x, x)) <= ZERO_NORM
+        out.append(b0 + np.flatnonzero(zero))
     return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
 
 

@@ -23,7 +23,7 @@ than k can still be fully served. ANN recall against exact search (|ANN top-k âˆ
 k) is reported apart from gold-document recall.
 
 Metrics. ``ip`` ranks by q.d; ``cosine`` by q.d of L2-normalised rows (copies: inputs are never
-written, and a ``.npy`` is memory-mapped read-only; a row of norm 0, ``<= capgap.retrieval.ZERO_NORM``,
+written, and a ``.npy`` is memory-mapped read-only; a row of norm 0 (every value 0)
 has no cosine: an error naming the file and rows, or with ``zero_norm="set-apart"`` left out and
 counted, never scored as 0); ``l2`` by -|q - d|^2, a faiss
 ``IndexFlatL2``'s own order (``load_embeddings`` reports a faiss file's metric, and the CLI uses

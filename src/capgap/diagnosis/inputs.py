@@ -131,7 +131,8 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
 
 
 def load_embeddings(path: str | Path, key: str | None = None, column: str | None = None,
-                    id_column: str | None = None, key_option: str = "--key") -> Embeddings:
+                    id_column: str | None = None, key_option: str = "--key", column_option: str = "--column",
+                    id_column_option: str = "--id-column") -> Embeddings:
     """Read an embedding matrix, or the vectors a faiss index searches against.
 
     Parameters
@@ -151,9 +152,10 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
         A table's vector column (default: its only list-of-floats column).
     id_column : str, optional
         A table's id column: its ids become ``Embeddings.row_ids``.
-    key_option : str
-        The command-line option that gave ``key`` (``--key``, ``--doc-key``, ``--query-key``),
-        for messages.
+    key_option, column_option, id_column_option : str
+        The command-line options that gave ``key`` (``--key``, ``--doc-key``, ``--query-key``,
+        ``--uncompressed-key``), ``column`` and ``id_column`` (``--query-column``,
+        ``--doc-id-column`` ...), for messages.
 
     Returns
     -------
@@ -197,7 +199,7 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
     if path.suffix in (".npy", ".npz"):
         a = read_npy(path) if numpy_format(path) == "npy" else _npz_array(path, key, key_option)
     elif path.suffix in TABLE_SUFFIXES:
-        a, ids, col = read_table_vectors(path, column, id_column)
+        a, ids, col = read_table_vectors(path, column, id_column, column_option, id_column_option)
         problem = _matrix_problem(a)
         if problem:
             raise DataFormatError(path, None, None, f"column {col!r}: {problem}")

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..retrieval import ZERO_NORM, describe_rows, zero_norm_rows
+from ..retrieval import describe_rows, zero_norm_rows
 from .inputs import _block_rows
 
 log = logging.getLogger(__name__)
@@ -188,12 +188,12 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
     0-based) and the policy. Raises ``ValueError`` naming the file and rows with ``"error"``."""
     if policy not in ZERO_NORM_POLICIES:
         raise ValueError(f"zero_norm must be one of {list(ZERO_NORM_POLICIES)}, got {policy!r}")
-    found = {"documents": (zero_norm_rows(D), doc_ids),
-             "queries": (np.asarray(keep, dtype=np.int64)[zero_norm_rows(Q[keep])], query_ids)}
+    found = {"documents": (zero_norm_rows(D, exact=True), doc_ids),
+             "queries": (np.asarray(keep, dtype=np.int64)[zero_norm_rows(Q[keep], exact=True)], query_ids)}
     if U is not None:
-        found["uncompressed documents"] = (zero_norm_rows(U), doc_ids)
+        found["uncompressed documents"] = (zero_norm_rows(U, exact=True), doc_ids)
     bad = {side: rows for side, (rows, _) in found.items() if len(rows)}
-    summary = {"policy": policy, "threshold": ZERO_NORM,
+    summary = {"policy": policy, "threshold": 0.0,
                **{side: {"count": len(rows), "rows": rows.tolist()[:20], "ids": [ids[r] for r in rows[:20]]}
                   for side, (rows, ids) in found.items()}}
     if not bad:
@@ -203,7 +203,7 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
         more = "".join(f"; so {'does' if len(r) == 1 else 'do'} {paths.get(s, s)}: {describe_rows(r, found[s][1])}"
                        for s, r in list(bad.items())[1:])
         raise ValueError(f"{paths.get(side, side)}: {describe_rows(rows, found[side][1])} "
-                         f"{'has' if len(rows) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}): cosine is undefined for "
+                         f"{'has' if len(rows) == 1 else 'have'} norm 0 (every value 0): cosine is undefined for "
                          f"{'it' if len(rows) == 1 else 'them'} (an empty or failed text embedded as a zero vector is "
                          f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such rows "
                          "out, counted")

@@ -74,19 +74,20 @@ def _columns(schema) -> str:
     return ", ".join(f"{f.name} ({f.type})" for f in schema)
 
 
-def _pick_vector_column(pa, path: Path, schema, column: str | None) -> str:
-    """The vector column: ``column`` (which must exist), else the table's only vector column."""
+def _pick_vector_column(pa, path: Path, schema, column: str | None, option: str = "--column") -> str:
+    """The vector column: ``column`` (which must exist), else the table's only vector column;
+    ``option`` is the command-line option naming it, for messages."""
     if column is not None:
         if column not in schema.names:
-            raise DataFormatError(path, None, None, f"no column {column!r} (--column); its columns: {_columns(schema)}")
+            raise DataFormatError(path, None, None, f"no column {column!r} ({option}); its columns: {_columns(schema)}")
         return column
     found = [f.name for f in schema if _is_vector_type(pa, f.type)]
     if len(found) == 1:
         return found[0]
     if not found:
         raise DataFormatError(path, None, None, f"no vector column (a list or fixed-size list of floats) among its columns "
-                                                f"{_columns(schema)}: name the column with --column")
-    raise DataFormatError(path, None, None, f"several vector columns {found}: name one with --column")
+                                                f"{_columns(schema)}: name the column with {option}")
+    raise DataFormatError(path, None, None, f"several vector columns {found}: name one with {option}")
 
 
 def _first_row(mask: np.ndarray) -> int:
@@ -133,7 +134,7 @@ def _vectors(pa, path: Path, col, name: str) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _ids(pa, path: Path, col, name: str) -> tuple[str, ...]:
+def _ids(pa, path: Path, col, name: str, option: str = "--id-column") -> tuple[str, ...]:
     """The ids of the id column ``col``: strings as written, integers in decimal; each checked."""
     t = col.type
     if pa.types.is_dictionary(t):
@@ -141,7 +142,7 @@ def _ids(pa, path: Path, col, name: str) -> tuple[str, ...]:
         t = col.type
     if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
             or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))):
-        raise DataFormatError(path, None, None, f"column {name!r} (--id-column) is {t}: ids must be strings or integers")
+        raise DataFormatError(path, None, None, f"column {name!r} ({option}) is {t}: ids must be strings or integers")
     if col.null_count:
         r = _first_row(np.asarray(col.is_null()))
         raise DataFormatError(path, None, None, f"row {r} (0-based), column {name!r}: null, not an id")
@@ -161,8 +162,9 @@ def _ids(pa, path: Path, col, name: str) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def read_table_vectors(path: str | Path, column: str | None = None,
-                       id_column: str | None = None) -> tuple[np.ndarray, tuple[str, ...] | None, str]:
+def read_table_vectors(path: str | Path, column: str | None = None, id_column: str | None = None,
+                       column_option: str = "--column",
+                       id_option: str = "--id-column") -> tuple[np.ndarray, tuple[str, ...] | None, str]:
     """The vectors (and ids) of a Parquet or Arrow IPC table.
 
     Parameters
@@ -176,6 +178,9 @@ def read_table_vectors(path: str | Path, column: str | None = None,
     id_column : str, optional
         The id column (``--id-column``): strings, or integers (written in decimal); row i's id
         names matrix row i. Default: no ids (None).
+    column_option, id_option : str
+        The command-line options that gave ``column`` and ``id_column`` (``--query-column``,
+        ``--doc-id-column`` ...), named in messages.
 
     Returns
     -------
@@ -201,9 +206,9 @@ def read_table_vectors(path: str | Path, column: str | None = None,
     path = Path(path)
     pa = _pyarrow()
     schema, read = _open(path)
-    vec = _pick_vector_column(pa, path, schema, column)
+    vec = _pick_vector_column(pa, path, schema, column, column_option)
     if id_column is not None and id_column not in schema.names:
-        raise DataFormatError(path, None, None, f"no column {id_column!r} (--id-column); its columns: {_columns(schema)}")
+        raise DataFormatError(path, None, None, f"no column {id_column!r} ({id_option}); its columns: {_columns(schema)}")
     if id_column == vec:
         raise DataFormatError(path, None, None, f"column {vec!r} cannot hold both the vectors and the ids")
     try:
@@ -211,5 +216,5 @@ def read_table_vectors(path: str | Path, column: str | None = None,
     except (pa.ArrowException, OSError) as e:
         raise DataFormatError(path, None, None, f"cannot read columns of the table ({e})") from None
     matrix = _vectors(pa, path, table.column(vec), vec)
-    ids = _ids(pa, path, table.column(id_column), id_column) if id_column else None
+    ids = _ids(pa, path, table.column(id_column), id_column, id_option) if id_column else None
     return matrix, ids, vec

@@ -133,8 +133,8 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         into the summary's ``index`` / ``uncompressed``; default: the dtype and
         ``itemsize * dim``.
     zero_norm : str
-        Under ``cosine``, what a row of norm 0 (``<= capgap.retrieval.ZERO_NORM``: its cosine is
-        undefined) does: ``"error"`` (default) raises ``ValueError`` naming the file and rows;
+        Under ``cosine``, what a row of norm 0 (every value 0: its cosine is undefined; a
+        non-zero row of any norm is normalised exactly) does: ``"error"`` (default) raises ``ValueError`` naming the file and rows;
         ``"set-apart"`` leaves those rows out and counts them (summary ``zero_norm``): a zero
         document is ranked for no query (a gold one stays in its query's gold set, never found,
         so recall keeps its denominator), a zero query gets no verdict, and a query whose every
@@ -169,7 +169,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         counts, no query row judged by the qrels (naming ids of both sides), qrels that name
         documents not in ``doc_ids``, a query whose judged documents are all non-gold, or,
         under ``cosine`` with ``zero_norm="error"``, a row of norm 0 (``"docs.npy: row 4
-        (0-based; ids ['d4']) has norm 0 (<= 1e-12): cosine is undefined ..."``).
+        (0-based; ids ['d4']) has norm 0 (every value 0): cosine is undefined ..."``).
     """
     defaults = [f"no {_SIDE.get(side, side)} ids given: {how['rule']} (row 0 = {how['first'][0]!r}"
                 + (f", row 1 = {how['first'][1]!r}" if len(how["first"]) > 1 else "") + ")"
