@@ -15,6 +15,7 @@ from . import constants as const
 from .config import PAIRS, SOLVES, _D
 from .refine import refine_duplicates
 from .result import ProbeResult
+from .screen import screened_probe, screens
 from .setup import _environment, _queries
 from .workers import _map_batches
 
@@ -114,9 +115,20 @@ def probe(
         D = np.concatenate([np.ldexp(np.asarray(D[b0 : b0 + const.BLOCK], dtype=np.float32), e)
                             for b0 in range(0, D.shape[0], const.BLOCK)])
     workers = int(threads) if threads else (os.cpu_count() or 1)
+    C_max = C if C_max is None else max(C, C_max)
     with threadpool_limits(int(threads) if threads else None):
-        results = _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C if C_max is None else max(C, C_max),
-                         progress, excluded_sets, grades, tie_groups, int(depth), duplicates, solve, workers, pairs)
+        golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
+        if screens(D.shape[0], tie_groups, pairs, grs):  # a large index: each query on its candidates (screen module)
+            def whole(qs):
+                return _probe(D, [golds[q] for q in qs], C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress,
+                              [excls[q] for q in qs], [grs[q] for q in qs], None, int(depth), duplicates, solve, workers, pairs)
+
+            settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
+                            lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve, pairs=pairs)
+            results = screened_probe(D, golds, grs, excls, duplicates, settings, workers, progress, whole)
+        else:
+            results = _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets,
+                             grades, tie_groups, int(depth), duplicates, solve, workers, pairs)
     if scale != 1.0:
         for res in results:  # (scale D).w = D.(scale w): the same scores, margins and ranks on the caller's D
             res.w = res.w * scale
