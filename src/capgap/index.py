@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from .arrays import read_npy
 from .data import Corpus, corpus_hash
@@ -155,6 +156,8 @@ def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range,
     write_json(parts / "fingerprint.json", fp)
     texts = corpus.passages()
     out = []
+    total = sum(len(texts[i * chunk_size : (i + 1) * chunk_size]) for i in chunks)
+    bar = tqdm(total=total, desc=f"index {fp.get('model', '')}".strip(), unit="doc", unit_scale=True, disable=not progress)
     for i in chunks:
         start = i * chunk_size
         f = parts / f"part_{i:06d}.npy"
@@ -162,10 +165,12 @@ def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range,
             emb = read_npy(f, mmap=False)
             log.info("resuming: reused %s (%d docs)", f.name, len(emb))
         else:
-            emb = encoder.encode_documents(texts[start : start + chunk_size], progress=progress)
+            emb = encoder.encode_documents(texts[start : start + chunk_size], progress=False)
             _check_zero_norm(emb, fp, corpus.ids, start)
             save_npy(f, emb)
         out.append(emb)
+        bar.update(len(emb))  # documents/s over the chunks embedded (reused parts count too)
+    bar.close()
     return np.concatenate(out).astype(np.float32, copy=False) if out else np.zeros((0, fp["dim"]), np.float32)
 
 

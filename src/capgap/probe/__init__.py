@@ -87,7 +87,10 @@ Modules (one per stage):
 - ``records``: ``per_query_records``, ``summary_rows``, ``evaluate`` (= ``probe_arguments``, then
   ``probe()``, then ``evaluate_results``), ``twin_margins``;
 - ``shards``: the probe scattered over shards of whole batches and gathered to the same
-  results (``probe_shard``, ``gather_shards``; config ``probe.shards``).
+  results (``probe_shard``, ``gather_shards``; config ``probe.shards``);
+- ``screen``: an index of more than ``SCREEN_MIN_DOCS`` documents, each query solved on its
+  candidate documents and checked against the whole index (``probe()`` chooses it; the
+  shards keep the whole-index path).
 
 Every public name is re-exported here (``from capgap.probe import probe, ProbeConfig``).
 """
