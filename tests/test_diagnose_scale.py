@@ -185,12 +185,57 @@ def test_l2_documents_far_from_unit_queries_keep_their_order():
     assert _col(diag, "encoder_recall@2") == expect
 
 
-def test_a_row_the_common_scale_would_zero_is_refused():
-    """One float64 document row times 1e160 among ordinary ones: the scale it needs underflows
-    every other row in float32 (they would tie at 0): refused, naming the first such row."""
+@pytest.mark.parametrize("side, factor, metrics", [("documents", 1e160, ("ip", "l2")), ("documents", 1e44, ("ip",)),
+                                                    ("documents", 1e28, ("l2",)), ("queries", 1e30, ("l2",))])
+def test_a_row_the_common_scale_would_zero_is_refused(side, factor, metrics):
+    """One float64 row times ``factor`` among ordinary ones: at the scale it needs the other
+    rows' inner products (ip) or squared distances (l2) underflow float32 and tie at 0 (every
+    query's encoder recall read 0.000, exit 0): refused, naming the first such row. Under l2
+    one scale serves both sides, so an outlying query leaves the documents too small."""
     D0, Q0 = _base()
-    D = D0.astype(np.float64)
-    D[3] *= 1e160
-    for metric in ("ip", "l2"):
-        with pytest.raises(ValueError, match=r"documents: row 0 \(0-based\): every value underflows float32"):
-            diagnose(D, Q0, QRELS, DOCS, QIDS, k=2, metric=metric)
+    D, Q = D0.astype(np.float64), Q0.astype(np.float64)
+    (D if side == "documents" else Q)[3] *= factor
+    for metric in metrics:
+        with pytest.raises(ValueError, match=r"documents: row 0 \(0-based\) has norm 2\^\d+: beside rows of norm up to "
+                                             r"2\^\d+ its (inner products|squared distances) underflow float32"):
+            diagnose(D, Q, QRELS, DOCS, QIDS, k=2, metric=metric)
+
+
+@pytest.mark.parametrize("n_docs", [40, 3000])
+def test_one_outlying_row_does_not_fake_a_proof(n_docs):
+    """One document 1e10 times the norm of the others (float32): the probe scales the index to
+    the outlier, which left the ordinary rows at 1e-10 and their margins below thresholds set
+    at the outlier's scale (a separable query was "proven" inseparable). Each query's
+    separability is decided here independently: scipy's HiGHS on the hard-margin LP in float64
+    with every constraint row divided by its largest |coefficient| (the same feasible set, well
+    conditioned); the probe must agree, through the exact LP (40 documents) and through the
+    cutting plane and hull proofs (3,000), and its certificates must hold in float64."""
+    from scipy.optimize import linprog
+
+    from capgap.probe import probe
+
+    rng = np.random.default_rng(11)
+    dim = 3 if n_docs == 40 else 12
+    D = rng.standard_normal((n_docs, dim))
+    out = 3
+    golds = [rng.choice(np.setdiff1d(np.arange(n_docs), [out]), size=int(rng.integers(1, 6)), replace=False)
+             for _ in range(8)]
+    D[out] *= 1e10
+    D = D.astype(np.float32).astype(np.float64)  # the probe's input, exactly
+    truth = []
+    for g in golds:
+        ng = np.setdiff1d(np.arange(n_docs), g)
+        A = np.vstack([np.hstack([-D[g], np.ones((len(g), 1))]), np.hstack([D[ng], -np.ones((len(ng), 1))])])
+        b = np.concatenate([-np.ones(len(g)), np.zeros(len(ng))])
+        norm = np.abs(A).max(axis=1)
+        res = linprog(np.zeros(dim + 1), A_ub=A / norm[:, None], b_ub=b / norm, bounds=[(None, None)] * (dim + 1),
+                      method="highs")
+        truth.append({0: True, 2: False}.get(res.status))
+    res = probe(D.astype(np.float32), golds, threads=1)
+    for g, t, r in zip(golds, truth, res):
+        assert t is not None
+        assert (r.outcome, r.certified) == (("certified", True) if t else ("geometry", False)), (g, r.outcome)
+        if r.certified:
+            s = D @ r.w
+            assert s[g].min() > np.delete(s, g).max()
+    assert 0 < sum(truth) < len(truth)  # both kinds among the 8 queries

@@ -119,6 +119,30 @@ def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: st
     return sd, sq
 
 
+# the smallest norm a non-zero row may have, at the scale its side is scored at (largest row
+# norm in [0.5, 1) where float32's range forced a scale): its inner products (ip) or squared
+# distances (l2, ~ norm^2) then stay above 2^-100, 26 bits above float32's smallest normal number
+MIN_ROW_NORM = {"ip": 2.0**-100, "l2": 2.0**-50}
+
+
+def _check_row_norms(x: np.ndarray, metric: str, side: str, first: int, scale: float) -> None:
+    """``ValueError`` naming the first non-zero row of the block ``x`` ``(rows, dim) float64`` (rows
+    ``first``... of ``side``, already times ``scale``) whose norm is below ``MIN_ROW_NORM[metric]``:
+    scored in float32 beside the largest rows, its scores or squared distances would underflow and
+    tie at 0 (a row 1e-44 times the largest gave every query recall 0, exit 0)."""
+    big = np.abs(x).max(axis=1)
+    with np.errstate(under="ignore"):
+        norms = big * np.linalg.norm(x / np.where(big > 0, big, 1.0)[:, None], axis=1)  # no square underflows
+    low = np.flatnonzero((big > 0) & (norms < MIN_ROW_NORM[metric]))
+    if len(low):
+        r = int(low[0])
+        beside = f"beside rows of norm up to 2^{-np.log2(scale):.0f}" if scale != 1.0 else "in float32"
+        raise ValueError(f"{side}: row {first + r} (0-based) has norm 2^{np.log2(norms[r] / scale):.0f}: {beside} its "
+                         f"{'inner products' if metric == 'ip' else 'squared distances'} underflow float32 and would tie "
+                         f"at 0 (the rows' norms span more than float32 scores hold under {metric}); rescale or drop the "
+                         "outlying rows")
+
+
 def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -> tuple[np.ndarray, float]:
     """``M`` ``(n, dim)`` as float32 rows whose inner products rank by ``metric``; ``M`` is never
     written to.
@@ -137,6 +161,9 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
     ``ValueError`` when a document's ``|d|^2/2`` overflows float32 (``l2``)."""
     n, dim = M.shape
     if metric == "ip" and scale == 1.0:
+        if M.dtype == np.float64:  # values float32 cannot hold: checked before the cast
+            for a in range(0, n, _block_rows(dim)):
+                _check_row_norms(np.asarray(M[a : a + _block_rows(dim)]), metric, side, a, 1.0)
         return np.ascontiguousarray(M, dtype=np.float32), 0.0
     out = np.empty((n, dim + (metric == "l2")), dtype=np.float32)
     dev = 0.0
@@ -151,13 +178,9 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
         shift = float(np.median(half)) if n and np.isfinite(half).all() else 0.0
     for a in range(0, n, step):
         x = np.asarray(M[a : a + step], dtype=np.float64)
-        if metric != "cosine" and scale != 1.0:
+        if metric != "cosine":
             x = x * scale  # a power of two: exact
-            lost = np.flatnonzero((x != 0).any(axis=1) & (x.astype(np.float32) == 0).all(axis=1))
-            if len(lost):
-                raise ValueError(f"{side}: row {a + int(lost[0])} (0-based): every value underflows float32 at the scale "
-                                 f"the largest rows need (times 2^{int(np.log2(scale))}): the rows' norms span more than "
-                                 "float32 can hold; rescale or drop the outlying rows")
+            _check_row_norms(x, metric, side, a, scale)
         if metric == "ip":
             out[a : a + step] = x
         elif metric == "cosine":

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..retrieval import rank_gold, rank_top
 from . import constants as const
-from .planes import _hinge, _scores64, _threshold
+from .planes import _hinge, _local_scale, _scores64, _threshold
 from .proofs import _lp_generated, _prove_inseparable, lp_feasible, order_witness
 from .refine import ORDERED, copy_counts, copy_top, rprec_upper_bound
 from .result import ProbeResult
@@ -99,12 +99,12 @@ def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: n
     gold, twins = env.golds[q], env.twins[q]
     single = len(st.members) == 1
     margin = _margin(s, gold, ng)
-    thresh = _threshold(w, env.dmax)
+    thresh = _threshold(w, _local_scale(env.Df, s, gold, np.flatnonzero(ng), w, env.dmax))
     certified = margin > thresh
     separated = certified or (len(twins) > 0 and _margin(s, gold, rest) > thresh)  # up to identical copies
     v = _Verdict(w, s, margin, certified, separated, False if len(twins) else st.lp, None, st.hull)  # st.lp: the gate's whole LP
     if not separated and single and st.witness is not None:  # the proof's or the in-loop LP's separating w
-        _adopt_witness(v, st.witness, gold, ng, env.dmax, "lp" if st.lp else "hull")
+        _adopt_witness(v, st.witness, gold, ng, env, "lp" if st.lp else "hull")
     elif separated:
         v.decided_by = "certificate"
     elif q in st.crossing:
@@ -120,7 +120,7 @@ def _verdict(st: Problem, env: _Env, q: int, w: np.ndarray, s: np.ndarray, ng: n
         v.hull = proof.bound
         v.decided_by = "hull" if proof.bound is not None else None
         if proof.witness is not None:  # no proof, but a separating w
-            _adopt_witness(v, proof.witness, gold, ng, env.dmax)
+            _adopt_witness(v, proof.witness, gold, ng, env)
     return v
 
 
@@ -165,11 +165,11 @@ def _order_copies(st: Problem, env: _Env, q: int, v: _Verdict, ranks: np.ndarray
     return new
 
 
-def _adopt_witness(v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, dmax: float, by: str = "hull") -> None:
+def _adopt_witness(v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, env: _Env, by: str = "hull") -> None:
     """A proof's (or the in-loop LP's: ``by="lp"``) separating ``(w, scores)`` replaces the verdict's (``decided_by=by``)."""
     v.w, v.s = witness
     v.margin = _margin(v.s, gold, ng)
-    v.certified = v.margin > _threshold(v.w, dmax)
+    v.certified = v.margin > _threshold(v.w, _local_scale(env.Df, v.s, gold, np.flatnonzero(ng), v.w, env.dmax))
     v.separated, v.decided_by = True, by
 
 

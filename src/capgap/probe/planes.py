@@ -196,9 +196,29 @@ def _first_plane(st: Problem, golds, opt_excl, Df: np.ndarray, colsum: np.ndarra
 
 
 def _threshold(w: np.ndarray, dmax: float) -> float:
-    """The float64 certificate's threshold on the margin at ``w`` ``(dim,)``: 1e-9 max(1, |w|) max|d|
-    (``finish``'s certificate and the proofs' witnesses)."""
+    """The float64 certificate's threshold on the margin at ``w`` ``(dim,)``: 1e-9 max(1, |w|) max|d|,
+    ``dmax`` the largest |entry| of the documents compared (``_local_scale``; ``finish``'s
+    certificate and the proofs' witnesses)."""
     return 1e-9 * max(1.0, float(np.linalg.norm(w))) * dmax
+
+
+def _local_scale(Df: np.ndarray, s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray, dmax: float) -> float:
+    """The ``dmax`` of ``_threshold`` for a margin between the rows ``hi`` (the gold documents,
+    ``int`` rows of ``Df``) and the rows ``lo``, at scores ``s`` (indexed like ``Df``'s rows):
+    the largest |entry| of the ``hi`` rows and of the ``lo`` rows scoring within the threshold at
+    the index's largest |entry| ``dmax`` of the lowest ``hi`` score. No other row can come within
+    the threshold of a gold score, and the rows compared set the scale of their scores' rounding:
+    an index whose row norms span many orders of magnitude (one row 1e10 times the others) has
+    its ordinary rows' margins judged at their own scale, not at the outlier's, which would have
+    refused every certificate and let a proof's tolerance take distinct points for one."""
+    hi = np.asarray(hi, dtype=np.int64)
+    lo = np.asarray(lo, dtype=np.int64)
+    if not len(hi):
+        return 0.0
+    low = float(s[hi].min())
+    near = lo[s[lo] >= low - _threshold(w, dmax)] if len(lo) else lo
+    rows = np.concatenate([hi, near])
+    return float(np.abs(np.asarray(Df[rows], dtype=np.float64)).max()) if len(rows) else 0.0
 
 
 def _certified32(s: np.ndarray, st: Problem, golds, opt_excl, rmax: float, dmax: float, w: np.ndarray | None = None,

@@ -12,7 +12,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from . import constants as const
-from .planes import _non_gold, _scores64, _separated, _threshold
+from .planes import _local_scale, _non_gold, _scores64, _separated, _threshold
 
 log = logging.getLogger("capgap.probe")
 
@@ -58,6 +58,13 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     mask[gold] = True
     if mask.all():
         return (True, np.zeros(D.shape[1])) if return_witness else True
+    # the problem at the gold rows' scale (a positive factor: w scales inversely, the same
+    # feasible set): HiGHS's absolute tolerances then mean what they say however far one
+    # outlying row's norm lies from the rest (an index scaled to an outlier of norm 1e10 left its
+    # ordinary rows at 1e-10, and a feasible LP was declared infeasible)
+    g = float(np.abs(D[mask]).max())
+    g = g if np.isfinite(g) and g > 0 else 1.0
+    D = D / g
     # variables x = (w, t); constraints A_ub x <= b_ub
     A_gold = np.hstack([-D[mask], np.ones((mask.sum(), 1))])  # -w.d_i + t <= -1
     A_ng = np.hstack([D[~mask], -np.ones(((~mask).sum(), 1))])  # w.d_j - t <= 0
@@ -70,7 +77,7 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
         _warn_backstop(f"exact LP ({A.shape[0]} constraints, {int(res.nit)} simplex iterations)", options["time_limit"])
     ok = True if res.status == 0 else False if res.status == 2 else None
     if return_witness:
-        return ok, (np.asarray(res.x[:-1], dtype=np.float64) if ok else None)
+        return ok, (np.asarray(res.x[:-1], dtype=np.float64) / g if ok else None)
     return ok
 
 
@@ -95,9 +102,10 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     Per unseparated member, column generation on the nearest-point problem of the two hulls:
     start from the ``max(dim + 2, HULL_STEP)`` highest-scoring non-gold documents; ``hull_distance_bound``
     of the gold documents against them gives convex weights, the bound |p - q| and the NNLS's
-    direction r (~ p - q); if the bound is at most ``HULL_TOL * dmax`` the member is proven
-    (every w has min gold score - max non-gold score <= |w| |p - q|, below the certificate's
-    threshold in ``_finish``, so no C certifies it). Else r separates the gold documents from
+    direction r (~ p - q); if the bound is at most ``HULL_TOL`` times the gold rows' largest
+    |entry| the member is proven (every w has min gold score - max non-gold score <= |w| |p - q|,
+    below the certificate's threshold in ``_finish``, whose scale includes the gold rows
+    (``planes._local_scale``), so no C certifies it). Else r separates the gold documents from
     the subset (``hull_distance_bound``): the non-gold documents ranked at or above the lowest
     gold one along r (exact float64 scores) join the candidates, at most that many per round
     (highest first), and the next round starts; none: r separates, no proof. Only these
@@ -118,13 +126,14 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
         ng = np.flatnonzero(_non_gold(len(s), gold, opt_excl[q]))
         n_rows = len(np.unique(rep[ng]))
         G = Df[np.unique(rep[gold])]
+        tol = const.HULL_TOL * float(np.abs(np.asarray(G, dtype=np.float64)).max())  # at the gold rows' scale (_local_scale)
         by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
         cand = by_s[:step]
         bound = float("inf")
         for _ in range(const.HULL_ROUNDS):
             rows = np.unique(rep[cand])
             bound, r = hull_distance_bound(G, Df[rows], return_direction=True)
-            if bound <= const.HULL_TOL * dmax or r is None:
+            if bound <= tol or r is None:
                 break
             t = _scores64(Df, r, ())[rep]  # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
             if single:
@@ -139,7 +148,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
             if not len(new):
                 break  # r ranks every non-gold document below the gold ones: separable, no proof
             cand = np.concatenate([cand, new])  # only the violators: the NNLS's time grows with its columns
-        if bound > const.HULL_TOL * dmax:
+        if bound > tol:
             return Proof(None, proven, witness)
         worst = max(worst, bound)
         proven.append(q)
@@ -303,6 +312,7 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
     n_fixed = sum(len(z) for z in fixed)
     cand = rest[np.argsort(-s[rest], kind="stable")[:step]]
     n_rows = len(np.unique(rep[rest]))
+    level_scale = float(np.abs(np.asarray(Df[np.concatenate(levels)], dtype=np.float64)).max())  # (_local_scale)
     for _ in range(const.HULL_ROUNDS):
         rows = np.unique(rep[cand])
         Z = np.vstack(fixed + [rows_z(rows, -1.0, k - 1)])
@@ -313,7 +323,7 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
             x = nnls(A, b)[0]
         except RuntimeError:  # iteration limit
             return None
-        if x.sum() <= 0 or float(np.linalg.norm(Z.T @ (x / x.sum()))) <= const.HULL_TOL * dmax:
+        if x.sum() <= 0 or float(np.linalg.norm(Z.T @ (x / x.sum()))) <= const.HULL_TOL * level_scale:
             return None  # the origin is (numerically) in the hull: no w orders the candidates
         r = Z.T @ x  # the NNLS's own direction (hull_distance_bound: its weights as returned)
         t = _scores64(Df, r[:dim], ())[rep]
@@ -345,4 +355,5 @@ def _ordered(Df: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.n
         return None
     w = r / m
     sw = _scores64(Df, w, ())[rep]
-    return (w, sw) if gap(sw) > _threshold(w, dmax) else None
+    hi = np.concatenate([np.asarray(lv, dtype=np.int64) for lv in levels])
+    return (w, sw) if gap(sw) > _threshold(w, _local_scale(Df, sw, hi, np.asarray(rest, dtype=np.int64), w, dmax)) else None

@@ -62,7 +62,7 @@ from tqdm import tqdm
 
 from ..retrieval import duplicate_groups, merge_groups, rank_gold, rank_top
 from . import constants as const
-from .planes import _product_error, _threshold
+from .planes import _local_scale, _product_error, _threshold
 from .result import ProbeResult
 from .setup import _duplicate_rows, _twins
 
@@ -285,7 +285,8 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     linked = [st["dup_of"][int(i)] for i in R.tolist() if int(i) in st["dup_of"]]
     if linked:
         R = np.union1d(R, np.concatenate(linked))
-    s = np.asarray(D[R], dtype=np.float64) @ np.asarray(w, dtype=np.float64)
+    DR = np.asarray(D[R], dtype=np.float64)
+    s = DR @ np.asarray(w, dtype=np.float64)
     for g in {int(g[0]): g for g in linked}.values():  # each group at its first member's score (retrieval.tie_duplicates)
         s[np.searchsorted(R, g)] = s[np.searchsorted(R, g[0])]
     at = lambda rows_: np.searchsorted(R, rows_)  # noqa: E731  (rows of the index -> positions in R)
@@ -302,7 +303,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     top_far = float(far.max()) if len(far) else -np.inf
     low = float(s[gpos].min())
     margin = low - max(float(s[ng].max()) if ng.any() else -np.inf, top_far)
-    thresh = _threshold(w, st["dmax"])
+    thresh = _threshold(w, _local_scale(DR, s, gpos, np.flatnonzero(ng), w, st["dmax"]))
     certified = margin > thresh
     separated = certified or (len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf, top_far) > thresh)
     confirmed = separated and settings["solve"] == "certificate"  # a certificate needs no optimum
