@@ -609,6 +609,77 @@ def test_compression_limited_on_the_command_line(tmp_path):
     assert s["index"]["faiss_type"] == "IndexIDMap(IndexScalarQuantizer)" and s["index"]["n"] == 6
 
 
+def test_uncompressed_rows_are_matched_to_the_documents_by_id(tmp_path):
+    """The uncompressed documents as a table with ids: matched to the documents by id, so the
+    same documents in another row order diagnose to the same per_query.tsv and summary.json
+    (but for the file's path): SQ4_COMPRESSED, by construction (comment above), where pairing
+    by position would not give it. Ids that are not the documents' are refused naming both
+    files. Without ids (an .npy; a table without the documents' id column) the rows pair by
+    position, recorded in summary.json, and a table column holding the document ids in another
+    row order is refused, naming the option that pairs by it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def table(ids, M, id_name="id"):
+        return pa.table({id_name: ids, "emb": pa.array([list(map(float, r)) for r in M], type=pa.list_(pa.float32()))})
+
+    perm = [5, 3, 0, 4, 1, 2]
+    pq.write_table(table(SQ4_DOCS, SQ4_DECODED), tmp_path / "docs.parquet")
+    for name, rows in (("a", list(range(6))), ("b", perm)):
+        (tmp_path / name).mkdir()
+        pq.write_table(table([SQ4_DOCS[i] for i in rows], SQ4_D[rows]), tmp_path / name / "u.parquet")
+    np.save(tmp_path / "queries.npy", SQ4_Q)
+    np.save(tmp_path / "u.npy", SQ4_D)
+    (tmp_path / "query_ids.txt").write_text("\n".join(SQ4_QIDS) + "\n")
+    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, r in SQ4_QRELS.items() for d in r))
+    base = (tmp_path / "docs.parquet", tmp_path / "queries.npy", tmp_path / "qrels.tsv", "--id-column", "id",
+            "--query-ids", tmp_path / "query_ids.txt", "--k", 1)
+
+    def verdicts(out):
+        lines = (out / "per_query.tsv").read_text().splitlines()
+        cols = lines[0].split("\t")
+        return {ln.split("\t")[0]: ln.split("\t")[cols.index("verdict")] for ln in lines[1:]}
+
+    summaries = {}
+    for name in ("a", "b"):
+        r = _diagnose_cli(tmp_path / f"out_{name}", *base, "--uncompressed-embeddings", tmp_path / name / "u.parquet")
+        assert r.exit_code == 0, r.output
+        assert verdicts(tmp_path / f"out_{name}") == SQ4_COMPRESSED
+        summaries[name] = json.loads((tmp_path / f"out_{name}" / "summary.json").read_text())
+        assert summaries[name]["uncompressed"].pop("path") == str(tmp_path / name / "u.parquet")
+    assert summaries["a"] == summaries["b"] and "id_defaults" not in summaries["a"]  # every row paired by id
+    assert (tmp_path / "out_a" / "per_query.tsv").read_bytes() == (tmp_path / "out_b" / "per_query.tsv").read_bytes()
+    by_position = diagnose(SQ4_DECODED, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1, uncompressed=SQ4_D[perm])
+    assert by_position.rows[0]["verdict"] == "index-limited"  # q_twin: d0 paired with d5's (5, 5), inside the hull
+    # a foreign id: refused, naming both files
+    pq.write_table(table(SQ4_DOCS[:5] + ["dX"], SQ4_D), tmp_path / "foreign.parquet")
+    r = _diagnose_cli(tmp_path / "bad", *base, "--uncompressed-embeddings", tmp_path / "foreign.parquet")
+    assert r.exit_code == 1 and r.output == (
+        f"Error: {tmp_path / 'foreign.parquet'} (the uncompressed documents) is matched to {tmp_path / 'docs.parquet'} by "
+        f"document id (its id column), but 1 of its 6 ids name no document of {tmp_path / 'docs.parquet'} (e.g. ['dX']) "
+        "and 1 of the 6 documents have no row in it (e.g. ['d5']): they must be the same documents\n")
+    assert not (tmp_path / "bad").exists()
+    # no ids: by position, recorded
+    r = _diagnose_cli(tmp_path / "npy", *base, "--uncompressed-embeddings", tmp_path / "u.npy")
+    assert r.exit_code == 0, r.output
+    assert verdicts(tmp_path / "npy") == SQ4_COMPRESSED
+    assert json.loads((tmp_path / "npy" / "summary.json").read_text())["id_defaults"]["uncompressed"] == {
+        "rule": f"row j of {tmp_path / 'u.npy'} is the document of row j of {tmp_path / 'docs.parquet'}",
+        "first": ["d0", "d1", "d2"]}
+    # a table whose ids sit in another column than the documents': refused by position, matched by id with the option
+    pq.write_table(table([SQ4_DOCS[i] for i in perm], SQ4_D[perm], "doc"), tmp_path / "u_doc.parquet")
+    r = _diagnose_cli(tmp_path / "bad", *base, "--uncompressed-embeddings", tmp_path / "u_doc.parquet")
+    assert r.exit_code == 1 and r.output == (
+        f"Error: {tmp_path / 'u_doc.parquet'}: its rows are paired with the documents of {tmp_path / 'docs.parquet'} by "
+        f"position (no --uncompressed-id-column), but its column 'doc' holds the document ids of "
+        f"{tmp_path / 'docs.parquet'} and names row 0 'd5', not 'd0': pass --uncompressed-id-column doc to pair the rows "
+        "by that column\n")
+    r = _diagnose_cli(tmp_path / "doc", *base, "--uncompressed-embeddings", tmp_path / "u_doc.parquet",
+                      "--uncompressed-id-column", "doc")
+    assert r.exit_code == 0, r.output
+    assert verdicts(tmp_path / "doc") == SQ4_COMPRESSED
+
+
 def test_compression_limited_under_l2(tmp_path):
     """L2: the uncompressed documents are probed as L2 documents ``(d, -|d|^2/2)``, like the
     index's own. A gold document at the centre of a ring of 20 points at radius 10 and its

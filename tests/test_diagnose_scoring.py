@@ -334,3 +334,27 @@ def test_default_query_ids_are_printed_recorded_and_refused_on_a_contradiction(t
     r = _cli(tmp_path / "out4", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv",
              "--query-ids", tmp_path / "query_ids.txt", "--k", 2)
     assert r.exit_code != 0 and "no document ids given: document row i is document id 'i'" in r.output
+
+
+def test_default_query_ids_that_look_like_row_numbers_in_another_order_are_refused(tmp_path):
+    """Qrels judging the queries '2', '0', '3', '1' (first appearance) for 4 query rows and no
+    --query-ids: the qrels-order default would pair row 0 with query '2', so it is refused,
+    naming the qrels file; the same ids in row order ('0' .. '3') keep the default, row i = 'i'."""
+    _case(tmp_path, 1.0)
+    order = [2, 0, 3, 1]
+    golds = [[0, 3], [1], [2, 5], [4]]  # _case's, per query row
+    (tmp_path / "qrels_rows.tsv").write_text("".join(f"{i}\td{g}\t1\n" for i in order for g in golds[i]))
+    r = _cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels_rows.tsv",
+             "--doc-ids", tmp_path / "doc_ids.txt", "--k", 2)
+    q = tmp_path / "qrels_rows.tsv"
+    assert r.exit_code == 1 and r.output == (
+        f"Error: --query-ids not given, so query row i would be the i-th query id of {q} (in order of first appearance), "
+        "but its query ids are the row numbers 0..3 in another order (first ['2', '0', '3']): they look like row numbers, "
+        "and row 0 would be query '2'; give --query-ids (one id per query row)\n")
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "qrels_in_order.tsv").write_text("".join(f"{i}\td{g}\t1\n" for i in range(4) for g in golds[i]))
+    r = _cli(tmp_path / "ok", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels_in_order.tsv",
+             "--doc-ids", tmp_path / "doc_ids.txt", "--k", 2)
+    assert r.exit_code == 0, r.output
+    s = json.loads((tmp_path / "ok" / "summary.json").read_text())
+    assert s["id_defaults"]["queries"]["first"] == ["0", "1", "2"]

@@ -130,6 +130,60 @@ def test_a_failed_rename_removes_the_outputs_already_renamed(tmp_path, monkeypat
     assert sorted(os.listdir(tmp_path)) == []
 
 
+def test_a_rename_failing_part_way_puts_the_earlier_set_back(tmp_path, monkeypatch):
+    """Over an earlier set, a rename failing on the third output (EIO) after two were renamed:
+    the two earlier outputs come back byte for byte, the third is untouched, and nothing else
+    (no temporary file, no kept copy) is left."""
+    for name in ("a.txt", "b.txt", "c.txt"):
+        io.write_text(tmp_path / name, f"old {name}")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    replace = os.replace
+    calls = []
+
+    def third_fails(src, dst):
+        calls.append(Path(dst).name)
+        if len(calls) == 3:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        replace(src, dst)
+
+    monkeypatch.setattr(io.os, "replace", third_fails)
+    with pytest.raises(OutputWriteError) as e:
+        with io.output_set():
+            for name in ("a.txt", "b.txt", "c.txt"):
+                io.write_text(tmp_path / name, f"new {name}")
+    assert str(e.value) == f"cannot write {tmp_path / 'c.txt'}: {os.strerror(errno.EIO)}"
+    assert calls[:3] == ["a.txt", "b.txt", "c.txt"]  # then a and b put back
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    # the same block without the failure replaces the set, leaving no kept copy behind
+    monkeypatch.setattr(io.os, "replace", replace)
+    with io.output_set():
+        for name in ("a.txt", "b.txt", "c.txt"):
+            io.write_text(tmp_path / name, f"new {name}")
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {n: f"new {n}" for n in ("a.txt", "b.txt", "c.txt")}
+
+
+def test_a_rename_failing_part_way_leaves_an_earlier_diagnosis_whole(tmp_path, monkeypatch):
+    """``capgap diagnose`` over an earlier diagnosis, its third rename (summary.md) failing with
+    ENOSPC: one error line naming the file, exit 1, and the earlier four files byte for byte."""
+    args = _inputs(tmp_path)
+    out = tmp_path / "out"
+    assert CliRunner().invoke(main, args + ["--out", str(out)]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == sorted(OUTPUTS)
+    (tmp_path / "query_ids.txt").write_text("q1\nq0\n")  # a different diagnosis: other rows
+    replace = os.replace
+
+    def summary_md_fails(src, dst):
+        if Path(dst) == out / "summary.md":
+            raise OSError(errno.ENOSPC, FULL)
+        replace(src, dst)
+
+    monkeypatch.setattr(io.os, "replace", summary_md_fails)
+    r = CliRunner().invoke(main, args + ["--out", str(out)])
+    assert r.exit_code == 1 and r.output == f"Error: cannot write {out / 'summary.md'}: {FULL}\n"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_outputs_of_a_set_appear_only_when_it_ends(tmp_path):
     with io.output_set():
         io.write_json(tmp_path / "a.json", {"x": 1})

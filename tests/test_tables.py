@@ -222,3 +222,53 @@ def test_errors_name_the_per_file_option_that_gave_the_column(tmp_path):
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "u" / "summary.json").read_text())
     assert s["probe_recall@1"] == 0.75 and s["encoder_recall@1"] == 0.5  # the hand-built case (module comment)
+
+
+def test_a_default_pairing_that_the_tables_own_ids_contradict_is_refused(tmp_path):
+    """No query ids given, but the query table's column 'id' holds the judged query ids in
+    another row order than the qrels': the qrels-order default would pair row 0 ('qc') with
+    'qa', so it is refused, naming the column and the option; the same for a document table
+    whose integer column holds the document ids the qrels name (row numbers by default). Passing
+    the option diagnoses to the hand-built case's numbers (module comment), and a column in the
+    default's own order is no contradiction."""
+    perm = [2, 0, 3, 1]  # query rows qc, qa, qd, qb
+    pq.write_table(pa.table({"_id": DOCS, "emb": _list(D)}), tmp_path / "docs.parquet")
+    pq.write_table(pa.table({"id": [QIDS[i] for i in perm], "text": ["t"] * 4, "emb": _list(Q[perm])}),
+                   tmp_path / "queries.parquet")
+    base = ("--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings", tmp_path / "queries.parquet",
+            "--doc-id-column", "_id")
+    r = _run(tmp_path, "x", *base)
+    assert r.exit_code == 1 and r.output == (
+        f"Error: {tmp_path / 'queries.parquet'}: no query ids given (--query-ids, --query-id-column), so query row i would "
+        f"be the i-th query id of {tmp_path / 'qrels.tsv'}, in order of first appearance, but its column 'id' holds the "
+        "judged query ids and names row 0 'qc', not 'qa': pass --query-id-column id to pair the rows by that column\n")
+    assert not (tmp_path / "x").exists()
+
+    def numbers(out):
+        s = json.loads((tmp_path / out / "summary.json").read_text())
+        return {v: n for v, n in s["verdicts"].items() if n}, s["probe_recall@1"], s["encoder_recall@1"]
+
+    hand_built = ({"index-limited": 1, "encoder-limited": 1, "ok": 2}, 0.75, 0.5)
+    r = _run(tmp_path, "q", *base, "--query-id-column", "id")
+    assert r.exit_code == 0, r.output
+    assert numbers("q") == hand_built
+    pq.write_table(pa.table({"id": QIDS, "emb": _list(Q)}), tmp_path / "queries_in_order.parquet")
+    r = _run(tmp_path, "o", "--doc-embeddings", tmp_path / "docs.parquet", "--query-embeddings",
+             tmp_path / "queries_in_order.parquet", "--doc-id-column", "_id")
+    assert r.exit_code == 0, r.output
+    assert numbers("o") == hand_built
+    # documents: integer ids 0..4 in the table's column 'doc', rows in another order; the qrels name them
+    dperm = [3, 0, 4, 1, 2]
+    pq.write_table(pa.table({"doc": pa.array(dperm, type=pa.int64()), "emb": _list(D[dperm])}), tmp_path / "docs_int.parquet")
+    (tmp_path / "qrels_int.tsv").write_text("qa\t2\t1\nqb\t0\t1\nqc\t1\t1\nqd\t0\t1\n")
+    args = ["diagnose", "--doc-embeddings", str(tmp_path / "docs_int.parquet"), "--query-embeddings",
+            str(tmp_path / "queries.parquet"), "--query-id-column", "id", "--qrels", str(tmp_path / "qrels_int.tsv"),
+            "--k", "1", "--out"]
+    r = CliRunner().invoke(main, args + [str(tmp_path / "y")])
+    assert r.exit_code == 1 and r.output == (
+        f"Error: {tmp_path / 'docs_int.parquet'}: no document ids given (--doc-ids, --doc-id-column), so document row i "
+        "would be document id 'i' (the row number), but its column 'doc' holds every document id the qrels name and names "
+        "row 0 '3', not '0': pass --doc-id-column doc to pair the rows by that column\n")
+    r = CliRunner().invoke(main, args + [str(tmp_path / "d"), "--doc-id-column", "doc"])
+    assert r.exit_code == 0, r.output
+    assert numbers("d") == hand_built

@@ -24,15 +24,16 @@ def main() -> None:
                    "reconstructed vectors are probed; its metric, inner product or L2, is used; faiss ids that are not "
                    "0..n-1 are the document ids, or line numbers of --doc-ids).")
 @click.option("--uncompressed-embeddings", "uncompressed", type=click.Path(exists=True, dir_okay=False),
-              help="The same documents' full-precision vectors, same formats, same row order (for an index with faiss "
-                   "ids: row = id). The probe also runs on them: a query they admit but the index's own vectors do not "
-                   "is compression-limited.")
+              help="The same documents' full-precision vectors, same formats. Rows with ids (a table's id column, "
+                   "--uncompressed-id-column; a faiss index's ids) are matched to the documents by id; rows without ids "
+                   "are taken in the documents' row order (for an index with faiss ids: row = id). The probe also runs on "
+                   "them: a query they admit but the index's own vectors do not is compression-limited.")
 @click.option("--query-embeddings", "queries", required=True, type=click.Path(exists=True, dir_okay=False),
               help="(n_queries, dim), same formats.")
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False),
               help="BEIR tsv (query-id corpus-id score, header optional), TREC (qid iter docid rel) or 'qid docid'.")
-@click.option("--doc-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per document row (default: the row number).")
-@click.option("--query-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per query row (default: the qrels' query order, printed and recorded in summary.json; refused when the row count differs from the number of judged queries).")
+@click.option("--doc-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per document row (default: the row number; refused where a documents' table's own id column contradicts it).")
+@click.option("--query-ids", type=click.Path(exists=True, dir_okay=False), help="One id per line, one per query row (default: the qrels' query order, printed and recorded in summary.json; refused where the inputs contradict it: a row count other than the number of judged queries, judged ids that are the row numbers in another order, a query table's own id column).")
 @click.option("--ann-run", type=click.Path(exists=True, dir_okay=False),
               help="Your approximate search's results: TREC run or 'qid docid [score]' (TAB-separated lines may hold ids with spaces).")
 @click.option("--ann-run-percent-encoded", is_flag=True,
@@ -63,11 +64,14 @@ def main() -> None:
                    "--doc-ids / --query-ids. The default of --doc-id-column and --query-id-column.")
 @click.option("--doc-id-column", default=None, help="Id column of the documents' table, in place of --doc-ids; default --id-column.")
 @click.option("--query-id-column", default=None, help="Id column of the queries' table, in place of --query-ids; default --id-column.")
+@click.option("--uncompressed-id-column", default=None,
+              help="Id column of the uncompressed documents' table: its rows are matched to the documents by these ids. "
+                   "Default --doc-id-column, where the table has that column.")
 @click.option("--threads", default=None, type=int, help="BLAS threads (default: all).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
 def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric, zero_norm, key,
              doc_key, uncompressed_key, query_key, column, doc_column, query_column, uncompressed_column, id_column,
-             doc_id_column, query_id_column, threads, out) -> None:
+             doc_id_column, query_id_column, uncompressed_id_column, threads, out) -> None:
     """Per-query verdict: index-limited, compression-limited (with --uncompressed-embeddings), encoder-limited,
     ann-limited or ok."""
     from .diagnosis import diagnose as run  # lazy: `capgap --help` starts without numpy / the probe
@@ -81,7 +85,8 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
         row_ids,
         write_diagnosis,
     )
-    from .diagnosis.prepare import document_id_default, qrels_order_ids  # lazy: as above
+    from .diagnosis.prepare import document_id_default, qrels_order_ids, refuse_contradicting_column  # lazy: as above
+    from .diagnosis.tables import table_columns  # lazy: as above
     from .diagnosis.runs import orient_run  # lazy: as above
     from .errors import DataFormatError, OutputWriteError  # lazy: beside the others, only this command raises them
 
@@ -104,20 +109,29 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
         if D.matrix.shape[1] != Q.matrix.shape[1]:
             raise ValueError(f"dimension mismatch: {docs} has dim {D.matrix.shape[1]}, {queries} has dim {Q.matrix.shape[1]}")
         metric = resolve_metric(metric, D.metric, docs)
-        U = load_embeddings(uncompressed, ukey[0], ucol[0], key_option=ukey[1], column_option=ucol[1]) \
-            if uncompressed else None
-        U_matrix = match_uncompressed(D, U) if U is not None else None  # same documents, rows and dim; named errors
+        uid = (uncompressed_id_column, "--uncompressed-id-column") if uncompressed_id_column is not None else did
+        if uncompressed_id_column is None and uncompressed and uid[0] not in table_columns(uncompressed):
+            uid = (None, uid[1])  # the documents' id column, only where the uncompressed table has it
+        U = load_embeddings(uncompressed, ukey[0], ucol[0], uid[0], key_option=ukey[1], column_option=ucol[1],
+                            id_column_option=uid[1]) if uncompressed else None
         if U is not None and U.metric is not None:
             resolve_metric(metric, U.metric, uncompressed)  # a faiss file of uncompressed vectors: scored by its own metric too
         qr = load_qrels_file(qrels)
         listed = row_ids(D, doc_ids, "--doc-ids", did[1])
-        dids = document_ids(D, listed, doc_ids or (did[1] if D.row_ids else "--doc-ids"))
+        listed_path = doc_ids or (did[1] if D.row_ids else "--doc-ids")
+        dids = document_ids(D, listed, listed_path)
         qids = row_ids(Q, query_ids, "--query-ids", qid[1])  # an ids file or the table's id column
         id_defaults = {}  # a default pairing of rows with ids is printed and recorded (summary.json id_defaults)
-        if listed is None:
+        if listed is None:  # refused where the table has its own document ids
+            refuse_contradicting_column(docs, {d for r in qr.values() for d in r}, dids, "no document ids given (--doc-ids, "
+                                        "--doc-id-column), so document row i would be document id 'i' (the row number)",
+                                        "every document id the qrels name", "--doc-id-column")
             id_defaults["documents"] = document_id_default(dids, D.ids is not None)
-        if qids is None:  # the qrels' order, refused where the row count contradicts it
+        if qids is None:  # the qrels' order, refused where the row count or the table's own query ids contradict it
             qids, id_defaults["queries"] = qrels_order_ids(Q.matrix.shape[0], qr, qrels, queries)
+            refuse_contradicting_column(queries, qids, qids, f"no query ids given (--query-ids, --query-id-column), so query "
+                                        f"row i would be the i-th query id of {qrels}, in order of first appearance",
+                                        "the judged query ids", "--query-id-column")
         for ids, emb, path, key_opt, source, what in (
                 (dids, D, docs, dkey, doc_ids or (f"{docs} column {did[0]!r}" if D.row_ids else None), "document"),
                 (qids, Q, queries, qkey, query_ids or (f"{queries} column {qid[0]!r}" if Q.row_ids else None), "query")):
@@ -127,6 +141,19 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
                 shared = "; --key names the array in both files: --doc-key and --query-key name one each" \
                     if key_opt[1] == "--key" and key_opt[0] else ""
                 raise ValueError(f"{source}: {len(ids)} {what} ids for the {n} rows of {where}{shared}")
+        U_matrix = None
+        if U is not None:  # by id where the uncompressed rows have ids; named errors
+            U_matrix = match_uncompressed(D, U, listed, listed_path)
+            if U.row_ids is None and U.ids is None:  # by position: printed, recorded, refused where the table has ids
+                paired = [None] * U.matrix.shape[0]
+                for d, r in zip(dids, D.ids if D.ids is not None else range(len(dids))):
+                    paired[int(r)] = d
+                refuse_contradicting_column(uncompressed, dids, paired, f"its rows are paired with the documents of {docs} "
+                                            "by position (no --uncompressed-id-column)", f"the document ids of {docs}",
+                                            "--uncompressed-id-column")
+                rule = f"row j of {uncompressed} is the document " + \
+                    (f"with faiss id j in {docs}" if D.ids is not None else f"of row j of {docs}")
+                id_defaults["uncompressed"] = {"rule": rule, "first": paired[:3]}
         ann = None
         if ann_run:  # scores with no rank column to order them: similarities or distances, by the vectors
             ann = orient_run(load_run_file(ann_run, ann_run_percent_encoded), ann_run, D.matrix, Q.matrix, dids, qids, metric)

@@ -15,6 +15,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator, Sequence
@@ -108,23 +109,33 @@ def output_set() -> Iterator[None]:
     Each file is written to its temporary sibling as usual; the renames onto the final names
     wait until the block ends without an exception. On an exception (a full disk on the third
     file, a bug) every temporary file is removed, and no output of the set is renamed, so
-    outputs of an earlier run stay as they were. Should a rename itself fail, the outputs
-    already renamed are removed too: the set is absent, never half present. A block inside
-    another joins the outer set.
+    outputs of an earlier run stay as they were. Before the renames, each earlier output is
+    kept under a second, hidden name (a hard link, else a copy); should a rename itself fail,
+    the outputs already renamed are put back from them, or removed where there was none: the
+    folder then holds the earlier set as it was, never half of each. A block inside another
+    joins the outer set.
 
     Raises
     ------
     OutputWriteError
-        A rename failed (naming its output); the block's own exceptions pass through.
+        A rename failed, or an earlier output could not be kept (naming its output); the
+        block's own exceptions pass through.
     """
     if _PENDING.get() is not None:
         yield
         return
     pending: list[tuple[str, Path]] = []
     token = _PENDING.set(pending)
+    kept: dict[Path, str] = {}  # an earlier output -> its hidden second name
     renamed: list[Path] = []
     try:
         yield
+        for tmp, path in pending:
+            if path not in kept and os.path.lexists(path):
+                try:
+                    kept[path] = _keep(path, tmp)
+                except OSError as e:
+                    raise OutputWriteError(path, e) from e
         for tmp, path in pending:
             try:
                 os.replace(tmp, path)
@@ -135,12 +146,31 @@ def output_set() -> Iterator[None]:
         for tmp, _ in pending:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-        for path in renamed:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+        for path in dict.fromkeys(renamed):
+            with contextlib.suppress(OSError):
+                if path in kept:
+                    os.replace(kept.pop(path), path)
+                else:
+                    os.unlink(path)
         raise
     finally:
+        for old in kept.values():
+            with contextlib.suppress(OSError):
+                os.unlink(old)
         _PENDING.reset(token)
+
+
+def _keep(path: Path, tmp: str) -> str:
+    """A second name for the earlier output ``path``, beside its temporary file ``tmp``
+    (``.name.XXXX.old``): a hard link, or a copy where the file system has none."""
+    old = tmp.removesuffix(".tmp") + ".old"
+    try:
+        os.link(path, old, follow_symlinks=False)
+    except FileExistsError:
+        raise
+    except OSError:
+        shutil.copy2(path, old, follow_symlinks=False)
+    return old
 
 
 def write_text(path: str | Path, text: str) -> None:

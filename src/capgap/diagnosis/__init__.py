@@ -63,7 +63,7 @@ uncompressed=None)`` -> ``Diagnosis`` (per-query rows and a summary), ``write_di
 out_dir)``, the loaders ``load_embeddings`` (matrix, faiss metric, index kind, bytes per
 vector, faiss ids), ``load_matrix`` (matrix), ``load_ids``, ``load_qrels_file``,
 ``load_run_file``, ``row_ids`` (an ids file or a table's id column), ``document_ids`` and
-``match_uncompressed`` (faiss ids to rows), and
+``match_uncompressed`` (faiss ids or a table's ids to rows), and
 ``validate_matrix``, ``resolve_metric``; ``admitted_but_missed`` (the encoder-limited verdict
 on the DAG's probe rows and runs, for the report). ``capgap.cli`` wraps them.
 

@@ -8,7 +8,7 @@
   (an in-memory matrix: 2-d, floating point, finite, checked blockwise);
 - ids: ``load_ids`` (one per line), ``row_ids`` (an ids file or a table's id column),
   ``document_ids`` (faiss ids to row ids) and ``match_uncompressed`` (the uncompressed vectors
-  of an index's rows);
+  of an index's rows, by id where they have ids);
 - judgements and runs: ``load_qrels_file`` (BEIR, TREC or two columns), ``load_run_file`` (TREC or
   ``qid docid [score]``);
 - ``resolve_metric``: the metric to diagnose with, given ``--metric`` and a faiss index's own.
@@ -366,12 +366,17 @@ def document_ids(docs: Embeddings, listed: Sequence[str] | None = None, listed_p
     return [listed[int(i)] for i in docs.ids]
 
 
-def match_uncompressed(docs: Embeddings, unc: Embeddings) -> np.ndarray:
+def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] | None = None,
+                       listed_path: str | Path = "--doc-ids") -> np.ndarray:
     """The uncompressed vectors of the documents in ``docs``, row for row.
 
-    Row i of ``unc`` is the document of row i of ``docs`` (the same row order); when ``docs``
-    has faiss ids (``docs.ids``) they are row numbers of an uncompressed array, as in
-    ``document_ids``, and an uncompressed faiss index with ids must hold the same ids.
+    When ``unc`` has ids, its rows are matched to the documents by id: a table's id column
+    (``unc.row_ids``: document ids), or a faiss index's ids that are not 0..n-1 (``unc.ids``:
+    read as ``document_ids`` reads them, row numbers of ``listed``, else decimal ids), against
+    the documents' ids (``document_ids(docs, listed)``); the two must name the same documents.
+    Without ids, row i of ``unc`` is the document of row i of ``docs`` (the same row order);
+    when ``docs`` has faiss ids (``docs.ids``) they are row numbers of ``unc``, as in
+    ``document_ids``.
 
     Parameters
     ----------
@@ -379,17 +384,22 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings) -> np.ndarray:
         The index diagnosed (e.g. a compressed faiss index), ``(n_docs, dim)``.
     unc : Embeddings
         The same documents at full precision (``--uncompressed-embeddings``).
+    listed : sequence of str, optional
+        The documents' ids file's lines or table ids (``row_ids``), as for ``document_ids``.
+    listed_path : str or pathlib.Path
+        Where ``listed`` came from, for messages.
 
     Returns
     -------
     numpy.ndarray
-        ``(n_docs, dim)``: ``unc.matrix`` itself, or its rows at ``docs.ids`` (a copy).
+        ``(n_docs, dim)``: ``unc.matrix`` itself, or its rows in the documents' order (a copy).
 
     Raises
     ------
     ValueError
-        Naming both files: different dimensions, row counts, or ids; a faiss id beyond the
-        uncompressed rows; or two faiss indexes searching by different metrics.
+        Naming both files: different dimensions, row counts, or documents (ids of one side the
+        other lacks); a faiss id beyond the uncompressed rows or ``listed``; or two faiss indexes
+        searching by different metrics.
     """
     both = f"{docs.path} and {unc.path}"
     if docs.metric and unc.metric and docs.metric != unc.metric:
@@ -400,13 +410,21 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings) -> np.ndarray:
         raise ValueError(f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has dim "
                          f"{dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension")
     U = unc.matrix
-    if unc.ids is not None:
-        if docs.ids is None:
-            raise ValueError(f"{unc.path} holds faiss ids that are not 0..n-1, {docs.path} does not: its rows cannot be "
-                             "matched to the documents; give the uncompressed vectors in the index's row order")
-        if not np.array_equal(docs.ids, unc.ids):
-            raise ValueError(f"{both} hold different faiss ids: the uncompressed vectors must be the same documents")
-    elif docs.ids is not None:
+    if unc.row_ids is not None or unc.ids is not None:
+        uids = list(unc.row_ids) if unc.row_ids is not None else document_ids(unc, listed, listed_path)
+        dids = document_ids(docs, listed, listed_path)
+        at, known = {d: r for r, d in enumerate(uids)}, set(dids)
+        foreign = [d for d in uids if d not in known]
+        missing = [d for d in dids if d not in at]
+        if foreign or missing:
+            how = "its id column" if unc.row_ids is not None else "its faiss ids"
+            parts = ([f"{len(foreign)} of its {nu} ids name no document of {docs.path} (e.g. {foreign[:3]})"] if foreign else []) \
+                + ([f"{len(missing)} of the {n} documents have no row in it (e.g. {missing[:3]})"] if missing else [])
+            raise ValueError(f"{unc.path} (the uncompressed documents) is matched to {docs.path} by document id ({how}), "
+                             f"but {' and '.join(parts)}: they must be the same documents")
+        order = np.array([at[d] for d in dids], dtype=np.int64)
+        return U if np.array_equal(order, np.arange(nu)) else U[order]
+    if docs.ids is not None:
         top = int(docs.ids[-1])
         if top >= nu:
             raise ValueError(f"{docs.path} holds faiss ids up to {top}, taken as row numbers of {unc.path}, which has "

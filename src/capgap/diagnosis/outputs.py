@@ -37,9 +37,10 @@ def write_diagnosis(diag: Diagnosis, out_dir: str | Path) -> dict[str, Path]:
     ------
     OutputWriteError
         The folder or an output could not be written (a full disk: "cannot write
-        <out_dir>/summary.json: No space left on device"); no output of this call is then
-        left in ``out_dir`` (files of an earlier diagnosis there stay as they were), and
-        ``out_dir`` itself is removed when this call created it.
+        <out_dir>/summary.json: No space left on device"), or a rename failed part way; no
+        output of this call is then left in ``out_dir`` (files of an earlier diagnosis there
+        stay as they were, byte for byte: ``capgap.io.output_set``), and ``out_dir`` itself is
+        removed when this call created it.
     """
     out = Path(out_dir)
     created = not out.exists()

@@ -302,13 +302,21 @@ def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_p
     ------
     ValueError
         When the row count differs from the number of queries the qrels judge: the pairing
-        would then be wrong for some rows, and nothing tells which.
+        would then be wrong for some rows, and nothing tells which; or when the judged query
+        ids are the row numbers ``'0'``..``'n-1'`` in another order (``'2'``, ``'0'``, ``'1'``):
+        ids that look like row numbers, which the default would pair with other rows.
     """
     ids = list(qrels)
     if n_rows != len(ids):
         raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order of "
                          f"first appearance), but {queries_path} has {n_rows} rows and {qrels_path} judges {len(ids)} "
                          "queries: the rows cannot be paired with the ids; give --query-ids (one id per query row)")
+    rows = [str(i) for i in range(n_rows)]
+    if ids != rows and set(ids) == set(rows):
+        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order of "
+                         f"first appearance), but its query ids are the row numbers 0..{n_rows - 1} in another order "
+                         f"(first {ids[:3]}): they look like row numbers, and row 0 would be query {ids[0]!r}; give "
+                         "--query-ids (one id per query row)")
     return ids, {"rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance", "first": ids[:3]}
 
 
@@ -320,3 +328,38 @@ def document_id_default(doc_ids: Sequence[str], faiss_ids: bool) -> dict:
     rule = ("document row i is the faiss index's i-th id in ascending order, as a decimal string" if faiss_ids
             else "document row i is document id 'i' (the row number, 0-based)")
     return {"rule": rule, "first": list(doc_ids[:3])}
+
+
+def refuse_contradicting_column(path, ids, paired: Sequence[str | None], rule: str, what: str, option: str) -> None:
+    """Refuse a default pairing of a table's rows with ids that the table's own ids contradict.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The embeddings file; only a Parquet or Arrow table is looked into
+        (``capgap.diagnosis.tables.id_columns``), any other file passes.
+    ids : iterable of str
+        The ids a column must include to be the table's id column (the judged query ids, the
+        documents the qrels name).
+    paired : sequence of str or None
+        The id the default gives each row of the table (None: no document, a row left unpaired).
+    rule : str
+        The default, for the message (``"no query ids given (...), so query row i would be ..."``).
+    what : str
+        What the column holds, for the message (``"the judged query ids"``).
+    option : str
+        The option that pairs the rows by a column (``--query-id-column``), named in the message.
+
+    Raises
+    ------
+    ValueError
+        A string or integer column holding ``ids`` that names a paired row otherwise than the
+        default: naming the file, the column, the first such row and the option to pass.
+    """
+    from .tables import id_columns  # lazy: pyarrow only for a table
+
+    for name, col in id_columns(path, ids).items():
+        r = next((r for r, (a, b) in enumerate(zip(paired, col)) if a is not None and a != b), None)
+        if r is not None:
+            raise ValueError(f"{path}: {rule}, but its column {name!r} holds {what} and names row {r} {col[r]!r}, not "
+                             f"{paired[r]!r}: pass {option} {name} to pair the rows by that column")

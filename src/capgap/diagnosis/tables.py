@@ -12,7 +12,9 @@ rows) and the column where there is one: a null vector or a null value in one, v
 different lengths, a column that is not vectors of floats, ids that are null, empty, hold a
 control character (``capgap.data.check_id``) or repeat.
 
-Public API: ``TABLE_SUFFIXES``, ``read_table_vectors(path, column=None, id_column=None)``.
+Public API: ``TABLE_SUFFIXES``, ``read_table_vectors(path, column=None, id_column=None)``,
+``table_columns(path)`` and ``id_columns(path, ids)`` (the columns that hold ids, for checking a
+default pairing of rows with ids against the table's own).
 """
 
 from __future__ import annotations
@@ -134,14 +136,21 @@ def _vectors(pa, path: Path, col, name: str) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def _is_id_type(pa, t) -> bool:
+    """Strings or integers (a dictionary of them too): the types an id column may have."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+            or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t)))
+
+
 def _ids(pa, path: Path, col, name: str, option: str = "--id-column") -> tuple[str, ...]:
     """The ids of the id column ``col``: strings as written, integers in decimal; each checked."""
     t = col.type
     if pa.types.is_dictionary(t):
         col = col.cast(t.value_type)
         t = col.type
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
-            or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))):
+    if not _is_id_type(pa, t):
         raise DataFormatError(path, None, None, f"column {name!r} ({option}) is {t}: ids must be strings or integers")
     if col.null_count:
         r = _first_row(np.asarray(col.is_null()))
@@ -218,3 +227,76 @@ def read_table_vectors(path: str | Path, column: str | None = None, id_column: s
     matrix = _vectors(pa, path, table.column(vec), vec)
     ids = _ids(pa, path, table.column(id_column), id_column, id_option) if id_column else None
     return matrix, ids, vec
+
+
+def table_columns(path: str | Path) -> tuple[str, ...]:
+    """The column names of a Parquet or Arrow IPC table (its schema only); ``()`` for a file of
+    another format (by suffix). Raises ``DataFormatError`` naming a table pyarrow cannot read."""
+    path = Path(path)
+    if path.suffix not in TABLE_SUFFIXES:
+        return ()
+    return tuple(_open(path)[0].names)
+
+
+def _column_chunks(pa, path: Path, name: str, rows: int = 1 << 16):
+    """The column ``name`` of a table, chunk by chunk: Parquet decoded ``rows`` rows at a time
+    (a text column is never held whole), Arrow IPC as its memory-mapped record batches."""
+    if path.suffix in PARQUET_SUFFIXES:
+        for batch in pa.parquet.ParquetFile(path, memory_map=True).iter_batches(batch_size=rows, columns=[name]):
+            yield batch.column(0)
+    else:
+        yield from _open(path)[1]([name]).column(name).chunks
+
+
+def id_columns(path: str | Path, ids) -> dict[str, tuple[str, ...]]:
+    """The columns of a table that hold ``ids``: its string or integer columns whose values
+    (integers in decimal) include every id of ``ids`` and are valid ids (no null, empty or
+    repeated value, no control character), as ``--id-column`` would read them.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        A Parquet or Arrow IPC table; ``{}`` for a file of another format (by suffix).
+    ids : iterable of str
+        The ids a column must include (e.g. the judged query ids); ``{}`` when empty.
+
+    Returns
+    -------
+    dict of str to tuple of str
+        Column name -> its ids, row by row, in schema order.
+
+    Notes
+    -----
+    A column is read chunk by chunk and left at the first null or repeated id of ``ids``, so a
+    text column costs one pass and never sits in memory whole; only a column that holds every
+    id is read whole. Raises ``DataFormatError`` naming a table pyarrow cannot read.
+    """
+    path = Path(path)
+    want = sorted(set(ids))
+    if path.suffix not in TABLE_SUFFIXES or not want:
+        return {}
+    pa = _pyarrow()
+    schema, _ = _open(path)
+    value_set = pa.array(want, type=pa.string())
+    found: dict[str, tuple[str, ...]] = {}
+    for field in schema:
+        if not _is_id_type(pa, field.type):
+            continue
+        met: set[str] = set()
+        try:
+            for chunk in _column_chunks(pa, path, field.name):
+                if chunk.null_count:
+                    break
+                text = chunk.cast(pa.string())  # a dictionary's values; integers in decimal
+                hit = text.filter(pa.compute.is_in(text, value_set=value_set)).to_pylist()
+                if len(met) + len(hit) != len(met.union(hit)):
+                    break  # an id repeats: no id column
+                met.update(hit)
+            else:
+                if len(met) == len(want):
+                    found[field.name] = _ids(pa, path, _open(path)[1]([field.name]).column(field.name), field.name)
+        except DataFormatError:
+            continue  # an empty or repeated id, or a control character: not an id column
+        except (pa.ArrowException, OSError) as e:
+            raise DataFormatError(path, None, None, f"cannot read column {field.name!r} of the table ({e})") from None
+    return found

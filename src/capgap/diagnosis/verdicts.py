@@ -88,7 +88,7 @@ class _Geometry:
     proofs: list = field(default_factory=list)
 
 
-_SIDE = {"queries": "query", "documents": "document"}
+_SIDE = {"queries": "query", "documents": "document", "uncompressed": "uncompressed document"}
 
 
 def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]], doc_ids: Sequence[str],
@@ -145,8 +145,9 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         ``"uncompressed documents"``, named in errors about their rows (default: those words).
     id_defaults : mapping, optional
         How the caller paired rows with ids where no ids file was given, per side
-        (``"queries"``, ``"documents"``): ``{"rule": str, "first": [ids of rows 0, 1, 2]}``,
-        recorded in the summary (``id_defaults``) and a note (the CLI's defaults).
+        (``"queries"``, ``"documents"``, ``"uncompressed"``): ``{"rule": str, "first": [ids of
+        rows 0, 1, 2]}`` (None: a row paired with no document), recorded in the summary
+        (``id_defaults``) and a note (the CLI's defaults).
 
     Returns
     -------
