@@ -377,6 +377,24 @@ def test_ann_run_ids_that_meet_nothing_are_an_error(tmp_path):
         load_ids(tmp_path / "ids.txt")
 
 
+def test_an_ann_run_repeating_a_document_is_refused_on_the_command_line(tmp_path):
+    """qd's gold is d0 (d4 is judged 0): read twice, d0 would fill both of the top 2 places. The
+    run is refused naming its file, the repeat's line and the first line."""
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", Q)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t{g}\n" for q, r in QRELS.items() for d, g in r.items()))
+    (tmp_path / "run.tsv").write_text("qd d0 5\nqd d0 4\nqd d1 3\n")
+    r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", str(tmp_path / "docs.npy"), "--query-embeddings",
+                                  str(tmp_path / "queries.npy"), "--qrels", str(tmp_path / "qrels.tsv"), "--doc-ids",
+                                  str(tmp_path / "doc_ids.txt"), "--query-ids", str(tmp_path / "query_ids.txt"),
+                                  "--ann-run", str(tmp_path / "run.tsv"), "--k", "2", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'run.tsv'}:2: field 'doc-id': document 'd0' of query 'qd' "
+                                             "repeats line 1\n")
+    assert not (tmp_path / "out").exists()
+
+
 # --------------------------------------------------------------------------- compressed faiss indexes
 def _write(index, path):
     faiss.write_index(index, str(path))

@@ -285,6 +285,25 @@ def test_diagnose_run_files_tabs_and_percent_encoding(tmp_path):
     assert load_run_file(tmp_path / "run.trec") == {"q%201": ["doc%200", "d%252"]}  # as written
 
 
+def test_a_document_repeated_in_a_run_is_refused_naming_both_lines(tmp_path):
+    """trec_eval refuses a repeated docno; read twice, d0 would take two of the top 2 places.
+    Every run reader names the repeat's line and the first one, ids compared as decoded."""
+    p = tmp_path / "run.tsv"
+    p.write_text("q0 d0 5\nq0 d0 4\nq0 d1 3\n")
+    with pytest.raises(DataFormatError) as e:
+        load_run_file(p)
+    assert str(e.value) == f"{p}:2: field 'doc-id': document 'd0' of query 'q0' repeats line 1"
+    p.write_text("q0 Q0 d0 1 5 x\nq1 Q0 d0 1 5 x\nq0 Q0 d1 2 4 x\nq0 Q0 doc%200 3 3 x\nq0\tQ0\tdoc 0\t4\t2\tx\n")
+    assert load_run_file(p) == {"q0": ["d0", "d1", "doc%200", "doc 0"], "q1": ["d0"]}  # ids as written: no repeat
+    with pytest.raises(DataFormatError) as e:
+        load_run_file(p, percent_encoded=True)
+    assert str(e.value) == f"{p}:5: field 'doc-id': document 'doc 0' of query 'q0' repeats line 4"
+    (tmp_path / "run.trec").write_text("q0 Q0 d0 1 5 x\nq0 Q0 d1 2 4 x\nq0 Q0 d0 3 3 x\n")
+    with pytest.raises(DataFormatError) as e:
+        trec.read_run(tmp_path / "run.trec")
+    assert str(e.value) == f"{tmp_path / 'run.trec'}:3: field 'doc-id': document 'd0' of query 'q0' repeats line 1"
+
+
 def test_diagnose_names_run_ids_that_meet_nothing():
     from capgap.diagnosis import diagnose
 

@@ -451,10 +451,12 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
     Raises ``DataFormatError`` naming file and line for bad UTF-8, a wrong column count, an id
     with a control character (``capgap.data.check_id``) or a malformed percent escape, and
     (field ``score``) a score that is not a number (except on line 1, a header) or is not finite
-    (``nan``, ``inf``), and (field ``rank``) a run whose scores ascend with rank on some queries
-    and not on others."""
+    (``nan``, ``inf``), (field ``doc-id``) a (query, document) pair on two lines (``run.tsv:2:
+    field 'doc-id': document 'd0' of query 'q0' repeats line 1``: trec_eval refuses it too), and
+    (field ``rank``) a run whose scores ascend with rank on some queries and not on others."""
     path = Path(path)
     rows: dict[str, list[tuple[float, int, str, float | None]]] = {}
+    first: dict[tuple[str, str], int] = {}  # (query, document) -> its line
     scored = True  # every line gave a score
     for i, line in iter_lines(path):
         if not line.strip():
@@ -483,6 +485,9 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
                 raise DataFormatError(path, i, None, f"not a percent-encoded id: {e}") from None
         check_id(path, i, "query-id", q)
         check_id(path, i, "doc-id", d)
+        if (q, d) in first:  # trec_eval refuses a repeated docno: it would take two places in the ranking
+            raise DataFormatError(path, i, "doc-id", f"document {d!r} of query {q!r} repeats line {first[q, d]}")
+        first[q, d] = i
         rows.setdefault(q, []).append((-s, i, d, rank))
     return run_in_order(path, rows, scored)
 
