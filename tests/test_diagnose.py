@@ -190,6 +190,45 @@ def test_query_ids_that_meet_no_judgement_are_an_error(tmp_path):
         diagnose(D, Q, QRELS, [str(i) for i in range(5)], QIDS)
 
 
+def test_qrels_errors_name_the_qrels_file_and_line(tmp_path):
+    """An empty or header-only qrels file, a comment line, and judged documents that are no
+    document id: each an error naming the qrels file (and the first such line)."""
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", Q)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    qrels = tmp_path / "qrels.tsv"
+
+    def run(text, *extra):
+        qrels.write_text(text)
+        return _diagnose_cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", qrels, "--query-ids",
+                             tmp_path / "query_ids.txt", "--k", 1, *extra)
+
+    for text in ("", "\n\n", "query-id\tcorpus-id\tscore\n"):
+        r = run(text, "--doc-ids", tmp_path / "doc_ids.txt")
+        assert r.exit_code == 1 and r.output == (f"Error: {qrels}: judges no query: the file holds no judgement line (it is "
+                                                 "empty, blank or only a header)\n"), text
+    for text in ("qa d2\n# comment\nqb d0\n", "qa\td2\t1\n  #\tcomment\t1\n"):
+        r = run(text, "--doc-ids", tmp_path / "doc_ids.txt")
+        assert r.exit_code == 1 and r.output == (f"Error: {qrels}:2: {text.splitlines()[1].strip()!r} is a comment: qrels "
+                                                 "have no comment lines (it would be a judgement of query '#'); remove the "
+                                                 "line\n"), text
+    r = run("qa d2\nqb d0\nqc dX\nqd dA\nqd dX\n", "--doc-ids", tmp_path / "doc_ids.txt")
+    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:3: field 'corpus-id': document 'dX' (query 'qc') is not in the "
+                                             "document ids (nor are 1 more documents the qrels name, e.g. ['dA']); the "
+                                             "document ids look like ['d0', 'd1', 'd2']\n")
+    r = run("qa d2\n#qb d9\n", "--doc-ids", tmp_path / "doc_ids.txt")
+    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:2: field 'corpus-id': document 'd9' (query '#qb') is not in the "
+                                             "document ids; the document ids look like ['d0', 'd1', 'd2']; a line starting "
+                                             "with '#' is a judgement: qrels have no comment lines\n")
+    r = run("qa d2\nqb d0\n")  # no --doc-ids: the default the ids came from is named too
+    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:1: field 'corpus-id': document 'd2' (query 'qa') is not in the "
+                                             "document ids (nor are 1 more documents the qrels name, e.g. ['d0']); the "
+                                             "document ids look like ['0', '1', '2'] (no document ids given: document row i "
+                                             "is document id 'i' (the row number, 0-based) (row 0 = '0', row 1 = '1'))\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_partial_id_mismatch_is_counted_and_logged(tmp_path, caplog):
     qrels = {"qa": QRELS["qa"], "qb": QRELS["qb"], "qc": QRELS["qc"], "qz": {"d0": 1}, "qy": {"d1": 1}}
     with caplog.at_level(logging.WARNING, logger="capgap.diagnosis"):

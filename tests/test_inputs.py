@@ -267,6 +267,21 @@ def test_qrels_delimiter_and_header_from_the_first_non_blank_line(tmp_path):
     assert [r[1:] for r in iter_qrels(p)] == [("q", "d", 1)]
 
 
+def test_a_qrels_comment_line_is_refused_not_read_as_query_hash(tmp_path):
+    """'# comment 1' has the columns of a judgement of query '#'; every qrels reader refuses it,
+    naming the line. An id that starts with '#' is an id."""
+    from capgap.data import iter_qrels
+
+    p = tmp_path / "qrels.tsv"
+    p.write_text("q1 d0 1\n# comment 1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(p)
+    assert str(e.value) == (f"{p}:2: '# comment 1' is a comment: qrels have no comment lines (it would be a judgement of "
+                            "query '#'); remove the line")
+    p.write_text("#12 d0 1\n")
+    assert [r[1:] for r in iter_qrels(p)] == [("#12", "d0", 1)]
+
+
 def test_numeric_json_ids_keep_their_literal_text(tmp_path):
     p = tmp_path / "corpus.jsonl"
     p.write_text('{"_id": 1.50, "text": "a"}\n{"_id": 1e2, "text": "b"}\n{"_id": 7, "text": "c"}\n')

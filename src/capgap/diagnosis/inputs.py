@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -418,12 +418,33 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings) -> np.ndarray:
     return U
 
 
-def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
+class QrelsFile(dict):
+    """Qrels as ``load_qrels_file`` read them: query id -> {document id: grade} (a ``dict``).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The file, named by ``diagnose`` in errors about its judgements.
+    lines : dict
+        ``(query id, document id)`` -> the line (1-based) that first judged the pair.
+    """
+
+    def __init__(self, *args, path: str | Path, lines: Mapping[tuple[str, str], int], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.path = Path(path)
+        self.lines = dict(lines)
+
+
+def load_qrels_file(path: str | Path) -> QrelsFile:
     """Qrels as query id -> {document id: grade}: BEIR tsv (``query-id corpus-id score``, header
     optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1),
-    read by ``capgap.data.iter_qrels``. Grades <= 0 are judged non-gold. A pair repeated with
-    the same grade is one judgement; with another grade it is an error naming both lines (as
-    ``capgap.data.load_qrels``). Raises ``DataFormatError`` (file, line, field)."""
+    read by ``capgap.data.iter_qrels`` (no comment lines: a line ``# ...`` is an error). Grades
+    <= 0 are judged non-gold. A pair repeated with the same grade is one judgement; with another
+    grade it is an error naming both lines (as ``capgap.data.load_qrels``). The result is a
+    ``QrelsFile``, a dict that keeps the file and each pair's line for ``diagnose``'s messages.
+
+    Raises ``DataFormatError`` (file, line, field), and naming the file alone when it holds no
+    judgement (empty, blank or only a header)."""
     out: dict[str, dict[str, int]] = {}
     first: dict[tuple[str, str], int] = {}
     for lineno, q, d, g in iter_qrels(path, pairs=True):
@@ -432,7 +453,10 @@ def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
             raise DataFormatError(path, lineno, "score", f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
         out[q][d] = g
         first.setdefault((q, d), lineno)
-    return out
+    if not out:
+        raise DataFormatError(path, None, None, "judges no query: the file holds no judgement line (it is empty, blank or "
+                                                "only a header)")
+    return QrelsFile(out, path=path, lines=first)
 
 
 def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, list[str]]:

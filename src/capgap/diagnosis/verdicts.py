@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import DataFormatError
 from ..probe import ProbeConfig, probe
 from ..retrieval import dense_scores, duplicate_groups, rank_queries
 from .geometry import certified_ranks, index_limit_proof, l2_feasible
@@ -167,9 +168,11 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         matrix is named ``"uncompressed documents"``), a dimension mismatch, ``uncompressed``
         of another shape than ``D``, an unknown metric, id counts that differ from the row
         counts, no query row judged by the qrels (naming ids of both sides), qrels that name
-        documents not in ``doc_ids``, a query whose judged documents are all non-gold, or,
-        under ``cosine`` with ``zero_norm="error"``, a row of norm 0 (``"docs.npy: row 4
-        (0-based; ids ['d4']) has norm 0 (every value 0): cosine is undefined ..."``).
+        documents not in ``doc_ids`` (a ``DataFormatError`` naming the file, the first such
+        line and field ``corpus-id`` when ``qrels`` is a ``QrelsFile``), a query whose judged
+        documents are all non-gold, or, under ``cosine`` with ``zero_norm="error"``, a row of
+        norm 0 (``"docs.npy: row 4 (0-based; ids ['d4']) has norm 0 (every value 0): cosine is
+        undefined ..."``).
     """
     defaults = [f"no {_SIDE.get(side, side)} ids given: {how['rule']} (row 0 = {how['first'][0]!r}"
                 + (f", row 1 = {how['first'][1]!r}" if len(how["first"]) > 1 else "") + ")"
@@ -249,8 +252,17 @@ def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[s
     pos = {d: i for i, d in enumerate(doc_ids)}
     unknown = sorted({d for q in qrels for d in qrels[q] if d not in pos})
     if unknown:
-        raise ValueError(f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}; "
-                         f"the document ids look like {list(doc_ids[:3])}")
+        msg = (f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}; "
+               f"the document ids look like {list(doc_ids[:3])}")
+        lines = getattr(qrels, "lines", None)  # a QrelsFile (load_qrels_file): name the file and the first such line
+        if lines:
+            line, q, d = min((n, q, d) for (q, d), n in lines.items() if d not in pos)
+            hint = "; a line starting with '#' is a judgement: qrels have no comment lines" if q.startswith("#") else ""
+            more = [u for u in unknown if u != d]
+            also = f" (nor are {len(more)} more documents the qrels name, e.g. {more[:3]})" if more else ""
+            raise DataFormatError(qrels.path, line, "corpus-id", f"document {d!r} (query {q!r}) is not in the document ids"
+                                                                 f"{also}; the document ids look like {list(doc_ids[:3])}{hint}")
+        raise ValueError(msg)
     keep, unmatched = _match_queries(query_ids, qrels, notes)
     qids = [query_ids[i] for i in keep]
     empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
