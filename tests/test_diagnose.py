@@ -190,6 +190,45 @@ def test_query_ids_that_meet_no_judgement_are_an_error(tmp_path):
         diagnose(D, Q, QRELS, [str(i) for i in range(5)], QIDS)
 
 
+def test_qrels_errors_name_the_qrels_file_and_line(tmp_path):
+    """An empty or header-only qrels file, a comment line, and judged documents that are no
+    document id: each an error naming the qrels file (and the first such line)."""
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", Q)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    qrels = tmp_path / "qrels.tsv"
+
+    def run(text, *extra):
+        qrels.write_text(text)
+        return _diagnose_cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", qrels, "--query-ids",
+                             tmp_path / "query_ids.txt", "--k", 1, *extra)
+
+    for text in ("", "\n\n", "query-id\tcorpus-id\tscore\n"):
+        r = run(text, "--doc-ids", tmp_path / "doc_ids.txt")
+        assert r.exit_code == 1 and r.output == (f"Error: {qrels}: judges no query: the file holds no judgement line (it is "
+                                                 "empty, blank or only a header)\n"), text
+    for text in ("qa d2\n# comment\nqb d0\n", "qa\td2\t1\n  #\tcomment\t1\n"):
+        r = run(text, "--doc-ids", tmp_path / "doc_ids.txt")
+        assert r.exit_code == 1 and r.output == (f"Error: {qrels}:2: {text.splitlines()[1].strip()!r} is a comment: qrels "
+                                                 "have no comment lines (it would be a judgement of query '#'); remove the "
+                                                 "line\n"), text
+    r = run("qa d2\nqb d0\nqc dX\nqd dA\nqd dX\n", "--doc-ids", tmp_path / "doc_ids.txt")
+    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:3: field 'corpus-id': document 'dX' (query 'qc') is not in the "
+                                             "document ids (nor are 1 more documents the qrels name, e.g. ['dA']); the "
+                                             "document ids look like ['d0', 'd1', 'd2']\n")
+    r = run("qa d2\n#qb d9\n", "--doc-ids", tmp_path / "doc_ids.txt")
+    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:2: field 'corpus-id': document 'd9' (query '#qb') is not in the "
+                                             "document ids; the document ids look like ['d0', 'd1', 'd2']; a line starting "
+                                             "with '#' is a judgement: qrels have no comment lines\n")
+    r = run("qa d2\nqb d0\n")  # no --doc-ids: the default the ids came from is named too
+    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:1: field 'corpus-id': document 'd2' (query 'qa') is not in the "
+                                             "document ids (nor are 1 more documents the qrels name, e.g. ['d0']); the "
+                                             "document ids look like ['0', '1', '2'] (no document ids given: document row i "
+                                             "is document id 'i' (the row number, 0-based) (row 0 = '0', row 1 = '1'))\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_partial_id_mismatch_is_counted_and_logged(tmp_path, caplog):
     qrels = {"qa": QRELS["qa"], "qb": QRELS["qb"], "qc": QRELS["qc"], "qz": {"d0": 1}, "qy": {"d1": 1}}
     with caplog.at_level(logging.WARNING, logger="capgap.diagnosis"):
@@ -375,6 +414,24 @@ def test_ann_run_ids_that_meet_nothing_are_an_error(tmp_path):
     (tmp_path / "ids.txt").write_text("d0\n\nd1\n")
     with pytest.raises(DataFormatError, match="ids.txt:2: empty id"):
         load_ids(tmp_path / "ids.txt")
+
+
+def test_an_ann_run_repeating_a_document_is_refused_on_the_command_line(tmp_path):
+    """qd's gold is d0 (d4 is judged 0): read twice, d0 would fill both of the top 2 places. The
+    run is refused naming its file, the repeat's line and the first line."""
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", Q)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t{g}\n" for q, r in QRELS.items() for d, g in r.items()))
+    (tmp_path / "run.tsv").write_text("qd d0 5\nqd d0 4\nqd d1 3\n")
+    r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", str(tmp_path / "docs.npy"), "--query-embeddings",
+                                  str(tmp_path / "queries.npy"), "--qrels", str(tmp_path / "qrels.tsv"), "--doc-ids",
+                                  str(tmp_path / "doc_ids.txt"), "--query-ids", str(tmp_path / "query_ids.txt"),
+                                  "--ann-run", str(tmp_path / "run.tsv"), "--k", "2", "--out", str(tmp_path / "out")])
+    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'run.tsv'}:2: field 'doc-id': document 'd0' of query 'qd' "
+                                             "repeats line 1\n")
+    assert not (tmp_path / "out").exists()
 
 
 # --------------------------------------------------------------------------- compressed faiss indexes

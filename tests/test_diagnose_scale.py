@@ -239,3 +239,50 @@ def test_one_outlying_row_does_not_fake_a_proof(n_docs):
             s = D @ r.w
             assert s[g].min() > np.delete(s, g).max()
     assert 0 < sum(truth) < len(truth)  # both kinds among the 8 queries
+
+
+@pytest.mark.parametrize("size", [1e300, 3e38])
+def test_a_probe_vector_beyond_float32_is_an_error_naming_the_file(tmp_path, monkeypatch, size):
+    """Under l2, a probe vector (w, c) with c < 0 is scored by w alone in float32. A w beyond
+    float32 (1e300: the cast overflows; 3e38: finite, its scores overflow) is one error naming the
+    documents' file and the query, never numpy's RuntimeWarning. Vectors whose largest norm lies
+    in [0.5, 1) are scored as given; others times the power of two that brings it there."""
+    import warnings
+
+    from click.testing import CliRunner
+
+    from capgap.cli import main
+    from capgap.diagnosis import verdicts
+
+    real = verdicts.probe
+
+    def huge_w(*args, **kwargs):
+        results = real(*args, **kwargs)
+        results[1].w = np.r_[np.full(len(results[1].w) - 1, size), -1.0]  # q1's: no L2 query, w beyond float32
+        return results
+
+    monkeypatch.setattr(verdicts, "probe", huge_w)
+    D0, Q0 = _base()
+    m = max(np.linalg.norm(D0, axis=1).max(), np.linalg.norm(Q0, axis=1).max())
+    e = int(np.floor(np.log2(m))) + 1  # 2^(e-1) <= m < 2^e
+    D, Q = D0 / np.float32(2.0**e), Q0 / np.float32(2.0**e)  # largest norm in [0.5, 1): scored as given
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", Q)
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, r in QRELS.items() for d in r))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warning would fail the command
+        r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", str(tmp_path / "docs.npy"), "--query-embeddings",
+                                      str(tmp_path / "queries.npy"), "--qrels", str(tmp_path / "qrels.tsv"), "--doc-ids",
+                                      str(tmp_path / "doc_ids.txt"), "--query-ids", str(tmp_path / "query_ids.txt"),
+                                      "--metric", "l2", "--k", "2", "--out", str(tmp_path / "out")])
+        assert r.exit_code == 1 and r.output == (
+            f"Error: {tmp_path / 'docs.npy'}: scores overflow float32 under the probe's vector for query 'q1' (metric l2: "
+            f"its w alone): rescale the vectors of {tmp_path / 'docs.npy'} and {tmp_path / 'queries.npy'}, or drop the "
+            "rows whose norms lie far from the others'\n")
+        with pytest.raises(ValueError) as err:  # the base vectors: scored times 2^-e
+            diagnose(D0, Q0, QRELS, DOCS, QIDS, k=2, metric="l2", paths={"documents": "d.npy", "queries": "q.npy"})
+    assert str(err.value) == (f"d.npy: scores overflow float32 under the probe's vector for query 'q1' (metric l2: its w "
+                              f"alone), the vectors scored times 2^{-e}: rescale the vectors of d.npy and q.npy, or drop "
+                              "the rows whose norms lie far from the others'")

@@ -267,6 +267,21 @@ def test_qrels_delimiter_and_header_from_the_first_non_blank_line(tmp_path):
     assert [r[1:] for r in iter_qrels(p)] == [("q", "d", 1)]
 
 
+def test_a_qrels_comment_line_is_refused_not_read_as_query_hash(tmp_path):
+    """'# comment 1' has the columns of a judgement of query '#'; every qrels reader refuses it,
+    naming the line. An id that starts with '#' is an id."""
+    from capgap.data import iter_qrels
+
+    p = tmp_path / "qrels.tsv"
+    p.write_text("q1 d0 1\n# comment 1\n")
+    with pytest.raises(DataFormatError) as e:
+        load_qrels(p)
+    assert str(e.value) == (f"{p}:2: '# comment 1' is a comment: qrels have no comment lines (it would be a judgement of "
+                            "query '#'); remove the line")
+    p.write_text("#12 d0 1\n")
+    assert [r[1:] for r in iter_qrels(p)] == [("#12", "d0", 1)]
+
+
 def test_numeric_json_ids_keep_their_literal_text(tmp_path):
     p = tmp_path / "corpus.jsonl"
     p.write_text('{"_id": 1.50, "text": "a"}\n{"_id": 1e2, "text": "b"}\n{"_id": 7, "text": "c"}\n')
@@ -283,6 +298,25 @@ def test_diagnose_run_files_tabs_and_percent_encoding(tmp_path):
     trec.write_run(tmp_path / "run.trec", ["q 1"], np.array([[0, 1]]), np.array([[9.0, 8.0]]), ["doc 0", "d%2"], "x")
     assert load_run_file(tmp_path / "run.trec", percent_encoded=True) == {"q 1": ["doc 0", "d%2"]}
     assert load_run_file(tmp_path / "run.trec") == {"q%201": ["doc%200", "d%252"]}  # as written
+
+
+def test_a_document_repeated_in_a_run_is_refused_naming_both_lines(tmp_path):
+    """trec_eval refuses a repeated docno; read twice, d0 would take two of the top 2 places.
+    Every run reader names the repeat's line and the first one, ids compared as decoded."""
+    p = tmp_path / "run.tsv"
+    p.write_text("q0 d0 5\nq0 d0 4\nq0 d1 3\n")
+    with pytest.raises(DataFormatError) as e:
+        load_run_file(p)
+    assert str(e.value) == f"{p}:2: field 'doc-id': document 'd0' of query 'q0' repeats line 1"
+    p.write_text("q0 Q0 d0 1 5 x\nq1 Q0 d0 1 5 x\nq0 Q0 d1 2 4 x\nq0 Q0 doc%200 3 3 x\nq0\tQ0\tdoc 0\t4\t2\tx\n")
+    assert load_run_file(p) == {"q0": ["d0", "d1", "doc%200", "doc 0"], "q1": ["d0"]}  # ids as written: no repeat
+    with pytest.raises(DataFormatError) as e:
+        load_run_file(p, percent_encoded=True)
+    assert str(e.value) == f"{p}:5: field 'doc-id': document 'doc 0' of query 'q0' repeats line 4"
+    (tmp_path / "run.trec").write_text("q0 Q0 d0 1 5 x\nq0 Q0 d1 2 4 x\nq0 Q0 d0 3 3 x\n")
+    with pytest.raises(DataFormatError) as e:
+        trec.read_run(tmp_path / "run.trec")
+    assert str(e.value) == f"{tmp_path / 'run.trec'}:3: field 'doc-id': document 'd0' of query 'q0' repeats line 1"
 
 
 def test_diagnose_names_run_ids_that_meet_nothing():

@@ -23,7 +23,7 @@ DOC = ROOT / "docs" / "architecture.md"
 LAYERS = {
     0: ("capgap.errors", "capgap.arrays", "capgap.config", "capgap.io", "capgap.locks", "capgap.logs", "capgap.paths", "capgap.provenance",
         "capgap.metrics", "capgap.retrieval"),
-    1: ("capgap.data", "capgap.trec", "capgap.generate", "capgap.sources"),
+    1: ("capgap.data", "capgap.trec", "capgap.generate", "capgap.sources", "capgap.synthetic"),
     2: ("capgap.evaluate", "capgap.index", "capgap.encoders", "capgap.training", "capgap.figures"),
     3: ("capgap.probe", "capgap.bm25", "capgap.finetune", "capgap.colbert", "capgap.compress", "capgap.hardness",
         "capgap.nearmiss", "capgap.diagnosis", "capgap.ladder"),

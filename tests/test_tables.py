@@ -121,8 +121,14 @@ def test_bad_tables_name_the_file_row_and_column(tmp_path):
         "column 'id' (--id-column) is double: ids must be strings or integers")
     assert _table_error(tmp_path, pa.table({"emb": ok}), id_column="_id") == "no column '_id' (--id-column); its columns: emb (list<element: float>)"
     assert _table_error(tmp_path, pa.table({"a": ok, "b": ok})) == "several vector columns ['a', 'b']: name one with --column"
-    assert _table_error(tmp_path, pa.table({"id": ["x"]})) == ("no vector column (a list or fixed-size list of floats) among "
-                                                                "its columns id (string): name the column with --column")
+    assert _table_error(tmp_path, pa.table({"id": ["x"]})) == ("no column holds vectors (a list or fixed-size list of "
+                                                                "float16, float32 or float64 per row); its columns: id (string)")
+    # lists of other values: no column to name, so no option is advised
+    other = pa.table({"s": pa.array([["a"]], pa.list_(pa.string())), "i": pa.array([[1]], pa.list_(pa.int64())),
+                      "b": pa.array([[True]], pa.list_(pa.bool_()))})
+    assert _table_error(tmp_path, other) == ("no column holds vectors (a list or fixed-size list of float16, float32 or "
+                                             "float64 per row); its columns: s (list<element: string>), i (list<element: "
+                                             "int64>), b (list<element: bool>)")
     (tmp_path / "junk.parquet").write_bytes(b"not parquet at all")
     with pytest.raises(DataFormatError, match=r"junk.parquet: not a readable Parquet file \("):
         load_embeddings(tmp_path / "junk.parquet")
@@ -272,3 +278,72 @@ def test_a_default_pairing_that_the_tables_own_ids_contradict_is_refused(tmp_pat
     r = CliRunner().invoke(main, args + [str(tmp_path / "d"), "--doc-id-column", "doc"])
     assert r.exit_code == 0, r.output
     assert numbers("d") == hand_built
+
+
+def test_options_name_the_per_file_option_and_refuse_files_they_cannot_apply_to(tmp_path):
+    """Where a file needs a column or array named, the error names that file's own option (the
+    shared one beside it); an option given for a file that takes none (--key: .npz files;
+    --column, --id-column: tables) is refused, never ignored. A shared option applies to each
+    file that takes it, and is refused only where no file does."""
+    (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
+    (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
+    np.save(tmp_path / "docs.npy", D)
+    np.save(tmp_path / "queries.npy", Q)
+    np.savez(tmp_path / "emb.npz", docs=D, queries=Q)
+    pq.write_table(pa.table({"a": _list(D), "b": _list(D)}), tmp_path / "docs2.parquet")
+    pq.write_table(pa.table({"a": _list(Q), "b": _list(Q)}), tmp_path / "queries2.parquet")
+    pq.write_table(pa.table({"emb": _list(Q)}), tmp_path / "queries.parquet")
+    npy = ("--doc-embeddings", tmp_path / "docs.npy", "--query-embeddings", tmp_path / "queries.npy",
+           "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt")
+
+    def error(*args):
+        r = _run(tmp_path, "x", *args)
+        assert r.exit_code == 1 and r.output.startswith("Error: "), r.output
+        return r.output[len("Error: "):-1]
+
+    # a table or .npz holding several: its own option, the shared one beside it
+    assert error("--doc-embeddings", tmp_path / "docs.npy", "--query-embeddings", tmp_path / "queries2.parquet",
+                 "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt") == (
+        f"{tmp_path / 'queries2.parquet'}: several vector columns ['a', 'b']: name one with --query-column (or --column "
+        "for every table)")
+    assert error("--doc-embeddings", tmp_path / "docs2.parquet", "--query-embeddings", tmp_path / "queries.npy",
+                 "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt") == (
+        f"{tmp_path / 'docs2.parquet'}: several vector columns ['a', 'b']: name one with --doc-column (or --column for "
+        "every table)")
+    assert error(*npy, "--uncompressed-embeddings", tmp_path / "docs2.parquet") == (
+        f"{tmp_path / 'docs2.parquet'}: several vector columns ['a', 'b']: name one with --uncompressed-column (or "
+        "--column for every table)")
+    assert error(*npy, "--uncompressed-embeddings", tmp_path / "emb.npz") == (
+        f"{tmp_path / 'emb.npz'}: holds arrays ['docs', 'queries']: name one with --uncompressed-key (or --key for every "
+        ".npz)")
+    assert error("--doc-embeddings", tmp_path / "emb.npz", "--query-embeddings", tmp_path / "queries.npy",
+                 "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt") == (
+        f"{tmp_path / 'emb.npz'}: holds arrays ['docs', 'queries']: name one with --doc-key (or --key for every .npz)")
+    # a file's own option for a file that takes none
+    assert error(*npy, "--doc-column", "emb") == f"--doc-column applies to Parquet/Arrow tables; {tmp_path / 'docs.npy'} is a .npy file"
+    assert error(*npy, "--query-key", "q") == f"--query-key applies to .npz files; {tmp_path / 'queries.npy'} is a .npy file"
+    assert error("--doc-embeddings", tmp_path / "emb.npz", "--query-embeddings", tmp_path / "queries.npy", "--key", "docs",
+                 "--doc-id-column", "id", "--query-ids", tmp_path / "query_ids.txt") == (
+        f"--doc-id-column applies to Parquet/Arrow tables; {tmp_path / 'emb.npz'} is an .npz file")
+    assert error(*npy, "--uncompressed-embeddings", tmp_path / "docs.npy", "--uncompressed-key", "docs") == (
+        f"--uncompressed-key applies to .npz files; {tmp_path / 'docs.npy'} is a .npy file")
+    assert error(*npy, "--uncompressed-column", "emb") == "--uncompressed-column is given without --uncompressed-embeddings"
+    # a shared option that applies to no file
+    assert error(*npy, "--column", "emb") == (f"--column applies to Parquet/Arrow tables, and no file takes it: "
+                                              f"{tmp_path / 'docs.npy'} is a .npy file, {tmp_path / 'queries.npy'} is a .npy file")
+    assert error(*npy, "--id-column", "id") == (f"--id-column applies to Parquet/Arrow tables, and no file takes it: "
+                                                f"{tmp_path / 'docs.npy'} is a .npy file, {tmp_path / 'queries.npy'} is a .npy file")
+    assert error("--doc-embeddings", tmp_path / "emb.npz", "--query-embeddings", tmp_path / "emb.npz", "--doc-ids",
+                 tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--key", "docs", "--doc-key", "docs",
+                 "--query-key", "queries") == (f"--key applies to .npz files, and no file takes it: {tmp_path / 'emb.npz'} "
+                                               f"takes --doc-key, {tmp_path / 'emb.npz'} takes --query-key")
+    # a shared option that applies to one file: taken there, the hand-built case's numbers (module comment)
+    for out, args in {"key": ("--doc-embeddings", tmp_path / "emb.npz", "--query-embeddings", tmp_path / "queries.parquet",
+                              "--key", "docs", "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt"),
+                      "column": ("--doc-embeddings", tmp_path / "docs.npy", "--query-embeddings", tmp_path / "queries2.parquet",
+                                 "--column", "b", "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids",
+                                 tmp_path / "query_ids.txt")}.items():
+        r = _run(tmp_path, out, *args)
+        assert r.exit_code == 0, (out, r.output)
+        s = json.loads((tmp_path / out / "summary.json").read_text())
+        assert s["probe_recall@1"] == 0.75 and s["encoder_recall@1"] == 0.5, out

@@ -48,20 +48,23 @@ def main() -> None:
                    "error naming the file and rows, or set-apart: such rows left out and counted in summary.json.")
 @click.option("--key", default=None,
               help="Array name inside the .npz files (needed where one holds several; a name a file lacks is an error). "
-                   "The default of --doc-key and --query-key.")
+                   "The default of --doc-key and --query-key, for each .npz among the files; an error where no file "
+                   "takes it.")
 @click.option("--doc-key", default=None, help="Array name inside the documents' .npz; default --key.")
 @click.option("--uncompressed-key", default=None, help="Array name inside the uncompressed documents' .npz; default --doc-key.")
 @click.option("--query-key", default=None, help="Array name inside the queries' .npz; default --key. One .npz holding both "
                                                 "(np.savez(f, docs=D, queries=Q)): --doc-key docs --query-key queries.")
 @click.option("--column", default=None,
               help="Vector column of Parquet/Arrow tables: a list or fixed-size list of floats per row (default: the "
-                   "table's only such column). The default of --doc-column and --query-column.")
+                   "table's only such column). The default of --doc-column and --query-column, for each table among the "
+                   "files; an error where no file takes it.")
 @click.option("--doc-column", default=None, help="Vector column of the documents' table; default --column.")
 @click.option("--query-column", default=None, help="Vector column of the queries' table; default --column.")
 @click.option("--uncompressed-column", default=None, help="Vector column of the uncompressed documents' table; default --doc-column.")
 @click.option("--id-column", "id_column", default=None,
               help="Id column of Parquet/Arrow tables (strings or integers): the ids of their rows, in place of "
-                   "--doc-ids / --query-ids. The default of --doc-id-column and --query-id-column.")
+                   "--doc-ids / --query-ids. The default of --doc-id-column and --query-id-column, for each table among "
+                   "the files; an error where no file takes it.")
 @click.option("--doc-id-column", default=None, help="Id column of the documents' table, in place of --doc-ids; default --id-column.")
 @click.option("--query-id-column", default=None, help="Id column of the queries' table, in place of --query-ids; default --id-column.")
 @click.option("--uncompressed-id-column", default=None,
@@ -94,14 +97,19 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
     try:
         # each checked: shape, dtype, finite values; a table's ids checked too
         # per-file options, the shared ones as their default: (value, option name for messages)
-        dkey, qkey = (doc_key, "--doc-key") if doc_key is not None else (key, "--key"), \
-            (query_key, "--query-key") if query_key is not None else (key, "--key")
-        ukey = (uncompressed_key, "--uncompressed-key") if uncompressed_key is not None else dkey
-        dcol, qcol = ((doc_column, "--doc-column") if doc_column is not None else (column, "--column"),
-                      (query_column, "--query-column") if query_column is not None else (column, "--column"))
-        ucol = (uncompressed_column, "--uncompressed-column") if uncompressed_column is not None else dcol
-        did, qid = (doc_id_column, "--doc-id-column") if doc_id_column is not None else (id_column, "--id-column"), \
-            (query_id_column, "--query-id-column") if query_id_column is not None else (id_column, "--id-column")
+        if uncompressed is None:
+            for value, name in ((uncompressed_key, "--uncompressed-key"), (uncompressed_column, "--uncompressed-column")):
+                if value is not None:
+                    raise ValueError(f"{name} is given without --uncompressed-embeddings")
+        files = {"documents": docs, "queries": queries, "uncompressed documents": uncompressed}
+        dkey, qkey, ukey = _file_options(files, "key", key, "--key", {
+            "documents": (doc_key, "--doc-key", ()), "queries": (query_key, "--query-key", ()),
+            "uncompressed documents": (uncompressed_key, "--uncompressed-key", ((doc_key, "--doc-key"),))})
+        dcol, qcol, ucol = _file_options(files, "column", column, "--column", {
+            "documents": (doc_column, "--doc-column", ()), "queries": (query_column, "--query-column", ()),
+            "uncompressed documents": (uncompressed_column, "--uncompressed-column", ((doc_column, "--doc-column"),))})
+        did, qid = _file_options(files, "id_column", id_column, "--id-column", {
+            "documents": (doc_id_column, "--doc-id-column", ()), "queries": (query_id_column, "--query-id-column", ())})
         D = load_embeddings(docs, dkey[0], dcol[0], did[0], key_option=dkey[1], column_option=dcol[1],
                             id_column_option=did[1])
         Q = load_embeddings(queries, qkey[0], qcol[0], qid[0], key_option=qkey[1], column_option=qcol[1],
@@ -171,6 +179,42 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
     click.echo(diag.summary["reading"])
     click.echo(f"verdicts: {diag.summary['verdicts']}")
     click.echo(f"wrote {', '.join(str(p) for p in paths.values())}")
+
+
+def _file_options(files: dict, option: str, shared, shared_name: str, own: dict) -> list[tuple]:
+    """Each file's ``(value, option name for messages)`` for one family of per-file options
+    (``option``: ``"key"``, ``"column"`` or ``"id_column"``, ``capgap.diagnosis.inputs.OPTION_FORMATS``).
+
+    ``own``: file name (a key of ``files``, whose values are paths or None) -> ``(value, name,
+    defaults)``. A file's own option is taken as given (``load_embeddings`` refuses it where the
+    file takes no such option); else the first of ``defaults`` (``(value, name)`` pairs), then
+    the shared option, that is given and applies to the file's format. Where none is, the value
+    is None and the name says which options would give one (``--query-column (or --column for
+    every table)``). Raises ``ValueError`` when the shared option is given and applies to no file
+    (each file's format or own option named)."""
+    from .diagnosis.inputs import FORMAT_NAMES, OPTION_FORMATS, embedding_format  # lazy: as in diagnose
+
+    wanted, what = OPTION_FORMATS[option]
+    noun = {"npz": ".npz", "table": "table"}[wanted]
+    out, why, used = [], [], False
+    for file, (value, name, defaults) in own.items():
+        path = files[file]
+        if path is None:
+            out.append((None, None))
+            continue
+        if value is not None:
+            out.append((value, name))
+            why.append(f"{path} takes {name}")
+            continue
+        fmt = embedding_format(path) if shared is not None or any(v is not None for v, _ in defaults) else None
+        pick = next(((v, n) for v, n in (*defaults, (shared, shared_name)) if v is not None and fmt == wanted), None)
+        used = used or (pick is not None and pick[1] == shared_name)
+        out.append(pick or (None, f"{name} (or {shared_name} for every {noun})"))
+        if shared is not None:
+            why.append(f"{path} takes {pick[1]}" if pick else f"{path} is {FORMAT_NAMES[fmt]}")
+    if shared is not None and not used:
+        raise ValueError(f"{shared_name} applies to {what}, and no file takes it: {', '.join(why)}")
+    return out
 
 
 if __name__ == "__main__":

@@ -113,9 +113,11 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     (``decode_id``). Blank lines are skipped; lines are read by ``capgap.data.iter_lines``.
 
     Raises ``DataFormatError(path, line, field)`` for bad UTF-8, a line without 6 columns, a
-    malformed percent-escape (field ``query-id`` / ``doc-id``) or a score that is not a number
+    malformed percent-escape (field ``query-id`` / ``doc-id``), a document repeated for one query
+    (field ``doc-id``, naming the line of its first appearance) or a score that is not a number
     or is NaN (field ``score``)."""
     out: dict[str, list[tuple[str, float]]] = {}
+    first: dict[tuple[str, str], int] = {}  # (query, document) -> its line
     for lineno, line in iter_lines(path):
         cols = line.split()
         if not cols:
@@ -136,6 +138,9 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
             raise DataFormatError(path, lineno, "score", f"not a number: {cols[4]!r}") from None
         if math.isnan(s):
             raise DataFormatError(path, lineno, "score", f"not a number: {cols[4]!r}")
+        if (q, d) in first:  # trec_eval refuses a repeated docno: it would take two places in the ranking
+            raise DataFormatError(path, lineno, "doc-id", f"document {d!r} of query {q!r} repeats line {first[q, d]}")
+        first[q, d] = lineno
         out.setdefault(q, []).append((d, s))
     return out
 

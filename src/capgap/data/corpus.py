@@ -348,9 +348,13 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
     name is known and they put the columns in another order (``corpus-id query-id score``), each
     data line is read by name and must have the header's column count; otherwise by position.
 
+    Qrels have no comment lines: a line whose first word is ``#`` (``# a comment``) is an error
+    naming it, never a judgement of query ``'#'``; an id that merely starts with ``#`` (``#12``)
+    is an id.
+
     Raises ``DataFormatError`` naming the line and field: bad UTF-8, wrong column count, an
-    empty id or one with a control character (``check_id``), a score that is not a finite
-    integer grade (on line 1 too when none of its names is known); and, on the header's line,
+    empty id or one with a control character (``check_id``), a first word ``#``, a score that is
+    not a finite integer grade (on line 1 too when none of its names is known); and, on the header's line,
     names that put known columns out of the format's order beside unknown ones, or two names for
     one column (the order found is named).
     """
@@ -369,6 +373,9 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
     for lineno, line in iter_lines(path):
         if not line.strip():
             continue
+        if re.match(r"\s*#(\s|$)", line):  # '# a comment' would read as a judgement of query '#'
+            raise DataFormatError(path, lineno, None, f"{line.strip()[:40]!r} is a comment: qrels have no comment lines "
+                                                      "(it would be a judgement of query '#'); remove the line")
         if first:
             delim = "\t" if "\t" in line else None
         cols = line.split(delim)

@@ -5,7 +5,8 @@
   Arrow IPC table through ``capgap.diagnosis.tables``; a faiss index through
   ``capgap.diagnosis.faiss_io``) -> ``Embeddings`` (matrix, faiss metric, kind, bytes per
   vector, faiss ids, a table's row ids); ``load_matrix`` (the matrix alone); ``validate_matrix``
-  (an in-memory matrix: 2-d, floating point, finite, checked blockwise);
+  (an in-memory matrix: 2-d, floating point, finite, checked blockwise); ``embedding_format``
+  (which format a file is, and ``OPTION_FORMATS``, which formats take a key, column or id column);
 - ids: ``load_ids`` (one per line), ``row_ids`` (an ids file or a table's id column),
   ``document_ids`` (faiss ids to row ids) and ``match_uncompressed`` (the uncompressed vectors
   of an index's rows, by id where they have ids);
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -130,6 +131,32 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name}: {problem}")
 
 
+_SUFFIX_ERROR = "expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, .feather) or a faiss index (.faiss/.index)"
+FORMAT_NAMES = {"npy": "a .npy file", "npz": "an .npz file", "table": "a Parquet/Arrow table", "faiss": "a faiss index"}
+# what the options of load_embeddings apply to: key -> .npz files, column and id_column -> tables
+OPTION_FORMATS = {"key": ("npz", ".npz files"), "column": ("table", "Parquet/Arrow tables"),
+                  "id_column": ("table", "Parquet/Arrow tables")}
+
+
+def embedding_format(path: str | Path) -> str:
+    """The format of an embedding file, as ``load_embeddings`` reads it: ``"npy"`` or ``"npz"``
+    (a ``.npy``/``.npz`` file, told apart by its first bytes: ``capgap.arrays.numpy_format``),
+    ``"table"`` (Parquet or Arrow IPC) or ``"faiss"``; ``FORMAT_NAMES`` says each in words.
+
+    Raises ``DataFormatError`` naming the file for another suffix, or a ``.npy``/``.npz`` that
+    is neither (``numpy_format``)."""
+    from .tables import TABLE_SUFFIXES  # lazy: as in load_embeddings
+
+    path = Path(path)
+    if path.suffix in (".npy", ".npz"):
+        return numpy_format(path)
+    if path.suffix in TABLE_SUFFIXES:
+        return "table"
+    if path.suffix in (".faiss", ".index"):
+        return "faiss"
+    raise DataFormatError(path, None, None, _SUFFIX_ERROR)
+
+
 def load_embeddings(path: str | Path, key: str | None = None, column: str | None = None,
                     id_column: str | None = None, key_option: str = "--key", column_option: str = "--column",
                     id_column_option: str = "--id-column") -> Embeddings:
@@ -147,15 +174,18 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
         as ``numpy.load`` does. The file is never written.
     key : str, optional
         The array to take from an ``.npz`` (needed when it holds several; one it does not hold
-        is an error, also in a file holding a single array).
+        is an error, also in a file holding a single array). Given for another format, an error.
     column : str, optional
-        A table's vector column (default: its only list-of-floats column).
+        A table's vector column (default: its only list-of-floats column). Given for another
+        format, an error.
     id_column : str, optional
-        A table's id column: its ids become ``Embeddings.row_ids``.
+        A table's id column: its ids become ``Embeddings.row_ids``. Given for another format,
+        an error.
     key_option, column_option, id_column_option : str
         The command-line options that gave ``key`` (``--key``, ``--doc-key``, ``--query-key``,
         ``--uncompressed-key``), ``column`` and ``id_column`` (``--query-column``,
-        ``--doc-id-column`` ...), for messages.
+        ``--doc-id-column`` ...), for messages; where none was given, the options to name when
+        one is needed (``"--query-column (or --column for every table)"``).
 
     Returns
     -------
@@ -180,6 +210,9 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
 
     Raises
     ------
+    ValueError
+        ``key``, ``column`` or ``id_column`` given for a file that takes none (``--column applies
+        to Parquet/Arrow tables; docs.npy is a .npy file``: ``OPTION_FORMATS``).
     DataFormatError
         Naming the file: another suffix; a ``.npy``/``.npz`` that is neither (raw ``tofile()``
         bytes, a git-LFS pointer, an HTML page: ``capgap.arrays.numpy_format``), holds pickled
@@ -196,23 +229,26 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
     from .tables import TABLE_SUFFIXES, read_table_vectors  # lazy: pyarrow is imported only for a table (the report env reads qrels here)
 
     path = Path(path)
+    fmt = embedding_format(path)
+    for value, option, name in ((key, key_option, "key"), (column, column_option, "column"),
+                                (id_column, id_column_option, "id_column")):
+        wanted, what = OPTION_FORMATS[name]
+        if value is not None and fmt != wanted:  # an option the file cannot take is a mistake, never ignored
+            raise ValueError(f"{option} applies to {what}; {path} is {FORMAT_NAMES[fmt]}")
     if path.suffix in (".npy", ".npz"):
-        a = read_npy(path) if numpy_format(path) == "npy" else _npz_array(path, key, key_option)
+        a = read_npy(path) if fmt == "npy" else _npz_array(path, key, key_option)
     elif path.suffix in TABLE_SUFFIXES:
         a, ids, col = read_table_vectors(path, column, id_column, column_option, id_column_option)
         problem = _matrix_problem(a)
         if problem:
             raise DataFormatError(path, None, None, f"column {col!r}: {problem}")
         return Embeddings(a, None, path, a.dtype.name, float(a.dtype.itemsize * a.shape[1]), row_ids=ids)
-    elif path.suffix in (".faiss", ".index"):
+    else:
         from .faiss_io import read_faiss_vectors  # lazy: faiss (the report rule reads qrels here; its env has no faiss)
 
         metric, fv = read_faiss_vectors(path)
         _check_matrix(fv.matrix, path)
         return Embeddings(fv.matrix, metric, path, fv.kind, fv.bytes_per_vector, fv.faiss_type, fv.ids)
-    else:
-        raise DataFormatError(path, None, None, "expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, "
-                                                ".feather) or a faiss index (.faiss/.index)")
     _check_matrix(a, path)
     return Embeddings(a, None, path, a.dtype.name, float(a.dtype.itemsize * a.shape[1]))
 
@@ -436,12 +472,33 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] 
     return U
 
 
-def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
+class QrelsFile(dict):
+    """Qrels as ``load_qrels_file`` read them: query id -> {document id: grade} (a ``dict``).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The file, named by ``diagnose`` in errors about its judgements.
+    lines : dict
+        ``(query id, document id)`` -> the line (1-based) that first judged the pair.
+    """
+
+    def __init__(self, *args, path: str | Path, lines: Mapping[tuple[str, str], int], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.path = Path(path)
+        self.lines = dict(lines)
+
+
+def load_qrels_file(path: str | Path) -> QrelsFile:
     """Qrels as query id -> {document id: grade}: BEIR tsv (``query-id corpus-id score``, header
     optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1),
-    read by ``capgap.data.iter_qrels``. Grades <= 0 are judged non-gold. A pair repeated with
-    the same grade is one judgement; with another grade it is an error naming both lines (as
-    ``capgap.data.load_qrels``). Raises ``DataFormatError`` (file, line, field)."""
+    read by ``capgap.data.iter_qrels`` (no comment lines: a line ``# ...`` is an error). Grades
+    <= 0 are judged non-gold. A pair repeated with the same grade is one judgement; with another
+    grade it is an error naming both lines (as ``capgap.data.load_qrels``). The result is a
+    ``QrelsFile``, a dict that keeps the file and each pair's line for ``diagnose``'s messages.
+
+    Raises ``DataFormatError`` (file, line, field), and naming the file alone when it holds no
+    judgement (empty, blank or only a header)."""
     out: dict[str, dict[str, int]] = {}
     first: dict[tuple[str, str], int] = {}
     for lineno, q, d, g in iter_qrels(path, pairs=True):
@@ -450,7 +507,10 @@ def load_qrels_file(path: str | Path) -> dict[str, dict[str, int]]:
             raise DataFormatError(path, lineno, "score", f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
         out[q][d] = g
         first.setdefault((q, d), lineno)
-    return out
+    if not out:
+        raise DataFormatError(path, None, None, "judges no query: the file holds no judgement line (it is empty, blank or "
+                                                "only a header)")
+    return QrelsFile(out, path=path, lines=first)
 
 
 def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, list[str]]:
@@ -469,10 +529,12 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
     Raises ``DataFormatError`` naming file and line for bad UTF-8, a wrong column count, an id
     with a control character (``capgap.data.check_id``) or a malformed percent escape, and
     (field ``score``) a score that is not a number (except on line 1, a header) or is not finite
-    (``nan``, ``inf``), and (field ``rank``) a run whose scores ascend with rank on some queries
-    and not on others."""
+    (``nan``, ``inf``), (field ``doc-id``) a (query, document) pair on two lines (``run.tsv:2:
+    field 'doc-id': document 'd0' of query 'q0' repeats line 1``: trec_eval refuses it too), and
+    (field ``rank``) a run whose scores ascend with rank on some queries and not on others."""
     path = Path(path)
     rows: dict[str, list[tuple[float, int, str, float | None]]] = {}
+    first: dict[tuple[str, str], int] = {}  # (query, document) -> its line
     scored = True  # every line gave a score
     for i, line in iter_lines(path):
         if not line.strip():
@@ -501,6 +563,9 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
                 raise DataFormatError(path, i, None, f"not a percent-encoded id: {e}") from None
         check_id(path, i, "query-id", q)
         check_id(path, i, "doc-id", d)
+        if (q, d) in first:  # trec_eval refuses a repeated docno: it would take two places in the ranking
+            raise DataFormatError(path, i, "doc-id", f"document {d!r} of query {q!r} repeats line {first[q, d]}")
+        first[q, d] = i
         rows.setdefault(q, []).append((-s, i, d, rank))
     return run_in_order(path, rows, scored)
 

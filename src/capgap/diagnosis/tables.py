@@ -86,9 +86,9 @@ def _pick_vector_column(pa, path: Path, schema, column: str | None, option: str 
     found = [f.name for f in schema if _is_vector_type(pa, f.type)]
     if len(found) == 1:
         return found[0]
-    if not found:
-        raise DataFormatError(path, None, None, f"no vector column (a list or fixed-size list of floats) among its columns "
-                                                f"{_columns(schema)}: name the column with {option}")
+    if not found:  # naming a column cannot help: none holds vectors _vectors would take
+        raise DataFormatError(path, None, None, f"no column holds vectors (a list or fixed-size list of float16, float32 or "
+                                                f"float64 per row); its columns: {_columns(schema)}")
     raise DataFormatError(path, None, None, f"several vector columns {found}: name one with {option}")
 
 
@@ -205,8 +205,9 @@ def read_table_vectors(path: str | Path, column: str | None = None, id_column: s
     ------
     DataFormatError
         Naming the file and, where there is one, the row (0-based) and column: pyarrow cannot
-        read the file; no such column, no vector column or several (name one with
-        ``--column``); a column that is no list of floats (``row 0 (0-based), column 'emb':
+        read the file; no such column, no vector column (``no column holds vectors ...; its
+        columns: emb (list<element: int64>)``) or several (name one with ``column_option``); a
+        column that is no list of floats (``row 0 (0-based), column 'emb':
         '[0.1, 0.2]' is string, not a vector ...``); a null vector or null value; vectors of
         different lengths (``row 2 (0-based), column 'emb': 3 values, row 0 has 4 ...``); ids
         that are not strings or integers, null, empty, hold a control character, or repeat

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import DataFormatError
 from ..probe import ProbeConfig, probe
 from ..retrieval import dense_scores, duplicate_groups, rank_queries
 from .geometry import certified_ranks, index_limit_proof, l2_feasible
@@ -168,9 +169,13 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         matrix is named ``"uncompressed documents"``), a dimension mismatch, ``uncompressed``
         of another shape than ``D``, an unknown metric, id counts that differ from the row
         counts, no query row judged by the qrels (naming ids of both sides), qrels that name
-        documents not in ``doc_ids``, a query whose judged documents are all non-gold, or,
-        under ``cosine`` with ``zero_norm="error"``, a row of norm 0 (``"docs.npy: row 4
-        (0-based; ids ['d4']) has norm 0 (every value 0): cosine is undefined ..."``).
+        documents not in ``doc_ids`` (a ``DataFormatError`` naming the file, the first such
+        line and field ``corpus-id`` when ``qrels`` is a ``QrelsFile``), a query whose judged
+        documents are all non-gold, or, under ``cosine`` with ``zero_norm="error"``, a row of
+        norm 0 (``"docs.npy: row 4 (0-based; ids ['d4']) has norm 0 (every value 0): cosine is
+        undefined ..."``); under ``l2``, a probe vector that is no L2 query and scores the
+        documents beyond float32's range (``"docs.npy: scores overflow float32 under the probe's
+        vector for query 'q0' ..."``, the file from ``paths``).
     """
     defaults = [f"no {_SIDE.get(side, side)} ids given: {how['rule']} (row 0 = {how['first'][0]!r}"
                 + (f", row 1 = {how['first'][1]!r}" if len(how["first"]) > 1 else "") + ")"
@@ -197,7 +202,7 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         for msg in getattr(ann_run, "notes", ()):  # how load_run_file ordered the run (a RunFile)
             _note(case.notes, msg)
         case.notes += _run_mismatch(ann_run, case.qids, case.pos_all)
-    pr, pu = _probe_both(case, sc, metric, threads, probe_cfg)
+    pr, pu = _probe_both(case, sc, metric, threads, probe_cfg, paths or {})
     # the encoder's full ranking under the evaluation tie rule (capgap.retrieval)
     enc_ranks, exact_top, _ = rank_queries(dense_scores(sc.Qs, sc.Ds, threads), len(case.qids), sc.gold_rows, sc.grades,
                                            None, sc.kk, len(case.doc_ids), sc.groups)
@@ -250,8 +255,17 @@ def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[s
     pos = {d: i for i, d in enumerate(doc_ids)}
     unknown = sorted({d for q in qrels for d in qrels[q] if d not in pos})
     if unknown:
-        raise ValueError(f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}; "
-                         f"the document ids look like {list(doc_ids[:3])}")
+        msg = (f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}; "
+               f"the document ids look like {list(doc_ids[:3])}")
+        lines = getattr(qrels, "lines", None)  # a QrelsFile (load_qrels_file): name the file and the first such line
+        if lines:
+            line, q, d = min((n, q, d) for (q, d), n in lines.items() if d not in pos)
+            hint = "; a line starting with '#' is a judgement: qrels have no comment lines" if q.startswith("#") else ""
+            more = [u for u in unknown if u != d]
+            also = f" (nor are {len(more)} more documents the qrels name, e.g. {more[:3]})" if more else ""
+            raise DataFormatError(qrels.path, line, "corpus-id", f"document {d!r} (query {q!r}) is not in the document ids"
+                                                                 f"{also}; the document ids look like {list(doc_ids[:3])}{hint}")
+        raise ValueError(msg)
     keep, unmatched = _match_queries(query_ids, qrels, notes)
     qids = [query_ids[i] for i in keep]
     empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
@@ -290,6 +304,15 @@ def _score(case: _Case, metric: str, k: int) -> _Scoring:
     return _Scoring(Ds, Qs, Us, golds, gold_rows, grades, groups, min(k, len(case.doc_ids)))
 
 
+class _ProbeOverflow(ValueError):
+    """The probe's vector for judged query ``query`` (an index into the judged queries) scores the
+    documents beyond float32's range (``_probe_geometry``; ``_probe_both`` names the files)."""
+
+    def __init__(self, query: int):
+        super().__init__(f"scores overflow float32 under the probe's vector for judged query {query}")
+        self.query = query
+
+
 def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list[int], metric: str, kk: int,
                     threads: int | None, probe_cfg: Mapping | None, groups) -> _Geometry:
     """Run the probe on one scoring matrix ``Ds`` ``(n_docs, dim')`` float32 (``_scoring_matrix``).
@@ -302,7 +325,8 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list
     ``c >= 0`` (``geometry.l2_feasible``) gives an L2 query point that ranks the gold set first,
     or proves that none does. ``n_golds``: each query's gold count (the recall denominator's
     |gold|, set-apart documents included). Per query, ``proofs`` says why no query vector (no
-    L2 query point) can serve it at ``kk``, or None (``geometry.index_limit_proof``)."""
+    L2 query point) can serve it at ``kk``, or None (``geometry.index_limit_proof``). Raises
+    ``_ProbeOverflow`` where such a ``w`` scores ``Ds`` beyond float32's range."""
     cfg = ProbeConfig.from_config(probe_cfg)
     results = probe(Ds, gold_rows, threads=threads, grades=grades, **cfg.kwargs())
     ranks = [res.gold_ranks for res in results]
@@ -312,10 +336,17 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list
     off = [i for i, r in enumerate(reachable) if not r] if reachable is not None else []
     if off:
         # (w, c) with c <= 0 is no L2 query; w alone is the limit of the L2 queries t*w, t -> oo
-        W = np.stack([results[i].w for i in off]).astype(np.float32)
+        with np.errstate(over="ignore"):  # a w beyond float32 is refused below, naming the query
+            W = np.stack([results[i].w for i in off]).astype(np.float32)
         W[:, -1] = 0.0
-        f_ranks, _, _ = rank_queries(dense_scores(W, Ds, threads), len(off), [gold_rows[i] for i in off],
-                                     [grades[i] for i in off], None, kk, Ds.shape[0], groups)
+        beyond = np.flatnonzero(~np.isfinite(W).all(axis=1))
+        if len(beyond):
+            raise _ProbeOverflow(off[int(beyond[0])])
+        try:
+            f_ranks, _, _ = rank_queries(dense_scores(W, Ds, threads), len(off), [gold_rows[i] for i in off],
+                                         [grades[i] for i in off], None, kk, Ds.shape[0], groups)
+        except ValueError:  # dense_scores: scores beyond float32
+            raise _ProbeOverflow(off[0]) from None
         for i, r in zip(off, f_ranks):
             ranks[i] = r
             certified[i] = bool(r.max() <= len(r))  # pessimistic ranks 1..|G|: every gold strictly first
@@ -342,12 +373,25 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list
 
 
 def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
-                probe_cfg: Mapping | None) -> tuple[_Geometry, _Geometry | None]:
+                probe_cfg: Mapping | None, paths: Mapping[str, str]) -> tuple[_Geometry, _Geometry | None]:
     """The probe on the index's vectors and, when given, on the uncompressed ones; a note where
-    its vector is no L2 query (``l2``)."""
+    its vector is no L2 query (``l2``). Raises ``ValueError`` naming the documents' file
+    (``paths``) and the query where the probe's vector scores them beyond float32's range."""
     n = len(case.qids)
     n_golds = [len(g) for g in sc.golds]
-    pr = _probe_geometry(sc.Ds, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg, sc.groups)
+
+    def named(e: _ProbeOverflow, side: str) -> ValueError:
+        docs, queries = paths.get(side) or side, paths.get("queries") or "queries"
+        scale = (case.score_scale or {}).get("documents", 1.0)
+        at = f", the vectors scored times 2^{int(np.log2(scale))}" if scale != 1.0 else ""
+        return ValueError(f"{docs}: scores overflow float32 under the probe's vector for query {case.qids[e.query]!r} "
+                          f"(metric {metric}: its w alone){at}: rescale the vectors of {docs} and {queries}, or drop the "
+                          "rows whose norms lie far from the others'")
+
+    try:
+        pr = _probe_geometry(sc.Ds, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg, sc.groups)
+    except _ProbeOverflow as e:
+        raise named(e, "documents") from None
     if pr.l2_lp:
         _note(case.notes, f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
                           f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
@@ -363,8 +407,11 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
                           f"undetermined: no inseparability proof is taken from it, e.g. {failed[:3]}")
     pu = None
     if sc.Us is not None:
-        pu = _probe_geometry(sc.Us, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg,
-                             duplicate_groups(sc.Us))
+        try:
+            pu = _probe_geometry(sc.Us, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg,
+                                 duplicate_groups(sc.Us))
+        except _ProbeOverflow as e:
+            raise named(e, "uncompressed documents") from None
         if pu.off:
             _note(case.notes, f"metric l2, uncompressed documents: for {len(pu.off)} of {n} queries the probe's "
                               f"vector is no L2 query; their uncompressed probe numbers come from w alone, a lower bound")

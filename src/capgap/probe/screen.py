@@ -117,29 +117,30 @@ def _init() -> None:
 def _solve_candidates(task) -> ProbeResult:
     """The probe on one query's candidates: ``task`` = (rows, gold positions among them, grades,
     duplicate groups among them, r)."""
-    from .solver import _probe  # import cycle: solver calls screened_probe
-
     rows, gpos, grades, groups, r = task
     s = _SETTINGS
+    _probe = s["solve"]  # solver._probe, passed in by probe() (this module sits below the solver)
     assert _INDEX is not None
     Dc = np.ascontiguousarray(_INDEX[rows], dtype=np.float32)
     quiet = logging.getLogger("capgap.probe")  # the iteration cap is warned once for all queries (screened_probe)
     level, quiet.level = quiet.level, logging.ERROR
     try:
         return _probe(Dc, [gpos], s["C"] * r, s["eps"] / r, s["max_iter"], None, s["lp_check_max_docs"], s["C_max"] * r,
-                      False, None, [grades], None, 0, groups, s["solve"], 1, s["pairs"])[0]
+                      False, None, [grades], None, 0, groups, s["mode"], 1, s["pairs"])[0]
     finally:
         quiet.level = level
 
 
-def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: int, progress: bool, whole) -> list[ProbeResult]:
+def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: int, progress: bool, whole,
+                   solve) -> list[ProbeResult]:
     """The probe of every query by screening (module docstring).
 
     ``D``: ``(n_docs, dim)`` the index (float32, or cast block by block; may be a memory map);
     ``golds`` / ``grs`` / ``excls``: ``setup._queries``' validated rows, grades and exclusions;
     ``duplicates``: ``probe(duplicates=...)``; ``settings``: C, C_max (resolved, >= C), eps,
     max_iter, lp_check_max_docs, depth, solve, pairs; ``whole(queries)``: the whole-index probe
-    of those queries (their ``ProbeResult`` list, in order), for what screening leaves open.
+    of those queries (their ``ProbeResult`` list, in order), for what screening leaves open;
+    ``solve``: ``solver._probe``, run on each query's candidates.
     Returns one ``ProbeResult`` per query, in order: ``extra["screen"]`` = ``{"rounds",
     "candidates", "exact", "whole"}`` (rounds on candidates; their count, the index's own for a
     query the whole-index probe decided, ``whole`` True), ``extra["C_final"]`` in the whole
@@ -153,7 +154,7 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: in
     chunk = max(1, const.SCREEN_SCORE_BYTES // (4 * max(n, 1)))
     bar = tqdm(total=len(golds), desc="probe (screened)", unit="query") if progress else None
     global _INDEX, _SETTINGS
-    _INDEX, _SETTINGS = D, settings  # before the fork: the workers inherit them
+    _INDEX, _SETTINGS = D, dict(settings, mode=settings["solve"], solve=solve)  # before the fork: the workers inherit them
     pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_init) if workers > 1 else None
     try:
         for c0 in range(0, len(golds), chunk):

@@ -125,7 +125,7 @@ def probe(
 
             settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
                             lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve, pairs=pairs)
-            results = screened_probe(D, golds, grs, excls, duplicates, settings, workers, progress, whole)
+            results = screened_probe(D, golds, grs, excls, duplicates, settings, workers, progress, whole, _probe)
         else:
             results = _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets,
                              grades, tie_groups, int(depth), duplicates, solve, workers, pairs)
