@@ -14,9 +14,13 @@ Method
    back-propagates through every activation). Attention's T^2 term is ignored (T <= 512).
 3. GPU time = FLOPs / (assumed sustained bf16 FLOP/s, default 300 TFLOP/s: ~30% of an H100's
    dense bf16 peak). Every number scales inversely with that assumption.
-4. The probe runs on CPU: its measured cost (benchmarks/README.md: 41 s for 1,000 queries on
-   200k x 768, 2 cores) scales with n_docs x dim x queries (one score and one constraint product
-   per iteration; iterations measured ~10 on synthetic data, more on hard real data).
+4. The probe runs on CPU. Up to 50k documents, the whole-index probe at NFCorpus's measured cost
+   per query x document x dimension (item 7). Above, screening (``capgap.probe.screen``): about
+   two passes of the bare float32 score product per query plus each query's solve on its
+   candidates, by query class (easy: 1-2 gold; multi-gold; inseparable: hundreds of gold spread
+   over the index, which the whole-index probe takes), all measured by benchmarks/scale.py on
+   structured 171k-523k x 768 indexes (``probe_core_s``). Which class a dataset's queries fall in
+   is an assumption (``QUERY_CLASS``); the solve's growth with the dimension is a projection.
 5. ColBERT's token index and exact MaxSim re-scoring run on CPU (faiss), scaled from limit-50k
    (measured: 6.3 min index build over 6.05M tokens, 2.4 min for 1,000 queries, 2 cores).
 6. Disk: float32 frozen indexes (n_docs x dim x 4 B), ColBERT token embeddings at the bytes per
@@ -61,7 +65,34 @@ DATASETS = {
 ENCODERS = {"distilbert": (42.6e6, 768), "qwen3-4b": (3.63e9, 2560)}
 COLBERT_PARAMS = 110e6  # GTE-ModernColBERT-v1 (ModernBERT-base), non-embedding
 MINILM_PARAMS = 10.6e6  # all-MiniLM-L6-v2: 22.7M minus the 30522 x 384 token embeddings
-PROBE_S_PER_UNIT = 41.0 / (200_000 * 768 * 1_000)  # measured: seconds per (doc x dim x query), 2 cores
+# The probe above 50k documents (screening, capgap.probe.screen), measured by benchmarks/scale.py on
+# structured 171k-523k x 768 indexes, 2 cores (benchmarks/README.md, "Scale"): about SCREEN_PASSES
+# passes of the bare float32 score product per query (FLOOR_CORE_S_PER_UNIT core-seconds per query x
+# document x dimension), plus each query's solve on its candidates (SOLVE_CORE_S, core-seconds at 768
+# dimensions, taken as growing with the dimension), by query class; an inseparable gold set spread
+# over the index goes to the whole-index probe (INSEPARABLE_CORE_S_PER_UNIT per query x doc x dim).
+SCREEN_MIN_DOCS = 50_000  # capgap.probe.constants.SCREEN_MIN_DOCS; below it, the whole-index probe (NFCorpus's cost)
+WHOLE_CORE_S_PER_UNIT = 6.8e-8  # the whole-index probe on NFCorpus x MiniLM's real queries (measure_shards, docs/reproduce-paper.md)
+SCREEN_PASSES = 2
+FLOOR_CORE_S_PER_UNIT = FLOOR_PLACEHOLDER
+SOLVE_CORE_S = SOLVE_PLACEHOLDER
+INSEPARABLE_CORE_S_PER_UNIT = INSEP_PLACEHOLDER
+# query class per dataset: easy (1-2 gold, separable), multi-gold (separable), inseparable (hundreds of
+# gold spread over the index); the rest multi-gold
+QUERY_CLASS = {"quora": "easy", "arguana": "easy", "scifact": "easy", "trec-covid": "inseparable"}
+
+
+def probe_core_s(name: str, n: int, dim: int, q: int, whole_unit: float) -> float:
+    """Core-seconds of the probe of ``q`` queries of dataset ``name`` on an ``n`` x ``dim`` index:
+    ``whole_unit`` (core-seconds per query x document x dimension, NFCorpus's measured whole-index
+    cost) up to ``SCREEN_MIN_DOCS`` documents; above, the screened cost (module constants)."""
+    if n <= SCREEN_MIN_DOCS:
+        return whole_unit * n * dim * q
+    cls = QUERY_CLASS.get(name, "multi-gold")
+    passes = SCREEN_PASSES * FLOOR_CORE_S_PER_UNIT * n * dim * q
+    if cls == "inseparable":
+        return passes + INSEPARABLE_CORE_S_PER_UNIT * n * dim * q
+    return passes + SOLVE_CORE_S[cls] * dim / 768 * q
 COLBERT_BYTES_PER_TOKEN = 1.5e9 / 6.05e6  # measured on limit-50k's encoded parts
 # measured on limit-50k (2 cores): faiss IVF token index 6.3 min over 6.05M tokens; candidate
 # retrieval + exact MaxSim re-scoring 2.4 min for 1,000 queries
@@ -147,8 +178,8 @@ def project(shard: dict, gpu_tflops: float, doc_tokens: int, query_tokens: int, 
             idx_jobs += [idx_s / nodes + overhead_s] * nodes
             ft_s = 3 * 2 * params * STEPS * BATCH * query_tokens / rate + 3 * 2 * BATCH * dim * n * STEPS / rate
             gpu_jobs.append(ft_s)
-            probe_core_s = shard["probe"]["core_s_per_query_unit"] * n * dim * q
-            cpu_jobs += [probe_core_s / nodes / node_cores] * nodes
+            core_s = probe_core_s(name, n, dim, q, shard["probe"]["core_s_per_query_unit"])
+            cpu_jobs += [core_s / nodes / node_cores] * nodes
         cb = 2 * COLBERT_PARAMS * n * min(doc_tokens, 300) / rate
         if name == "limit":
             cb += 3 * 2 * COLBERT_PARAMS * STEPS * BATCH * (32 + 2 * 300) / rate
@@ -159,7 +190,7 @@ def project(shard: dict, gpu_tflops: float, doc_tokens: int, query_tokens: int, 
     return {"nodes": nodes, "index_h": a / 3600, "gpu_h": g / 3600, "probe_h": c / 3600, "wall_h": (a + max(g, c)) / 3600}
 
 
-def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int) -> tuple[list[dict], dict]:
+def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int, whole_unit: float) -> tuple[list[dict], dict]:
     rows, tot = [], {"index_gpu_h": 0.0, "finetune_gpu_h": 0.0, "colbert_gpu_h": 0.0, "probe_cpu_core_h": 0.0, "colbert_cpu_core_h": 0.0,
                      "index_gb": 0.0, "colbert_gb": 0.0}
     rate = gpu_tflops * 1e12
@@ -170,7 +201,7 @@ def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int) -> tuple[lis
             ft = 3 * 2 * params * STEPS * BATCH * query_tokens / rate / 3600
             # InfoNCE against the full index: forward + backward of (batch x dim) . (dim x n) each step
             ft += 3 * 2 * BATCH * dim * n * STEPS / rate / 3600
-            probe = PROBE_S_PER_UNIT * n * dim * q * 2 / 3600  # x2: core-hours on the 2 measured cores
+            probe = probe_core_s(name, n, dim, q, whole_unit) / 3600
             row[f"{enc}_index_gpu_h"], row[f"{enc}_finetune_gpu_h"], row[f"{enc}_probe_cpu_core_h"] = idx, ft, probe
             tot["index_gpu_h"] += idx
             tot["finetune_gpu_h"] += ft
@@ -207,7 +238,7 @@ def main() -> None:
     cpu = measure_cpu(a.mirror) if (a.mirror / "limit-small").is_dir() else None
     if cpu is None:
         print(f"no LIMIT-small under {a.mirror} (--mirror): CPU throughput not measured; estimates only")
-    rows, tot = estimate(a.gpu_tflops, a.doc_tokens, a.query_tokens)
+    rows, tot = estimate(a.gpu_tflops, a.doc_tokens, a.query_tokens, WHOLE_CORE_S_PER_UNIT)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; assumptions: {a.gpu_tflops:.0f} TFLOP/s per GPU, "
           f"{a.doc_tokens} tokens/document, {a.query_tokens} tokens/query, {STEPS} steps x batch {BATCH}")
     if cpu:

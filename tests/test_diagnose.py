@@ -866,3 +866,26 @@ def test_id_counts_that_do_not_fit_the_rows_name_both_files(tmp_path):
                                   "--out", f"{t}/o"])
     assert r.exit_code != 0 and (f"Error: {t}/qids.txt: 3 query ids for the 6 rows of {t}/both.npz['docs']; --key names the "
                                  "array in both files: --doc-key and --query-key name one each") in r.output
+
+
+def test_a_flat_faiss_index_is_memory_mapped_to_the_same_vectors(tmp_path):
+    """IndexFlatIP / IndexFlatL2 files are read without faiss: their vectors memory-mapped from the
+    file (no copy in memory at 1M x 768), equal to faiss's own reconstruct_n, with faiss's metric;
+    a file whose header does not add up (truncated) falls back to faiss, which refuses it."""
+    import faiss
+
+    from capgap.diagnosis.faiss_io import read_faiss_vectors
+
+    x = np.random.default_rng(0).standard_normal((50, 7)).astype(np.float32)
+    for cls, metric in ((faiss.IndexFlatIP, "ip"), (faiss.IndexFlatL2, "l2")):
+        idx = cls(7)
+        idx.add(x)
+        path = tmp_path / f"{metric}.index"
+        faiss.write_index(idx, str(path))
+        got, fv = read_faiss_vectors(path)
+        assert got == metric and isinstance(fv.matrix, np.memmap) and not fv.matrix.flags.writeable
+        assert np.array_equal(fv.matrix, faiss.read_index(str(path)).reconstruct_n(0, 50))
+        assert (fv.kind, fv.bytes_per_vector, fv.ids) == ("flat", 28.0, None)
+    path.write_bytes(path.read_bytes()[:-4])  # truncated: not the flat layout, faiss reads (and refuses) it
+    with pytest.raises(DataFormatError, match="faiss cannot read it as an index"):
+        read_faiss_vectors(path)

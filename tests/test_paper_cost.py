@@ -45,3 +45,17 @@ def test_projection_on_one_node_is_the_sum_and_shards_divide_it(cost, monkeypatc
     assert two["probe_h"] * 3600 == pytest.approx(12.5)
     assert two["gpu_h"] * 3600 == pytest.approx(22)  # ColBERT and fine-tuning are one job each, on one node each
     assert two["wall_h"] * 3600 == pytest.approx(60.1 + 22)  # now the GPU jobs outlast the probe
+
+
+def test_the_probe_cost_model_by_hand(cost, monkeypatch):
+    """probe_core_s: up to SCREEN_MIN_DOCS the whole-index cost per query x doc x dim; above, two
+    passes of the floor plus each query's solve at 768 dims scaled by dim / 768, or for an
+    inseparable dataset the whole-index fallback per query x doc x dim."""
+    monkeypatch.setattr(cost, "FLOOR_CORE_S_PER_UNIT", 1e-10)
+    monkeypatch.setattr(cost, "SOLVE_CORE_S", {"easy": 0.05, "multi-gold": 0.2})
+    monkeypatch.setattr(cost, "INSEPARABLE_CORE_S_PER_UNIT", 1e-8)
+    assert cost.probe_core_s("nfcorpus", 50_000, 384, 10, 1e-7) == pytest.approx(1e-7 * 50_000 * 384 * 10)
+    # 2 x 1e-10 x 100k x 768 x 10 = 0.1536, + 10 x 0.05 x 1536 / 768 = 1.0
+    assert cost.probe_core_s("quora", 100_000, 1536, 10, 1e-7) == pytest.approx(2 * 1e-10 * 100_000 * 1536 * 10 + 1.0)
+    assert cost.probe_core_s("bright-biology", 100_000, 768, 10, 1e-7) == pytest.approx(0.1536 + 2.0)
+    assert cost.probe_core_s("trec-covid", 100_000, 768, 10, 1e-7) == pytest.approx(0.1536 + 1e-8 * 100_000 * 768 * 10)

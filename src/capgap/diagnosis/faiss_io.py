@@ -50,6 +50,9 @@ def read_faiss_vectors(path: Path) -> tuple[str, FaissVectors]:
     ``path``. Raises ``DataFormatError`` naming the file: faiss cannot read it, it holds no
     vectors, another metric, a type outside ``SUPPORTED_FAISS``, or ids that are nested,
     negative or repeated."""
+    flat = _flat_memmap(path)
+    if flat is not None:  # a flat index's vectors memory-mapped from the file, not loaded twice
+        return flat
     import faiss  # not at module level: see the module docstring
 
     try:
@@ -66,6 +69,36 @@ def read_faiss_vectors(path: Path) -> tuple[str, FaissVectors]:
         return metric, _faiss_vectors(idx, path)
     except RuntimeError as e:
         raise DataFormatError(path, None, None, f"faiss cannot reconstruct its vectors: {e}") from e
+
+
+_FLAT_FOURCC = {b"IxFI": ("ip", "IndexFlatIP"), b"IxF2": ("l2", "IndexFlatL2")}  # faiss's index_write.cpp
+
+
+def _flat_memmap(path: Path) -> tuple[str, FaissVectors] | None:
+    """A flat inner-product or L2 index file (``IndexFlatIP`` / ``IndexFlatL2``, as
+    ``faiss.write_index`` writes them) read without faiss: its vectors memory-mapped read-only
+    from the file, so a 1M x 768 index costs no copy in memory (``faiss.read_index`` holds the
+    vectors, ``reconstruct_n`` a second copy). The layout (faiss ``index_write.cpp``): the fourcc,
+    d (int32), ntotal (int64), two int64 placeholders, is_trained (1 byte), metric_type (int32),
+    then the codes: their count in floats (uint64), n x d float32. Returns None for any other
+    file or a header that does not add up (faiss then reads it)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(45)
+            size = f.seek(0, 2)
+    except OSError:
+        return None
+    if len(head) < 45 or head[:4] not in _FLAT_FOURCC:
+        return None
+    d = int(np.frombuffer(head, np.int32, 1, 4)[0])
+    n = int(np.frombuffer(head, np.int64, 1, 8)[0])
+    metric_type = int(np.frombuffer(head, np.int32, 1, 33)[0])
+    count = int(np.frombuffer(head, np.uint64, 1, 37)[0])
+    metric, name = _FLAT_FOURCC[head[:4]]
+    if d <= 0 or n <= 0 or _FAISS_METRICS.get(metric_type) != metric or count != n * d or size != 45 + 4 * count:
+        return None
+    M = np.memmap(path, dtype=np.float32, mode="r", offset=45, shape=(n, d))
+    return metric, FaissVectors(M, None, "flat", float(4 * d), name)
 
 
 def _ivf_ids(ivf) -> np.ndarray:

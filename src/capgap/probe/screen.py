@@ -19,8 +19,11 @@ against every document:
    whole index's objective restricted to the candidates' pairs, with the same stopping rule in
    the whole problem's units.
 3. One pass over the index scores every query at its w. A document outside the candidates with
-   s_j > min gold score - 1 is in a violated pair: the top ``SCREEN_CANDIDATES`` of them join the
-   candidates and step 2 runs again. When none does, w's objective on the whole index equals
+   s_j > min gold score - 1 is in a violated pair: they join the candidates and step 2 runs
+   again (a query its candidates separate takes at most ``SCREEN_CANDIDATES`` of them per round,
+   the highest first; one they do not separate, with more than that many outside, goes to the
+   whole-index probe at once: an inseparable gold set spread over the index has most documents
+   in violated pairs). When none does, w's objective on the whole index equals
    its objective on the candidates, which is at most the whole problem's optimum, so w is the
    whole index's optimum (within the same eps); a w that separates the gold set from every
    document of the index is a certificate whatever the candidates were; a proof that the gold
@@ -231,8 +234,10 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
                 done[q] = full
                 continue
             room = cap - len(rows[q])
-            if len(grow) > room and res.outcome == "certified" and room >= M:  # separable on the candidates: the highest
-                grow = grow[:M]  # outside documents first (grow is sorted by score, highest first), a round at a time
+            if res.outcome != "certified" and len(grow) > M:  # unseparated with many documents in violated pairs (an
+                room = 0  # inseparable gold set spread over the index): the whole-index probe at once, no more rounds
+            elif len(grow) > room and room >= M:  # separable on the candidates: the highest outside documents first
+                grow = grow[:M]  # (grow is sorted by score, highest first), a round at a time
             if len(grow) and rounds[q] < const.SCREEN_ROUNDS and len(grow) <= room:
                 rows[q] = np.union1d(rows[q], grow)
                 again.append(q)
