@@ -34,5 +34,6 @@ SCREEN_MIN_DOCS = 50_000  # probe(): an index of more documents is probed by scr
 SCREEN_CANDIDATES = 2048  # non-gold candidates per query at the start, and at most this many joining per round (screen)
 SCREEN_ROUNDS = 8  # rounds of a query's candidates before the whole-index probe takes it (screen)
 SCREEN_MAX_DOCS = 65_536  # ... or once its candidates would pass this many documents
+SCREEN_MAX_GOLD = 64  # a query with more gold documents than this takes the whole-index probe at once (screen)
 SCREEN_SCORE_BYTES = 512 * 2**20  # the (n_docs, chunk) float32 score matrix of a chunk of queries, at most (screen)
 SCREEN_BLOCK = 65_536  # index rows per block of screening's passes

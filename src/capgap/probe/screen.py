@@ -50,7 +50,9 @@ BLAS thread each); each is the same whatever the worker count, so the numbers ar
 
 Screening runs for ``probe()`` calls on more than ``SCREEN_MIN_DOCS`` documents without text-tied
 queries and with gold-vs-non-gold pairs (``pairs="gold"``, or a single grade level); the rest
-take the whole-index path.
+take the whole-index path, and so does a query with more than ``SCREEN_MAX_GOLD`` gold documents
+(hundreds of gold documents spread over the index involve too many documents in the optimum for
+a small candidate set).
 """
 
 from __future__ import annotations
@@ -191,17 +193,23 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
     n, dim = D.shape
     M = const.SCREEN_CANDIDATES
     cap = min(const.SCREEN_MAX_DOCS, n // 4)
-    W0 = np.empty((dim, len(qs)))
-    n_ng = {}
-    for j, q in enumerate(qs):
+    n_ng = {q: n - len(golds[q]) - len(opt_excl[q]) for q in qs}
+    # no non-gold document (the whole-index probe's own case), or a gold set too large for a small candidate set to
+    # hold the documents its optimum involves (TREC-COVID's ~500 gold spread over the index: the candidates' problem
+    # went to the exact LP on thousands of constraints, minutes a query, and the whole-index probe after it)
+    left = {q: 0 for q in qs if n_ng[q] <= 0 or len(golds[q]) > const.SCREEN_MAX_GOLD}
+    active = [q for q in qs if q not in left]
+    done, iters, rounds, rows = {}, {q: 0 for q in qs}, {q: 0 for q in qs}, {}
+    if not active:
+        return done, left
+    W0 = np.empty((dim, len(active)))
+    for j, q in enumerate(active):
         g, e = golds[q], opt_excl[q]
-        n_ng[q] = n - len(g) - len(e)
         gsum = np.asarray(D[g], dtype=np.float64).sum(0)
         esum = np.asarray(D[e], dtype=np.float64).sum(0) if len(e) else 0.0
-        W0[:, j] = gsum / len(g) - (st["colsum"] - gsum - esum) / max(n_ng[q], 1)
+        W0[:, j] = gsum / len(g) - (st["colsum"] - gsum - esum) / n_ng[q]
     S = _block_scores(D, W0)
-    rows = {}
-    for j, q in enumerate(qs):
+    for j, q in enumerate(active):
         col = S[:, j].copy()
         must = np.union1d(golds[q], twins[q])
         col[must] = -np.inf
@@ -209,9 +217,6 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
         top = np.argpartition(-col, min(M, n - 1))[:M] if n > M else np.arange(n)
         top = top[np.isfinite(col[top])]
         rows[q] = np.union1d(must, top)
-    done, iters, rounds = {}, {q: 0 for q in qs}, {q: 0 for q in qs}
-    active = [q for q in qs if n_ng[q] > 0]
-    left = {q: 0 for q in qs if n_ng[q] <= 0}  # no non-gold document: the whole-index probe's own case
     last: dict = {}
     while active:
         tasks = [_task(q, rows[q], golds, grs, dup_of, n_ng[q], len(twins[q])) for q in active]
