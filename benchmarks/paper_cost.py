@@ -74,9 +74,9 @@ MINILM_PARAMS = 10.6e6  # all-MiniLM-L6-v2: 22.7M minus the 30522 x 384 token em
 SCREEN_MIN_DOCS = 50_000  # capgap.probe.constants.SCREEN_MIN_DOCS; below it, the whole-index probe (NFCorpus's cost)
 WHOLE_CORE_S_PER_UNIT = 6.8e-8  # the whole-index probe on NFCorpus x MiniLM's real queries (measure_shards, docs/reproduce-paper.md)
 SCREEN_PASSES = 2
-FLOOR_CORE_S_PER_UNIT = FLOOR_PLACEHOLDER
-SOLVE_CORE_S = SOLVE_PLACEHOLDER
-INSEPARABLE_CORE_S_PER_UNIT = INSEP_PLACEHOLDER
+FLOOR_CORE_S_PER_UNIT = 109.76 * 2 / (10_000 * 523_000 * 768)  # Quora-like: 10,000 queries x 523k x 768 in 109.76 s on 2 cores
+SOLVE_CORE_S = {"easy": 0.060, "multi-gold": 0.258}  # Quora-like: 1,035 CPU s for 10,000 queries; BRIGHT-like (500k): 30 CPU s for 100, less the passes
+INSEPARABLE_CORE_S_PER_UNIT = 5.5 / (500_000 * 768)  # the whole-index probe: 5.5 core-s per BRIGHT-like query at 500k x 768 (a floor for hundreds of gold: see benchmarks/README.md)
 # query class per dataset: easy (1-2 gold, separable), multi-gold (separable), inseparable (hundreds of
 # gold spread over the index); the rest multi-gold
 QUERY_CLASS = {"quora": "easy", "arguana": "easy", "scifact": "easy", "trec-covid": "inseparable"}
