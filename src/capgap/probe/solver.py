@@ -99,6 +99,11 @@ def probe(
     Ranks follow the evaluation tie rule of ``capgap.retrieval`` on float64 scores at the final
     w: identical rows score identically and a non-gold document tied with a gold one ranks first.
 
+    An index of more than ``SCREEN_MIN_DOCS`` documents (``constants``) is probed by screening
+    (``capgap.probe.screen``): each query on its candidate documents, checked against the whole
+    index, with the same verdicts, certificates and recall; queries with text ties or graded
+    pairs over several levels, and the whole-index fallback, take the path described here.
+
     An index whose largest row norm lies outside ``[SCALE_LOW, SCALE_HIGH]`` (``constants``) is
     probed multiplied by a power of two (``power_of_two_scale``), which changes no ranking;
     ``ProbeResult.w`` is then mapped back to the caller's ``D`` (scores, margins, ranks and top
