@@ -34,6 +34,15 @@ from .io import atomic_open
 _ESCAPES = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 
 
+def note_run_pair(first: dict, path, lineno: int, q: str, d: str) -> None:
+    """Record that run file ``path``'s line ``lineno`` ranks document ``d`` for query ``q`` in
+    ``first`` (``(query, document)`` -> its line), or raise ``DataFormatError`` (field ``doc-id``)
+    naming the line it repeats: trec_eval refuses a repeated docno, which would take two places
+    in the ranking. One rule for every run reader (``read_run``, ``diagnosis.load_run_file``)."""
+    if (q, d) in first:
+        raise DataFormatError(path, lineno, "doc-id", f"document {d!r} of query {q!r} repeats line {first[q, d]}")
+    first[q, d] = lineno
+
 def _needs_escape(ch: str) -> bool:
     return ch == "%" or ch.isspace()
 
@@ -138,9 +147,7 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
             raise DataFormatError(path, lineno, "score", f"not a number: {cols[4]!r}") from None
         if math.isnan(s):
             raise DataFormatError(path, lineno, "score", f"not a number: {cols[4]!r}")
-        if (q, d) in first:  # trec_eval refuses a repeated docno: it would take two places in the ranking
-            raise DataFormatError(path, lineno, "doc-id", f"document {d!r} of query {q!r} repeats line {first[q, d]}")
-        first[q, d] = lineno
+        note_run_pair(first, path, lineno, q, d)
         out.setdefault(q, []).append((d, s))
     return out
 

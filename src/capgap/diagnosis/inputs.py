@@ -29,7 +29,7 @@ import numpy as np
 from ..arrays import npz_names, numpy_format, read_npy, read_npz
 from ..data import check_id, iter_lines, iter_qrels, split_tsv
 from ..errors import DataFormatError
-from ..trec import decode_id
+from ..trec import decode_id, note_run_pair
 from .runs import parse_rank, run_in_order
 
 METRICS = ("ip", "cosine", "l2")
@@ -563,9 +563,7 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
                 raise DataFormatError(path, i, None, f"not a percent-encoded id: {e}") from None
         check_id(path, i, "query-id", q)
         check_id(path, i, "doc-id", d)
-        if (q, d) in first:  # trec_eval refuses a repeated docno: it would take two places in the ranking
-            raise DataFormatError(path, i, "doc-id", f"document {d!r} of query {q!r} repeats line {first[q, d]}")
-        first[q, d] = i
+        note_run_pair(first, path, i, q, d)
         rows.setdefault(q, []).append((-s, i, d, rank))
     return run_in_order(path, rows, scored)
 
