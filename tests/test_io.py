@@ -92,15 +92,22 @@ def test_diagnose_on_a_full_disk_names_the_file_and_leaves_no_output(tmp_path, d
     assert not out.exists()
 
 
-def test_a_failed_diagnosis_leaves_an_earlier_one_whole(tmp_path, disk_full_at):
-    """A folder holding an earlier diagnosis keeps its four files, byte for byte, when the new
-    one fails on its third output: the set is the old one or the new one, never a mix."""
+def _earlier_diagnosis(tmp_path):
+    """A finished diagnosis in ``tmp_path/out`` (its four files' bytes: ``before``), then the
+    query ids edited so that the next run is a different diagnosis. Returns ``(args, out, before)``."""
     args = _inputs(tmp_path)
     out = tmp_path / "out"
     assert CliRunner().invoke(main, args + ["--out", str(out)]).exit_code == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert sorted(before) == sorted(OUTPUTS)
     (tmp_path / "query_ids.txt").write_text("q1\nq0\n")  # a different diagnosis: other rows
+    return args, out, before
+
+
+def test_a_failed_diagnosis_leaves_an_earlier_one_whole(tmp_path, disk_full_at):
+    """A folder holding an earlier diagnosis keeps its four files, byte for byte, when the new
+    one fails on its third output: the set is the old one or the new one, never a mix."""
+    args, out, before = _earlier_diagnosis(tmp_path)
     disk_full_at("summary.md")
     r = CliRunner().invoke(main, args + ["--out", str(out)])
     assert r.output == f"Error: cannot write {out / 'summary.md'}: {FULL}\n"
@@ -165,12 +172,7 @@ def test_a_rename_failing_part_way_puts_the_earlier_set_back(tmp_path, monkeypat
 def test_a_rename_failing_part_way_leaves_an_earlier_diagnosis_whole(tmp_path, monkeypatch):
     """``capgap diagnose`` over an earlier diagnosis, its third rename (summary.md) failing with
     ENOSPC: one error line naming the file, exit 1, and the earlier four files byte for byte."""
-    args = _inputs(tmp_path)
-    out = tmp_path / "out"
-    assert CliRunner().invoke(main, args + ["--out", str(out)]).exit_code == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert sorted(before) == sorted(OUTPUTS)
-    (tmp_path / "query_ids.txt").write_text("q1\nq0\n")  # a different diagnosis: other rows
+    args, out, before = _earlier_diagnosis(tmp_path)
     replace = os.replace
 
     def summary_md_fails(src, dst):
