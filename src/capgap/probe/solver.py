@@ -122,8 +122,10 @@ def probe(
     workers = int(threads) if threads else (os.cpu_count() or 1)
     C_max = C if C_max is None else max(C, C_max)
     with threadpool_limits(int(threads) if threads else None):
-        golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-        if screens(D.shape[0], tie_groups, pairs, grs):  # a large index: each query on its candidates (screen module)
+        # validated here only where screening may apply (_probe validates the whole-index path's queries itself)
+        golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades) if D.shape[0] > const.SCREEN_MIN_DOCS \
+            else (None, None, None)
+        if golds is not None and screens(D.shape[0], tie_groups, pairs, grs):  # each query on its candidates (screen)
             def whole(qs):
                 return _probe(D, [golds[q] for q in qs], C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress,
                               [excls[q] for q in qs], [grs[q] for q in qs], None, int(depth), duplicates, solve, workers, pairs)
