@@ -332,11 +332,20 @@ def dense_scores(queries: np.ndarray, docs: np.ndarray, threads: int | None = No
     if queries.ndim != 2 or docs.ndim != 2 or queries.shape[1] != docs.shape[1]:
         raise ValueError(f"dimension mismatch: queries {queries.shape}, docs {docs.shape}")
 
+    docs32 = np.asarray(docs, dtype=np.float32)
+    step = docs32.shape[0] if docs32.flags.aligned else 65536  # BLAS copies an unaligned operand whole (a faiss
+    # flat file's vectors start at byte 45): such a memory map is read a block of rows at a time
+
     def score_block(a: int, b: int) -> np.ndarray:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(int(threads) if threads else None), np.errstate(over="ignore", invalid="ignore"):
-            S = queries[a:b] @ np.asarray(docs, dtype=np.float32).T
+            if step >= docs32.shape[0]:
+                S = queries[a:b] @ docs32.T
+            else:
+                S = np.empty((b - a, docs32.shape[0]), dtype=np.float32)
+                for r0 in range(0, docs32.shape[0], step):
+                    S[:, r0 : r0 + step] = queries[a:b] @ np.ascontiguousarray(docs32[r0 : r0 + step]).T
         if not np.isfinite(S).all():
             raise ValueError(f"scores overflow float32 (max |score| {float(np.nanmax(np.abs(S))):g}): rescale the vectors")
         return S

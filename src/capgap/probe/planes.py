@@ -211,14 +211,21 @@ def _local_scale(Df: np.ndarray, s: np.ndarray, hi: np.ndarray, lo: np.ndarray, 
     an index whose row norms span many orders of magnitude (one row 1e10 times the others) has
     its ordinary rows' margins judged at their own scale, not at the outlier's, which would have
     refused every certificate and let a proof's tolerance take distinct points for one."""
+    rows = _compared_rows(s, hi, lo, w, dmax)
+    return float(np.abs(np.asarray(Df[rows], dtype=np.float64)).max()) if len(rows) else 0.0
+
+
+def _compared_rows(s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray, dmax: float) -> np.ndarray:
+    """The rows whose largest |entry| is ``_local_scale``'s: ``hi`` and the ``lo`` rows scoring
+    within ``_threshold(w, dmax)`` of the lowest ``hi`` score (``int64`` row indices, none
+    when ``hi`` is empty)."""
     hi = np.asarray(hi, dtype=np.int64)
     lo = np.asarray(lo, dtype=np.int64)
     if not len(hi):
-        return 0.0
+        return hi
     low = float(s[hi].min())
     near = lo[s[lo] >= low - _threshold(w, dmax)] if len(lo) else lo
-    rows = np.concatenate([hi, near])
-    return float(np.abs(np.asarray(Df[rows], dtype=np.float64)).max()) if len(rows) else 0.0
+    return np.concatenate([hi, near])
 
 
 def _certified32(s: np.ndarray, st: Problem, golds, opt_excl, rmax: float, dmax: float, w: np.ndarray | None = None,

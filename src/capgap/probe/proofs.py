@@ -132,7 +132,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
         bound = float("inf")
         for _ in range(const.HULL_ROUNDS):
             rows = np.unique(rep[cand])
-            bound, r = hull_distance_bound(G, Df[rows], return_direction=True)
+            bound, r, mu = _hull_nnls(G, Df[rows])
             if bound <= tol or r is None:
                 break
             t = _scores64(Df, r, ())[rep]  # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
@@ -147,7 +147,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
             new = _misranked(t, gold, ng, rep, rows, step)
             if not len(new):
                 break  # r ranks every non-gold document below the gold ones: separable, no proof
-            cand = np.concatenate([cand, new])  # only the violators: the NNLS's time grows with its columns
+            cand = np.concatenate([rows[mu > 0], new])  # the weighted candidates and the violators (as order_witness)
         if bound > tol:
             return Proof(None, proven, witness)
         worst = max(worst, bound)
@@ -187,6 +187,13 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     along it above every row of N by about |r|^2, which the normalised difference, off by a
     multiple of the hulls' points, can lose when the hulls are ~1e-4 apart (a query separable by
     a tiny margin: benchmarks/README.md). Its separation is checked exactly where it is used."""
+    bound, r, _ = _hull_nnls(P, N)
+    return (bound, r) if return_direction else bound
+
+
+def _hull_nnls(P: np.ndarray, N: np.ndarray) -> tuple[float, np.ndarray | None, np.ndarray | None]:
+    """``hull_distance_bound``'s NNLS: ``(bound, r, mu)``, mu ``(m,) float64`` the NNLS's weights
+    of the rows of ``N`` (``(inf, None, None)`` when the solver fails)."""
     from scipy.optimize import nnls  # imported where used (scipy.optimize: ~0.8 s to import)
     P = np.asarray(P, dtype=np.float64)
     N = np.asarray(N, dtype=np.float64)
@@ -196,7 +203,7 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     A[dim, :p] = A[dim + 1, p:] = 10.0
     b = np.zeros(dim + 2)
     b[dim:] = 10.0
-    fail = (float("inf"), None) if return_direction else float("inf")
+    fail = (float("inf"), None, None)
     try:
         x = nnls(A, b)[0]
     except RuntimeError:  # iteration limit
@@ -205,7 +212,7 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     if lam.sum() <= 0 or mu.sum() <= 0:
         return fail
     bound = float(np.linalg.norm(P.T @ (lam / lam.sum()) - N.T @ (mu / mu.sum())))
-    return (bound, P.T @ lam - N.T @ mu) if return_direction else bound
+    return bound, P.T @ lam - N.T @ mu, mu
 
 
 def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:

@@ -67,7 +67,7 @@ from tqdm import tqdm
 
 from ..retrieval import duplicate_groups, merge_groups, rank_gold, rank_top
 from . import constants as const
-from .planes import _local_scale, _product_error, _threshold
+from .planes import _compared_rows, _product_error, _threshold
 from .result import ProbeResult
 from .setup import _duplicate_rows, _twins
 
@@ -112,6 +112,19 @@ def _index_stats(D: np.ndarray, duplicates) -> dict:
         rmax = max(rmax, float(np.sqrt(np.einsum("ij,ij->i", x, x).max(), dtype=np.float64)) * (1 + 1e-6))  # + float32 rounding
     dups = merge_groups(n, duplicate_groups(D), _duplicate_rows(n, duplicates))
     return {"colsum": colsum, "dmax": dmax, "rmax": rmax, "dups": dups, "dup_of": {int(i): g for g in dups for i in g}}
+
+
+def _blocks(rows: np.ndarray, step: int = 16384):
+    """``rows`` in consecutive pieces of at most ``step`` (an ``(n_docs, dim)`` float64 copy of
+    the rows a query's check reads would be GBs at 1M documents where w leaves its gold set
+    unseparated: every document above its lowest gold one is read)."""
+    return (rows[b : b + step] for b in range(0, len(rows), step))
+
+
+def _rows_scores(D: np.ndarray, R: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Exact (float64) scores ``(len(R),)`` of the index rows ``R`` at ``w``, read in pieces."""
+    w64 = np.asarray(w, dtype=np.float64)
+    return np.concatenate([np.asarray(D[b], dtype=np.float64) @ w64 for b in _blocks(R)] or [np.zeros(0)])
 
 
 def _init() -> None:
@@ -217,6 +230,7 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
         top = np.argpartition(-col, min(M, n - 1))[:M] if n > M else np.arange(n)
         top = top[np.isfinite(col[top])]
         rows[q] = np.union1d(must, top)
+    del S, col  # the next scores take their place (one score matrix at a time)
     last: dict = {}
     while active:
         tasks = [_task(q, rows[q], golds, grs, dup_of, n_ng[q], len(twins[q])) for q in active]
@@ -229,6 +243,7 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
             iters[q] += res.iterations
             rounds[q] += 1
             last[q] = (res, t[4])
+        S = None  # the last round's scores freed before this round's
         S = _block_scores(D, np.stack([last[q][0].w for q in active], axis=1))
         again = []
         for j, q in enumerate(active):
@@ -296,8 +311,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     linked = [st["dup_of"][int(i)] for i in R.tolist() if int(i) in st["dup_of"]]
     if linked:
         R = np.union1d(R, np.concatenate(linked))
-    DR = np.asarray(D[R], dtype=np.float64)
-    s = DR @ np.asarray(w, dtype=np.float64)
+    s = _rows_scores(D, R, w)
     for g in {int(g[0]): g for g in linked}.values():  # each group at its first member's score (retrieval.tie_duplicates)
         s[np.searchsorted(R, g)] = s[np.searchsorted(R, g[0])]
     at = lambda rows_: np.searchsorted(R, rows_)  # noqa: E731  (rows of the index -> positions in R)
@@ -314,7 +328,9 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     top_far = float(far.max()) if len(far) else -np.inf
     low = float(s[gpos].min())
     margin = low - max(float(s[ng].max()) if ng.any() else -np.inf, top_far)
-    thresh = _threshold(w, _local_scale(DR, s, gpos, np.flatnonzero(ng), w, st["dmax"]))
+    compared = _compared_rows(s, gpos, np.flatnonzero(ng), w, st["dmax"])
+    scale = max((float(np.abs(np.asarray(D[R[c]], dtype=np.float64)).max()) for c in _blocks(compared)), default=0.0)
+    thresh = _threshold(w, scale)
     certified = margin > thresh
     separated = certified or (len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf, top_far) > thresh)
     confirmed = separated and settings["solve"] == "certificate"  # a certificate needs no optimum
