@@ -115,7 +115,7 @@ def stamp(commits: Mapping[str, int], config: str | Path, config_sha256: str, so
         (c, n), = commits.items()
         code = f"capgap commit {c} (all {n} jobs)"
     else:
-        code = "capgap commits " + "; ".join(f"{c}: {n} job{"s" if n != 1 else ""}" for c, n in commits.items())
+        code = "capgap commits " + "; ".join(f"{c}: {n} job" + "s" * (n != 1) for c, n in commits.items())
     return (f"Rendered from {source} by `python -m capgap.report.readme_table`: {code}, "
             f"config `{config}` (sha256 `{config_sha256}`).")
 
