@@ -10,7 +10,7 @@ w, gold rows, rows set aside), then replays each with the shipped function under
 ``max(dim + 2, step)``) and reports the seconds in all, the verdicts (witness / proven /
 failed) and how many agree with the recording's.
 
-Run: CAPGAP_DATA_MIRROR=../shared/data .venv/bin/python benchmarks/hull_step.py [--every 8]
+Run, with CAPGAP_DATA_MIRROR set: .venv/bin/python benchmarks/hull_step.py [--every 8]
        [--configs 772:3,256:6,256:3]
 """
 
