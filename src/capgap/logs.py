@@ -1,7 +1,7 @@
 """Known-harmless library log messages, kept out of the job logs.
 
-Every job log used to open with messages that look like failures and are not, burying the
-warnings that matter:
+Without this filter every job log opens with messages that look like failures and are not,
+burying the warnings that matter:
 
 - faiss's loader (logger ``faiss.loader``, INFO/DEBUG, at ``import faiss``) tries each SIMD
   build in turn and reports each one the wheel does not ship: ``Loading faiss with AVX512
