@@ -71,7 +71,8 @@ from .tsv import check_id, iter_lines, split_tsv
 from .twins import TwinPairs, add_twins, twin_id
 
 __all__ = [
-    "SPLITS", "UNFINDABLE_REASONS", "Corpus", "Queries", "Qrels", "Split", "RetrievalSet", "load_corpus", "load_queries",
+    "SPLITS", "UNFINDABLE_REASONS", "Corpus", "Queries", "Qrels", "Split", "RetrievalSet", "load_corpus",
+    "load_queries",
     "iter_qrels", "load_qrels", "query_records", "excluded_positions", "self_retrieval_exclusions", "corpus_hash",
     "unfindable_counts", "gold_rule", "split_queries", "assemble", "load_beir_dir", "write_canonical", "load_split",
     "load_excluded", "load_twins", "load_canonical", "load_unfindable", "describe", "twin_counts", "iter_lines",

@@ -36,8 +36,8 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             try:
                 yield lineno, raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise DataFormatError(path, lineno, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
-                                                          "save the file as UTF-8") from None
+                raise DataFormatError(path, lineno, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                                                          f"{e.start + 1}); save the file as UTF-8") from None
 
 
 # names of the control characters users meet (unicodedata.name has none for category Cc)
@@ -111,7 +111,8 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             # is parsed from that text later)
             obj = json.loads(line, parse_constant=_reject_constant, parse_float=str)
         except _NonFiniteJSON as e:
-            raise DataFormatError(path, lineno, None, f"{e} is not valid JSON (non-finite numbers are not allowed)") from None
+            raise DataFormatError(path, lineno, None,
+                                  f"{e} is not valid JSON (non-finite numbers are not allowed)") from None
         except json.JSONDecodeError as e:
             raise DataFormatError(path, lineno, None, f"malformed JSON ({e.msg})") from None
         if not isinstance(obj, dict):

@@ -74,7 +74,8 @@ def add_twins(rs, types: Sequence[str] = tuple(_DEFAULTS["types"])):
             seen.add(key)
             twins.setdefault(d, []).append((tid, t))
             added[t] += 1
-    out = replace(rs, corpus=Corpus(tuple(ids), tuple(titles), tuple(bodies)), twins={d: tuple(v) for d, v in twins.items()})
+    out = replace(rs, corpus=Corpus(tuple(ids), tuple(titles), tuple(bodies)),
+                  twins={d: tuple(v) for d, v in twins.items()})
     return out, {"types": list(types), "added": added, "skipped": skipped}
 
 
