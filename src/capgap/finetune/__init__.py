@@ -47,5 +47,6 @@ from .config import DEFAULT_TARGETS, FinetuneConfig
 from .loss import candidate_masks, infonce_loss
 from .train import EarlyStop, TrainResult, finetune_encoder, train_query_encoder, training_digest, validation_split
 
-__all__ = ["DEFAULT_TARGETS", "EarlyStop", "FinetuneConfig", "TrainResult", "add_lora", "candidate_masks", "finetune_encoder", "infonce_loss",
+__all__ = ["DEFAULT_TARGETS", "EarlyStop", "FinetuneConfig", "TrainResult", "add_lora", "candidate_masks",
+           "finetune_encoder", "infonce_loss",
            "load_adapter", "save_adapter", "train_query_encoder", "training_digest", "validation_split"]

@@ -28,7 +28,8 @@ def add_lora(encoder, cfg: FinetuneConfig) -> list[str]:
     if mtype not in cfg.target_modules:
         raise ValueError(f"finetune.target_modules has no entry for model_type {mtype!r}; add its attention projections")
     targets = list(cfg.target_modules[mtype])
-    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets, bias="none")
+    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets,
+                      bias="none")
     st[0].auto_model = get_peft_model(auto, lcfg)
     for name, p in st.named_parameters():
         p.requires_grad = "lora_" in name

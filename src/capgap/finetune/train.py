@@ -14,7 +14,8 @@ import numpy as np
 from ..data import Split, excluded_positions, query_records
 from ..io import atomic_open
 from ..retrieval import dense_scores, document_groups
-from ..training import (ConvergenceState, PartialState, curve_evaluator, curve_ks, json_digest, run_loop, seed_everything,  # noqa: F401
+from ..training import (ConvergenceState, PartialState, curve_evaluator, curve_ks, json_digest, run_loop,
+                        seed_everything,  # noqa: F401
                         validation_split)  # validation_split: re-exported (capgap.finetune's API)
 from .adapter import add_lora
 from .config import FinetuneConfig
@@ -69,7 +70,8 @@ class EarlyStop:
             if saved.get("validation_ids") == self.validation_ids and saved.get("digest") == self.digest:
                 self.best, self.best_step, self.state = saved["value"], saved["step"], saved["weights"]
             else:
-                log.warning("finetune: ignoring %s: it was written under other settings, data or validation queries", self.path)
+                log.warning("finetune: ignoring %s: it was written under other settings, data or validation queries",
+                            self.path)
 
     def monitor(self, point: dict) -> float:
         return float(point[self.key])
@@ -116,7 +118,8 @@ def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str
     h = hashlib.sha256()
     fp = encoder.fingerprint() if hasattr(encoder, "fingerprint") else {}
     h.update(json.dumps([cfg.digest(), fp, list(train_queries), [sorted(int(x) for x in g) for g in train_gold],
-                         [sorted(int(x) for x in e) for e in (train_excluded or [])], context], sort_keys=True).encode())
+                         [sorted(int(x) for x in e) for e in (train_excluded or [])], context],
+                        sort_keys=True).encode())
     D = np.asarray(doc_embeddings)
     h.update(f"{D.shape}{D.dtype}".encode())
     for b0 in range(0, D.shape[0], 8192):
@@ -189,7 +192,8 @@ def train_query_encoder(
     n_docs = D.shape[0]
 
     def batch_loss(batch):
-        cand, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, cfg.candidates, cfg.n_negatives, sampler)
+        cand, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, cfg.candidates, cfg.n_negatives,
+                                           sampler)
         feats = model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch])
         feats = {k: v.to(device) for k, v in feats.items()}
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
@@ -198,9 +202,11 @@ def train_query_encoder(
         if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
             q = torch.nn.functional.normalize(q, dim=-1)
         docs = D if cand is None else D[torch.from_numpy(cand)]
-        return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
+        return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss,
+                            None if excl is None else excl.to(device))
 
-    sample = np.arange(min(n_train, cfg.eval_max_queries), dtype=np.int64)  # the fixed sample: the fit set's first queries
+    # the fixed sample: the fit set's first queries
+    sample = np.arange(min(n_train, cfg.eval_max_queries), dtype=np.int64)
 
     def objective() -> float:
         """The training loss (InfoNCE against the whole index, exclusions left out) of the fixed
@@ -210,29 +216,33 @@ def train_query_encoder(
         for a in range(0, len(sample), cfg.batch_size):
             batch = sample[a : a + cfg.batch_size]
             _, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, "full")
-            feats = {k: v.to(device) for k, v in model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch]).items()}
+            feats = {k: v.to(device)
+                     for k, v in model.tokenize([encoder.spec.query_prompt + train_queries[qi]
+                                                 for qi in batch]).items()}
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
                 q = model(feats)["sentence_embedding"]
             q = q.float()
             if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
                 q = torch.nn.functional.normalize(q, dim=-1)
-            loss = infonce_loss(q @ D.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
+            loss = infonce_loss(q @ D.T, mask.to(device), cfg.temperature, cfg.loss,
+                                None if excl is None else excl.to(device))
             total += float(loss) * len(batch)
         return total / len(sample)
 
     digest = {}
     if ckpt_path:
         digest = {"fine-tuning config": cfg.digest(),
-                  "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg, context)}
+                  "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg,
+                                          context)}
     weights = PartialState(model, trained)
     if early is not None:
         early.attach(weights, ckpt_path, {**digest, "number of training items": n_train})
-    res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
-                   checkpoint_every=cfg.checkpoint_every, weights=weights,
+    res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path,
+                   digest=digest, checkpoint_every=cfg.checkpoint_every, weights=weights,
                    evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc=name, stop_after=stop_after,
                    patience=(cfg.patience or None) if early is not None else None,
-                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence(), objective=objective,
-                   validation=early is not None)
+                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence(),
+                   objective=objective, validation=early is not None)
     convergence = res.convergence
     if early is not None:
         early.restore(res.curve)

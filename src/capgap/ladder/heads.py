@@ -302,7 +302,8 @@ def decay_factor(start: int, length: int) -> Callable[[int], float]:
 def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Sequence[int]],
              excluded: Sequence[Sequence[int]] | None, cfg: LadderConfig, threads: int | None = None,
              progress: bool = False, validate: Callable[[object], float] | None = None,
-             evaluate: Callable[[object, int], dict] | None = None, name: str | None = None) -> tuple[object, LoopResult]:
+             evaluate: Callable[[object, int], dict] | None = None,
+             name: str | None = None) -> tuple[object, LoopResult]:
     """Train one head of ``kind`` on the queries ``X`` ``(n, dim) float32`` (their pre-trained
     embeddings), ``gold[i]`` / ``excluded[i]``: row indices of query i's gold and excluded
     documents in ``documents`` ``(n_docs, dim) float32`` (the frozen index; read only).
@@ -338,7 +339,8 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     head.to(device)
     Xt = torch.from_numpy(X).to(device)
-    D = torch.from_numpy(np.array(documents, dtype=np.float32, copy=True)).to(device)  # a private copy (may be a memory map)
+    # a private copy (may be a memory map)
+    D = torch.from_numpy(np.array(documents, dtype=np.float32, copy=True)).to(device)
     rows = GoldRows(gold, excluded, D.shape[0])
     full = FitObjective(Xt, D, rows, cfg.temperature, cfg.loss)
     params = list(head.parameters())
@@ -356,7 +358,8 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
 
         batch_size = n
     else:
-        opt = _Scheduled(torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay), lr_factor(cfg.schedule, cfg.steps))
+        opt = _Scheduled(torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay),
+                         lr_factor(cfg.schedule, cfg.steps))
         batch_size = min(cfg.batch_size, n)
 
         def batch_loss(batch):
@@ -365,8 +368,10 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
                     return full(head)  # the whole fit set, masks built once
                 q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
                 return GoldRows.loss(q @ D.T, rows.masks(batch, device), cfg.temperature, cfg.loss)
-            cand, mask, excl = candidate_masks(batch, gold, excluded, D.shape[0], cfg.candidates, cfg.n_negatives, sampler)
-            q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
+            cand, mask, excl = candidate_masks(batch, gold, excluded, D.shape[0], cfg.candidates, cfg.n_negatives,
+                                               sampler)
+            q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]),
+                                              dim=-1)
             return infonce_loss(q @ D[torch.from_numpy(cand).to(device)].T, mask.to(device), cfg.temperature, cfg.loss,
                                 None if excl is None else excl.to(device))
 
@@ -387,10 +392,10 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
         with torch.no_grad():
             start = keep.observe(0, float(validate(head)))
     res = run_loop(batch_loss, head, opt, cfg.steps, n, batch_size, sampler, progress=progress, desc=desc,
-                   evaluate=curve_metrics, eval_every=cfg.eval_every, convergence=cfg.convergence(), objective=lambda: full(head),
-                   patience=cfg.patience if keep is not None and cfg.patience else None,
-                   monitor=(lambda point: point["validation"]) if keep is not None else None, validation=keep is not None,
-                   monitor_start=start)
+                   evaluate=curve_metrics, eval_every=cfg.eval_every, convergence=cfg.convergence(),
+                   objective=lambda: full(head), patience=cfg.patience if keep is not None and cfg.patience else None,
+                   monitor=(lambda point: point["validation"]) if keep is not None else None,
+                   validation=keep is not None, monitor_start=start)
     if cfg.optimizer == "adamw" and cfg.schedule == "stable-decay" and res.converged_at is not None:
         # converged at the constant rate: the objective no longer falls at that rate; now decay it
         # to 0 over decay_fraction of the steps so far, to settle into the minimum it found
@@ -428,5 +433,6 @@ def apply_head(head, X: np.ndarray, block: int = 8192) -> np.ndarray:
     out = []
     with torch.no_grad():
         for a in range(0, len(X), block):
-            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)), dim=-1).cpu().numpy())
+            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)),
+                                                     dim=-1).cpu().numpy())
     return np.concatenate(out).astype(np.float32) if out else np.zeros((0, X.shape[1]), dtype=np.float32)
