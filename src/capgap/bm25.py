@@ -84,7 +84,8 @@ class BM25:
     backend or a method the backend lacks.
     """
 
-    def __init__(self, doc_texts: list[str], backend: str = _D["backend"], method: str = _D["method"], k1: float = _D["k1"],
+    def __init__(self, doc_texts: list[str], backend: str = _D["backend"], method: str = _D["method"],
+                 k1: float = _D["k1"],
                  b: float = _D["b"], epsilon: float = _D["epsilon"], stopwords: str | None = _D["stopwords"]):
         if backend not in BACKENDS:
             raise ValueError(f"bm25 backend must be one of {BACKENDS}, got {backend!r}")
@@ -100,7 +101,8 @@ class BM25:
                 cols.append(self._vocab.setdefault(t, len(self._vocab)))
         from scipy.sparse import csr_matrix
 
-        self._terms = csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(self.n_docs, max(1, len(self._vocab))))
+        self._terms = csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)),
+                                 shape=(self.n_docs, max(1, len(self._vocab))))
         df = np.asarray(self._terms.sum(axis=0)).ravel()
         common = int((df > self.n_docs / 2).sum())
         if common and method == "robertson":
@@ -176,5 +178,5 @@ def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dic
     bm = BM25(rs.corpus.passages(), **dict(cfg))
     log.info("bm25: %s", bm.variant)
     texts = list(rs.queries.texts)
-    return evaluate_scores(rs, lambda a, b: bm.scores_and_matches(texts[a:b]), rs.corpus.ids, document_groups(rs.corpus), ks,
-                           ndcg_k, "", "bm25", "bm25", block=256)
+    return evaluate_scores(rs, lambda a, b: bm.scores_and_matches(texts[a:b]), rs.corpus.ids,
+                           document_groups(rs.corpus), ks, ndcg_k, "", "bm25", "bm25", block=256)

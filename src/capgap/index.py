@@ -57,7 +57,8 @@ def index_fingerprint(encoder_fp: dict, corpus: Corpus) -> dict:
 CHUNK_SIZE = 2048  # documents per encode call: the unit a build resumes by and a shard is made of
 
 
-def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | None = None, progress: bool = True) -> FrozenIndex:
+def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | None = None,
+                progress: bool = True) -> FrozenIndex:
     """Embed ``corpus`` with ``encoder`` (a ``capgap.encoders.Encoder``) into ``out_dir``.
 
     Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was
@@ -107,9 +108,11 @@ def build_index_shard(corpus: Corpus, encoder, out_file: str | Path, n_shards: i
     emb = _embed_chunks(corpus, encoder, fp, parts, chunks, chunk_size, progress)
     start, stop = min(chunks.start * chunk_size, len(corpus)), min(chunks.stop * chunk_size, len(corpus))
     if emb.shape != (stop - start, fp["dim"]):
-        raise ValueError(f"index shard {shard} of {n_shards}: embeddings have shape {emb.shape}, expected {(stop - start, fp['dim'])}")
+        raise ValueError(f"index shard {shard} of {n_shards}: embeddings have shape {emb.shape}, expected "
+                         f"{(stop - start, fp['dim'])}")
     save_npy(out_file, emb)
-    write_json(out_file.with_suffix(".json"), {"fingerprint": fp, "shard": shard, "n_shards": n_shards, "start": start, "stop": stop})
+    write_json(out_file.with_suffix(".json"),
+               {"fingerprint": fp, "shard": shard, "n_shards": n_shards, "start": start, "stop": stop})
     shutil.rmtree(parts)
     return emb
 
@@ -127,10 +130,11 @@ def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenInde
         meta = json.loads(meta_file.read_text())
         fp = meta["fingerprint"] if fp is None else fp
         if meta["fingerprint"] != fp:
-            raise DataFormatError(meta_file, None, "fingerprint", "differs from the first shard's: the shards are of different builds")
+            raise DataFormatError(meta_file, None, "fingerprint",
+                                  "differs from the first shard's: the shards are of different builds")
         if (meta["shard"], meta["n_shards"], meta["start"]) != (i, len(shard_files), row):
-            raise DataFormatError(meta_file, None, "start", f"shard {meta['shard']} of {meta['n_shards']} starts at row "
-                                  f"{meta['start']}; expected shard {i} of {len(shard_files)} starting at row {row}")
+            raise DataFormatError(meta_file, None, "start", f"shard {meta['shard']} of {meta['n_shards']} starts at "
+                                  f"row {meta['start']}; expected shard {i} of {len(shard_files)} starting at row {row}")
         emb = read_npy(f, mmap=False)
         if emb.shape[0] != meta["stop"] - meta["start"]:
             raise DataFormatError(f, None, None, f"{emb.shape[0]} rows, its .json says {meta['stop'] - meta['start']}")
@@ -140,24 +144,28 @@ def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenInde
         raise ValueError("gather_index: no shard files")
     if any(fp.get(k) != v for k, v in index_fingerprint({}, corpus).items()) or row != len(corpus):
         raise DataFormatError(Path(shard_files[-1]).with_suffix(".json"), None, "corpus_sha256",
-                              f"the shards cover {row} rows of a corpus with hash {fp.get('corpus_sha256')}; this corpus has "
-                              f"{len(corpus)} documents, hash {corpus_hash(corpus)}")
-    return _write_index(corpus, fp, np.concatenate(chunks) if chunks else np.zeros((0, fp["dim"]), np.float32), Path(out_dir))
+                              f"the shards cover {row} rows of a corpus with hash {fp.get('corpus_sha256')}; this "
+                              f"corpus has {len(corpus)} documents, hash {corpus_hash(corpus)}")
+    return _write_index(corpus, fp, np.concatenate(chunks) if chunks else np.zeros((0, fp["dim"]), np.float32),
+                        Path(out_dir))
 
 
-def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range, chunk_size: int, progress: bool) -> np.ndarray:
+def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range, chunk_size: int,
+                  progress: bool) -> np.ndarray:
     """Chunks ``chunks`` of ``corpus`` embedded, one ``encode_documents`` call per chunk of
     ``chunk_size`` documents, each saved as ``parts/part_<chunk>.npy`` (reused when ``parts``
     holds a build of fingerprint ``fp``: a killed build resumes), concatenated:
     ``(rows, dim) float32``."""
-    if parts.is_dir() and (not (parts / "fingerprint.json").is_file() or json.loads((parts / "fingerprint.json").read_text()) != fp):
+    if parts.is_dir() and (not (parts / "fingerprint.json").is_file()
+                           or json.loads((parts / "fingerprint.json").read_text()) != fp):
         shutil.rmtree(parts)  # parts of another build: never trust them
     parts.mkdir(parents=True, exist_ok=True)
     write_json(parts / "fingerprint.json", fp)
     texts = corpus.passages()
     out = []
     total = sum(len(texts[i * chunk_size : (i + 1) * chunk_size]) for i in chunks)
-    bar = tqdm(total=total, desc=f"index {fp.get('model', '')}".strip(), unit="doc", unit_scale=True, disable=not progress)
+    bar = tqdm(total=total, desc=f"index {fp.get('model', '')}".strip(), unit="doc", unit_scale=True,
+               disable=not progress)
     for i in chunks:
         start = i * chunk_size
         f = parts / f"part_{i:06d}.npy"
@@ -218,9 +226,12 @@ def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus 
             raise FingerprintMismatch(folder, want, got)
     emb = read_npy(folder / "embeddings.npy")  # memory-mapped; a big-endian copy is byte-swapped
     if emb.dtype != np.float32 or emb.ndim != 2:
-        raise DataFormatError(folder / "embeddings.npy", None, None, f"expected 2-d float32, got {emb.dtype} {emb.shape}")
+        raise DataFormatError(folder / "embeddings.npy", None, None,
+                              f"expected 2-d float32, got {emb.dtype} {emb.shape}")
     if emb.shape != (fp["n_docs"], fp["dim"]) or len(ids) != fp["n_docs"]:
-        raise DataFormatError(folder / "embeddings.npy", None, "dim", f"shape {emb.shape} / {len(ids)} ids do not match fingerprint ({fp['n_docs']}, {fp['dim']})")
+        raise DataFormatError(folder / "embeddings.npy", None, "dim",
+                              f"shape {emb.shape} / {len(ids)} ids do not match fingerprint ({fp['n_docs']}, "
+                              f"{fp['dim']})")
     if not np.isfinite(emb).all():
         raise DataFormatError(folder / "embeddings.npy", None, None, "NaN or inf in embeddings")
     try:

@@ -97,11 +97,13 @@ def duplicate_groups(keys) -> list[np.ndarray]:
     """
     buckets: dict = {}
     if isinstance(keys, np.ndarray) and keys.ndim == 2:
-        # a 64-bit hash per row (its bytes as 64-bit words, or the widest that divides the row, times random odd multipliers, summed
+        # a 64-bit hash per row (its bytes as 64-bit words, or the widest that divides the row, times random odd
+        # multipliers, summed
         # mod 2^64), vectorised; only rows sharing a hash are compared byte for byte
         n, width = keys.shape[0], keys.shape[1] * keys.dtype.itemsize
         word = next(w for w in (np.uint64, np.uint32, np.uint16, np.uint8) if width % np.dtype(w).itemsize == 0)
-        mult = np.random.default_rng(0).integers(1, 2**63, size=width // np.dtype(word).itemsize, dtype=np.uint64) | np.uint64(1)
+        mult = np.random.default_rng(0).integers(1, 2**63, size=width // np.dtype(word).itemsize,
+                                                 dtype=np.uint64) | np.uint64(1)
         h = np.empty(n, dtype=np.uint64)
         for b0 in range(0, n, 4096):
             block = np.ascontiguousarray(keys[b0 : b0 + 4096]).view(np.uint8).reshape(-1, width).view(word)
@@ -168,7 +170,8 @@ def merge_groups(n: int, *group_lists: Sequence[np.ndarray]) -> list[np.ndarray]
         for grp in g:
             for i in grp:
                 out.setdefault(root(int(i)), []).append(int(i))
-    return sorted((np.unique(np.asarray(v, dtype=np.int64)) for v in out.values() if len(set(v)) > 1), key=lambda a: a[0])
+    return sorted((np.unique(np.asarray(v, dtype=np.int64)) for v in out.values() if len(set(v)) > 1),
+                  key=lambda a: a[0])
 
 
 def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray],
@@ -238,7 +241,10 @@ def rank_gold(scores: np.ndarray, gold: np.ndarray, grades: np.ndarray | None = 
         above_ng = len(ng) - np.searchsorted(ng, sg, side="left")
     sv, gv, rv = sg[ok], grades[ok], gold[ok]
     ahead = (sv[None, :] > sv[:, None]) | (
-        (sv[None, :] == sv[:, None]) & ((gv[None, :] < gv[:, None]) | ((gv[None, :] == gv[:, None]) & (rv[None, :] < rv[:, None]))))
+        (sv[None, :] == sv[:,
+                           None]) & ((gv[None, :] < gv[:,
+                                                       None]) | ((gv[None,
+                                                                     :] == gv[:, None]) & (rv[None, :] < rv[:, None]))))
     ranks = np.full(len(gold), np.inf)
     ranks[ok] = above_ng[ok] + ahead.sum(1) + 1
     return ranks
@@ -338,7 +344,8 @@ def dense_scores(queries: np.ndarray, docs: np.ndarray, threads: int | None = No
         with threadpool_limits(int(threads) if threads else None), np.errstate(over="ignore", invalid="ignore"):
             S = queries[a:b] @ np.asarray(docs, dtype=np.float32).T
         if not np.isfinite(S).all():
-            raise ValueError(f"scores overflow float32 (max |score| {float(np.nanmax(np.abs(S))):g}): rescale the vectors")
+            raise ValueError(f"scores overflow float32 (max |score| {float(np.nanmax(np.abs(S))):g}): rescale the "
+                             "vectors")
         return S
 
     return score_block
