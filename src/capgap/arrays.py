@@ -55,12 +55,15 @@ def _what_it_is(head: bytes, size: int) -> str:
         real = re.search(r"size (\d+)", text)
         about = ", ".join(x for x in (oid and "oid " + oid.group(1)[:19] + "...",
                                       real and f"{real.group(1)} bytes kept in LFS") if x)
-        return f": it is a git-LFS pointer{f' ({about})' if about else ''}, not the array: fetch the file with 'git lfs pull'"
+        return (f": it is a git-LFS pointer{f' ({about})' if about else ''}, not the array: "
+                "fetch the file with 'git lfs pull'")
     low = head.lstrip().lower()
     if low.startswith((b"<!doctype html", b"<html", b"<?xml", b"<head")):
-        return f": it is an HTML/XML page (starts with {head[:16]!r}), e.g. a failed download's error page: download the file again"
+        return (f": it is an HTML/XML page (starts with {head[:16]!r}), e.g. a failed download's error page: "
+                "download the file again")
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
-        return f": it is a Python pickle (starts with {head[:8]!r}), which capgap never loads: save the array with numpy.save"
+        return (f": it is a Python pickle (starts with {head[:8]!r}), which capgap never loads: "
+                "save the array with numpy.save")
     if head.startswith(b"PAR1"):
         return ": it is a Parquet file: name it .parquet"
     if head.startswith(b"ARROW1"):

@@ -70,7 +70,8 @@ def variant_name(backend: str = _D["backend"], method: str = _D["method"], k1: f
         raise ValueError(f"bm25: backend {backend!r} has no method {method!r}; choose one of "
                          f"{sorted(m for bk, m in IDF_RULES if bk == backend) or BACKENDS}")
     eps = f", epsilon={epsilon:g}" if (backend, method) == ("rank-bm25", "robertson") else ""
-    return f"{backend} {method} ({IDF_RULES[backend, method]}), k1={k1:g}, b={b:g}{eps}, stopwords={stopwords or 'none'}"
+    return (f"{backend} {method} ({IDF_RULES[backend, method]}), k1={k1:g}, b={b:g}{eps}, "
+            f"stopwords={stopwords or 'none'}")
 
 
 class BM25:

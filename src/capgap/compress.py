@@ -301,9 +301,9 @@ class Compressed:
         """Apply the query side of the compression.
 
         Truncation keeps the first d' coordinates (re-normalised to unit L2 norm when
-        ``renormalized``; a row of norm 0 is a ``ValueError``: its cosine is undefined); PCA multiplies by ``projection`` (no mean
-        subtraction, see the module docstring); float32, sq, pq and binary leave the query
-        unchanged (asymmetric scoring: float query against the decoded document).
+        ``renormalized``; a row of norm 0 is a ``ValueError``: its cosine is undefined); PCA
+        multiplies by ``projection`` (no mean subtraction, see the module docstring); float32,
+        sq, pq and binary leave the query unchanged (asymmetric scoring: float query against the decoded document).
 
         Parameters
         ----------

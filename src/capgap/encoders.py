@@ -298,7 +298,8 @@ def position_limit(auto_model) -> tuple[int, str] | None:
     offset = pad + 1 if isinstance(pad, int) and 0 <= pad < n else 0
     if offset == 0:
         return n, f"{n} position embeddings"
-    return n - offset, f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+    return n - offset, (f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by "
+                        "the padding offset)")
 
 
 # model_type -> how its position ids start: RoBERTa-style embeddings number positions from
@@ -324,7 +325,8 @@ def config_position_limit(model_config: dict) -> tuple[int, str] | None:
         offset = pad + 1 if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < n else 0
     if offset == 0:
         return n, f"{n} position embeddings"
-    return n - offset, f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+    return n - offset, (f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by "
+                        "the padding offset)")
 
 
 class _ConcatFile(io.RawIOBase):

@@ -144,8 +144,8 @@ def expand_limit(
     real documents) drawn from the attribute vocabulary of ``corpus`` itself, minus every
     attribute that occurs in any query text and every attribute that contains such an asked
     attribute as whole words ("Mangrove Forests" when "Forests" is asked), so no distractor is
-    relevant to any query, even loosely, and the qrels stay complete. The documents are shuffled together (seeded), so no position in the
-    corpus marks a real document.
+    relevant to any query, even loosely, and the qrels stay complete. The documents are
+    shuffled together (seeded), so no position in the corpus marks a real document.
 
     Returns ``(corpus, info)``; ``info`` records the vocabulary size, excluded attributes and
     the seed. Same arguments, same output. Raises ``ValueError`` when a real document does not

@@ -303,9 +303,10 @@ def split_parity_queries(P: int, m_train: int, m_heldout: int, seed: int = _D["s
 
 
 def sizes(P: int, d: int, rho: int) -> dict:
-    """The construction's sizes (arXiv 2610.02749, the parity construction): n = 2^d documents, k = |ball|, k/n (the random
-    baseline), log2 of the intent family (d*P bits of A), and the SQ lower bound's order as the
-    paper states it (2^Omega(P) statistical queries to beat k/n by an inverse-polynomial margin)."""
+    """The construction's sizes (arXiv 2610.02749, the parity construction): n = 2^d documents,
+    k = |ball|, k/n (the random baseline), log2 of the intent family (d*P bits of A), and the SQ
+    lower bound's order as the paper states it (2^Omega(P) statistical queries to beat k/n by an
+    inverse-polynomial margin)."""
     k = ball_size(d, rho)
     return {"P": P, "d": d, "n": 2**d, "k": k, "k_over_n": k / 2**d, "log2_intents": d * P,
             "sq_lower_bound": "2^Omega(P)"}

@@ -133,8 +133,9 @@ def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenInde
             raise DataFormatError(meta_file, None, "fingerprint",
                                   "differs from the first shard's: the shards are of different builds")
         if (meta["shard"], meta["n_shards"], meta["start"]) != (i, len(shard_files), row):
-            raise DataFormatError(meta_file, None, "start", f"shard {meta['shard']} of {meta['n_shards']} starts at "
-                                  f"row {meta['start']}; expected shard {i} of {len(shard_files)} starting at row {row}")
+            raise DataFormatError(meta_file, None, "start",
+                                  f"shard {meta['shard']} of {meta['n_shards']} starts at row {meta['start']}; "
+                                  f"expected shard {i} of {len(shard_files)} starting at row {row}")
         emb = read_npy(f, mmap=False)
         if emb.shape[0] != meta["stop"] - meta["start"]:
             raise DataFormatError(f, None, None, f"{emb.shape[0]} rows, its .json says {meta['stop'] - meta['start']}")

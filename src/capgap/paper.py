@@ -140,8 +140,8 @@ def _pattern(kind: str, df: pd.DataFrame, ds: str, enc: str, method: str, k: int
                     else "does not hold") + f" (held-out {ho:.3f} vs {LATE}; no single-vector run to compare)"
         best = float(sv.max())
         ok = ho >= LATE and ho - best >= GAP
-        return ("holds" if ok
-                else "does not hold") + f" (held-out {ho:.3f}; best fine-tuned single-vector held-out {best:.3f}, {ho - best:+.3f})"
+        return (("holds" if ok else "does not hold")
+                + f" (held-out {ho:.3f}; best fine-tuned single-vector held-out {best:.3f}, {ho - best:+.3f})")
     if kind == "capacity_high":
         v = ours.get("heldout")
         if v is None:
@@ -192,7 +192,8 @@ def compare(df: pd.DataFrame, infos: Mapping[str, DatasetInfo], models: Mapping[
             runs.append((ds, enc))
         if not runs:
             fam = "any" if c["family"] == "all" else f"no {c['family'].upper()}"
-            rows.append(dict(claim=c["claim"], source=c["source"], run="–", k="–", paper=_paper_text(c, None), ours="–",
+            rows.append(dict(claim=c["claim"], source=c["source"], run="–", k="–", paper=_paper_text(c, None),
+                             ours="–",
                              verdict=f"not comparable: not run here ({fam} dataset with method {c['method']} in this "
                                      "config)",
                              pattern="–"))
@@ -220,7 +221,8 @@ def compare(df: pd.DataFrame, infos: Mapping[str, DatasetInfo], models: Mapping[
             else:
                 paper = {int(kk): float(v) for kk, v in c["values_at_k"].items()}
                 ours = {kk: _get(df, ds0, enc, c["method"], c.get("split", "all"), kk) for kk in paper}
-            run = f"{ds0} / {enc or c['method']}" if len(members) == 1 else f"mean of {len(members)}/{len(c['datasets'])} categories / {enc}"
+            run = (f"{ds0} / {enc or c['method']}" if len(members) == 1
+                   else f"mean of {len(members)}/{len(c['datasets'])} categories / {enc}")
             if comparable:
                 verdict = _numeric_verdict(c, ours, paper)
             else:

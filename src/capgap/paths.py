@@ -110,7 +110,8 @@ def check_mirror(value: str | None = None) -> None:
     elif value[0] in "'\"" and value[-1] == value[0]:
         why = "the quotes around it are part of the value (an env file, a Makefile or nested quoting keeps them)"
     elif value.startswith("~"):
-        why = f"'~' is not expanded here (the shell expands it only unquoted); did you mean {os.path.expanduser(value)!r}?"
+        why = ("'~' is not expanded here (the shell expands it only unquoted); "
+               f"did you mean {os.path.expanduser(value)!r}?")
     elif Path(value).exists():
         why = "it is a file, not a folder"
     elif not os.path.isabs(value):

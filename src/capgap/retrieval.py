@@ -61,8 +61,8 @@ def zero_norm_rows(M: np.ndarray, block: int = 4096, exact: bool = False) -> np.
 
 
 def describe_rows(rows: Sequence[int], ids: Sequence[str] | None = None, limit: int = 5) -> str:
-    """``"rows [4, 9] (0-based; ids ['d4', 'd9'])"`` (one row: ``"row 4 (0-based; ids ['d4'])"``) for an error message: at most ``limit``
-    rows named, then ``", ..."`` and the total."""
+    """``"rows [4, 9] (0-based; ids ['d4', 'd9'])"`` (one row: ``"row 4 (0-based; ids ['d4'])"``)
+    for an error message: at most ``limit`` rows named, then ``", ..."`` and the total."""
     rows = [int(r) for r in rows]
     shown = rows[:limit]
     more = f", ... ({len(rows)} in all)" if len(rows) > limit else ""

@@ -14,7 +14,8 @@ from typing import Mapping
 from ..config import item_defaults
 from ..errors import DataFormatError
 from .canonical import load_excluded
-from .corpus import UNFINDABLE_REASONS, Corpus, Qrels, Queries, RetrievalSet, Split, load_corpus, load_qrels, load_queries
+from .corpus import (UNFINDABLE_REASONS, Corpus, Qrels, Queries, RetrievalSet, Split, load_corpus, load_qrels,
+                     load_queries)
 
 log = logging.getLogger("capgap.data")
 _SPLIT = item_defaults("datasets", "split")  # the schema holds every default (capgap.config)
@@ -280,8 +281,8 @@ def assemble(
     unf = {q: unfindable[q] for q in kept.ids if q in unfindable}
     n_unf = sum(len(v) for v in unf.values())
     if n_unf:
-        log.warning("%s: %d gold pairs name a document no method can find (%s); they stay gold, never found (gold_rule)",
-                    name, n_unf,
+        log.warning("%s: %d gold pairs name a document no method can find (%s); they stay gold, never found "
+                    "(gold_rule)", name, n_unf,
                     ", ".join(f"{r}: {sum(x[2] == r for v in unf.values() for x in v)}" for r in UNFINDABLE_REASONS))
     kept_ids = set(kept.ids)
     excl = {q: tuple(v) for q, v in (excluded or {}).items() if q in kept_ids and v}

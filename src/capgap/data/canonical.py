@@ -146,8 +146,9 @@ def load_twins(path: str | Path, corpus: Corpus) -> dict[str, tuple[tuple[str, s
 
 def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
     """Load a folder written by ``write_canonical`` (``excluded.tsv`` and ``twins.tsv`` are
-    optional: folders prepared before they existed have no exclusions and no twins). The set's name is ``name``, else the
-    ``dataset`` its ``status.json`` records (the data stage writes it), else the folder's name."""
+    optional: folders prepared before they existed have no exclusions and no twins). The set's
+    name is ``name``, else the ``dataset`` its ``status.json`` records (the data stage writes
+    it), else the folder's name."""
     folder = Path(folder)
     status = folder / "status.json"
     if name is None and status.is_file():

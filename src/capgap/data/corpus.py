@@ -330,7 +330,8 @@ def _qrels_header(path: Path, lineno: int, cols: list[str]) -> tuple[bool, tuple
         return True, None  # known names where the format reads them, the others unknown
     raise DataFormatError(path, lineno, None, f"header {found}: the columns are in another order than "
                                               f"{' '.join(expect)} and not every name is known; name them query-id, "
-                                              "corpus-id, score (any order), or write them in the order " + ", ".join(expect))
+                                              "corpus-id, score (any order), or write them in the order "
+                                              + ", ".join(expect))
 
 
 def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str, str, int]]:

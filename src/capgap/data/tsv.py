@@ -81,7 +81,8 @@ def split_tsv(path: str | Path, lineno: int, line: str) -> list[str]:
     for i, c in enumerate(cols, start=1):
         if c == "" or (i == len(cols) and not c.strip()):
             if i == len(cols) and i > 1:
-                why = "the line ends in a TAB; remove the trailing TAB" if c == "" else "the line ends in a TAB and spaces"
+                why = ("the line ends in a TAB; remove the trailing TAB" if c == ""
+                       else "the line ends in a TAB and spaces")
             elif i == 1:
                 why = "the line starts with a TAB"
             else:

@@ -96,7 +96,8 @@ class TwinPairs:
     @classmethod
     def of(cls, rs, query_ids: Sequence[str], doc_ids: Sequence[str]) -> "TwinPairs":
         """The triples of ``rs.twins`` for ``query_ids`` against ``doc_ids`` (empty arrays when
-        the set has no twins; a twin excluded from the query's ranking is left out). Raises ``KeyError`` for a document not in ``doc_ids``."""
+        the set has no twins; a twin excluded from the query's ranking is left out). Raises
+        ``KeyError`` for a document not in ``doc_ids``."""
         pos = {d: i for i, d in enumerate(doc_ids)}
         rows = []
         twins = getattr(rs, "twins", {}) or {}

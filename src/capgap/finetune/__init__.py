@@ -24,8 +24,9 @@ Public API
   atomically, with an ``adapter_config.json`` that does not depend on ``PYTHONHASHSEED``.
 
 Loss (InfoNCE = multiclass cross-entropy over candidate documents, temperature tau; van den
-Oord et al. 2018, as dual-encoder retrieval uses it, e.g. Karpukhin et al. 2020). With logits l_j = s_j / tau, gold set P of the query, and N the
-candidates that are not gold (other gold documents of the query are never negatives):
+Oord et al. 2018, as dual-encoder retrieval uses it, e.g. Karpukhin et al. 2020). With logits
+l_j = s_j / tau, gold set P of the query, and N the candidates that are not gold (other gold
+documents of the query are never negatives):
 
 - ``avg`` (default): L_avg = -(1/|P|) sum_{p in P} log( e^{l_p} / (e^{l_p} + sum_{j in N} e^{l_j}) )
   — every gold document must win against all non-gold candidates (what recall@k asks);

@@ -26,7 +26,8 @@ def add_lora(encoder, cfg: FinetuneConfig) -> list[str]:
     auto = st[0].auto_model
     mtype = auto.config.model_type
     if mtype not in cfg.target_modules:
-        raise ValueError(f"finetune.target_modules has no entry for model_type {mtype!r}; add its attention projections")
+        raise ValueError(f"finetune.target_modules has no entry for model_type {mtype!r}; "
+                         "add its attention projections")
     targets = list(cfg.target_modules[mtype])
     lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets,
                       bias="none")

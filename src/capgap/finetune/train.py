@@ -334,7 +334,8 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
         train_excluded=excluded, early=early, name=f"{rs.name}/{encoder.spec.name} finetune",
     )
-    log.info("finetune: %d of at most %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
+    log.info("finetune: %d of at most %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d "
+             "modules",
              res.curve[-1]["step"] if res.curve else 0, cfg.steps, res.steps_per_s, res.resumed_from, res.trainable,
              len(res.adapted_modules))
     res.queries = final.get("queries")

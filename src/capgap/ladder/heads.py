@@ -117,7 +117,8 @@ class GoldRows:
             esizes = [len(self.excluded[i]) for i in batch]
             excl[np.repeat(np.arange(len(batch)), esizes), np.concatenate([self.excluded[i] for i in batch])] = True
             excl = torch.from_numpy(excl).to(device)
-        return torch.from_numpy(gold).to(device), excl, torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)
+        return (torch.from_numpy(gold).to(device), excl, torch.from_numpy(rows).to(device),
+                torch.from_numpy(cols).to(device))
 
     @staticmethod
     def loss(scores, masks: tuple, temperature: float, form: str):
@@ -366,7 +367,8 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
             if cfg.candidates == "full":
                 if batch_size == n:
                     return full(head)  # the whole fit set, masks built once
-                q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
+                q = torch.nn.functional.normalize(
+                    head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
                 return GoldRows.loss(q @ D.T, rows.masks(batch, device), cfg.temperature, cfg.loss)
             cand, mask, excl = candidate_masks(batch, gold, excluded, D.shape[0], cfg.candidates, cfg.n_negatives,
                                                sampler)

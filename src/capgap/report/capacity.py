@@ -52,8 +52,8 @@ def render(ctx: ReportContext) -> list[str]:
                            _count(one(d, e, "probe", "heldout", "iterations_median")),
                            one(d, e, "probe", "heldout", "not_converged")])
         out.append(_md_table(["dataset", "encoder", "probe R@2", "pre-trained R@2", "fine-tuned R@2", "probe R@10",
-                              "pre-trained R@10", "fine-tuned R@10", "fine-tuned train R@2", "certified", "median slack",
-                              "median iterations", "not converged (fraction)"], rows))
+                              "pre-trained R@10", "fine-tuned R@10", "fine-tuned train R@2", "certified",
+                              "median slack", "median iterations", "not converged (fraction)"], rows))
         out.append("")
         out.append("Fine-tuned = LoRA on the query side, InfoNCE against the frozen index, trained on train queries "
                    "only; the columns are held-out recall unless marked train.")

@@ -100,12 +100,14 @@ def _onset_phrase(cell: pd.DataFrame, column: str, name: str, tol: float) -> tup
     r0 = ref.iloc[0]
     measured = cell[(cell["variant"] != "float32") & cell[column].notna()]
     if measured.empty:
-        return f"{name} is {r0[column]:.3f} at {_bytes(r0.bytes_per_doc)} (float32); no compressed variant was measured", None
+        return (f"{name} is {r0[column]:.3f} at {_bytes(r0.bytes_per_doc)} (float32); "
+                "no compressed variant was measured"), None
     on = compression_onset(cell, column, tol)
     if on is None:
         last = measured.iloc[-1]
-        return (f"{name} stays within {tol:g} of its float32 value {r0[column]:.3f} ({_bytes(r0.bytes_per_doc)}) at "
-                f"every variant measured, down to {_bytes(last.bytes_per_doc)} ({last.variant}, {last[column]:.3f})"), None
+        return (f"{name} stays within {tol:g} of its float32 value {r0[column]:.3f} ({_bytes(r0.bytes_per_doc)}) "
+                f"at every variant measured, down to {_bytes(last.bytes_per_doc)} "
+                f"({last.variant}, {last[column]:.3f})"), None
     at = f"{_bytes(on['bytes_per_doc'])} ({on['variant']}, {on[column]:.3f})"
     below = f"{r0[column] - tol:.3f}"
     if on["previous"]["variant"] == "float32":

@@ -88,7 +88,8 @@ def render_datasets(avail: Sequence[dict], df: pd.DataFrame, golds: Mapping[str,
     ))
     out.append("")
     norms = sorted({str(s["text_normalization"]) for s in avail if s.get("text_normalization")})
-    norm = f"after {'/'.join(norms)} normalisation and whitespace collapsing" if norms else "(text normalisation not recorded)"
+    norm = (f"after {'/'.join(norms)} normalisation and whitespace collapsing" if norms
+            else "(text normalisation not recorded)")
     out.append("Duplicate documents: groups of documents with identical text (they score identically in every "
                f"method). Duplicate queries: groups of queries with identical text {norm}; any text encoder gives them "
                "one vector, so the probe gives them one w. Tied queries: the probe's count of queries sharing their "

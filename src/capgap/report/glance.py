@@ -143,7 +143,8 @@ def render_summary(table: pd.DataFrame, df: pd.DataFrame, bm25: str | None = Non
     out += _construction_note(table, construction or {})
     missing = [m for m in METHOD_ORDER if m not in set(df["method"])]
     if missing:
-        out.append("Not run in this config (their columns show –): " + ", ".join(f"{m} ({NOT_RUN_HINT[m]})" for m in missing) + ".")
+        out.append("Not run in this config (their columns show –): "
+                   + ", ".join(f"{m} ({NOT_RUN_HINT[m]})" for m in missing) + ".")
         out.append("")
     return out
 

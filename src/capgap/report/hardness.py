@@ -177,7 +177,8 @@ def parity_ladder_sentence(t: pd.DataFrame, hdf: pd.DataFrame | None = None) -> 
     rows with the learners' states), a learner that had not converged (nor was chosen by early
     stopping) is named after the sentence, marked "not a finding" (``learners.NOT_A_FINDING``)."""
     num = lambda c: pd.to_numeric(t[c], errors="coerce")  # noqa: E731
-    fit, oracle, perfect, only, rnd = num("fit_heldout"), num("oracle"), num("perfect"), num("only_heldout"), num("random")
+    fit, oracle, perfect, only, rnd = (num("fit_heldout"), num("oracle"), num("perfect"), num("only_heldout"),
+                                       num("random"))
     P = t["P"].tolist()
     return (f"For P = {P[0]}..{P[-1]}: the ReLU family can represent the oracle (the perfect encoder reaches at least "
             f"{perfect.min():.3f} held-out recall, the probe at least {oracle.min():.3f}); fit by gradient on every "

@@ -43,9 +43,10 @@ def render_near_miss(df: pd.DataFrame, fig: str | None, ndcg_k: int = EVAL_DEFAU
         out += [f"- {twin_verdict(r)}" for r in cell.to_dict("records")] + [""]
     if not table.empty:
         out += ([f"![near-miss twins: probe margin vs pre-trained score gap]({fig})", "",
-                 "Per twin type: x = the pre-trained encoder's median score gap gold − twin (cosine), y = the probe's "
-                 "median margin (unit witness), held-out, bars p25–p75. Right of x = 0 the encoder already prefers "
-                 "the gold; above y = 0 the index separates it.", ""] if fig else
+                 "Per twin type: x = the pre-trained encoder's median score gap gold − twin (cosine), y = the "
+                 "probe's median margin (unit witness), held-out, bars p25–p75. Right of x = 0 the encoder already "
+                 "prefers the gold; above y = 0 the index separates it.", ""]
+                if fig else
                 ["Figure not drawn: the probe or the pre-trained encoder has no twin gaps.", ""])
     return out + _transfer_lines(ttable, k, ndcg_k)
 

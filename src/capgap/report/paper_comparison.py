@@ -48,7 +48,8 @@ def mark_learners(rows: Sequence[dict], df: pd.DataFrame) -> list[dict]:
     for r in rows:
         c = claims.get(r["claim"])
         r = dict(r)
-        if c is None or c["method"] not in LEARNER_NAMES or not str(r["pattern"]).startswith(("holds", "does not hold")):
+        if (c is None or c["method"] not in LEARNER_NAMES
+                or not str(r["pattern"]).startswith(("holds", "does not hold"))):
             out.append(r)
             continue
         why = []
@@ -80,9 +81,10 @@ def render_paper(rows: Sequence[dict]) -> list[str]:
            "Every claim of the checked-in reference table (`capgap/paper_reference.yaml`) with our nearest runs. "
            "*Verdict* compares numbers only where our run uses the paper's data and model (reproduced within the "
            "stated tolerance, or not reproduced by how much); otherwise it says why the runs are not comparable. "
-           "*Pattern* checks the paper's qualitative finding on our run: generalisation gap = train − held-out ≥ "
-           f"{paper.GAP} and capacity − held-out ≥ {paper.GAP}; late interaction = held-out ≥ {paper.LATE} and ≥ "
-           f"{paper.GAP} above the best fine-tuned single-vector held-out; capacity high / saturated = ≥ {paper.HIGH}. "
+           "*Pattern* checks the paper's qualitative finding on our run: generalisation gap = train − held-out "
+           f"≥ {paper.GAP} and capacity − held-out ≥ {paper.GAP}; late interaction = held-out ≥ {paper.LATE} "
+           f"and ≥ {paper.GAP} above the best fine-tuned single-vector held-out; capacity high / saturated = "
+           f"≥ {paper.HIGH}. "
            "The paper's summary does not state its recall cut-off: we compare at the gold-set size (LIMIT: 2)"
            + ("; where gold-set sizes vary, at R-precision (recall at each query's own gold-set size)"
               if any(str(r["k"]).startswith("R-precision") for r in rows) else "") + ". A pattern read from a trained "

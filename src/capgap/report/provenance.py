@@ -31,7 +31,8 @@ def _code_rows(by_code: Mapping[str, list[str]]) -> dict[str, str]:
         rows["capgap code (every job)"] = f"{code} ({len(jobs)} jobs)"
     else:
         for i, (code, jobs) in enumerate(sorted(by_code.items(), key=lambda kv: -len(kv[1])), start=1):
-            rows[f"capgap code, version {i} of {len(by_code)}"] = f"{code}: {len(jobs)} jobs, e.g. {', '.join(jobs[:3])}"
+            rows[f"capgap code, version {i} of {len(by_code)}"] = (f"{code}: {len(jobs)} jobs, "
+                                                                    f"e.g. {', '.join(jobs[:3])}")
     rows["capgap code (this report)"] = provenance.code_summary()
     return rows
 
@@ -92,7 +93,8 @@ def render_provenance(config: Mapping | None, statuses: Sequence[dict], fps: Seq
                                f"{r.cpu_time:.1f}"] for r in t.itertuples(index=False)]))
         out.append("")
         per = t.groupby("rule", sort=False)["s"].sum()
-        out.append("Total " + f"{t['s'].sum() / 60:.1f} min of job wall time: " + ", ".join(f"{r} {v:.0f} s" for r, v in per.items()) + ".")
+        out.append("Total " + f"{t['s'].sum() / 60:.1f} min of job wall time: "
+                   + ", ".join(f"{r} {v:.0f} s" for r, v in per.items()) + ".")
     else:
         out.append("No benchmark files (stages run outside Snakemake).")
     out.append("")

@@ -138,7 +138,8 @@ def _finetune_clause(r: Mapping) -> str:
     if ft >= TWIN_SOLVED:
         text = f"fine-tuning closes it on held-out combinations (fine-tuned held-out {ft:.3f}{train}{without})"
     else:
-        text = f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < {TWIN_SOLVED}{train}{without})"
+        text = (f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < "
+                f"{TWIN_SOLVED}{train}{without})")
     return text + _unfinished(r)
 
 
@@ -192,7 +193,8 @@ def twin_verdict(r: Mapping) -> str:
     (...); fine-tuning closes it on held-out combinations (...)." """
     kind, t = twin_verdict_kind(r), _type_name(r["type"])
     head = f"**{t}** ({_count(r['pairs']) if r['pairs'] == r['pairs'] else '?'} held-out pairs): "
-    probe = f"probe {r['probe_win']:.3f}, median margin {_f(r['probe_gap'])}" if r["probe_win"] == r["probe_win"] else ""
+    probe = (f"probe {r['probe_win']:.3f}, median margin {_f(r['probe_gap'])}" if r["probe_win"] == r["probe_win"]
+             else "")
     if kind == "not decided":
         what = "the probe" if not probe else "the pre-trained encoder"
         text = f"not decided — {what} did not measure this twin type"
@@ -207,7 +209,8 @@ def twin_verdict(r: Mapping) -> str:
                 f"(twin_win {r['pretrained_win']:.3f} < {TWIN_SOLVED}); {_finetune_clause(r)}")
     elif kind == "lexically blind":
         text = ("lexically blind — the frozen index and the pre-trained encoder separate the gold from its twin "
-                f"({probe}; pre-trained {r['pretrained_win']:.3f}), BM25 does not ({r['bm25_win']:.3f} < {TWIN_SOLVED})")
+                f"({probe}; pre-trained {r['pretrained_win']:.3f}), BM25 does not "
+                f"({r['bm25_win']:.3f} < {TWIN_SOLVED})")
     else:
         text = _solved_clause(r)
     tie = r["bm25_tie"]

@@ -20,7 +20,8 @@ from .download import _retrieve
 log = logging.getLogger("capgap.sources")
 
 
-BRIGHT_URL = "https://huggingface.co/datasets/xlangai/BRIGHT/resolve/{revision}/{config}/{category}-00000-of-00001.parquet"
+BRIGHT_URL = ("https://huggingface.co/datasets/xlangai/BRIGHT/resolve/{revision}/{config}/"
+              "{category}-00000-of-00001.parquet")
 BRIGHT_REVISION = "main"  # pin a commit with `revision:` in the dataset's config
 BRIGHT_CATEGORIES = ("biology", "earth_science", "economics", "psychology", "robotics", "stackoverflow",
                      "sustainable_living", "leetcode", "pony", "aops", "theoremqa_theorems", "theoremqa_questions")

@@ -162,8 +162,9 @@ def run_loop(
     ckpt_path : path, optional
         Checkpoint file, written atomically (``save_checkpoint``) every ``checkpoint_every``
         steps and at the last step; resumed when it exists and its digest matches. Its payload:
-        ``digest`` (with ``n_items`` as the part "number of training items"), ``step``, ``weights``, ``optim``, ``rng`` (``rng_state``),
-        ``perm``, ``pos``, ``curve``, ``losses`` (losses since the last curve point).
+        ``digest`` (with ``n_items`` as the part "number of training items"), ``step``,
+        ``weights``, ``optim``, ``rng`` (``rng_state``), ``perm``, ``pos``, ``curve``, ``losses``
+        (losses since the last curve point).
     digest : mapping of str to str
         Named digests of everything the run depends on (e.g. ``{"settings": ..., "data": ...}``).
         A checkpoint whose parts differ is never resumed: training starts over and the log
