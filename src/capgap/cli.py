@@ -125,70 +125,73 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
             "uncompressed documents": (uncompressed_column, "--uncompressed-column", ((doc_column, "--doc-column"),))})
         did, qid = _file_options(files, "id_column", id_column, "--id-column", {
             "documents": (doc_id_column, "--doc-id-column", ()), "queries": (query_id_column, "--query-id-column", ())})
-        D = load_embeddings(docs, dkey[0], dcol[0], did[0], key_option=dkey[1], column_option=dcol[1],
-                            id_column_option=did[1])
-        Q = load_embeddings(queries, qkey[0], qcol[0], qid[0], key_option=qkey[1], column_option=qcol[1],
-                            id_column_option=qid[1])
-        if D.matrix.shape[1] != Q.matrix.shape[1]:
-            raise ValueError(f"dimension mismatch: {docs} has dim {D.matrix.shape[1]}, {queries} has dim "
-                             f"{Q.matrix.shape[1]}")
-        metric = resolve_metric(metric, D.metric, docs)
+        docs_in = load_embeddings(docs, dkey[0], dcol[0], did[0], key_option=dkey[1], column_option=dcol[1],
+                                  id_column_option=did[1])
+        queries_in = load_embeddings(queries, qkey[0], qcol[0], qid[0], key_option=qkey[1], column_option=qcol[1],
+                                     id_column_option=qid[1])
+        if docs_in.matrix.shape[1] != queries_in.matrix.shape[1]:
+            raise ValueError(f"dimension mismatch: {docs} has dim {docs_in.matrix.shape[1]}, {queries} has dim "
+                             f"{queries_in.matrix.shape[1]}")
+        metric = resolve_metric(metric, docs_in.metric, docs)
         uid = (uncompressed_id_column, "--uncompressed-id-column") if uncompressed_id_column is not None else did
         if uncompressed_id_column is None and uncompressed and uid[0] not in table_columns(uncompressed):
             uid = (None, uid[1])  # the documents' id column, only where the uncompressed table has it
-        U = load_embeddings(uncompressed, ukey[0], ucol[0], uid[0], key_option=ukey[1], column_option=ucol[1],
-                            id_column_option=uid[1]) if uncompressed else None
-        if U is not None and U.metric is not None:
+        uncompressed_in = load_embeddings(uncompressed, ukey[0], ucol[0], uid[0], key_option=ukey[1],
+                                          column_option=ucol[1], id_column_option=uid[1]) if uncompressed else None
+        if uncompressed_in is not None and uncompressed_in.metric is not None:
             # a faiss file of uncompressed vectors: scored by its own metric too
-            resolve_metric(metric, U.metric, uncompressed)
+            resolve_metric(metric, uncompressed_in.metric, uncompressed)
         qr = load_qrels_file(qrels)
-        listed = row_ids(D, doc_ids, "--doc-ids", did[1])
-        listed_path = doc_ids or (did[1] if D.row_ids else "--doc-ids")
-        dids = document_ids(D, listed, listed_path)
-        qids = row_ids(Q, query_ids, "--query-ids", qid[1])  # an ids file or the table's id column
+        listed = row_ids(docs_in, doc_ids, "--doc-ids", did[1])
+        listed_path = doc_ids or (did[1] if docs_in.row_ids else "--doc-ids")
+        dids = document_ids(docs_in, listed, listed_path)
+        qids = row_ids(queries_in, query_ids, "--query-ids", qid[1])  # an ids file or the table's id column
         id_defaults = {}  # a default pairing of rows with ids is printed and recorded (summary.json id_defaults)
         if listed is None:  # refused where the table has its own document ids
             refuse_contradicting_column(docs, {d for r in qr.values() for d in r}, dids, "no document ids given "
                                         "(--doc-ids, --doc-id-column), so document row i would be document id 'i' "
                                         "(the row number)",
                                         "every document id the qrels name", "--doc-id-column")
-            id_defaults["documents"] = document_id_default(dids, D.ids is not None)
+            id_defaults["documents"] = document_id_default(dids, docs_in.ids is not None)
         if qids is None:  # the qrels' order, refused where the row count or the table's own query ids contradict it
-            qids, id_defaults["queries"] = qrels_order_ids(Q.matrix.shape[0], qr, qrels, queries)
+            qids, id_defaults["queries"] = qrels_order_ids(queries_in.matrix.shape[0], qr, qrels, queries)
             refuse_contradicting_column(queries, qids, qids, "no query ids given (--query-ids, --query-id-column), so "
                                         f"query row i would be the i-th query id of {qrels}, in order of first "
                                         "appearance",
                                         "the judged query ids", "--query-id-column")
         for ids, emb, path, key_opt, source, what in (
-                (dids, D, docs, dkey, doc_ids or (f"{docs} column {did[0]!r}" if D.row_ids else None), "document"),
-                (qids, Q, queries, qkey, query_ids or (f"{queries} column {qid[0]!r}" if Q.row_ids else None),
-                 "query")):
+                (dids, docs_in, docs, dkey, doc_ids or (f"{docs} column {did[0]!r}" if docs_in.row_ids else None),
+                 "document"),
+                (qids, queries_in, queries, qkey,
+                 query_ids or (f"{queries} column {qid[0]!r}" if queries_in.row_ids else None), "query")):
             n = emb.matrix.shape[0]
             if source and len(ids) != n:  # name both files (and the key both share, where it is the shared one)
                 where = f"{path}[{key_opt[0]!r}]" if key_opt[0] else str(path)
                 shared = "; --key names the array in both files: --doc-key and --query-key name one each" \
                     if key_opt[1] == "--key" and key_opt[0] else ""
                 raise ValueError(f"{source}: {len(ids)} {what} ids for the {n} rows of {where}{shared}")
-        U_matrix = None
-        if U is not None:  # by id where the uncompressed rows have ids; named errors
-            U_matrix = match_uncompressed(D, U, listed, listed_path)
-            if U.row_ids is None and U.ids is None:  # by position: printed, recorded, refused where the table has ids
-                paired = [None] * U.matrix.shape[0]
-                for d, r in zip(dids, D.ids if D.ids is not None else range(len(dids))):
+        uncompressed_matrix = None
+        if uncompressed_in is not None:  # by id where the uncompressed rows have ids; named errors
+            uncompressed_matrix = match_uncompressed(docs_in, uncompressed_in, listed, listed_path)
+            # by position: printed, recorded, refused where the table has ids
+            if uncompressed_in.row_ids is None and uncompressed_in.ids is None:
+                paired = [None] * uncompressed_in.matrix.shape[0]
+                for d, r in zip(dids, docs_in.ids if docs_in.ids is not None else range(len(dids))):
                     paired[int(r)] = d
                 refuse_contradicting_column(uncompressed, dids, paired, "its rows are paired with the documents of "
                                             f"{docs} by position (no --uncompressed-id-column)",
                                             f"the document ids of {docs}", "--uncompressed-id-column")
                 rule = f"row j of {uncompressed} is the document " + \
-                    (f"with faiss id j in {docs}" if D.ids is not None else f"of row j of {docs}")
+                    (f"with faiss id j in {docs}" if docs_in.ids is not None else f"of row j of {docs}")
                 id_defaults["uncompressed"] = {"rule": rule, "first": paired[:3]}
         ann = None
         if ann_run:  # scores with no rank column to order them: similarities or distances, by the vectors
-            ann = orient_run(load_run_file(ann_run, ann_run_percent_encoded), ann_run, D.matrix, Q.matrix, dids, qids,
-                             metric)
-        diag = run(D.matrix, Q.matrix, qr, dids, qids, k=k, ann_run=ann,
-                   metric=metric, threads=threads, uncompressed=U_matrix, index_info=D.info(),
-                   uncompressed_info=U.info() if U is not None else None, zero_norm=zero_norm,
+            ann = orient_run(load_run_file(ann_run, ann_run_percent_encoded), ann_run, docs_in.matrix,
+                             queries_in.matrix, dids, qids, metric)
+        diag = run(docs_in.matrix, queries_in.matrix, qr, dids, qids, k=k, ann_run=ann,
+                   metric=metric, threads=threads, uncompressed=uncompressed_matrix, index_info=docs_in.info(),
+                   uncompressed_info=uncompressed_in.info() if uncompressed_in is not None else None,
+                   zero_norm=zero_norm,
                    paths={"documents": docs, "queries": queries, "uncompressed documents": uncompressed},
                    id_defaults=id_defaults or None)
     except (DataFormatError, ValueError) as e:

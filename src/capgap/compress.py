@@ -351,10 +351,10 @@ def _normalize_rows(X: np.ndarray, what: str = "rows") -> None:
         blk /= n[:, None].astype(np.float32)
 
 
-def _is_unit_norm(D: np.ndarray) -> bool:
+def _is_unit_norm(matrix: np.ndarray) -> bool:
     dev = 0.0
-    for b0 in range(0, len(D), _BLOCK):
-        blk = D[b0 : b0 + _BLOCK]
+    for b0 in range(0, len(matrix), _BLOCK):
+        blk = matrix[b0 : b0 + _BLOCK]
         n = np.sqrt(np.einsum("ij,ij->i", blk, blk, dtype=np.float64))
         dev = max(dev, float(np.max(np.abs(n - 1.0))))
     return dev < UNIT_NORM_TOL

@@ -120,10 +120,10 @@ def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str
     h.update(json.dumps([cfg.digest(), fp, list(train_queries), [sorted(int(x) for x in g) for g in train_gold],
                          [sorted(int(x) for x in e) for e in (train_excluded or [])], context],
                         sort_keys=True).encode())
-    D = np.asarray(doc_embeddings)
-    h.update(f"{D.shape}{D.dtype}".encode())
-    for b0 in range(0, D.shape[0], 8192):
-        h.update(np.ascontiguousarray(D[b0 : b0 + 8192]).tobytes())
+    doc_matrix = np.asarray(doc_embeddings)
+    h.update(f"{doc_matrix.shape}{doc_matrix.dtype}".encode())
+    for b0 in range(0, doc_matrix.shape[0], 8192):
+        h.update(np.ascontiguousarray(doc_matrix[b0 : b0 + 8192]).tobytes())
     return h.hexdigest()
 
 
@@ -188,8 +188,8 @@ def train_query_encoder(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     # a private copy (the index may be a read-only memory map); never given requires_grad
-    D = torch.from_numpy(np.array(doc_embeddings, dtype=np.float32, copy=True)).to(device)
-    n_docs = D.shape[0]
+    doc_matrix = torch.from_numpy(np.array(doc_embeddings, dtype=np.float32, copy=True)).to(device)
+    n_docs = doc_matrix.shape[0]
 
     def batch_loss(batch):
         cand, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, cfg.candidates, cfg.n_negatives,
@@ -201,7 +201,7 @@ def train_query_encoder(
         q = q.float()
         if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
             q = torch.nn.functional.normalize(q, dim=-1)
-        docs = D if cand is None else D[torch.from_numpy(cand)]
+        docs = doc_matrix if cand is None else doc_matrix[torch.from_numpy(cand)]
         return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss,
                             None if excl is None else excl.to(device))
 
@@ -224,7 +224,7 @@ def train_query_encoder(
             q = q.float()
             if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
                 q = torch.nn.functional.normalize(q, dim=-1)
-            loss = infonce_loss(q @ D.T, mask.to(device), cfg.temperature, cfg.loss,
+            loss = infonce_loss(q @ doc_matrix.T, mask.to(device), cfg.temperature, cfg.loss,
                                 None if excl is None else excl.to(device))
             total += float(loss) * len(batch)
         return total / len(sample)
@@ -289,7 +289,7 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         at the end. Raises ``ValueError`` without train queries; ``KeyError`` when a gold
         document is not in the index.
     """
-    D, doc_ids = index.embeddings, index.doc_ids
+    doc_matrix, doc_ids = index.embeddings, index.doc_ids
     pos = {d: i for i, d in enumerate(doc_ids)}
     text = dict(zip(rs.queries.ids, rs.queries.texts))
     train_ids = list(rs.split.train)
@@ -298,7 +298,7 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
 
     def scorer():  # inner products of the queries, encoded by the model as it is now
         if not final.get("last"):
-            return lambda texts: dense_scores(encoder.encode_queries(texts), D, threads)
+            return lambda texts: dense_scores(encoder.encode_queries(texts), doc_matrix, threads)
         # the last curve point: every query once, as the final evaluation encodes them
         # (capgap.evaluate.evaluate_encoder), so that it need not encode them again
         all_texts = list(rs.queries.texts)
@@ -307,9 +307,9 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         row = {}
         for i, t in enumerate(all_texts):
             row.setdefault(t, i)
-        return lambda texts: dense_scores(q[[row[t] for t in texts]], D, threads)
+        return lambda texts: dense_scores(q[[row[t] for t in texts]], doc_matrix, threads)
 
-    groups = document_groups(rs.corpus, D)
+    groups = document_groups(rs.corpus, doc_matrix)
     curve_at = curve_evaluator(rs, doc_ids, scorer, ks, groups, cfg.eval_max_queries)
 
     def evaluate(step: int) -> dict:
@@ -330,7 +330,7 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         twins = [[pos[t] for g in sorted(rs.qrels.gold(q)) for t, _ in rs.twins.get(g, ())] for q in train_ids]
         excluded = [list(e) + t for e, t in zip(excluded or [[] for _ in train_ids], twins)]
     res = train_query_encoder(
-        encoder, D, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
+        encoder, doc_matrix, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
         cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
         train_excluded=excluded, early=early, name=f"{rs.name}/{encoder.spec.name} finetune",
     )

@@ -148,16 +148,16 @@ class FitObjective:
     The masks are built once (kept while they fit in ``max_cached`` booleans, else rebuilt per
     call)."""
 
-    def __init__(self, X, D, rows: GoldRows, temperature: float, form: str, max_scores: int = 1 << 22,
+    def __init__(self, X, doc_tensor, rows: GoldRows, temperature: float, form: str, max_scores: int = 1 << 22,
                  max_cached: int = 1 << 27):
-        self.X, self.D, self.rows = X, D, rows
+        self.X, self.doc_tensor, self.rows = X, doc_tensor, rows
         self.temperature, self.form = temperature, form
-        n, n_docs = len(rows.gold), D.shape[0]
+        n, n_docs = len(rows.gold), doc_tensor.shape[0]
         self.n, self.block = n, max(1, min(n, max_scores // max(1, n_docs)))
         self.cached = [self._masks(a) for a in range(0, n, self.block)] if n * n_docs <= max_cached else None
 
     def _masks(self, a: int):
-        return self.rows.masks(np.arange(a, min(self.n, a + self.block)), self.D.device)
+        return self.rows.masks(np.arange(a, min(self.n, a + self.block)), self.doc_tensor.device)
 
     def __call__(self, head):
         """The objective as a 0-d tensor (differentiable when grad is enabled)."""
@@ -168,7 +168,7 @@ class FitObjective:
             b = min(self.n, a + self.block)
             masks = self.cached[i] if self.cached is not None else self._masks(a)
             q = torch.nn.functional.normalize(head(self.X[a:b]), dim=-1)
-            part = GoldRows.loss(q @ self.D.T, masks, self.temperature, self.form) * (b - a)
+            part = GoldRows.loss(q @ self.doc_tensor.T, masks, self.temperature, self.form) * (b - a)
             total = part if total is None else total + part
         return total / self.n
 
@@ -341,9 +341,9 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
     head.to(device)
     Xt = torch.from_numpy(X).to(device)
     # a private copy (may be a memory map)
-    D = torch.from_numpy(np.array(documents, dtype=np.float32, copy=True)).to(device)
-    rows = GoldRows(gold, excluded, D.shape[0])
-    full = FitObjective(Xt, D, rows, cfg.temperature, cfg.loss)
+    doc_tensor = torch.from_numpy(np.array(documents, dtype=np.float32, copy=True)).to(device)
+    rows = GoldRows(gold, excluded, doc_tensor.shape[0])
+    full = FitObjective(Xt, doc_tensor, rows, cfg.temperature, cfg.loss)
     params = list(head.parameters())
     n = len(X)
     if cfg.optimizer == "lbfgs":
@@ -369,13 +369,13 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
                     return full(head)  # the whole fit set, masks built once
                 q = torch.nn.functional.normalize(
                     head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
-                return GoldRows.loss(q @ D.T, rows.masks(batch, device), cfg.temperature, cfg.loss)
-            cand, mask, excl = candidate_masks(batch, gold, excluded, D.shape[0], cfg.candidates, cfg.n_negatives,
-                                               sampler)
+                return GoldRows.loss(q @ doc_tensor.T, rows.masks(batch, device), cfg.temperature, cfg.loss)
+            cand, mask, excl = candidate_masks(batch, gold, excluded, doc_tensor.shape[0], cfg.candidates,
+                                               cfg.n_negatives, sampler)
             q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]),
                                               dim=-1)
-            return infonce_loss(q @ D[torch.from_numpy(cand).to(device)].T, mask.to(device), cfg.temperature, cfg.loss,
-                                None if excl is None else excl.to(device))
+            return infonce_loss(q @ doc_tensor[torch.from_numpy(cand).to(device)].T, mask.to(device), cfg.temperature,
+                                cfg.loss, None if excl is None else excl.to(device))
 
     keep = _KeepBest(head) if validate is not None else None
     curve_metrics = None

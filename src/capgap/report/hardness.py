@@ -49,25 +49,25 @@ def parity_fit_sentence(t: pd.DataFrame, hdf: pd.DataFrame) -> str:
     states = learner_states(hdf)
     parts = []
     for r in t.itertuples(index=False):
-        st = states.get((f"{HARDNESS_PREFIX}{r.P}", "", "head-mlp-all"), NOT_RECORDED_STATE)
+        stopped = states.get((f"{HARDNESS_PREFIX}{r.P}", "", "head-mlp-all"), NOT_RECORDED_STATE)
         fit = pd.to_numeric(pd.Series([r.fit_heldout]), errors="coerce").iloc[0]
         perfect, oracle = pd.to_numeric(pd.Series([r.perfect, r.oracle]), errors="coerce").tolist()
         top, who = (perfect, "the perfect encoder") if perfect == perfect else (oracle, "the oracle")
-        if not st.finding:
-            parts.append(f"P = {r.P}: {st.describe()} "
-                         f"({'not converged' if st.recorded else 'treated as not converged'}: its recall is where it "
-                         "stopped, not what the family fits)")
+        if not stopped.finding:
+            parts.append(f"P = {r.P}: {stopped.describe()} "
+                         f"({'not converged' if stopped.recorded else 'treated as not converged'}: its recall is where "
+                         "it stopped, not what the family fits)")
         elif fit == fit and top == top and fit < top:
-            loss = (f"final training objective {st.train_loss:.4g}" if st.train_loss == st.train_loss
+            loss = (f"final training objective {stopped.train_loss:.4g}" if stopped.train_loss == stopped.train_loss
                     else "final training objective not recorded")
             why = (f"while a member of the family reaches {top:.3f}, so the shortfall is the optimisation's, not the "
                    "family's"
                    if who == "the perfect encoder"
                    else "(the perfect encoder, a member of the family, was not measured)")
-            parts.append(f"P = {r.P}: {st.describe()} below {who} (held-out {fit:.3f} against {top:.3f}), "
+            parts.append(f"P = {r.P}: {stopped.describe()} below {who} (held-out {fit:.3f} against {top:.3f}), "
                          f"{loss}: the training objective stopped improving there {why}")
         else:
-            parts.append(f"P = {r.P}: {st.describe()}, at {who}'s recall")
+            parts.append(f"P = {r.P}: {stopped.describe()}, at {who}'s recall")
     return "Where the fit-all rung (`head-mlp-all`) stopped: " + "; ".join(parts) + "."
 
 
@@ -196,7 +196,7 @@ def _unfinished(t: pd.DataFrame, hdf: pd.DataFrame | None) -> str:
     bad = [(P, m,
             states.get((f"{HARDNESS_PREFIX}{P}", "", m),
                        NOT_RECORDED_STATE)) for P in t["P"] for m in ("head-mlp-all", "head-mlp")]
-    bad = [f"P = {P}, `{m}` {st.describe()}" for P, m, st in bad if not st.finding]
+    bad = [f"P = {P}, `{m}` {stopped.describe()}" for P, m, stopped in bad if not stopped.finding]
     return f" — {NOT_A_FINDING} where a learner had not converged: " + "; ".join(bad) + "." if bad else ""
 
 

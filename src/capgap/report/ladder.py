@@ -64,9 +64,9 @@ def ladder_table(df: pd.DataFrame, ndcg_k: int = 10) -> pd.DataFrame:
                 v[f"{name}_recall@{LADDER_K}"] = _num(g, d, e, m, s, "recall", LADDER_K)
                 v[f"{name}_ndcg"] = _num(g, d, e, m, s, "ndcg", ndcg_k)
             learned = is_trained(m)
-            st = states.get((d, e, m), NOT_RECORDED_STATE)
-            v.update(state=st.describe() if learned else NO_TRAINING, learned=learned,
-                     converged=(1.0 if st.finding else 0.0) if learned else float("nan"))
+            stopped = states.get((d, e, m), NOT_RECORDED_STATE)
+            v.update(state=stopped.describe() if learned else NO_TRAINING, learned=learned,
+                     converged=(1.0 if stopped.finding else 0.0) if learned else float("nan"))
             rows.append(v)
     return pd.DataFrame(rows, columns=LADDER_COLUMNS + ["learned", "converged"])
 

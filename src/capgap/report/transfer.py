@@ -45,9 +45,10 @@ def transfer_table(df: pd.DataFrame, k: int = 10, ndcg_k: int = EVAL_DEFAULTS["n
                                         ("with twins", f"finetuned@{src}", "finetuned")):
             wins = {f"twin_win:{t}": _num(df, src, e, source_m, "heldout", f"twin_win:{t}") for t in src_types}
             got = [w for w in wins.values() if w == w]
-            st = states.get((src, e, source_m), NOT_RECORDED_STATE) if source_m != "pretrained" else None
+            stopped = states.get((src, e, source_m), NOT_RECORDED_STATE) if source_m != "pretrained" else None
             rows.append({"target": d, "encoder": e, "source": src, "row": row, "method": target_m,
-                         "state": st.describe() if st else None, "finding": st.finding if st else None,
+                         "state": stopped.describe() if stopped else None,
+                         "finding": stopped.finding if stopped else None,
                          "recall": _num(df, d, e, target_m, "heldout", "recall", k),
                          "ndcg": _num(df, d, e, target_m, "heldout", "ndcg", ndcg_k),
                          "twin_win_mean": sum(got) / len(got) if got else float("nan"), **wins})

@@ -86,9 +86,9 @@ def near_miss_table(df: pd.DataFrame) -> pd.DataFrame:
                 for key, method, enc in (("finetuned", "finetuned", e), ("no_twins", NO_TWINS, e),
                                          ("colbert", "colbert", "")):
                     measured = ((sub["method"] == method) & (sub["encoder"] == enc)).any()
-                    st = states.get((d, enc, method), NOT_RECORDED_STATE)
-                    rows[-1][f"{key}_state"] = st.describe() if measured else None
-                    rows[-1][f"{key}_finding"] = st.finding if measured else None
+                    stopped = states.get((d, enc, method), NOT_RECORDED_STATE)
+                    rows[-1][f"{key}_state"] = stopped.describe() if measured else None
+                    rows[-1][f"{key}_finding"] = stopped.finding if measured else None
     return pd.DataFrame(rows, columns=NEAR_MISS_COLUMNS)
 
 

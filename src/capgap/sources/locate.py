@@ -67,8 +67,8 @@ def file_hashes(folder: str | Path) -> dict[str, str]:
         cache = {}
     out, changed = {}, False
     for p in source_files(folder):
-        st = p.stat()
-        key = f"{p.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+        file_stat = p.stat()
+        key = f"{p.resolve()}:{file_stat.st_size}:{file_stat.st_mtime_ns}"
         if key not in cache:
             cache[key], changed = sha256_file(p), True
         out[p.relative_to(folder).as_posix()] = cache[key]
