@@ -13,7 +13,7 @@ Variants are named by a string (``parse_variant`` checks it):
 variant        family       documents (what search scores against)                bytes per document
 ============== ============ ===================================================== ==================
 ``float32``    float32      ``D`` itself                                          ``4 * dim``
-``trunc-<d>``  truncation   first d coordinates (re-normalised, see below)        ``4 * d``
+``trunc-<d>``  truncation   first d coordinates (re-normalised if unit-norm)     ``4 * d``
 ``pca-<d>``    pca          projection on the top-d principal axes of the corpus  ``4 * d``
 ``sq8``        sq           faiss ``QT_8bit`` reconstruction                      ``dim``
 ``sq4``        sq           faiss ``QT_4bit`` reconstruction                      ``ceil(dim / 2)``
@@ -21,60 +21,13 @@ variant        family       documents (what search scores against)              
 ``pq-<m>x<b>`` pq           faiss ``IndexPQ(dim, m, b)`` reconstruction           ``ceil(m * b / 8)``
 ============== ============ ===================================================== ==================
 
-Bytes per document are the per-document code size (for sq/pq faiss's ``sa_code_size()``,
-checked against the formula); shared tables (the PCA matrix, the SQ ranges ``2 * dim``
-floats, the PQ codebooks ``2^b * dim`` floats) are not counted. For dims divisible by 2 / 8
-and ``m * b`` divisible by 8 the formulas are ``dim / 2``, ``dim / 8`` and ``m * b / 8``.
-
 Scoring is asymmetric wherever the compression allows it: the query stays float32 and is
-scored against the decoded document, ``q . x_hat``. For PQ this is the asymmetric distance
-computation (ADC) of Jégou, Douze & Schmid, "Product quantization for nearest neighbor
-search", IEEE TPAMI 33(1), 2011, Sec. III-A (faiss ``IndexPQ`` with
-``METRIC_INNER_PRODUCT`` searches exactly ``q . reconstruct(code)``); for SQ it is faiss
-``IndexScalarQuantizer``'s inner-product search; for binary, ``q . sign(x)``. Truncation and
-PCA transform the query too (``Compressed.queries``).
+scored against the decoded document, ``q . x_hat`` (for PQ the asymmetric distance computation
+of Jégou, Douze & Schmid, IEEE TPAMI 33(1), 2011, Sec. III-A). Truncation and PCA transform the
+query too (``Compressed.queries``). Bytes per document count the per-document code only.
 
-* Truncation keeps the first d coordinates, as Matryoshka embeddings are meant to be used
-  (Kusupati et al., "Matryoshka Representation Learning", NeurIPS 2022). When the input rows
-  are unit-norm (max ``|norm - 1| < 1e-3``) the truncated rows are re-normalised to unit L2
-  norm (cosine similarity at the shorter width, as Matryoshka models are evaluated); else they
-  are kept as they are. A row whose first d coordinates are all zero has no direction to
-  re-normalise (its cosine is undefined): an error naming the rows, never a zero row scored 0.
-* PCA: ``faiss.PCAMatrix(dim, d, eigen_power=0, random_rotation=False)`` trained on the
-  corpus (no whitening, no rotation); its rows ``A`` ``(d, dim)`` are the top-d principal axes.
-  Documents are ``D A^T`` and queries ``Q A^T``: one linear map for both. faiss's
-  ``PCAMatrix.apply`` also subtracts the corpus mean mu; that shifts every document score of a
-  query by the same constant (so the document side is ranking-equivalent), but subtracting mu
-  from the *query* would add a document-dependent term ``-(A mu).(A x)``, so it is not done:
-  ``(A q).(A x)`` ranks documents exactly as ``q . x_hat`` with ``x_hat = mu + A^T A (x - mu)``,
-  the PCA reconstruction (they differ by ``q.mu - (A q).(A mu)``, constant per query).
-* SQ: ``faiss.IndexScalarQuantizer(dim, QT_8bit | QT_4bit, METRIC_INNER_PRODUCT)`` trained
-  on the corpus with faiss's default range statistic ``RS_minmax``: per dimension
-  ``vmin = min``, ``vdiff = max - min``; a value x is coded ``c = floor(L * clip((x - vmin) /
-  vdiff, 0, 1))`` and decoded ``vmin + vdiff * (c + 0.5) / L`` with ``L = 255`` (8 bit) or 15
-  (4 bit) (faiss ``impl/ScalarQuantizer.cpp``, ``Codec8bit``/``Codec4bit``). So the per-dimension
-  minimum decodes to ``vmin + vdiff / (2 L)`` and the maximum to ``vmax + vdiff / (2 L)``: no
-  training value at the ends of a non-constant range is reconstructed exactly. A constant
-  dimension (``vdiff = 0``) decodes exactly.
-* PQ: ``faiss.IndexPQ(dim, m, nbits, METRIC_INNER_PRODUCT)``: m sub-quantizers of
-  ``dim / m`` coordinates, each a k-means codebook of ``2^nbits`` centroids trained on the
-  corpus (faiss ``ProductQuantizer::train``, L2 k-means whatever the metric).
-
-Randomness. Only PQ training is random in faiss here: each sub-quantizer's k-means picks its
-initial centroids as a random subset of the training points and, above
-``max_points_per_centroid * 2^nbits`` (256 per centroid) points, subsamples them; both draw
-from ``pq.cp.seed``, which ``compress`` sets to ``seed`` (faiss default 1234). Empty clusters
-are re-seeded by faiss's ``split_clusters`` from the same generator. ``PCAMatrix`` subsamples
-only above ``max_points_per_d * dim`` (1000 * dim) points, with a fixed seed (1234) that faiss
-does not expose; SQ training (min/max), truncation and binarisation are deterministic. Given
-the same input, seed and thread count the outputs are bit-identical (floating-point sums in
-BLAS and OpenMP may differ across thread counts).
-
-Sources: faiss documentation, https://faiss.ai/cpp_api/struct/structfaiss_1_1IndexScalarQuantizer.html,
-https://faiss.ai/cpp_api/struct/structfaiss_1_1IndexPQ.html,
-https://faiss.ai/cpp_api/struct/structfaiss_1_1PCAMatrix.html and the faiss wiki
-("Faiss indexes", https://github.com/facebookresearch/faiss/wiki/Faiss-indexes); Jégou et al.
-2011 (ADC); Kusupati et al. 2022 (Matryoshka truncation).
+The faiss settings of each family, the SQ and PCA derivations, what is random and the sources
+are in docs/compression.md, "Variants in detail".
 """
 
 from __future__ import annotations
@@ -302,8 +255,9 @@ class Compressed:
 
         Truncation keeps the first d' coordinates (re-normalised to unit L2 norm when
         ``renormalized``; a row of norm 0 is a ``ValueError``: its cosine is undefined); PCA
-        multiplies by ``projection`` (no mean subtraction, see the module docstring); float32,
-        sq, pq and binary leave the query unchanged (asymmetric scoring: float query against the decoded document).
+        multiplies by ``projection`` (no mean subtraction: docs/compression.md, "Variants in
+        detail"); float32, sq, pq and binary leave the query unchanged (asymmetric scoring: float
+        query against the decoded document).
 
         Parameters
         ----------
