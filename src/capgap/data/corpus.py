@@ -193,8 +193,8 @@ class RetrievalSet:
 def load_corpus(path: str | Path) -> Corpus:
     """Read a BEIR ``corpus.jsonl`` (``_id``, ``title`` optional, ``text``).
 
-    Returns a ``Corpus`` in file order, title and text NFC-normalised, ids as written (module
-    docstring, "Conventions"). A document whose title and text are both empty is left out
+    Returns a ``Corpus`` in file order, title and text NFC-normalised, ids as written
+    (docs/data.md). A document whose title and text are both empty is left out
     (``Corpus.empty_ids``, logged): no method can find it, and a gold judgement of it stays gold
     (``gold_rule``). Raises ``DataFormatError`` on bad UTF-8, malformed JSON, a missing ``_id``
     or ``text``, an id with a control character (``check_id``), a duplicate ``_id``, or no

@@ -1,6 +1,6 @@
 """The line readers every input reader uses: UTF-8 text lines (``iter_lines``), the id check
 (``check_id``), the TAB split (``split_tsv``) and JSONL records with their field checks; each
-raises ``DataFormatError(path, line, field)`` on bad input (``capgap.data``'s conventions).
+raises ``DataFormatError(path, line, field)`` on bad input (docs/data.md).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def check_id(path: str | Path, lineno: int | None, field: str | None, value: str
     U+0085, ...) or a line/paragraph separator (U+2028, U+2029, categories Zl/Zp): ids are
     written to TSV and TREC files, where these would split a column or a line. The error names
     ``path``, ``lineno``, ``field`` and the character, e.g. ``id 'piano\td9' contains a control
-    character U+0009 (TAB)``. Ids are never rewritten (module docstring, "Conventions").
+    character U+0009 (TAB)``. Ids are never rewritten (docs/data.md).
     """
     m = _BAD_ID_CHAR.search(value)
     if m:
