@@ -37,9 +37,9 @@ is one new module and one line there):
 - ``intro`` (title, tie rule), ``glance`` (at a glance, summary table, gap figure),
   ``paper_comparison``, ``mteb_comparison`` (MTEB's published numbers beside the pre-trained
   rows, differences above 0.001 flagged: ``capgap.mteb``), ``datasets``, ``capacity`` (the
-  probe vs the encoders, slack figure),
-  ``learners`` (where every trained learner stopped: converged or at its step cap; the helpers
-  every section uses to mark a finding read from a learner that had not converged),
+  probe vs the encoders, slack figure), ``learners`` (where every trained learner stopped:
+  converged or at its step cap; the helpers every section uses to mark a finding read from a
+  learner that had not converged),
   ``late_interaction`` (the paper's LIMIT comparison), ``near_miss`` (``twins``: tables and
   verdicts; ``transfer``), ``per_dataset``, ``plots`` (recall@k, fine-tuning curves),
   ``missed`` (geometrically easy but missed), ``compression``, ``ladder`` (the learnability
