@@ -70,8 +70,8 @@ class Judged:
         unfindable gold. What every metric is computed from."""
         if not self.unfindable:
             return list(ranks), list(self.grades)
-        r = [np.concatenate([np.asarray(x, dtype=np.float64),
-                             np.full(len(u), np.inf)]) for x, u in zip(ranks, self.unfindable)]
+        r = [np.concatenate([np.asarray(x, dtype=np.float64), np.full(len(u), np.inf)])
+             for x, u in zip(ranks, self.unfindable)]
         g = [np.concatenate([np.asarray(x, dtype=np.float64), u]) for x, u in zip(self.grades, self.unfindable)]
         return r, g
 

@@ -307,10 +307,10 @@ def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
         ax.set(ylim=(0, 1.08), xlabel="bytes per document (log scale)", ylabel="fraction of all queries",
                title=f"{d} × {e} (recall@{int(cell['k'].iloc[0])})")
         ax.grid(True, which="major", alpha=0.3)
-    handles = [Line2D([], [], color=colours[f], marker=COMPRESSION_MARKERS[f],
-                      label=f) for f in COMPRESSION_FAMILIES if f in seen]
-    handles += [Line2D([], [], color="grey", linestyle=style,
-                       label=name) for name, style in COMPRESSION_QUANTITIES.values()]
+    handles = [Line2D([], [], color=colours[f], marker=COMPRESSION_MARKERS[f], label=f)
+               for f in COMPRESSION_FAMILIES if f in seen]
+    handles += [Line2D([], [], color="grey", linestyle=style, label=name)
+                for name, style in COMPRESSION_QUANTITIES.values()]
     handles.append(Line2D([], [], color="black", marker="*", linestyle="none", markersize=11,
                           label="float32 (uncompressed)"))
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(5, len(handles)), fontsize=8)

@@ -98,8 +98,7 @@ def duplicate_groups(keys) -> list[np.ndarray]:
     buckets: dict = {}
     if isinstance(keys, np.ndarray) and keys.ndim == 2:
         # a 64-bit hash per row (its bytes as 64-bit words, or the widest that divides the row, times random odd
-        # multipliers, summed
-        # mod 2^64), vectorised; only rows sharing a hash are compared byte for byte
+        # multipliers, summed mod 2^64), vectorised; only rows sharing a hash are compared byte for byte
         n, width = keys.shape[0], keys.shape[1] * keys.dtype.itemsize
         word = next(w for w in (np.uint64, np.uint32, np.uint16, np.uint8) if width % np.dtype(w).itemsize == 0)
         mult = np.random.default_rng(0).integers(1, 2**63, size=width // np.dtype(word).itemsize,
@@ -241,10 +240,8 @@ def rank_gold(scores: np.ndarray, gold: np.ndarray, grades: np.ndarray | None = 
         above_ng = len(ng) - np.searchsorted(ng, sg, side="left")
     sv, gv, rv = sg[ok], grades[ok], gold[ok]
     ahead = (sv[None, :] > sv[:, None]) | (
-        (sv[None, :] == sv[:,
-                           None]) & ((gv[None, :] < gv[:,
-                                                       None]) | ((gv[None,
-                                                                     :] == gv[:, None]) & (rv[None, :] < rv[:, None]))))
+        (sv[None, :] == sv[:, None])
+        & ((gv[None, :] < gv[:, None]) | ((gv[None, :] == gv[:, None]) & (rv[None, :] < rv[:, None]))))
     ranks = np.full(len(gold), np.inf)
     ranks[ok] = above_ng[ok] + ahead.sum(1) + 1
     return ranks

@@ -95,8 +95,8 @@ class ColbertConfig:
         keys = ("model", "sha256", "embedding_size", "query_length", "document_length", "steps", "batch_size", "lr",
                 "weight_decay", "temperature", "n_negatives", "seed", "patience", "tol", "n_iter_no_change",
                 "stop_at_convergence", "eval_every", "eval_max_queries")  # the last three decide where training stops
-        # old keys stay valid
-        d = {k: v for k, v in asdict(self).items() if k in keys and not (k == "patience" and v is None)}
+        d = {k: v for k, v in asdict(self).items()
+             if k in keys and not (k == "patience" and v is None)}  # old keys stay valid
         return json_digest(d)[:16]
 
 

@@ -435,6 +435,6 @@ def apply_head(head, X: np.ndarray, block: int = 8192) -> np.ndarray:
     out = []
     with torch.no_grad():
         for a in range(0, len(X), block):
-            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)),
-                                                     dim=-1).cpu().numpy())
+            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)), dim=-1)
+                       .cpu().numpy())
     return np.concatenate(out).astype(np.float32) if out else np.zeros((0, X.shape[1]), dtype=np.float32)

@@ -13,8 +13,8 @@ from .results import SPLIT_ORDER
 from .table import CAUSES
 
 
-# capgap.probe.OUTCOMES (the report env has no quadprog, so it must not import capgap.probe; a test checks the two
-# agree)
+# capgap.probe.OUTCOMES (the report env has no quadprog, so it must not import capgap.probe;
+# a test checks the two agree)
 OUTCOMES = ("certified", "duplicate", "geometry", "tied", "undecided")
 CONSTRUCTION_RULES = ("n_docs <= dim + 1 with affinely independent documents, or a single gold document among distinct "
                       "documents of equal norm")

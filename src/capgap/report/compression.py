@@ -178,8 +178,8 @@ def render_compression(ctable: pd.DataFrame, fig: str | None, tol: float = COMPR
         out += [compression_sentence(cell, tol), ""]
         out.append(_md_table(["variant", "bytes/doc", f"capacity (probe R@{k})", "certified", f"pre-trained R@{k}"],
                              [[r.variant, _count(r.bytes_per_doc) if r.bytes_per_doc == r.bytes_per_doc else "–",
-                               _f(r.capacity), _f(r.certified),
-                               _f(r.pretrained)] for r in cell.itertuples(index=False)]))
+                               _f(r.capacity), _f(r.certified), _f(r.pretrained)]
+                              for r in cell.itertuples(index=False)]))
         out.append("")
     return out
 

@@ -100,8 +100,8 @@ def render_datasets(avail: Sequence[dict], df: pd.DataFrame, golds: Mapping[str,
     out.append("")
     bullets = []
     for s in avail:
-        ex = [f"duplicate {noun} {e}" for noun in ("documents",
-                                                   "queries") if (e := _duplicate_examples(s, f"duplicate_{noun}"))]
+        ex = [f"duplicate {noun} {e}" for noun in ("documents", "queries")
+              if (e := _duplicate_examples(s, f"duplicate_{noun}"))]
         if ex:
             bullets.append(f"- **{s['dataset']}**: " + "; ".join(ex) + ".")
     if bullets:

@@ -32,9 +32,8 @@ def gather(inputs: ReportInputs, ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS[
     golds = {s["dataset"]: gold_sizes(Path(d) / "qrels.tsv") for d, s in zip(inputs.data, statuses)
              if s.get("available") and (Path(d) / "qrels.tsv").is_file()}
     infos = dataset_infos(statuses, golds)
-    model_of = {(m, e): (models or {}).get(e,
-                                           e) for m, e in df[["method",
-                                                              "encoder"]].drop_duplicates().itertuples(index=False)}
+    model_of = {(m, e): (models or {}).get(e, e)
+                for m, e in df[["method", "encoder"]].drop_duplicates().itertuples(index=False)}
     model_of.update({("bm25", ""): "bm25", ("colbert", ""): colbert_model or "colbert"})
     fps = provenance.fingerprints(inputs.fingerprints)
     hs = json.loads(Path(inputs.hardness[0]).read_text(encoding="utf-8")) if inputs.hardness else None

@@ -97,8 +97,8 @@ def render_hardness(hdf: pd.DataFrame, hsummary: dict | None, fig_p: str | None,
         ds = f"{HARDNESS_PREFIX}{s['P']}"
         rows.append([s["P"], _value(hdf, ds, "", "perfect", "heldout", "recall"),
                      _value(hdf, ds, "", "probe", "all", "certified"),
-                     s["k_over_n"]] + [_value(hdf, ds, e, "trained", sp,
-                                              "recall") for e in encs for sp in ("train", "heldout")])
+                     s["k_over_n"]]
+                    + [_value(hdf, ds, e, "trained", sp, "recall") for e in encs for sp in ("train", "heldout")])
     out.append(_md_table(["P", "perfect encoder held-out", "probe certified", "random k/n"]
                          + [f"{e} {sp}" for e in encs for sp in ("train", "held-out")], rows))
     out.append("")
@@ -193,9 +193,8 @@ def _unfinished(t: pd.DataFrame, hdf: pd.DataFrame | None) -> str:
     if hdf is None:
         return ""
     states = learner_states(hdf)
-    bad = [(P, m,
-            states.get((f"{HARDNESS_PREFIX}{P}", "", m),
-                       NOT_RECORDED_STATE)) for P in t["P"] for m in ("head-mlp-all", "head-mlp")]
+    bad = [(P, m, states.get((f"{HARDNESS_PREFIX}{P}", "", m), NOT_RECORDED_STATE))
+           for P in t["P"] for m in ("head-mlp-all", "head-mlp")]
     bad = [f"P = {P}, `{m}` {stopped.describe()}" for P, m, stopped in bad if not stopped.finding]
     return f" — {NOT_A_FINDING} where a learner had not converged: " + "; ".join(bad) + "." if bad else ""
 

@@ -62,9 +62,8 @@ def render_provenance(config: Mapping | None, statuses: Sequence[dict], fps: Seq
             continue
         src = s.get("source", {})
         where = src.get("folder") or src.get("url") or src.get("path") or "–"
-        hashes = ", ".join(f"{f} `{h[:16]}`"
-                           for f, h in sorted((src.get("sha256")
-                                               or {}).items())) or "– (generated from the seeded config)"
+        hashes = (", ".join(f"{f} `{h[:16]}`" for f, h in sorted((src.get("sha256") or {}).items()))
+                  or "– (generated from the seeded config)")
         rows.append([s["dataset"], _source(src), where, hashes])
     out.append(_md_table(["dataset", "source", "location", "file sha256 (first 16 hex)"],
                          rows) if rows else "No dataset available.")
@@ -89,8 +88,8 @@ def render_provenance(config: Mapping | None, statuses: Sequence[dict], fps: Seq
     if times:
         t = pd.DataFrame(times)
         out.append(_md_table(["rule", "job", "wall (s)", "max RSS (MB)", "CPU (s)"],
-                             [[r.rule, r.job, f"{r.s:.1f}", f"{r.max_rss:.0f}",
-                               f"{r.cpu_time:.1f}"] for r in t.itertuples(index=False)]))
+                             [[r.rule, r.job, f"{r.s:.1f}", f"{r.max_rss:.0f}", f"{r.cpu_time:.1f}"]
+                              for r in t.itertuples(index=False)]))
         out.append("")
         per = t.groupby("rule", sort=False)["s"].sum()
         out.append("Total " + f"{t['s'].sum() / 60:.1f} min of job wall time: "

@@ -57,8 +57,8 @@ def summary_table(df: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo], ks: 
 
     rows = []
     for d in df["dataset"].unique():
-        encs = [e for e in df[(df["dataset"] == d) & df["method"].isin(["probe", "pretrained",
-                                                                        "finetuned"])]["encoder"].unique()] or [""]
+        encs = [e for e in df[(df["dataset"] == d)
+                              & df["method"].isin(["probe", "pretrained", "finetuned"])]["encoder"].unique()] or [""]
         rprec = paper.reads_rprec(infos.get(d), df, d)
         for e in encs:
             for i, k in enumerate(([RPREC] if rprec else []) + report_ks(infos.get(d), ks)):
