@@ -86,9 +86,9 @@ def main() -> None:
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="Folder for per_query.tsv, summary.json, summary.md, verdicts.png.")
 def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, ann_run_percent_encoded, k, metric,
-             zero_norm, key,
-             doc_key, uncompressed_key, query_key, column, doc_column, query_column, uncompressed_column, id_column,
-             doc_id_column, query_id_column, uncompressed_id_column, threads, out) -> None:
+             zero_norm, key, doc_key, uncompressed_key, query_key, column, doc_column, query_column,
+             uncompressed_column, id_column, doc_id_column, query_id_column, uncompressed_id_column, threads,
+             out) -> None:
     """Per-query verdict: index-limited, compression-limited (with --uncompressed-embeddings), encoder-limited,
     ann-limited or ok."""
     from .diagnosis import diagnose as run  # lazy: `capgap --help` starts without numpy / the probe

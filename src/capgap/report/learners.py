@@ -32,8 +32,8 @@ NOT_RECORDED = "convergence not recorded"
 UNTRAINED = "not trained (evaluated as loaded)"
 NOT_A_FINDING = "not a finding"  # the mark of a sentence or cell read from a learner that had not converged
 # methods trained by gradient under a convergence rule (plus finetuned-<regime>, see is_trained)
-TRAINED = ("finetuned", "finetuned-no-twins", "colbert", "trained", "head-linear-all", "head-mlp-all", "head-linear",
-           "head-mlp")
+TRAINED = ("finetuned", "finetuned-no-twins", "colbert", "trained", "head-linear-all", "head-mlp-all",
+           "head-linear", "head-mlp")
 _REGIME = re.compile(r"finetuned-[^@\s]+")  # finetuned@<set>: a transfer row, not a learner of its own
 
 
