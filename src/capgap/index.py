@@ -42,7 +42,17 @@ INDEX_VERSION = 1
 
 @dataclass(frozen=True)
 class FrozenIndex:
-    """``embeddings``: ``(n_docs, dim) float32`` (memory-mapped, read-only); ``doc_ids``: tuple."""
+    """A loaded index folder.
+
+    Attributes
+    ----------
+    embeddings : numpy.ndarray
+        ``(n_docs, dim) float32``, memory-mapped, read-only; row i is document ``doc_ids[i]``.
+    doc_ids : tuple of str
+        The document ids in row order.
+    fingerprint : dict
+        ``fingerprint.json`` (``index_fingerprint``).
+    """
 
     embeddings: np.ndarray
     doc_ids: tuple[str, ...]
@@ -59,13 +69,33 @@ CHUNK_SIZE = 2048  # documents per encode call: the unit a build resumes by and 
 
 def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | None = None,
                 progress: bool = True) -> FrozenIndex:
-    """Embed ``corpus`` with ``encoder`` (a ``capgap.encoders.Encoder``) into ``out_dir``.
+    """Embed ``corpus`` with ``encoder`` into the index folder ``out_dir``.
 
-    Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was
-    killed. Returns the loaded index. Raises ``ValueError`` on NaN/inf embeddings and, for an
-    encoder that normalises, on a document embedded to norm 0 (``Encoder.encode``: the rows and
-    document ids are named). ``chunk_size``: documents per ``encode`` call (None:
-    ``CHUNK_SIZE``, read at call time).
+    Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was killed.
+
+    Parameters
+    ----------
+    corpus : capgap.data.Corpus
+        The documents, embedded in corpus order.
+    encoder : capgap.encoders.Encoder
+        The document encoder.
+    out_dir : str or pathlib.Path
+        The index folder (layout: module docstring).
+    chunk_size : int, optional
+        Documents per ``encode`` call; None: ``CHUNK_SIZE``, read at call time.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    FrozenIndex
+        The index as written, loaded back (``load_index``).
+
+    Raises
+    ------
+    ValueError
+        NaN/inf embeddings; for an encoder that normalises, a document embedded to norm 0
+        (``Encoder.encode``: the rows and document ids are named).
     """
     out = Path(out_dir)
     chunk_size = chunk_size or CHUNK_SIZE
@@ -76,14 +106,36 @@ def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | 
 
 
 def shard_chunks(n_docs: int, n_shards: int, shard: int, chunk_size: int | None = None) -> range:
-    """The chunks (of ``chunk_size`` documents, numbered from 0 in corpus order) that index shard
-    ``shard`` (0-based) of ``n_shards`` embeds: a contiguous run, ``floor(shard * n_chunks /
-    n_shards)`` up to ``floor((shard + 1) * n_chunks / n_shards)``, so the shards cover every
-    chunk once, in order (a shard is empty when there are more shards than chunks). A shard is
-    made of whole chunks and a chunk is one ``encode`` call whatever the shard count, so every
-    forward batch (sentence-transformers sorts a call's texts by length, then batches them) holds
-    the same documents as in the unsharded build. Raises ``ValueError`` for ``n_shards < 1`` or
-    ``shard`` outside ``[0, n_shards)``. ``chunk_size`` None: ``CHUNK_SIZE``."""
+    """The chunks that index shard ``shard`` of ``n_shards`` embeds.
+
+    A contiguous run, ``floor(shard * n_chunks / n_shards)`` up to ``floor((shard + 1) *
+    n_chunks / n_shards)``, so the shards cover every chunk once, in order (a shard is empty
+    when there are more shards than chunks). A shard is made of whole chunks and a chunk is one
+    ``encode`` call whatever the shard count, so every forward batch (sentence-transformers sorts
+    a call's texts by length, then batches them) holds the same documents as in the unsharded
+    build.
+
+    Parameters
+    ----------
+    n_docs : int
+        Documents in the corpus.
+    n_shards : int
+        Shards, at least 1.
+    shard : int
+        This shard, 0-based.
+    chunk_size : int, optional
+        Documents per chunk; None: ``CHUNK_SIZE``.
+
+    Returns
+    -------
+    range
+        Chunk numbers (from 0, in corpus order).
+
+    Raises
+    ------
+    ValueError
+        ``n_shards < 1`` or ``shard`` outside ``[0, n_shards)``.
+    """
     chunk_size = chunk_size or CHUNK_SIZE
     if n_shards < 1 or not 0 <= shard < n_shards:
         raise ValueError(f"index shard {shard} of {n_shards}: need n_shards >= 1 and 0 <= shard < n_shards")
@@ -93,13 +145,25 @@ def shard_chunks(n_docs: int, n_shards: int, shard: int, chunk_size: int | None 
 
 def build_index_shard(corpus: Corpus, encoder, out_file: str | Path, n_shards: int, shard: int,
                       chunk_size: int | None = None, progress: bool = True) -> np.ndarray:
-    """Embed shard ``shard`` of ``n_shards`` of ``corpus`` (``shard_chunks``) into ``out_file``
-    (``.npy``: ``(n_shard_docs, dim) float32``, the rows of those chunks in corpus order) and
-    its fingerprint beside it (``<out_file minus .npy>.json``: ``{"fingerprint": ...,
-    "shard": k, "n_shards": n, "start": first row, "stop": row past the last}``, written last).
-    Chunks are saved under ``<out_file minus .npy>.parts/`` as in ``build_index``, so a killed
-    shard resumes. Returns the shard's embeddings. Raises as ``build_index`` and
-    ``shard_chunks``."""
+    """Embed shard ``shard`` of ``n_shards`` of ``corpus`` (``shard_chunks``) into ``out_file``.
+
+    Writes ``out_file`` (``.npy``: ``(n_shard_docs, dim) float32``, the rows of the shard's
+    chunks in corpus order), then, last, its fingerprint beside it (``<out_file minus
+    .npy>.json``: ``{"fingerprint": ..., "shard": k, "n_shards": n, "start": first row, "stop":
+    row past the last}``). Chunks are saved under ``<out_file minus .npy>.parts/`` as in
+    ``build_index``, so a killed shard resumes. Parameters as ``build_index`` and
+    ``shard_chunks``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The shard's embeddings, ``(n_shard_docs, dim) float32``.
+
+    Raises
+    ------
+    ValueError
+        As ``build_index`` and ``shard_chunks``.
+    """
     out_file = Path(out_file)
     chunk_size = chunk_size or CHUNK_SIZE
     chunks = shard_chunks(len(corpus), n_shards, shard, chunk_size)
@@ -118,12 +182,33 @@ def build_index_shard(corpus: Corpus, encoder, out_file: str | Path, n_shards: i
 
 
 def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenIndex:
-    """The index of ``corpus`` from its shards (``build_index_shard``'s ``.npy`` files, in shard
-    order), written to ``out_dir`` exactly as ``build_index`` writes it: the same
-    ``embeddings.npy`` bytes (the rows are the same computations), ``doc_ids.json`` and
-    ``fingerprint.json``. Raises ``DataFormatError`` naming the shard file when a shard's
-    fingerprint differs from the first one's, or the shards do not cover the corpus rows
-    ``0..n_docs`` in order, each once; ``ValueError`` as ``build_index``."""
+    """The index of ``corpus`` from its shards, written to ``out_dir`` as ``build_index`` writes it.
+
+    The same ``embeddings.npy`` bytes (the rows are the same computations), ``doc_ids.json`` and
+    ``fingerprint.json``.
+
+    Parameters
+    ----------
+    corpus : capgap.data.Corpus
+        The corpus the shards were built from.
+    shard_files : sequence of path
+        ``build_index_shard``'s ``.npy`` files, in shard order.
+    out_dir : str or pathlib.Path
+        The index folder.
+
+    Returns
+    -------
+    FrozenIndex
+        The index as written, loaded back.
+
+    Raises
+    ------
+    DataFormatError
+        Naming the shard file: a shard's fingerprint differs from the first one's, or the
+        shards do not cover the corpus rows ``0..n_docs`` in order, each once.
+    ValueError
+        No shard files; otherwise as ``build_index``.
+    """
     chunks, fp, row = [], None, 0
     for i, f in enumerate(map(Path, shard_files)):
         meta_file = f.with_suffix(".json")
@@ -202,15 +287,33 @@ def _write_index(corpus: Corpus, fp: dict, emb: np.ndarray, out: Path, parts: Pa
 def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus | None = None) -> FrozenIndex:
     """Load an index folder; check shape, finiteness and (if given) the expected fingerprint.
 
-    ``expected``: the whole fingerprint (``index_fingerprint``: encoder and corpus) the index
-    must have. ``corpus``: the corpus it must have been built from, checked on its own (hash,
-    size and document order) when the encoder does not matter (the probe only needs the
-    geometry). ``embeddings.npy`` is read by ``capgap.arrays.read_npy`` (memory-mapped; a
-    big-endian copy is byte-swapped to native). Raises ``FingerprintMismatch`` when either check
-    fails, ``DataFormatError`` when a file is missing or inconsistent, when ``embeddings.npy`` is
-    no readable ``.npy`` (a git-LFS pointer, raw bytes, pickled objects, truncated: named), or
-    when an index of normalised embeddings (fingerprint ``normalize``) holds a row of norm 0
-    (naming the rows and document ids).
+    ``embeddings.npy`` is read by ``capgap.arrays.read_npy`` (memory-mapped; a big-endian copy
+    is byte-swapped to native).
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path
+        The index folder (layout: module docstring).
+    expected : dict, optional
+        The whole fingerprint (``index_fingerprint``: encoder and corpus) the index must have.
+    corpus : capgap.data.Corpus, optional
+        The corpus it must have been built from, checked on its own (hash, size and document
+        order) when the encoder does not matter (the probe only needs the geometry).
+
+    Returns
+    -------
+    FrozenIndex
+        Embeddings ``(n_docs, dim) float32`` (memory-mapped), document ids, fingerprint.
+
+    Raises
+    ------
+    FingerprintMismatch
+        Either check fails.
+    DataFormatError
+        A file is missing or inconsistent; ``embeddings.npy`` is no readable ``.npy`` (a git-LFS
+        pointer, raw bytes, pickled objects, truncated: named); an index of normalised
+        embeddings (fingerprint ``normalize``) holds a row of norm 0 (naming the rows and
+        document ids).
     """
     folder = Path(folder)
     fpf = folder / "fingerprint.json"
