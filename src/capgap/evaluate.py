@@ -9,10 +9,10 @@ uncompressed reference) and is empty for every other row (the frozen index as bu
 the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is over; then
 the metrics for gold sets of varying size (recorded on every set): ``rprec`` (R-precision:
 recall at k = the query's own |gold|, k empty) and ``recall_cap`` (capped recall |top-k ∩
-gold| / min(k, |gold|)) at every configured k, after the split's older rows, which keep their
-order. A set
-with near-miss twins adds ``twin_pairs``, ``twin_win``, ``twin_tie``, ``twin_gap`` and its
-quartiles per twin type (``twin_rows``; e.g. ``twin_win:role_swap``, k empty).
+gold| / min(k, |gold|)) at every configured k, after the split's other rows, so the first rows
+of a split are the same with or without them. A set with near-miss twins adds ``twin_pairs``,
+``twin_win``, ``twin_tie``, ``twin_gap`` and its quartiles per twin type (``twin_rows``; e.g.
+``twin_win:role_swap``, k empty).
 """
 
 from __future__ import annotations
@@ -100,19 +100,46 @@ def rows_from_ranks(
     encoder: str = "",
     method: str = "",
 ) -> list[dict]:
-    """Rows for every split: n_queries, recall@k for each k in ``ks``, nDCG@``ndcg_k``, then
-    R-precision (``rprec``, k empty) and capped recall (``recall_cap``) at each k in ``ks`` --
-    in that order, the two newer metrics last, so the rows of a split start as they always did.
+    """Result rows of every split from the gold documents' ranks.
 
-    ``ranks[i]``: ``(g,) float`` 1-based ranks of query ``judged.query_ids[i]``'s gold documents
-    in its full ranking (``capgap.retrieval.rank_gold``: pessimistic ties, ``inf`` = not
-    retrieved), aligned with ``judged.gold[i]``. recall@k = |gold ranked <= k| / |gold|, nDCG@k
-    with linear gains, R-precision = |gold ranked <= |gold|| / |gold| (trec_eval ``recall_k`` /
-    ``ndcg_cut_k`` / ``Rprec`` on the full ranking) and capped recall@k = |gold ranked <= k| /
-    min(k, |gold|) (BEIR ``R_cap@k``), where gold is the full gold set: ``judged``'s unfindable
-    gold counts as never retrieved (``Judged.full_ranks``).
-    ``dataset`` defaults to ``rs.name``. Raises ``KeyError`` if a query of a split is not in
-    ``judged``.
+    Per split, in this order: n_queries, recall@k for each k in ``ks``, nDCG@``ndcg_k``, then
+    R-precision (``rprec``, k empty) and capped recall (``recall_cap``) at each k in ``ks``
+    (these two last, so the first rows of a split are the same with or without them).
+    recall@k = |gold ranked <= k| / |gold|, nDCG@k with linear gains, R-precision = |gold
+    ranked <= |gold|| / |gold| (trec_eval ``recall_k`` / ``ndcg_cut_k`` / ``Rprec`` on the full
+    ranking) and capped recall@k = |gold ranked <= k| / min(k, |gold|) (BEIR ``R_cap@k``),
+    where gold is the full gold set: ``judged``'s unfindable gold counts as never retrieved
+    (``Judged.full_ranks``).
+
+    Parameters
+    ----------
+    rs : RetrievalSet
+        The set whose splits the rows cover.
+    judged : Judged
+        The judged queries, their gold documents and grades.
+    ranks : sequence of numpy.ndarray
+        ``ranks[i]``: ``(g,) float`` 1-based ranks of query ``judged.query_ids[i]``'s gold
+        documents in its full ranking (``capgap.retrieval.rank_gold``: pessimistic ties,
+        ``inf`` = not retrieved), aligned with ``judged.gold[i]``.
+    ks : sequence of int
+        Recall cut-offs.
+    ndcg_k : int
+        nDCG cut-off.
+    dataset : str, optional
+        Default ``rs.name``.
+    encoder, method : str
+        Written into every row.
+
+    Returns
+    -------
+    list of dict
+        Rows ``dataset, encoder, method, split, metric, k, value`` (``capgap.evaluate`` module
+        docstring).
+
+    Raises
+    ------
+    KeyError
+        A query of a split is not in ``judged``.
     """
     dataset = rs.name if dataset is None else dataset
     at = {q: i for i, q in enumerate(judged.query_ids)}
