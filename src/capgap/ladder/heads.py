@@ -11,36 +11,15 @@ the probe's one w per query. Two families (issue 29, rungs 2 and 3):
   identity: W1 = [I; -I; seeded random rows], W2 = [I, -I, 0], biases 0, since
   x = ReLU(x) - ReLU(-x).
 
-Training (``fit_head``) minimises the objective: the mean InfoNCE loss
-(``capgap.finetune.infonce_loss``'s, computed by ``GoldRows.loss``) of the L2-normalised head
-outputs of *every* query it is fit on, against the whole frozen index (never changed), under the
-one convergence rule (``capgap.training.Convergence``, through ``capgap.training.run_loop``):
-every ``eval_every`` steps the objective is computed on the whole fit set (eval mode, blockwise:
-``FitObjective``), and the run has converged once the last ``n_iter_no_change`` such points
-improved on the best before them by less than ``tol``
-(``capgap.training.relative_improvement``); it stops there or at the cap ``steps``.
-Optimisers (``LadderConfig.optimizer``):
-
-- ``adamw`` (the default): AdamW on batches of ``batch_size`` queries (``run_loop``'s seeded
-  permutation per epoch; ``batch_size`` at least the number of queries: full batch), candidates
-  the whole index (``candidates: full``, masks from ``GoldRows``) or sampled ones
-  (``capgap.finetune.candidate_masks``). The learning rate (``schedule``): ``stable-decay``
-  (the default) holds it constant until the rule holds, so convergence is judged at an
-  undecayed rate (a decaying rate alone makes the objective's improvement small), then decays
-  it to 0 on a cosine over ``decay_fraction`` of the steps run so far (a second ``run_loop``
-  without the rule, its curve points appended); ``constant``; ``cosine`` from the start to 0 at
-  the cap.
-- ``lbfgs``: full-batch L-BFGS (``torch.optim.LBFGS``, strong-Wolfe line search), one
-  iteration per step; each step's objective and gradient at the current weights are the ones
-  its line search already evaluated there (no evaluation twice).
-
-With a validation split (``fit_head(validate=...)``, the train-only heads) the initial head
-and every curve point are scored on the validation queries; the weights of the best are kept
-(the earliest of equal ones; the initial head, the pre-trained encoder's own embeddings, is a
-candidate) and training stops after ``patience`` curve points without a new best (counted from the
-initial head when it is the best)
-(as ``capgap.finetune.EarlyStop`` does for fine-tuning). Seeded: the same inputs and config give
-the same head on CPU.
+Training (``fit_head``) minimises the mean InfoNCE loss (``GoldRows.loss``) of the
+L2-normalised head outputs of *every* query it is fit on, against the whole frozen index (never
+changed), under the one convergence rule (``capgap.training.Convergence``, through
+``capgap.training.run_loop``; the objective on the whole fit set: ``FitObjective``). Optimisers
+(``LadderConfig.optimizer``): ``adamw`` (the default; learning-rate ``schedule``
+``stable-decay``, ``constant`` or ``cosine``) or full-batch ``lbfgs``. With a validation split
+(the train-only heads) the best curve point's weights are kept and ``patience`` stops training.
+The optimisers, schedules and validation in detail: docs/ladder.md. Seeded: the same inputs and
+config give the same head on CPU.
 """
 
 from __future__ import annotations
@@ -310,7 +289,7 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
     documents in ``documents`` ``(n_docs, dim) float32`` (the frozen index; read only).
 
     Seeds everything with ``cfg.seed`` first (the mlp's random rows come from it), then trains
-    with ``cfg.optimizer`` (module docstring) under ``cfg.convergence()``: a curve point every
+    with ``cfg.optimizer`` (docs/ladder.md) under ``cfg.convergence()``: a curve point every
     ``cfg.eval_every`` steps and at the end holds the objective on all ``n`` queries
     (``FitObjective``); training stops at convergence or at the cap ``cfg.steps``.
 
