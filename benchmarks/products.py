@@ -2,7 +2,7 @@
 
 Per iteration the probe scores its queries against the index (``W @ D.T``) and forms the new
 cutting planes (``D.T @ Cm.T``); below ``constants.GEMV_ROWS`` queries these are one
-matrix-vector product per query. Since 2026-12-04 they run on a column-major copy of the index
+matrix-vector product per query. They run on a column-major copy of the index
 (``capgap.probe.setup.transposed``); this script times both layouts with the probe's own
 functions (``planes._scores32`` / ``_planes32``), one BLAS thread, at the widths a batch goes
 through (its long tail iterates 1-9 queries at a time), on a pipeline run's real index

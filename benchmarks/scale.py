@@ -11,7 +11,7 @@ decided fractions, iterations, screening rounds and the queries left to the whol
 beside it the floor, the bare float32 score product of the same number of query vectors with
 the same index, read the same way (row blocks of the memory map); and, where ``--whole``
 queries are asked for, the whole-index probe (screening off) on the first of them, the
-reference the probe had before screening, with their verdicts compared.
+unscreened reference, with their verdicts compared.
 
 ``--dlib`` adds dlib's ``svm_rank_trainer`` (the reference solver, benchmarks/probe.py) on a
 sample where it finishes: the first queries' gold documents and 20,000 random documents of the

@@ -27,6 +27,6 @@ __version__ = "0.1.0"
 
 def diagnose(*args, **kwargs):
     """Per-query verdicts on a user's own index: see ``capgap.diagnosis.diagnose``."""
-    from .diagnosis import diagnose as _diagnose  # lazy: the package root cannot import its submodules as it loads (numpy, scipy on first use)
+    from .diagnosis import diagnose as _diagnose  # lazy: numpy, scipy (the root cannot import submodules as it loads)
 
     return _diagnose(*args, **kwargs)

@@ -53,13 +53,17 @@ def _what_it_is(head: bytes, size: int) -> str:
         text = head.decode("ascii", "replace")
         oid = re.search(r"oid (\S+)", text)
         real = re.search(r"size (\d+)", text)
-        about = ", ".join(x for x in (oid and "oid " + oid.group(1)[:19] + "...", real and f"{real.group(1)} bytes kept in LFS") if x)
-        return f": it is a git-LFS pointer{f' ({about})' if about else ''}, not the array: fetch the file with 'git lfs pull'"
+        about = ", ".join(x for x in (oid and "oid " + oid.group(1)[:19] + "...",
+                                      real and f"{real.group(1)} bytes kept in LFS") if x)
+        return (f": it is a git-LFS pointer{f' ({about})' if about else ''}, not the array: "
+                "fetch the file with 'git lfs pull'")
     low = head.lstrip().lower()
     if low.startswith((b"<!doctype html", b"<html", b"<?xml", b"<head")):
-        return f": it is an HTML/XML page (starts with {head[:16]!r}), e.g. a failed download's error page: download the file again"
+        return (f": it is an HTML/XML page (starts with {head[:16]!r}), e.g. a failed download's error page: "
+                "download the file again")
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
-        return f": it is a Python pickle (starts with {head[:8]!r}), which capgap never loads: save the array with numpy.save"
+        return (f": it is a Python pickle (starts with {head[:8]!r}), which capgap never loads: "
+                "save the array with numpy.save")
     if head.startswith(b"PAR1"):
         return ": it is a Parquet file: name it .parquet"
     if head.startswith(b"ARROW1"):
@@ -125,7 +129,8 @@ def _read_header(fh: IO[bytes], path: Path, where: str = "") -> tuple[tuple[int,
         raise DataFormatError(path, None, None, f"{where}not a .npy (no \\x93NUMPY magic)")
     major, minor = pre[-2], pre[-1]
     if major not in (1, 2, 3):
-        raise DataFormatError(path, None, None, f"{where}.npy format version {major}.{minor} is unknown (1.0, 2.0 or 3.0)")
+        raise DataFormatError(path, None, None,
+                              f"{where}.npy format version {major}.{minor} is unknown (1.0, 2.0 or 3.0)")
     size_fmt = "<H" if major == 1 else "<I"
     raw_len = fh.read(struct.calcsize(size_fmt))
     if len(raw_len) < struct.calcsize(size_fmt):
@@ -136,7 +141,8 @@ def _read_header(fh: IO[bytes], path: Path, where: str = "") -> tuple[tuple[int,
     raw = fh.read(hlen)
     offset = len(pre) + len(raw_len) + hlen
     if len(raw) < hlen:
-        raise DataFormatError(path, None, None, f"{where}truncated .npy header: it declares {hlen} bytes, {len(raw)} are there")
+        raise DataFormatError(path, None, None,
+                              f"{where}truncated .npy header: it declares {hlen} bytes, {len(raw)} are there")
     try:
         d = ast.literal_eval(raw.decode("utf-8" if major == 3 else "latin1"))
     except (SyntaxError, ValueError, UnicodeDecodeError, MemoryError, RecursionError):
@@ -239,7 +245,8 @@ def _open_zip(path: Path) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise DataFormatError(path, None, None, f"not a readable .npz: the zip archive is damaged or truncated ({e})") from None
+        raise DataFormatError(path, None, None,
+                              f"not a readable .npz: the zip archive is damaged or truncated ({e})") from None
 
 
 def npz_names(path: str | Path) -> list[str]:

@@ -53,8 +53,22 @@ IDF_RULES = {
 
 
 def tokenize(texts: list[str], stopwords: str | None = _D["stopwords"]) -> list[list[str]]:
-    """Tokenise for both backends: ``list`` (per text) of ``list[str]`` tokens. Texts are NFC
-    normalised first, so a decomposed accent (NFD) cannot split a word."""
+    """Tokenise texts for both backends (``bm25s.tokenize``, lower-cased).
+
+    Texts are NFC-normalised first, so a decomposed accent (NFD) cannot split a word.
+
+    Parameters
+    ----------
+    texts : list of str
+        The texts.
+    stopwords : str, optional
+        A bm25s stopword list name (e.g. ``"en"``); None: none removed.
+
+    Returns
+    -------
+    list of list of str
+        The tokens of each text.
+    """
     import bm25s
 
     texts = [unicodedata.normalize("NFC", t) for t in texts]
@@ -63,14 +77,22 @@ def tokenize(texts: list[str], stopwords: str | None = _D["stopwords"]) -> list[
 
 def variant_name(backend: str = _D["backend"], method: str = _D["method"], k1: float = _D["k1"], b: float = _D["b"],
                  epsilon: float = _D["epsilon"], stopwords: str | None = _D["stopwords"]) -> str:
-    """A one-line name of the BM25 function a config selects, e.g. ``"bm25s robertson (idf =
-    ... clipped at 0), k1=1.5, b=0.75, stopwords=en"``. Raises ``ValueError`` for an unknown
-    backend/method pair."""
+    """A one-line name of the BM25 function a config selects.
+
+    E.g. ``"bm25s robertson (idf = ... clipped at 0), k1=1.5, b=0.75, stopwords=en"``; the
+    parameters are the config's ``bm25`` keys.
+
+    Raises
+    ------
+    ValueError
+        An unknown backend/method pair.
+    """
     if (backend, method) not in IDF_RULES:
         raise ValueError(f"bm25: backend {backend!r} has no method {method!r}; choose one of "
                          f"{sorted(m for bk, m in IDF_RULES if bk == backend) or BACKENDS}")
     eps = f", epsilon={epsilon:g}" if (backend, method) == ("rank-bm25", "robertson") else ""
-    return f"{backend} {method} ({IDF_RULES[backend, method]}), k1={k1:g}, b={b:g}{eps}, stopwords={stopwords or 'none'}"
+    return (f"{backend} {method} ({IDF_RULES[backend, method]}), k1={k1:g}, b={b:g}{eps}, "
+            f"stopwords={stopwords or 'none'}")
 
 
 class BM25:
@@ -84,7 +106,8 @@ class BM25:
     backend or a method the backend lacks.
     """
 
-    def __init__(self, doc_texts: list[str], backend: str = _D["backend"], method: str = _D["method"], k1: float = _D["k1"],
+    def __init__(self, doc_texts: list[str], backend: str = _D["backend"], method: str = _D["method"],
+                 k1: float = _D["k1"],
                  b: float = _D["b"], epsilon: float = _D["epsilon"], stopwords: str | None = _D["stopwords"]):
         if backend not in BACKENDS:
             raise ValueError(f"bm25 backend must be one of {BACKENDS}, got {backend!r}")
@@ -100,7 +123,8 @@ class BM25:
                 cols.append(self._vocab.setdefault(t, len(self._vocab)))
         from scipy.sparse import csr_matrix
 
-        self._terms = csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(self.n_docs, max(1, len(self._vocab))))
+        self._terms = csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)),
+                                 shape=(self.n_docs, max(1, len(self._vocab))))
         df = np.asarray(self._terms.sum(axis=0)).ravel()
         common = int((df > self.n_docs / 2).sum())
         if common and method == "robertson":
@@ -168,13 +192,31 @@ class BM25:
 
 
 def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dict], Run]:
-    """BM25 on a ``capgap.data.RetrievalSet``: index its passages with settings ``cfg``
-    (config ``bm25`` minus ``enabled``: backend, method, k1, b, epsilon, stopwords), rank every
-    query by the evaluation tie rule (only documents sharing a query term are retrieved;
-    identical texts tie), evaluate every split (method ``bm25``). Returns the result rows and
-    the run (tag ``bm25``, depth ``eval_depth(ks, ndcg_k)``)."""
+    """BM25 on a retrieval set: index its passages, rank every query, evaluate every split.
+
+    Ranking follows the evaluation tie rule (only documents sharing a query term are
+    retrieved; identical texts tie).
+
+    Parameters
+    ----------
+    rs : capgap.data.RetrievalSet
+        The set; its passages are indexed.
+    cfg : mapping
+        Config ``bm25`` minus ``enabled``: backend, method, k1, b, epsilon, stopwords.
+    ks : sequence of int
+        Recall cut-offs.
+    ndcg_k : int
+        nDCG cut-off.
+
+    Returns
+    -------
+    rows : list of dict
+        Result rows, method ``bm25``.
+    run : Run
+        Tag ``bm25``, depth ``eval_depth(ks, ndcg_k)``.
+    """
     bm = BM25(rs.corpus.passages(), **dict(cfg))
     log.info("bm25: %s", bm.variant)
     texts = list(rs.queries.texts)
-    return evaluate_scores(rs, lambda a, b: bm.scores_and_matches(texts[a:b]), rs.corpus.ids, document_groups(rs.corpus), ks,
-                           ndcg_k, "", "bm25", "bm25", block=256)
+    return evaluate_scores(rs, lambda a, b: bm.scores_and_matches(texts[a:b]), rs.corpus.ids,
+                           document_groups(rs.corpus), ks, ndcg_k, "", "bm25", "bm25", block=256)

@@ -13,7 +13,7 @@ Variants are named by a string (``parse_variant`` checks it):
 variant        family       documents (what search scores against)                bytes per document
 ============== ============ ===================================================== ==================
 ``float32``    float32      ``D`` itself                                          ``4 * dim``
-``trunc-<d>``  truncation   first d coordinates (re-normalised, see below)        ``4 * d``
+``trunc-<d>``  truncation   first d coordinates (re-normalised if unit-norm)     ``4 * d``
 ``pca-<d>``    pca          projection on the top-d principal axes of the corpus  ``4 * d``
 ``sq8``        sq           faiss ``QT_8bit`` reconstruction                      ``dim``
 ``sq4``        sq           faiss ``QT_4bit`` reconstruction                      ``ceil(dim / 2)``
@@ -21,60 +21,13 @@ variant        family       documents (what search scores against)              
 ``pq-<m>x<b>`` pq           faiss ``IndexPQ(dim, m, b)`` reconstruction           ``ceil(m * b / 8)``
 ============== ============ ===================================================== ==================
 
-Bytes per document are the per-document code size (for sq/pq faiss's ``sa_code_size()``,
-checked against the formula); shared tables (the PCA matrix, the SQ ranges ``2 * dim``
-floats, the PQ codebooks ``2^b * dim`` floats) are not counted. For dims divisible by 2 / 8
-and ``m * b`` divisible by 8 the formulas are ``dim / 2``, ``dim / 8`` and ``m * b / 8``.
-
 Scoring is asymmetric wherever the compression allows it: the query stays float32 and is
-scored against the decoded document, ``q . x_hat``. For PQ this is the asymmetric distance
-computation (ADC) of Jégou, Douze & Schmid, "Product quantization for nearest neighbor
-search", IEEE TPAMI 33(1), 2011, Sec. III-A (faiss ``IndexPQ`` with
-``METRIC_INNER_PRODUCT`` searches exactly ``q . reconstruct(code)``); for SQ it is faiss
-``IndexScalarQuantizer``'s inner-product search; for binary, ``q . sign(x)``. Truncation and
-PCA transform the query too (``Compressed.queries``).
+scored against the decoded document, ``q . x_hat`` (for PQ the asymmetric distance computation
+of Jégou, Douze & Schmid, IEEE TPAMI 33(1), 2011, Sec. III-A). Truncation and PCA transform the
+query too (``Compressed.queries``). Bytes per document count the per-document code only.
 
-* Truncation keeps the first d coordinates, as Matryoshka embeddings are meant to be used
-  (Kusupati et al., "Matryoshka Representation Learning", NeurIPS 2022). When the input rows
-  are unit-norm (max ``|norm - 1| < 1e-3``) the truncated rows are re-normalised to unit L2
-  norm (cosine similarity at the shorter width, as Matryoshka models are evaluated); else they
-  are kept as they are. A row whose first d coordinates are all zero has no direction to
-  re-normalise (its cosine is undefined): an error naming the rows, never a zero row scored 0.
-* PCA: ``faiss.PCAMatrix(dim, d, eigen_power=0, random_rotation=False)`` trained on the
-  corpus (no whitening, no rotation); its rows ``A`` ``(d, dim)`` are the top-d principal axes.
-  Documents are ``D A^T`` and queries ``Q A^T``: one linear map for both. faiss's
-  ``PCAMatrix.apply`` also subtracts the corpus mean mu; that shifts every document score of a
-  query by the same constant (so the document side is ranking-equivalent), but subtracting mu
-  from the *query* would add a document-dependent term ``-(A mu).(A x)``, so it is not done:
-  ``(A q).(A x)`` ranks documents exactly as ``q . x_hat`` with ``x_hat = mu + A^T A (x - mu)``,
-  the PCA reconstruction (they differ by ``q.mu - (A q).(A mu)``, constant per query).
-* SQ: ``faiss.IndexScalarQuantizer(dim, QT_8bit | QT_4bit, METRIC_INNER_PRODUCT)`` trained
-  on the corpus with faiss's default range statistic ``RS_minmax``: per dimension
-  ``vmin = min``, ``vdiff = max - min``; a value x is coded ``c = floor(L * clip((x - vmin) /
-  vdiff, 0, 1))`` and decoded ``vmin + vdiff * (c + 0.5) / L`` with ``L = 255`` (8 bit) or 15
-  (4 bit) (faiss ``impl/ScalarQuantizer.cpp``, ``Codec8bit``/``Codec4bit``). So the per-dimension
-  minimum decodes to ``vmin + vdiff / (2 L)`` and the maximum to ``vmax + vdiff / (2 L)``: no
-  training value at the ends of a non-constant range is reconstructed exactly. A constant
-  dimension (``vdiff = 0``) decodes exactly.
-* PQ: ``faiss.IndexPQ(dim, m, nbits, METRIC_INNER_PRODUCT)``: m sub-quantizers of
-  ``dim / m`` coordinates, each a k-means codebook of ``2^nbits`` centroids trained on the
-  corpus (faiss ``ProductQuantizer::train``, L2 k-means whatever the metric).
-
-Randomness. Only PQ training is random in faiss here: each sub-quantizer's k-means picks its
-initial centroids as a random subset of the training points and, above
-``max_points_per_centroid * 2^nbits`` (256 per centroid) points, subsamples them; both draw
-from ``pq.cp.seed``, which ``compress`` sets to ``seed`` (faiss default 1234). Empty clusters
-are re-seeded by faiss's ``split_clusters`` from the same generator. ``PCAMatrix`` subsamples
-only above ``max_points_per_d * dim`` (1000 * dim) points, with a fixed seed (1234) that faiss
-does not expose; SQ training (min/max), truncation and binarisation are deterministic. Given
-the same input, seed and thread count the outputs are bit-identical (floating-point sums in
-BLAS and OpenMP may differ across thread counts).
-
-Sources: faiss documentation, https://faiss.ai/cpp_api/struct/structfaiss_1_1IndexScalarQuantizer.html,
-https://faiss.ai/cpp_api/struct/structfaiss_1_1IndexPQ.html,
-https://faiss.ai/cpp_api/struct/structfaiss_1_1PCAMatrix.html and the faiss wiki
-("Faiss indexes", https://github.com/facebookresearch/faiss/wiki/Faiss-indexes); Jégou et al.
-2011 (ADC); Kusupati et al. 2022 (Matryoshka truncation).
+The faiss settings of each family, the SQ and PCA derivations, what is random and the sources
+are in docs/compression.md, "Variants in detail".
 """
 
 from __future__ import annotations
@@ -182,10 +135,11 @@ def parse_variant(variant: str, dim: int | None = None, n_docs: int | None = Non
             if d < 1:
                 raise ValueError(f"compression variant {variant!r}: the output dimension must be >= 1")
             if dim is not None and d > dim:
-                raise ValueError(f"compression variant {variant!r}: output dimension {d} exceeds the index's dimension {dim}")
+                raise ValueError(f"compression variant {variant!r}: output dimension {d} exceeds the index's dimension "
+                                 f"{dim}")
             if family == "pca" and n_docs is not None and n_docs < d + 1:
-                raise ValueError(f"compression variant {variant!r}: PCA to {d} dimensions needs at least {d + 1} documents "
-                                 f"(the centred corpus has rank <= n_docs - 1), got {n_docs}")
+                raise ValueError(f"compression variant {variant!r}: PCA to {d} dimensions needs at least {d + 1} "
+                                 f"documents (the centred corpus has rank <= n_docs - 1), got {n_docs}")
             return VariantSpec(variant, family, d=d)
     mt = _RE["pq"].fullmatch(variant)
     if mt:
@@ -198,8 +152,8 @@ def parse_variant(variant: str, dim: int | None = None, n_docs: int | None = Non
         if dim is not None and dim % m:
             raise ValueError(f"compression variant {variant!r}: m = {m} does not divide the index's dimension {dim}")
         if n_docs is not None and n_docs < 2**nbits:
-            raise ValueError(f"compression variant {variant!r}: PQ training needs at least 2^{nbits} = {2**nbits} documents "
-                             f"(one per centroid of each sub-quantizer's k-means), got {n_docs}")
+            raise ValueError(f"compression variant {variant!r}: PQ training needs at least 2^{nbits} = {2**nbits} "
+                             f"documents (one per centroid of each sub-quantizer's k-means), got {n_docs}")
         return VariantSpec(variant, "pq", m=m, nbits=nbits)
     raise ValueError(f"unknown compression variant {variant!r}; valid forms: {_forms()}")
 
@@ -300,9 +254,10 @@ class Compressed:
         """Apply the query side of the compression.
 
         Truncation keeps the first d' coordinates (re-normalised to unit L2 norm when
-        ``renormalized``; a row of norm 0 is a ``ValueError``: its cosine is undefined); PCA multiplies by ``projection`` (no mean
-        subtraction, see the module docstring); float32, sq, pq and binary leave the query
-        unchanged (asymmetric scoring: float query against the decoded document).
+        ``renormalized``; a row of norm 0 is a ``ValueError``: its cosine is undefined); PCA
+        multiplies by ``projection`` (no mean subtraction: docs/compression.md, "Variants in
+        detail"); float32, sq, pq and binary leave the query unchanged (asymmetric scoring: float
+        query against the decoded document).
 
         Parameters
         ----------
@@ -341,18 +296,19 @@ def _normalize_rows(X: np.ndarray, what: str = "rows") -> None:
     naming ``what`` and the rows (0-based), never a silent zero row scored 0."""
     zero = zero_norm_rows(X, _BLOCK)
     if len(zero):
-        raise ValueError(f"{what}: {describe_rows(zero)} {'has' if len(zero) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}) "
-                         "after truncation, so re-normalising cannot give a cosine: the variant is undefined for them")
+        raise ValueError(f"{what}: {describe_rows(zero)} {'has' if len(zero) == 1 else 'have'} norm 0 (<= "
+                         f"{ZERO_NORM:g}) after truncation, so re-normalising cannot give a cosine: the variant is "
+                         "undefined for them")
     for b0 in range(0, len(X), _BLOCK):
         blk = X[b0 : b0 + _BLOCK]
         n = np.sqrt(np.einsum("ij,ij->i", blk, blk, dtype=np.float64))
         blk /= n[:, None].astype(np.float32)
 
 
-def _is_unit_norm(D: np.ndarray) -> bool:
+def _is_unit_norm(matrix: np.ndarray) -> bool:
     dev = 0.0
-    for b0 in range(0, len(D), _BLOCK):
-        blk = D[b0 : b0 + _BLOCK]
+    for b0 in range(0, len(matrix), _BLOCK):
+        blk = matrix[b0 : b0 + _BLOCK]
         n = np.sqrt(np.einsum("ij,ij->i", blk, blk, dtype=np.float64))
         dev = max(dev, float(np.max(np.abs(n - 1.0))))
     return dev < UNIT_NORM_TOL
@@ -448,8 +404,8 @@ def compress(D: np.ndarray, variant: str, seed: int = _SEED, threads: int | None
             pca.train(X)
             A = faiss.vector_to_array(pca.A).reshape(spec.d, dim)
             if not np.allclose(A @ A.T, np.eye(spec.d), atol=1e-3):
-                raise ValueError(f"compression variant {variant!r}: the centred corpus spans fewer than {spec.d} dimensions "
-                                 "(faiss's PCA axes are not orthonormal)")
+                raise ValueError(f"compression variant {variant!r}: the centred corpus spans fewer than {spec.d} "
+                                 "dimensions (faiss's PCA axes are not orthonormal)")
             P = np.ascontiguousarray(A.T, dtype=np.float32)
             docs = np.ascontiguousarray(X @ P, dtype=np.float32)
             return Compressed(variant, "pca", 4.0 * spec.d, docs, None, dim, projection=P)
@@ -515,8 +471,8 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
         variants = default_variants(dim, n)
         unfit = [v for v in default_variants(dim) if v not in variants]
         if unfit:
-            log.warning("compress: %d documents are too few to fit %s (PCA to d' needs d' + 1 documents, 8-bit PQ 256): "
-                        "left out of the default variants", n, ", ".join(unfit))
+            log.warning("compress: %d documents are too few to fit %s (PCA to d' needs d' + 1 documents, 8-bit PQ "
+                        "256): left out of the default variants", n, ", ".join(unfit))
     names = list(dict.fromkeys(["float32", *variants]))  # each variant once, in order
     for v in names:
         parse_variant(v, dim, n)  # every variant checked before any work
@@ -528,10 +484,11 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
         docs = SimpleNamespace(embeddings=c.documents, doc_ids=index.doc_ids)
         probe_rows, _, _ = probe_evaluate(rs, docs, probe_cfg, encoder_name, ks, ndcg_k, threads)
         t_p = time.perf_counter() - t - t_c
-        enc_rows, _ = evaluate_queries(rs, c.queries(queries), c.documents, index.doc_ids, ks, ndcg_k, encoder_name, "pretrained", threads)
+        enc_rows, _ = evaluate_queries(rs, c.queries(queries), c.documents, index.doc_ids, ks, ndcg_k, encoder_name,
+                                       "pretrained", threads)
         log.info("compress %s: %s bytes/doc, compressed in %.1f s, probe %.1f s", v, c.bytes_per_doc, t_c, t_p)
         for method, rs_rows in (("probe", probe_rows), ("pretrained", enc_rows)):
             rows += [{**r, "compression": v} for r in rs_rows]
-            rows.append({"dataset": rs.name, "encoder": encoder_name, "method": method, "split": "all", "metric": "bytes_per_doc",
-                         "k": "", "value": float(c.bytes_per_doc), "compression": v})
+            rows.append({"dataset": rs.name, "encoder": encoder_name, "method": method, "split": "all",
+                         "metric": "bytes_per_doc", "k": "", "value": float(c.bytes_per_doc), "compression": v})
     return rows

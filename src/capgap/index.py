@@ -42,7 +42,17 @@ INDEX_VERSION = 1
 
 @dataclass(frozen=True)
 class FrozenIndex:
-    """``embeddings``: ``(n_docs, dim) float32`` (memory-mapped, read-only); ``doc_ids``: tuple."""
+    """A loaded index folder.
+
+    Attributes
+    ----------
+    embeddings : numpy.ndarray
+        ``(n_docs, dim) float32``, memory-mapped, read-only; row i is document ``doc_ids[i]``.
+    doc_ids : tuple of str
+        The document ids in row order.
+    fingerprint : dict
+        ``fingerprint.json`` (``index_fingerprint``).
+    """
 
     embeddings: np.ndarray
     doc_ids: tuple[str, ...]
@@ -57,14 +67,35 @@ def index_fingerprint(encoder_fp: dict, corpus: Corpus) -> dict:
 CHUNK_SIZE = 2048  # documents per encode call: the unit a build resumes by and a shard is made of
 
 
-def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | None = None, progress: bool = True) -> FrozenIndex:
-    """Embed ``corpus`` with ``encoder`` (a ``capgap.encoders.Encoder``) into ``out_dir``.
+def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | None = None,
+                progress: bool = True) -> FrozenIndex:
+    """Embed ``corpus`` with ``encoder`` into the index folder ``out_dir``.
 
-    Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was
-    killed. Returns the loaded index. Raises ``ValueError`` on NaN/inf embeddings and, for an
-    encoder that normalises, on a document embedded to norm 0 (``Encoder.encode``: the rows and
-    document ids are named). ``chunk_size``: documents per ``encode`` call (None:
-    ``CHUNK_SIZE``, read at call time).
+    Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was killed.
+
+    Parameters
+    ----------
+    corpus : capgap.data.Corpus
+        The documents, embedded in corpus order.
+    encoder : capgap.encoders.Encoder
+        The document encoder.
+    out_dir : str or pathlib.Path
+        The index folder (layout: module docstring).
+    chunk_size : int, optional
+        Documents per ``encode`` call; None: ``CHUNK_SIZE``, read at call time.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    FrozenIndex
+        The index as written, loaded back (``load_index``).
+
+    Raises
+    ------
+    ValueError
+        NaN/inf embeddings; for an encoder that normalises, a document embedded to norm 0
+        (``Encoder.encode``: the rows and document ids are named).
     """
     out = Path(out_dir)
     chunk_size = chunk_size or CHUNK_SIZE
@@ -75,14 +106,36 @@ def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | 
 
 
 def shard_chunks(n_docs: int, n_shards: int, shard: int, chunk_size: int | None = None) -> range:
-    """The chunks (of ``chunk_size`` documents, numbered from 0 in corpus order) that index shard
-    ``shard`` (0-based) of ``n_shards`` embeds: a contiguous run, ``floor(shard * n_chunks /
-    n_shards)`` up to ``floor((shard + 1) * n_chunks / n_shards)``, so the shards cover every
-    chunk once, in order (a shard is empty when there are more shards than chunks). A shard is
-    made of whole chunks and a chunk is one ``encode`` call whatever the shard count, so every
-    forward batch (sentence-transformers sorts a call's texts by length, then batches them) holds
-    the same documents as in the unsharded build. Raises ``ValueError`` for ``n_shards < 1`` or
-    ``shard`` outside ``[0, n_shards)``. ``chunk_size`` None: ``CHUNK_SIZE``."""
+    """The chunks that index shard ``shard`` of ``n_shards`` embeds.
+
+    A contiguous run, ``floor(shard * n_chunks / n_shards)`` up to ``floor((shard + 1) *
+    n_chunks / n_shards)``, so the shards cover every chunk once, in order (a shard is empty
+    when there are more shards than chunks). A shard is made of whole chunks and a chunk is one
+    ``encode`` call whatever the shard count, so every forward batch (sentence-transformers sorts
+    a call's texts by length, then batches them) holds the same documents as in the unsharded
+    build.
+
+    Parameters
+    ----------
+    n_docs : int
+        Documents in the corpus.
+    n_shards : int
+        Shards, at least 1.
+    shard : int
+        This shard, 0-based.
+    chunk_size : int, optional
+        Documents per chunk; None: ``CHUNK_SIZE``.
+
+    Returns
+    -------
+    range
+        Chunk numbers (from 0, in corpus order).
+
+    Raises
+    ------
+    ValueError
+        ``n_shards < 1`` or ``shard`` outside ``[0, n_shards)``.
+    """
     chunk_size = chunk_size or CHUNK_SIZE
     if n_shards < 1 or not 0 <= shard < n_shards:
         raise ValueError(f"index shard {shard} of {n_shards}: need n_shards >= 1 and 0 <= shard < n_shards")
@@ -92,13 +145,25 @@ def shard_chunks(n_docs: int, n_shards: int, shard: int, chunk_size: int | None 
 
 def build_index_shard(corpus: Corpus, encoder, out_file: str | Path, n_shards: int, shard: int,
                       chunk_size: int | None = None, progress: bool = True) -> np.ndarray:
-    """Embed shard ``shard`` of ``n_shards`` of ``corpus`` (``shard_chunks``) into ``out_file``
-    (``.npy``: ``(n_shard_docs, dim) float32``, the rows of those chunks in corpus order) and
-    its fingerprint beside it (``<out_file minus .npy>.json``: ``{"fingerprint": ...,
-    "shard": k, "n_shards": n, "start": first row, "stop": row past the last}``, written last).
-    Chunks are saved under ``<out_file minus .npy>.parts/`` as in ``build_index``, so a killed
-    shard resumes. Returns the shard's embeddings. Raises as ``build_index`` and
-    ``shard_chunks``."""
+    """Embed shard ``shard`` of ``n_shards`` of ``corpus`` (``shard_chunks``) into ``out_file``.
+
+    Writes ``out_file`` (``.npy``: ``(n_shard_docs, dim) float32``, the rows of the shard's
+    chunks in corpus order), then, last, its fingerprint beside it (``<out_file minus
+    .npy>.json``: ``{"fingerprint": ..., "shard": k, "n_shards": n, "start": first row, "stop":
+    row past the last}``). Chunks are saved under ``<out_file minus .npy>.parts/`` as in
+    ``build_index``, so a killed shard resumes. Parameters as ``build_index`` and
+    ``shard_chunks``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The shard's embeddings, ``(n_shard_docs, dim) float32``.
+
+    Raises
+    ------
+    ValueError
+        As ``build_index`` and ``shard_chunks``.
+    """
     out_file = Path(out_file)
     chunk_size = chunk_size or CHUNK_SIZE
     chunks = shard_chunks(len(corpus), n_shards, shard, chunk_size)
@@ -107,30 +172,55 @@ def build_index_shard(corpus: Corpus, encoder, out_file: str | Path, n_shards: i
     emb = _embed_chunks(corpus, encoder, fp, parts, chunks, chunk_size, progress)
     start, stop = min(chunks.start * chunk_size, len(corpus)), min(chunks.stop * chunk_size, len(corpus))
     if emb.shape != (stop - start, fp["dim"]):
-        raise ValueError(f"index shard {shard} of {n_shards}: embeddings have shape {emb.shape}, expected {(stop - start, fp['dim'])}")
+        raise ValueError(f"index shard {shard} of {n_shards}: embeddings have shape {emb.shape}, expected "
+                         f"{(stop - start, fp['dim'])}")
     save_npy(out_file, emb)
-    write_json(out_file.with_suffix(".json"), {"fingerprint": fp, "shard": shard, "n_shards": n_shards, "start": start, "stop": stop})
+    write_json(out_file.with_suffix(".json"),
+               {"fingerprint": fp, "shard": shard, "n_shards": n_shards, "start": start, "stop": stop})
     shutil.rmtree(parts)
     return emb
 
 
 def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenIndex:
-    """The index of ``corpus`` from its shards (``build_index_shard``'s ``.npy`` files, in shard
-    order), written to ``out_dir`` exactly as ``build_index`` writes it: the same
-    ``embeddings.npy`` bytes (the rows are the same computations), ``doc_ids.json`` and
-    ``fingerprint.json``. Raises ``DataFormatError`` naming the shard file when a shard's
-    fingerprint differs from the first one's, or the shards do not cover the corpus rows
-    ``0..n_docs`` in order, each once; ``ValueError`` as ``build_index``."""
+    """The index of ``corpus`` from its shards, written to ``out_dir`` as ``build_index`` writes it.
+
+    The same ``embeddings.npy`` bytes (the rows are the same computations), ``doc_ids.json`` and
+    ``fingerprint.json``.
+
+    Parameters
+    ----------
+    corpus : capgap.data.Corpus
+        The corpus the shards were built from.
+    shard_files : sequence of path
+        ``build_index_shard``'s ``.npy`` files, in shard order.
+    out_dir : str or pathlib.Path
+        The index folder.
+
+    Returns
+    -------
+    FrozenIndex
+        The index as written, loaded back.
+
+    Raises
+    ------
+    DataFormatError
+        Naming the shard file: a shard's fingerprint differs from the first one's, or the
+        shards do not cover the corpus rows ``0..n_docs`` in order, each once.
+    ValueError
+        No shard files; otherwise as ``build_index``.
+    """
     chunks, fp, row = [], None, 0
     for i, f in enumerate(map(Path, shard_files)):
         meta_file = f.with_suffix(".json")
         meta = json.loads(meta_file.read_text())
         fp = meta["fingerprint"] if fp is None else fp
         if meta["fingerprint"] != fp:
-            raise DataFormatError(meta_file, None, "fingerprint", "differs from the first shard's: the shards are of different builds")
+            raise DataFormatError(meta_file, None, "fingerprint",
+                                  "differs from the first shard's: the shards are of different builds")
         if (meta["shard"], meta["n_shards"], meta["start"]) != (i, len(shard_files), row):
-            raise DataFormatError(meta_file, None, "start", f"shard {meta['shard']} of {meta['n_shards']} starts at row "
-                                  f"{meta['start']}; expected shard {i} of {len(shard_files)} starting at row {row}")
+            raise DataFormatError(meta_file, None, "start",
+                                  f"shard {meta['shard']} of {meta['n_shards']} starts at row {meta['start']}; "
+                                  f"expected shard {i} of {len(shard_files)} starting at row {row}")
         emb = read_npy(f, mmap=False)
         if emb.shape[0] != meta["stop"] - meta["start"]:
             raise DataFormatError(f, None, None, f"{emb.shape[0]} rows, its .json says {meta['stop'] - meta['start']}")
@@ -140,24 +230,28 @@ def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenInde
         raise ValueError("gather_index: no shard files")
     if any(fp.get(k) != v for k, v in index_fingerprint({}, corpus).items()) or row != len(corpus):
         raise DataFormatError(Path(shard_files[-1]).with_suffix(".json"), None, "corpus_sha256",
-                              f"the shards cover {row} rows of a corpus with hash {fp.get('corpus_sha256')}; this corpus has "
-                              f"{len(corpus)} documents, hash {corpus_hash(corpus)}")
-    return _write_index(corpus, fp, np.concatenate(chunks) if chunks else np.zeros((0, fp["dim"]), np.float32), Path(out_dir))
+                              f"the shards cover {row} rows of a corpus with hash {fp.get('corpus_sha256')}; this "
+                              f"corpus has {len(corpus)} documents, hash {corpus_hash(corpus)}")
+    return _write_index(corpus, fp, np.concatenate(chunks) if chunks else np.zeros((0, fp["dim"]), np.float32),
+                        Path(out_dir))
 
 
-def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range, chunk_size: int, progress: bool) -> np.ndarray:
+def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range, chunk_size: int,
+                  progress: bool) -> np.ndarray:
     """Chunks ``chunks`` of ``corpus`` embedded, one ``encode_documents`` call per chunk of
     ``chunk_size`` documents, each saved as ``parts/part_<chunk>.npy`` (reused when ``parts``
     holds a build of fingerprint ``fp``: a killed build resumes), concatenated:
     ``(rows, dim) float32``."""
-    if parts.is_dir() and (not (parts / "fingerprint.json").is_file() or json.loads((parts / "fingerprint.json").read_text()) != fp):
+    if parts.is_dir() and (not (parts / "fingerprint.json").is_file()
+                           or json.loads((parts / "fingerprint.json").read_text()) != fp):
         shutil.rmtree(parts)  # parts of another build: never trust them
     parts.mkdir(parents=True, exist_ok=True)
     write_json(parts / "fingerprint.json", fp)
     texts = corpus.passages()
     out = []
     total = sum(len(texts[i * chunk_size : (i + 1) * chunk_size]) for i in chunks)
-    bar = tqdm(total=total, desc=f"index {fp.get('model', '')}".strip(), unit="doc", unit_scale=True, disable=not progress)
+    bar = tqdm(total=total, desc=f"index {fp.get('model', '')}".strip(), unit="doc", unit_scale=True,
+               disable=not progress)
     for i in chunks:
         start = i * chunk_size
         f = parts / f"part_{i:06d}.npy"
@@ -193,15 +287,33 @@ def _write_index(corpus: Corpus, fp: dict, emb: np.ndarray, out: Path, parts: Pa
 def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus | None = None) -> FrozenIndex:
     """Load an index folder; check shape, finiteness and (if given) the expected fingerprint.
 
-    ``expected``: the whole fingerprint (``index_fingerprint``: encoder and corpus) the index
-    must have. ``corpus``: the corpus it must have been built from, checked on its own (hash,
-    size and document order) when the encoder does not matter (the probe only needs the
-    geometry). ``embeddings.npy`` is read by ``capgap.arrays.read_npy`` (memory-mapped; a
-    big-endian copy is byte-swapped to native). Raises ``FingerprintMismatch`` when either check
-    fails, ``DataFormatError`` when a file is missing or inconsistent, when ``embeddings.npy`` is
-    no readable ``.npy`` (a git-LFS pointer, raw bytes, pickled objects, truncated: named), or
-    when an index of normalised embeddings (fingerprint ``normalize``) holds a row of norm 0
-    (naming the rows and document ids).
+    ``embeddings.npy`` is read by ``capgap.arrays.read_npy`` (memory-mapped; a big-endian copy
+    is byte-swapped to native).
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path
+        The index folder (layout: module docstring).
+    expected : dict, optional
+        The whole fingerprint (``index_fingerprint``: encoder and corpus) the index must have.
+    corpus : capgap.data.Corpus, optional
+        The corpus it must have been built from, checked on its own (hash, size and document
+        order) when the encoder does not matter (the probe only needs the geometry).
+
+    Returns
+    -------
+    FrozenIndex
+        Embeddings ``(n_docs, dim) float32`` (memory-mapped), document ids, fingerprint.
+
+    Raises
+    ------
+    FingerprintMismatch
+        Either check fails.
+    DataFormatError
+        A file is missing or inconsistent; ``embeddings.npy`` is no readable ``.npy`` (a git-LFS
+        pointer, raw bytes, pickled objects, truncated: named); an index of normalised
+        embeddings (fingerprint ``normalize``) holds a row of norm 0 (naming the rows and
+        document ids).
     """
     folder = Path(folder)
     fpf = folder / "fingerprint.json"
@@ -218,9 +330,12 @@ def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus 
             raise FingerprintMismatch(folder, want, got)
     emb = read_npy(folder / "embeddings.npy")  # memory-mapped; a big-endian copy is byte-swapped
     if emb.dtype != np.float32 or emb.ndim != 2:
-        raise DataFormatError(folder / "embeddings.npy", None, None, f"expected 2-d float32, got {emb.dtype} {emb.shape}")
+        raise DataFormatError(folder / "embeddings.npy", None, None,
+                              f"expected 2-d float32, got {emb.dtype} {emb.shape}")
     if emb.shape != (fp["n_docs"], fp["dim"]) or len(ids) != fp["n_docs"]:
-        raise DataFormatError(folder / "embeddings.npy", None, "dim", f"shape {emb.shape} / {len(ids)} ids do not match fingerprint ({fp['n_docs']}, {fp['dim']})")
+        raise DataFormatError(folder / "embeddings.npy", None, "dim",
+                              f"shape {emb.shape} / {len(ids)} ids do not match fingerprint ({fp['n_docs']}, "
+                              f"{fp['dim']})")
     if not np.isfinite(emb).all():
         raise DataFormatError(folder / "embeddings.npy", None, None, "NaN or inf in embeddings")
     try:

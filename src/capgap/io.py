@@ -252,9 +252,9 @@ def _load_rows(path: str | Path, query_ids: Sequence[str], key: str, what: str) 
         if name not in names:
             raise DataFormatError(path, None, name, f"missing (found {sorted(names)})")
     z = read_npz(path, [key, "query_ids"])
-    W, ids = np.asarray(z[key], dtype=np.float32), [str(q) for q in z["query_ids"]]
-    if W.ndim != 2 or len(W) != len(ids):
-        raise DataFormatError(path, None, key, f"shape {W.shape} does not match {len(ids)} query ids")
+    matrix, ids = np.asarray(z[key], dtype=np.float32), [str(q) for q in z["query_ids"]]
+    if matrix.ndim != 2 or len(matrix) != len(ids):
+        raise DataFormatError(path, None, key, f"shape {matrix.shape} does not match {len(ids)} query ids")
     at = {}
     for i, q in enumerate(ids):
         if q in at:
@@ -263,23 +263,56 @@ def _load_rows(path: str | Path, query_ids: Sequence[str], key: str, what: str) 
     missing = [q for q in query_ids if q not in at]
     if missing:
         raise DataFormatError(path, None, "query_ids", f"{len(missing)} queries have no {what}, e.g. {missing[:3]}")
-    W = W[[at[q] for q in query_ids]]
-    if not np.isfinite(W).all():
-        bad = [query_ids[i] for i in np.flatnonzero(~np.isfinite(W).all(axis=1))[:3]]
+    matrix = matrix[[at[q] for q in query_ids]]
+    if not np.isfinite(matrix).all():
+        bad = [query_ids[i] for i in np.flatnonzero(~np.isfinite(matrix).all(axis=1))[:3]]
         raise DataFormatError(path, None, key, f"non-finite {what} for queries {bad}")
-    return W
+    return matrix
 
 
 def load_witnesses(path: str | Path, query_ids: Sequence[str]) -> np.ndarray:
-    """The probe's w of every query (rule probe's ``w.npz``: ``w`` ``(n, dim) float32`` and
-    ``query_ids`` ``(n,) str``) in the order of ``query_ids``: ``(len(query_ids), dim)
-    float32``. Raises ``DataFormatError`` (naming the file and field) when a key is missing, the
-    shapes disagree, an id is missing or repeated, or a w is not finite."""
+    """The probe's w of every query, in the order of ``query_ids``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        Rule probe's ``w.npz``: ``w`` ``(n, dim) float32`` and ``query_ids`` ``(n,) str``.
+    query_ids : sequence of str
+        The queries wanted, in order.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(len(query_ids), dim) float32``.
+
+    Raises
+    ------
+    DataFormatError
+        Naming the file and field: a key is missing, the shapes disagree, an id is missing or
+        repeated, or a w is not finite.
+    """
     return _load_rows(path, query_ids, "w", "w")
 
 
 def load_query_embeddings(path: str | Path, query_ids: Sequence[str]) -> np.ndarray:
-    """The pre-trained encoder's query embeddings (rule pretrained's ``queries.npz``: ``q``
-    ``(n, dim) float32`` and ``query_ids`` ``(n,) str``) in the order of ``query_ids``:
-    ``(len(query_ids), dim) float32``. Raises ``DataFormatError`` as ``load_witnesses`` does."""
+    """The pre-trained encoder's query embeddings, in the order of ``query_ids``.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        Rule pretrained's ``queries.npz``: ``q`` ``(n, dim) float32`` and ``query_ids``
+        ``(n,) str``.
+    query_ids : sequence of str
+        The queries wanted, in order.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(len(query_ids), dim) float32``.
+
+    Raises
+    ------
+    DataFormatError
+        As ``load_witnesses``.
+    """
     return _load_rows(path, query_ids, "q", "embedding")

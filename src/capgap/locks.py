@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capgap: {workdir} is locked by a Snakemake run; if none is running (a killed run), unlock it with: "
               f"{shlex.join(cmd)}", file=sys.stderr)
         return 0
-    print(f"capgap: removing the stale lock a killed run left in {workdir / '.snakemake' / 'locks'} ({shlex.join(cmd)})",
+    print(f"capgap: removing the stale lock a killed run left in {workdir / '.snakemake' / 'locks'} "
+          f"({shlex.join(cmd)})",
           file=sys.stderr)
     return subprocess.run(cmd, cwd=workdir).returncode
 

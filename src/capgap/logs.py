@@ -1,7 +1,7 @@
 """Known-harmless library log messages, kept out of the job logs.
 
-Every job log used to open with messages that look like failures and are not, burying the
-warnings that matter:
+Without this filter every job log opens with messages that look like failures and are not,
+burying the warnings that matter:
 
 - faiss's loader (logger ``faiss.loader``, INFO/DEBUG, at ``import faiss``) tries each SIMD
   build in turn and reports each one the wheel does not ship: ``Loading faiss with AVX512
@@ -51,7 +51,8 @@ _FAISS_NOISE = (
     re.compile(r"^Could not load library with [\w-]+ support due to:\s*ModuleNotFoundError\("),
 )
 
-_V4_UNUSED = re.compile(r"^Some weights of the model checkpoint at .* were not used when initializing \w+: \[(.*?)\]", re.S)
+_V4_UNUSED = re.compile(r"^Some weights of the model checkpoint at .* were not used when initializing \w+: \[(.*?)\]",
+                        re.S)
 
 
 class _FaissLoaderNoise(logging.Filter):
@@ -102,7 +103,8 @@ class _TransformersLoadNoise(logging.Filter):
             return True
 
 
-_FILTERS: dict[str, type[logging.Filter]] = {FAISS_LOGGER: _FaissLoaderNoise, TRANSFORMERS_LOGGER: _TransformersLoadNoise}
+_FILTERS: dict[str, type[logging.Filter]] = {FAISS_LOGGER: _FaissLoaderNoise,
+                                             TRANSFORMERS_LOGGER: _TransformersLoadNoise}
 
 
 def quiet_known_noise() -> list[str]:
@@ -154,11 +156,13 @@ def log_to(path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stderr = open(path, "w", buffering=1)
     sys.excepthook = capgap_excepthook
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        force=True)
     quiet_known_noise()
     log = logging.getLogger("capgap.stages")
     v = code_version()
     log.info("capgap code: %s", code_summary(v))
     if v["matches"] is False:
         log.warning("the imported capgap (%s) is not the workflow's checkout %s: this job runs other code than the "
-                    "Snakefile's; reinstall (pip install -e .) or put the checkout's src/ first on PYTHONPATH", v["path"], v["expected"])
+                    "Snakefile's; reinstall (pip install -e .) or put the checkout's src/ first on PYTHONPATH",
+                    v["path"], v["expected"])

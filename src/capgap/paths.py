@@ -30,7 +30,8 @@ from pathlib import Path
 
 # what bash splits a word at, or expands, quotes or globs in it
 SHELL_SPECIAL = frozenset(" \t\n\r\v\f'\"`$\\!*?[](){}<>|&;#~")
-_NAMES = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return", "\v": "a vertical tab", "\f": "a form feed"}
+_NAMES = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return", "\v": "a vertical tab",
+          "\f": "a form feed"}
 
 
 class PathError(ValueError):
@@ -100,24 +101,25 @@ def check_mirror(value: str | None = None) -> None:
         return
     if Path(value).is_dir():
         if (Path(value) / "corpus.jsonl").is_file():  # one dataset's own folder, one level too deep
-            raise PathError(value, "data mirror", f"capgap: ${MIRROR_ENV} is {value!r}, which holds corpus.jsonl itself: "
-                            f"it is one dataset's folder; point it at the folder above ({str(Path(value).parent)!r}), "
-                            "which holds one BEIR-layout folder per dataset")
+            raise PathError(value, "data mirror", f"capgap: ${MIRROR_ENV} is {value!r}, which holds corpus.jsonl "
+                            "itself: it is one dataset's folder; point it at the folder above "
+                            f"({str(Path(value).parent)!r}), which holds one BEIR-layout folder per dataset")
         return
     if value != value.strip():
         why = "it has leading or trailing whitespace, which is part of the path"
     elif value[0] in "'\"" and value[-1] == value[0]:
         why = "the quotes around it are part of the value (an env file, a Makefile or nested quoting keeps them)"
     elif value.startswith("~"):
-        why = f"'~' is not expanded here (the shell expands it only unquoted); did you mean {os.path.expanduser(value)!r}?"
+        why = ("'~' is not expanded here (the shell expands it only unquoted); "
+               f"did you mean {os.path.expanduser(value)!r}?")
     elif Path(value).exists():
         why = "it is a file, not a folder"
     elif not os.path.isabs(value):
         why = f"no such folder, relative to the current folder {os.getcwd()!r}"
     else:
         why = "no such folder"
-    raise PathError(value, "data mirror", f"capgap: ${MIRROR_ENV} is {value!r}, which is not a folder: {why}. "
-                    f"Point it at the folder holding one BEIR-layout folder per dataset, or unset it to run without a mirror.")
+    raise PathError(value, "data mirror", f"capgap: ${MIRROR_ENV} is {value!r}, which is not a folder: {why}. Point it "
+                    "at the folder holding one BEIR-layout folder per dataset, or unset it to run without a mirror.")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -83,7 +83,8 @@ def use_checkout(root: str | Path) -> str:
 def code_summary(v: Mapping | None = None) -> str:
     """One line for the report: ``commit 1a2b3c4d5e6f (modified) from /path/src/capgap``."""
     v = code_version() if v is None else v
-    commit = f"commit {v['commit'][:12]}" + (" (with uncommitted changes)" if v.get("dirty") else "") if v.get("commit") else "no git commit"
+    commit = f"commit {v['commit'][:12]}" + (" (with uncommitted changes)" if v.get("dirty")
+                                             else "") if v.get("commit") else "no git commit"
     warn = f"; NOT the workflow's checkout {v['expected']}" if v.get("matches") is False else ""
     return f"{commit} from {v['path']}{warn}"
 
@@ -158,7 +159,8 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
     return {"s": num(r.get("s")), "max_rss": num(r.get("max_rss")), "cpu_time": num(r.get("cpu_time"))}
 
 
-STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "ladder", "bm25", "colbert", "compress", "twin_negatives"})
+STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "ladder", "bm25", "colbert", "compress",
+                         "twin_negatives"})
 
 
 SHARDED_RULES = ("index", "probe")  # rules whose work config <rule>.shards > 1 scatters over <rule>_shard jobs

@@ -7,20 +7,11 @@
   first, then lower document index (used where no gold set is known: ANN candidates, hardness).
 
 **The evaluation tie rule** (one rule for every method: probe, pre-trained, fine-tuned, BM25,
-ColBERT, ``capgap diagnose``), implemented once here by ``rank_gold`` / ``rank_top``:
-
-1. identical documents score identically: documents with identical text, and rows of the
-   index that are exactly equal, get the score of their group's first row (``duplicate_groups``,
-   ``merge_groups``, ``tie_duplicates``), so float rounding cannot order them (the same text
-   embedded in two batches can differ in the last bits);
-2. ties are *pessimistic*: among documents with the same score, non-gold ones rank first, then
-   gold ones by increasing grade, then by row index; so a gold document tied with a non-gold
-   one never counts as found, and the probe's capacity stays a lower bound on every encoder;
-3. only retrieved documents are ranked: a document a method does not retrieve (BM25: no query
-   term in it; an ANN index: not among its candidates; an excluded document) has no rank
-   (``inf``), never a place at the end of the list;
-4. metrics come from the gold documents' ranks in the full ranking, so every cut-off (recall@k,
-   nDCG@k) is exact however deep the written run file is.
+ColBERT, ``capgap diagnose``; docs/evaluation.md, "Ranking and ties"), implemented once here:
+identical documents score identically (``document_groups``, ``tie_duplicates``); ties are
+pessimistic, non-gold first, then gold by increasing grade, then by row (``rank_gold``,
+``rank_top``); a document a method does not retrieve has no rank (``inf``); metrics come from
+the gold documents' ranks in the full ranking.
 
 **Undefined scores.** Cosine similarity q.d / (|q| |d|) is undefined (0/0) when either vector is
 zero. A row whose L2 norm (in float64) is at most ``ZERO_NORM`` = 1e-12 counts as zero: the
@@ -43,14 +34,26 @@ ZERO_NORM = 1e-12  # an L2 norm <= this is zero: cosine with that row is undefin
 
 
 def zero_norm_rows(M: np.ndarray, block: int = 4096, exact: bool = False) -> np.ndarray:
-    """Rows of ``M`` ``(n, dim)`` float whose L2 norm, computed in float64, is ``<= ZERO_NORM``
-    (with ``exact``: rows whose every value is 0): rows whose cosine with anything is undefined.
-    ``exact`` serves vectors capgap normalises itself with a power-of-two prescale per row
-    (``capgap diagnose``), which gives any non-zero row, of norm 1e-30 too, its direction exactly;
-    without it the threshold is the one torch's normaliser clamps to, for embeddings a
-    normaliser has already been through. Returns ``(z,) int64`` row indices, ascending (empty
-    when none). Reads ``M`` in blocks of ``block`` rows (a memory map is never loaded whole);
-    ``M`` is never written."""
+    """Rows whose cosine with anything is undefined.
+
+    Parameters
+    ----------
+    M : numpy.ndarray
+        ``(n, dim)`` float; read in blocks (a memory map is never loaded whole), never written.
+    block : int
+        Rows per block.
+    exact : bool
+        False: rows whose L2 norm, computed in float64, is ``<= ZERO_NORM`` (the norm torch's
+        normaliser clamps to, for embeddings a normaliser has already been through). True: rows
+        whose every value is 0, for vectors capgap normalises itself with a power-of-two
+        prescale per row (``capgap diagnose``), which gives any non-zero row, of norm 1e-30
+        too, its direction exactly.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(z,) int64`` row indices, ascending (empty when none).
+    """
     M = np.asarray(M) if not isinstance(M, np.memmap) else M
     out = []
     for b0 in range(0, M.shape[0], block):
@@ -61,8 +64,12 @@ def zero_norm_rows(M: np.ndarray, block: int = 4096, exact: bool = False) -> np.
 
 
 def describe_rows(rows: Sequence[int], ids: Sequence[str] | None = None, limit: int = 5) -> str:
-    """``"rows [4, 9] (0-based; ids ['d4', 'd9'])"`` (one row: ``"row 4 (0-based; ids ['d4'])"``) for an error message: at most ``limit``
-    rows named, then ``", ..."`` and the total."""
+    """Rows named for an error message.
+
+    ``"rows [4, 9] (0-based; ids ['d4', 'd9'])"``; one row: ``"row 4 (0-based; ids ['d4'])"``.
+    At most ``limit`` rows are named, then ``", ..."`` and the total; ``ids`` (row -> id) adds
+    their ids.
+    """
     rows = [int(r) for r in rows]
     shown = rows[:limit]
     more = f", ... ({len(rows)} in all)" if len(rows) > limit else ""
@@ -71,12 +78,28 @@ def describe_rows(rows: Sequence[int], ids: Sequence[str] | None = None, limit: 
 
 
 def topk_from_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k of each row of ``scores`` ``(n_queries, n_docs) float``, without a gold set.
+    """Top-k of each row of a score matrix, without a gold set.
 
-    Returns ``(indices (n_queries, k') int64, scores (n_queries, k') float32)`` with
-    ``k' = min(k, n_docs)``, sorted by score descending, ties broken by lower index (a stable
-    sort, so a tie group cut by k keeps its lowest indices: ``[1]*10 + [2]``, k = 3 gives
-    ``[10, 0, 1]``). Raises ``ValueError`` for k < 1.
+    Parameters
+    ----------
+    scores : numpy.ndarray
+        ``(n_queries, n_docs)`` float.
+    k : int
+        Documents per query, at least 1.
+
+    Returns
+    -------
+    indices : numpy.ndarray
+        ``(n_queries, k') int64`` with ``k' = min(k, n_docs)``, by score descending, ties
+        broken by lower index (a stable sort, so a tie group cut by k keeps its lowest
+        indices: ``[1]*10 + [2]``, k = 3 gives ``[10, 0, 1]``).
+    scores : numpy.ndarray
+        ``(n_queries, k') float32``, the scores of ``indices``.
+
+    Raises
+    ------
+    ValueError
+        k < 1.
     """
     scores = np.asarray(scores)
     n = scores.shape[1]
@@ -97,11 +120,12 @@ def duplicate_groups(keys) -> list[np.ndarray]:
     """
     buckets: dict = {}
     if isinstance(keys, np.ndarray) and keys.ndim == 2:
-        # a 64-bit hash per row (its bytes as 64-bit words, or the widest that divides the row, times random odd multipliers, summed
-        # mod 2^64), vectorised; only rows sharing a hash are compared byte for byte
+        # a 64-bit hash per row (its bytes as 64-bit words, or the widest that divides the row, times random odd
+        # multipliers, summed mod 2^64), vectorised; only rows sharing a hash are compared byte for byte
         n, width = keys.shape[0], keys.shape[1] * keys.dtype.itemsize
         word = next(w for w in (np.uint64, np.uint32, np.uint16, np.uint8) if width % np.dtype(w).itemsize == 0)
-        mult = np.random.default_rng(0).integers(1, 2**63, size=width // np.dtype(word).itemsize, dtype=np.uint64) | np.uint64(1)
+        mult = np.random.default_rng(0).integers(1, 2**63, size=width // np.dtype(word).itemsize,
+                                                 dtype=np.uint64) | np.uint64(1)
         h = np.empty(n, dtype=np.uint64)
         for b0 in range(0, n, 4096):
             block = np.ascontiguousarray(keys[b0 : b0 + 4096]).view(np.uint8).reshape(-1, width).view(word)
@@ -125,10 +149,12 @@ def text_key(text: str) -> str:
 
 
 def document_groups(corpus, embeddings: np.ndarray | None = None) -> list[np.ndarray]:
-    """Documents that must score identically (the tie rule, point 1): identical passage texts
-    of ``corpus`` (a ``capgap.data.Corpus``), merged with bit-identical rows of ``embeddings``
-    ``(n_docs, dim)`` (index order = corpus order, which the index fingerprint guarantees).
-    Returns groups of two or more row indices, ``int64`` ascending (``merge_groups``)."""
+    """Documents that must score identically (the tie rule; docs/evaluation.md, rule 1).
+
+    Identical passage texts of ``corpus`` (a ``capgap.data.Corpus``), merged with bit-identical
+    rows of ``embeddings`` ``(n_docs, dim)`` (index order = corpus order, which the index
+    fingerprint guarantees). Returns groups of two or more row indices, ``int64`` ascending
+    (``merge_groups``)."""
     groups = [duplicate_groups(corpus.passages())]
     if embeddings is not None:
         groups.append(duplicate_groups(embeddings))
@@ -168,18 +194,30 @@ def merge_groups(n: int, *group_lists: Sequence[np.ndarray]) -> list[np.ndarray]
         for grp in g:
             for i in grp:
                 out.setdefault(root(int(i)), []).append(int(i))
-    return sorted((np.unique(np.asarray(v, dtype=np.int64)) for v in out.values() if len(set(v)) > 1), key=lambda a: a[0])
+    return sorted((np.unique(np.asarray(v, dtype=np.int64)) for v in out.values() if len(set(v)) > 1),
+                  key=lambda a: a[0])
 
 
 def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray],
                    index: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Give every member of each duplicate group its first member's score, in place.
 
-    ``scores``: ``(n_queries, n_docs)`` or ``(n_docs,)`` float; ``groups``: from
-    ``duplicate_groups`` (groups sharing a row are merged: ``tie_index``); ``index``:
-    ``tie_index(groups)`` when already computed.
-    Returns ``scores``. Identical documents can otherwise differ by one
-    ulp when a BLAS kernel treats their rows differently.
+    Identical documents can otherwise differ by one ulp when a BLAS kernel treats their rows
+    differently.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray
+        ``(n_queries, n_docs)`` or ``(n_docs,)`` float; written in place.
+    groups : sequence of numpy.ndarray
+        From ``duplicate_groups`` (groups sharing a row are merged: ``tie_index``).
+    index : tuple of numpy.ndarray, optional
+        ``tie_index(groups)`` when already computed.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``scores``.
     """
     src, dst = tie_index(groups) if index is None else index
     if len(dst):
@@ -213,13 +251,30 @@ def rank_gold(scores: np.ndarray, gold: np.ndarray, grades: np.ndarray | None = 
               valid: np.ndarray | None = None) -> np.ndarray:
     """1-based rank of each gold document under the pessimistic tie rule (module docstring).
 
-    ``scores``: ``(n_docs,)`` float (float32 or float64; NaN is an error); ``gold``: ``(g,)``
-    int row indices; ``grades``: ``(g,)`` relevance grades (> 0; default 1); ``valid``:
-    ``(n_docs,) bool``, documents that are retrieved and not excluded (default all). Returns
-    ``(g,) float64``: rank among valid documents, ``inf`` for a gold document that is not valid.
     A gold document's rank is 1 + the valid non-gold documents scoring at least as high + the
     valid gold documents ahead of it (higher score; or equal score and (grade, row) smaller).
-    Raises ``ValueError`` for NaN scores.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray
+        ``(n_docs,)`` float32 or float64.
+    gold : numpy.ndarray
+        ``(g,)`` int row indices.
+    grades : numpy.ndarray, optional
+        ``(g,)`` relevance grades (> 0); default 1.
+    valid : numpy.ndarray, optional
+        ``(n_docs,) bool``: documents that are retrieved and not excluded; default all.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(g,) float64``: rank among valid documents, ``inf`` for a gold document that is not
+        valid.
+
+    Raises
+    ------
+    ValueError
+        A gold document's score is NaN.
     """
     s = np.asarray(scores)
     gold = np.asarray(gold, dtype=np.int64)
@@ -238,7 +293,8 @@ def rank_gold(scores: np.ndarray, gold: np.ndarray, grades: np.ndarray | None = 
         above_ng = len(ng) - np.searchsorted(ng, sg, side="left")
     sv, gv, rv = sg[ok], grades[ok], gold[ok]
     ahead = (sv[None, :] > sv[:, None]) | (
-        (sv[None, :] == sv[:, None]) & ((gv[None, :] < gv[:, None]) | ((gv[None, :] == gv[:, None]) & (rv[None, :] < rv[:, None]))))
+        (sv[None, :] == sv[:, None])
+        & ((gv[None, :] < gv[:, None]) | ((gv[None, :] == gv[:, None]) & (rv[None, :] < rv[:, None]))))
     ranks = np.full(len(gold), np.inf)
     ranks[ok] = above_ng[ok] + ahead.sum(1) + 1
     return ranks
@@ -248,9 +304,23 @@ def rank_top(scores: np.ndarray, depth: int, gold: np.ndarray | None = None, gra
              valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The first ``depth`` valid documents under the pessimistic tie rule (module docstring).
 
-    ``scores``: ``(n_docs,)`` float; ``gold``/``grades``/``valid`` as in ``rank_gold``.
-    Returns ``(rows (depth,) int64, scores (depth,) float64)``, padded with -1 / -inf where
-    fewer documents are valid. A gold document's position here + 1 equals its ``rank_gold``.
+    A gold document's position here + 1 equals its ``rank_gold``.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray
+        ``(n_docs,)`` float.
+    depth : int
+        Documents to return.
+    gold, grades, valid : numpy.ndarray, optional
+        As in ``rank_gold``.
+
+    Returns
+    -------
+    rows : numpy.ndarray
+        ``(depth,) int64``, padded with -1 where fewer documents are valid.
+    scores : numpy.ndarray
+        ``(depth,) float64``, padded with -inf.
     """
     s = np.asarray(scores)
     n = len(s)
@@ -282,18 +352,43 @@ def rank_queries(score_block, n_queries: int, gold: Sequence[np.ndarray], grades
                  groups: Sequence[np.ndarray] = (), block: int | None = None, observe=None):
     """Rank every query's documents with the evaluation tie rule, block by block.
 
-    ``score_block(a, b)`` returns the scores of queries ``a:b``: ``(b - a, n_docs)`` float, or a
-    pair ``(scores, retrieved)`` with ``retrieved (b - a, n_docs) bool`` (documents the method
-    did not retrieve are left out of the ranking). ``gold[q]``/``grades[q]``: row indices and
-    grades of query q's gold documents; ``excluded[q]``: rows removed from its ranking;
-    ``groups``: duplicate groups (``duplicate_groups``) tied before ranking; ``block``: queries
-    per call (default: about 64 M scores in memory). ``observe(a, S, R)``: called with each
-    block's scores as ranked (duplicates tied; ``R`` the retrieved mask or None), for measures
-    that need more than the ranking (``capgap.nearmiss.TwinScores.observe``).
+    Parameters
+    ----------
+    score_block : callable
+        ``score_block(a, b)``: the scores of queries ``a:b``, ``(b - a, n_docs)`` float, or a
+        pair ``(scores, retrieved)`` with ``retrieved (b - a, n_docs) bool`` (documents the
+        method did not retrieve are left out of the ranking).
+    n_queries, n_docs : int
+        Queries to rank; documents per score row.
+    gold, grades : sequence of numpy.ndarray
+        Per query q: row indices and grades of its gold documents.
+    excluded : sequence of sequence of int, optional
+        Per query: rows removed from its ranking.
+    depth : int
+        Documents kept per query (the run file's depth).
+    groups : sequence of numpy.ndarray
+        Duplicate groups (``duplicate_groups``), tied before ranking.
+    block : int, optional
+        Queries per call; default about 64 M scores in memory.
+    observe : callable, optional
+        ``observe(a, S, R)``, called with each block's scores as ranked (duplicates tied;
+        ``R`` the retrieved mask or None), for measures that need more than the ranking
+        (``capgap.nearmiss.TwinScores.observe``).
 
-    Returns ``(ranks, rows, scores)``: ``ranks[q]`` ``(g,) float64`` gold ranks (``rank_gold``),
-    ``rows (n_queries, depth) int64`` and ``scores (n_queries, depth) float64`` the top of each
-    ranking (``rank_top``; -1 / -inf padding): what a run file holds.
+    Returns
+    -------
+    ranks : list of numpy.ndarray
+        ``ranks[q]`` ``(g,) float64``: gold ranks (``rank_gold``).
+    rows : numpy.ndarray
+        ``(n_queries, depth) int64``: the top of each ranking (``rank_top``; -1 padding).
+    scores : numpy.ndarray
+        ``(n_queries, depth) float64``: their scores (-inf padding). ``rows`` and ``scores``
+        are what a run file holds.
+
+    Raises
+    ------
+    ValueError
+        ``score_block`` returned another shape than ``(b - a, n_docs)``.
     """
     block = block or max(1, min(1024, (1 << 26) // max(1, n_docs)))
     ranks: list[np.ndarray] = []
@@ -322,11 +417,27 @@ def rank_queries(score_block, n_queries: int, gold: Sequence[np.ndarray], grades
 def dense_scores(queries: np.ndarray, docs: np.ndarray, threads: int | None = None):
     """A ``score_block`` for ``rank_queries``: inner products ``queries[a:b] @ docs.T``.
 
-    ``queries``: ``(n_queries, dim) float32``; ``docs``: ``(n_docs, dim) float32`` (a memory map
-    is read in place). Raises ``ValueError`` on a dimension mismatch, and from the block, on a
-    score that overflows float32 (``"scores overflow float32 (max |score| inf): rescale the
-    vectors"``: a ranking of infinities is decided by the tie rule alone; ``capgap diagnose``
-    rescales its inputs first).
+    Parameters
+    ----------
+    queries : numpy.ndarray
+        ``(n_queries, dim) float32``.
+    docs : numpy.ndarray
+        ``(n_docs, dim) float32``; a memory map is read in place.
+    threads : int, optional
+        BLAS threads of each block's product; default all.
+
+    Returns
+    -------
+    callable
+        ``score_block(a, b) -> (b - a, n_docs) float32``.
+
+    Raises
+    ------
+    ValueError
+        On a dimension mismatch; and from the block, on a score that overflows float32
+        (``"scores overflow float32 (max |score| inf): rescale the vectors"``: a ranking of
+        infinities is decided by the tie rule alone; ``capgap diagnose`` rescales its inputs
+        first).
     """
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     if queries.ndim != 2 or docs.ndim != 2 or queries.shape[1] != docs.shape[1]:
@@ -347,7 +458,8 @@ def dense_scores(queries: np.ndarray, docs: np.ndarray, threads: int | None = No
                 for r0 in range(0, docs32.shape[0], step):
                     S[:, r0 : r0 + step] = queries[a:b] @ np.ascontiguousarray(docs32[r0 : r0 + step]).T
         if not np.isfinite(S).all():
-            raise ValueError(f"scores overflow float32 (max |score| {float(np.nanmax(np.abs(S))):g}): rescale the vectors")
+            raise ValueError(f"scores overflow float32 (max |score| {float(np.nanmax(np.abs(S))):g}): rescale the "
+                             "vectors")
         return S
 
     return score_block

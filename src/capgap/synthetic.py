@@ -80,7 +80,7 @@ def structured_index(n_docs: int, dim: int, seed: int = 0, path: str | Path | No
 
     Returns
     -------
-    D : numpy.ndarray
+    embeddings : numpy.ndarray
         ``(n_docs, dim) float32``, unit rows.
     labels : numpy.ndarray
         ``(n_docs,) int32``, each document's topic.
@@ -99,9 +99,9 @@ def structured_index(n_docs: int, dim: int, seed: int = 0, path: str | Path | No
     if path is not None:
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        D = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n_docs, dim))
+        embeddings = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n_docs, dim))
     else:
-        D = np.empty((n_docs, dim), dtype=np.float32)
+        embeddings = np.empty((n_docs, dim), dtype=np.float32)
     labels = np.empty(n_docs, dtype=np.int32)
     for b, b0 in enumerate(range(0, n_docs, BLOCK)):
         m = min(BLOCK, n_docs - b0)
@@ -120,14 +120,14 @@ def structured_index(n_docs: int, dim: int, seed: int = 0, path: str | Path | No
             lab[dst] = lab[src]
             near = ~exact
             x[dst[near]] /= np.linalg.norm(x[dst[near]], axis=1, keepdims=True)
-        D[b0 : b0 + m] = x.astype(np.float32)
+        embeddings[b0 : b0 + m] = x.astype(np.float32)
         labels[b0 : b0 + m] = lab
     if path is not None:
-        D.flush()
-        del D
+        embeddings.flush()
+        del embeddings
         tmp.replace(path)  # whole or absent
-        D = np.load(path, mmap_mode="r")
-    return D, labels
+        embeddings = np.load(path, mmap_mode="r")
+    return embeddings, labels
 
 
 def query_set(kind: str, labels: np.ndarray, seed: int = 0, n_queries: int | None = None

@@ -132,7 +132,8 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
         if not cols:
             continue
         if len(cols) != 6:
-            raise DataFormatError(path, lineno, None, f"expected 6 columns (qid Q0 docid rank score tag), got {len(cols)}")
+            raise DataFormatError(path, lineno, None,
+                                  f"expected 6 columns (qid Q0 docid rank score tag), got {len(cols)}")
         try:
             q = decode_id(cols[0])
         except ValueError as e:

@@ -32,8 +32,8 @@ class FaissTokenIndex:
     nearest 4·sqrt(n_tokens); k-means is seeded and trained on ``64 * nlist`` sampled tokens.
     """
 
-    def __init__(self, nlist: int | None = _D["faiss_nlist"], nprobe: int = _D["faiss_nprobe"], k_tokens: int = _D["faiss_k_tokens"],
-                 seed: int = _D["seed"]):
+    def __init__(self, nlist: int | None = _D["faiss_nlist"], nprobe: int = _D["faiss_nprobe"],
+                 k_tokens: int = _D["faiss_k_tokens"], seed: int = _D["seed"]):
         self.nlist, self.nprobe, self.k_tokens, self.seed = nlist, nprobe, k_tokens, seed
         self._index = None
         self._doc_of_token = None
@@ -111,7 +111,8 @@ def clear_stale_build_locks(extensions_dir: str | Path, max_age_s: float = STALE
             if age > max_age_s:
                 lock.unlink()
                 removed.append(lock)
-                logging.getLogger(__name__).warning("removed a stale C++ extension build lock %s (%.0f s old: a killed build's)", lock, age)
+                logging.getLogger(__name__).warning("removed a stale C++ extension build lock %s (%.0f s old: a killed "
+                                                    "build's)", lock, age)
         except FileNotFoundError:  # another process finished or removed it meanwhile
             continue
     return removed

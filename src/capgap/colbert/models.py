@@ -78,7 +78,8 @@ class ColbertConfig:
     def convergence(self):
         """The convergence rule (``capgap.training.Convergence``: ``tol``, ``n_iter_no_change``,
         cap ``steps``, ``stop_at_convergence``); None when ``steps`` is 0 (nothing trains)."""
-        return Convergence(self.tol, self.n_iter_no_change, self.steps, self.stop_at_convergence) if self.steps else None
+        return Convergence(self.tol, self.n_iter_no_change, self.steps,
+                           self.stop_at_convergence) if self.steps else None
 
     @classmethod
     def from_config(cls, cfg: dict) -> "ColbertConfig":
@@ -94,7 +95,8 @@ class ColbertConfig:
         keys = ("model", "sha256", "embedding_size", "query_length", "document_length", "steps", "batch_size", "lr",
                 "weight_decay", "temperature", "n_negatives", "seed", "patience", "tol", "n_iter_no_change",
                 "stop_at_convergence", "eval_every", "eval_max_queries")  # the last three decide where training stops
-        d = {k: v for k, v in asdict(self).items() if k in keys and not (k == "patience" and v is None)}  # old keys stay valid
+        d = {k: v for k, v in asdict(self).items()
+             if k in keys and not (k == "patience" and v is None)}  # old keys stay valid
         return json_digest(d)[:16]
 
 
@@ -146,8 +148,8 @@ def load_colbert(cfg: ColbertConfig, device: str | None = None, path: str | None
     return model
 
 
-def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_size: int = _D["encode_batch_size"], chunk: int = 2048,
-                     progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_size: int = _D["encode_batch_size"],
+                     chunk: int = 2048, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Token embeddings of every document, packed (``pack_documents``, float16).
 
     Encoded in chunks of ``chunk`` documents, each saved atomically under ``parts_dir`` as
@@ -172,7 +174,9 @@ def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_s
                 np.savez(fh, tokens=tok, lengths=np.diff(off))
         z = read_npz(f, ["tokens", "lengths"])  # never unpickles; a damaged part is named
         if set(z) != {"tokens", "lengths"}:
-            raise DataFormatError(f, None, None, f"holds arrays {sorted(z)}, expected tokens and lengths: delete the part to re-encode it")
+            raise DataFormatError(f, None, None,
+                                  f"holds arrays {sorted(z)}, expected tokens and lengths: delete the part to "
+                                  "re-encode it")
         all_tokens.append(z["tokens"])
         lengths.append(z["lengths"])
         log.info("colbert: encoded %d/%d documents", min(n, a + chunk), n)

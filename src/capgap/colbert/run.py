@@ -53,8 +53,8 @@ def prepare_work_dir(root: str | Path, key: str) -> Path:
     if root.is_dir():
         for old in root.iterdir():
             if old.name != key:
-                log.warning("colbert: discarding work folder %s (checkpoint, model, encoded documents): it was made from another "
-                            "config, corpus or query data; starting over in %s", old, work)
+                log.warning("colbert: discarding work folder %s (checkpoint, model, encoded documents): it was made "
+                            "from another config, corpus or query data; starting over in %s", old, work)
                 shutil.rmtree(old, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     return work
@@ -107,8 +107,9 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
     if len(doc_texts) <= cfg.curve_max_docs:
         evaluate = curve_evaluator(rs, rs.corpus.ids, scorer, ks, groups, cfg.eval_max_queries)
     elif cfg.patience:
-        raise ValueError(f"colbert.patience needs the learning curve's held-out recall, which is computed for corpora of at most "
-                         f"colbert.curve_max_docs = {cfg.curve_max_docs} documents ({rs.name} has {len(doc_texts)})")
+        raise ValueError("colbert.patience needs the learning curve's held-out recall, which is computed for corpora "
+                         f"of at most colbert.curve_max_docs = {cfg.curve_max_docs} documents ({rs.name} has "
+                         f"{len(doc_texts)})")
     res = train_colbert(model, cfg, doc_texts, [text[q] for q in train_ids],
                         [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids], ckpt_path=ckpt, evaluate=evaluate,
                         progress=progress,
@@ -193,8 +194,10 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
     model, curve = fine_tuned_model(rs, cfg, work, ks, groups)
     doc_texts = rs.corpus.passages()
     t = time.perf_counter()
-    tokens, offsets = encode_documents(model, doc_texts, work / "parts", batch_size=cfg.encode_batch_size, progress=True)
-    log.info("colbert: %d documents -> %d token embeddings in %.1f s", len(doc_texts), len(tokens), time.perf_counter() - t)
+    tokens, offsets = encode_documents(model, doc_texts, work / "parts", batch_size=cfg.encode_batch_size,
+                                       progress=True)
+    log.info("colbert: %d documents -> %d token embeddings in %.1f s", len(doc_texts), len(tokens),
+             time.perf_counter() - t)
     Q = encode_queries(model, list(rs.queries.texts))
     depth = eval_depth(ks, ndcg_k)
     n_docs = len(doc_texts)
@@ -210,16 +213,20 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
         else:
             ann = FaissTokenIndex(cfg.faiss_nlist, cfg.faiss_nprobe, cfg.faiss_k_tokens, cfg.seed)
         ann.build(tokens, offsets)
-        log.info("colbert: %s index over %d token embeddings built in %.1f s", backend, len(tokens), time.perf_counter() - t)
+        log.info("colbert: %s index over %d token embeddings built in %.1f s", backend, len(tokens),
+                 time.perf_counter() - t)
         cand = ann.search(Q, max(cfg.candidates, depth))
-        log.info("colbert: %.0f candidates per query on average (min %d)", np.mean([len(c) for c in cand]), min(len(c) for c in cand))
+        log.info("colbert: %.0f candidates per query on average (min %d)", np.mean([len(c) for c in cand]),
+                 min(len(c) for c in cand))
         score_block = candidate_score_block(Q, tokens, offsets, cand)  # the rest is not retrieved
     rows, run = evaluate_scores(rs, score_block, rs.corpus.ids, groups, ks, ndcg_k, "", "colbert", "colbert")
     if cfg.convergence() is not None and curve:  # the learner's state (capgap.training.Convergence)
         rows += state_from_curve(curve, cfg.convergence()).rows(rs.name, "", "colbert")
     elif not cfg.steps:  # evaluated as loaded: 0 steps of a 0-step cap (the report's "not trained")
-        rows += [{"dataset": rs.name, "encoder": "", "method": "colbert", "split": "train", "metric": m, "k": "", "value": 0.0}
+        rows += [{"dataset": rs.name, "encoder": "", "method": "colbert", "split": "train", "metric": m, "k": "",
+                  "value": 0.0}
                  for m in ("steps", "max_steps")]
-    extra = [] if backend == "exact" else ann_recall_rows(rs.name, Q, tokens, offsets, run.rows, ks, cfg.ann_sample, cfg.seed)
+    extra = [] if backend == "exact" else ann_recall_rows(rs.name, Q, tokens, offsets, run.rows, ks, cfg.ann_sample,
+                                                          cfg.seed)
     log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(rs.queries), time.perf_counter() - t)
     return ColbertRun(rows + extra, curve, run, backend)

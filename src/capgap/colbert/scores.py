@@ -75,8 +75,8 @@ def maxsim_scores(queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, 
     block_docs = max(1, min(block_docs, (1 << 26) // max(1, nq * lq * max_len)))
     for a in range(0, len(docs), block_docs):
         blk = docs[a : a + block_docs]
-        D, mask = _padded_block(tokens, offsets, blk)
-        s = (qf @ D.reshape(-1, dim).T).reshape(nq * lq, len(blk), -1)
+        doc_tokens, mask = _padded_block(tokens, offsets, blk)
+        s = (qf @ doc_tokens.reshape(-1, dim).T).reshape(nq * lq, len(blk), -1)
         s = s.masked_fill_(~mask.unsqueeze(0), float("-inf")).amax(dim=2)
         out[:, a : a + len(blk)] = s.reshape(nq, lq, len(blk)).sum(dim=1).numpy()
     return out

@@ -12,8 +12,8 @@ from typing import Iterator
 from ..errors import DataFormatError
 from ..io import atomic_open, write_jsonl
 from ..retrieval import duplicate_summary, text_key
-from .corpus import (SPLITS, UNFINDABLE_REASONS, Corpus, Queries, RetrievalSet, Split, _parse_score, load_corpus, load_qrels,
-                     load_queries, unfindable_counts)
+from .corpus import (SPLITS, UNFINDABLE_REASONS, Corpus, Queries, RetrievalSet, Split, _parse_score, load_corpus,
+                     load_qrels, load_queries, unfindable_counts)
 from .edits import TYPES
 from .tsv import check_id, iter_lines, split_tsv
 
@@ -21,7 +21,9 @@ from .tsv import check_id, iter_lines, split_tsv
 def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
     """Write the normalised dataset the later pipeline stages read (each file atomically)."""
     folder = Path(folder)
-    write_jsonl(folder / "corpus.jsonl", ({"_id": d, "title": t, "text": x} for d, t, x in zip(rs.corpus.ids, rs.corpus.titles, rs.corpus.texts)))
+    write_jsonl(folder / "corpus.jsonl",
+                ({"_id": d, "title": t, "text": x} for d, t, x in zip(rs.corpus.ids, rs.corpus.titles,
+                                                                      rs.corpus.texts)))
     write_jsonl(folder / "queries.jsonl", ({"_id": q, "text": t} for q, t in zip(rs.queries.ids, rs.queries.texts)))
     with atomic_open(folder / "qrels.tsv", "w", encoding="utf-8") as fh:
         fh.write("query-id\tcorpus-id\tscore\n")
@@ -90,7 +92,8 @@ def load_split(path: str | Path, queries: Queries) -> Split:
             raise DataFormatError(path, lineno, "split", f"expected one of {SPLITS}, got {name!r}")
         if q in seen:
             first, was = seen[q]
-            raise DataFormatError(path, lineno, "query-id", f"query {q!r} listed twice: {was} (line {first}) and {name}")
+            raise DataFormatError(path, lineno, "query-id",
+                                  f"query {q!r} listed twice: {was} (line {first}) and {name}")
         seen[q] = (lineno, name)
         parts[name].append(q)
     return Split(tuple(parts["train"]), tuple(parts["heldout"]), rule)
@@ -143,8 +146,9 @@ def load_twins(path: str | Path, corpus: Corpus) -> dict[str, tuple[tuple[str, s
 
 def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
     """Load a folder written by ``write_canonical`` (``excluded.tsv`` and ``twins.tsv`` are
-    optional: folders prepared before they existed have no exclusions and no twins). The set's name is ``name``, else the
-    ``dataset`` its ``status.json`` records (the data stage writes it), else the folder's name."""
+    optional: folders prepared before they existed have no exclusions and no twins). The set's
+    name is ``name``, else the ``dataset`` its ``status.json`` records (the data stage writes
+    it), else the folder's name."""
     folder = Path(folder)
     status = folder / "status.json"
     if name is None and status.is_file():
@@ -156,7 +160,8 @@ def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
     excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else {}
     twins = load_twins(folder / "twins.tsv", corpus) if (folder / "twins.tsv").is_file() else {}
     unf = load_unfindable(folder / "unfindable.tsv", queries) if (folder / "unfindable.tsv").is_file() else {}
-    return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded, twins=twins, unfindable=unf)
+    return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded, twins=twins,
+                        unfindable=unf)
 
 
 def load_unfindable(path: str | Path, queries: Queries) -> dict[str, tuple[tuple[str, int, str], ...]]:

@@ -193,8 +193,8 @@ class RetrievalSet:
 def load_corpus(path: str | Path) -> Corpus:
     """Read a BEIR ``corpus.jsonl`` (``_id``, ``title`` optional, ``text``).
 
-    Returns a ``Corpus`` in file order, title and text NFC-normalised, ids as written (module
-    docstring, "Conventions"). A document whose title and text are both empty is left out
+    Returns a ``Corpus`` in file order, title and text NFC-normalised, ids as written
+    (docs/data.md). A document whose title and text are both empty is left out
     (``Corpus.empty_ids``, logged): no method can find it, and a gold judgement of it stays gold
     (``gold_rule``). Raises ``DataFormatError`` on bad UTF-8, malformed JSON, a missing ``_id``
     or ``text``, an id with a control character (``check_id``), a duplicate ``_id``, or no
@@ -281,7 +281,8 @@ _QRELS_NAMES = {
               "gain"},
     "iteration": {"iter", "iteration", "q0", "0", "unused", "subtopic"},
 }
-_QRELS_ORDER = {2: ("query", "document"), 3: ("query", "document", "score"), 4: ("query", "iteration", "document", "score")}
+_QRELS_ORDER = {2: ("query", "document"), 3: ("query", "document", "score"),
+                4: ("query", "iteration", "document", "score")}
 
 
 def _qrels_role(name: str) -> str | None:
@@ -315,10 +316,11 @@ def _qrels_header(path: Path, lineno: int, cols: list[str]) -> tuple[bool, tuple
             raise DataFormatError(path, lineno, None, f"header {found}: {roles.count(r)} columns name the {r}")
     if tuple(roles) == expect or (n == 4 and None in roles and tuple(r or "iteration" for r in roles) == expect):
         return True, None
-    if all(r in (None, "iteration") for r in roles):  # a judgement with a bad grade as likely as a header: never dropped unread
-        raise DataFormatError(path, lineno, "score", f"not a number: {names[-1]!r}, and as a header none of its names is a "
-                                                     "qrels column name (query-id, qid, topic, q; corpus-id, docid, docno, d; "
-                                                     "score, rel, relevance, label)")
+    # a judgement with a bad grade as likely as a header: never dropped unread
+    if all(r in (None, "iteration") for r in roles):
+        raise DataFormatError(path, lineno, "score", f"not a number: {names[-1]!r}, and as a header none of its names "
+                                                     "is a qrels column name (query-id, qid, topic, q; corpus-id, "
+                                                     "docid, docno, d; score, rel, relevance, label)")
     wanted = {"query", "document", "score"} & set(expect)
     if wanted <= set(roles):
         pos = {r: roles.index(r) for r in wanted}
@@ -326,9 +328,10 @@ def _qrels_header(path: Path, lineno: int, cols: list[str]) -> tuple[bool, tuple
         return True, (pos["query"], pos["document"], pos.get("score"))
     if all(r is None or r == e for r, e in zip(roles, expect)):
         return True, None  # known names where the format reads them, the others unknown
-    raise DataFormatError(path, lineno, None, f"header {found}: the columns are in another order than {' '.join(expect)} "
-                                              "and not every name is known; name them query-id, corpus-id, score (any order), "
-                                              "or write them in the order " + ", ".join(expect))
+    raise DataFormatError(path, lineno, None, f"header {found}: the columns are in another order than "
+                                              f"{' '.join(expect)} and not every name is known; name them query-id, "
+                                              "corpus-id, score (any order), or write them in the order "
+                                              + ", ".join(expect))
 
 
 def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str, str, int]]:
@@ -374,8 +377,8 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
         if not line.strip():
             continue
         if re.match(r"\s*#(\s|$)", line):  # '# a comment' would read as a judgement of query '#'
-            raise DataFormatError(path, lineno, None, f"{line.strip()[:40]!r} is a comment: qrels have no comment lines "
-                                                      "(it would be a judgement of query '#'); remove the line")
+            raise DataFormatError(path, lineno, None, f"{line.strip()[:40]!r} is a comment: qrels have no comment "
+                                                      "lines (it would be a judgement of query '#'); remove the line")
         if first:
             delim = "\t" if "\t" in line else None
         cols = line.split(delim)
@@ -389,7 +392,8 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
             cols = split_tsv(path, lineno, line)  # an empty column (a trailing TAB) is named as such
         if layout is not None and (layout[2] is not None or pairs):
             if len(cols) != width:
-                raise DataFormatError(path, lineno, None, f"expected {width} columns, as the header names, got {len(cols)}")
+                raise DataFormatError(path, lineno, None,
+                                      f"expected {width} columns, as the header names, got {len(cols)}")
             qi, di, si = layout
             qid, did, score = cols[qi], cols[di], cols[si] if si is not None else "1"
         elif len(cols) == 3:
@@ -436,7 +440,8 @@ def load_qrels(path: str | Path, corpus: Corpus | None = None, queries: Queries 
             raise DataFormatError(path, lineno, "corpus-id", f"unknown document id {did!r}")
         prev = out.setdefault(qid, {}).get(did)
         if prev is not None and prev != score:
-            raise DataFormatError(path, lineno, "score", f"({qid!r}, {did!r}) judged twice: {prev} (line {lines[qid][did]}) and {score}")
+            raise DataFormatError(path, lineno, "score",
+                                  f"({qid!r}, {did!r}) judged twice: {prev} (line {lines[qid][did]}) and {score}")
         out[qid][did] = score
         lines.setdefault(qid, {}).setdefault(did, lineno)
     return Qrels(out, str(path), lines)

@@ -210,4 +210,5 @@ def flip_spatial(sentence: str) -> str | None:
     return " ".join(toks[:i] + new + toks[i + k:]) + end
 
 
-EDITS: dict[str, Callable[[str], str | None]] = {"negation": negate, "role_swap": swap_roles, "spatial_flip": flip_spatial}
+EDITS: dict[str, Callable[[str], str | None]] = {"negation": negate, "role_swap": swap_roles,
+                                                 "spatial_flip": flip_spatial}

@@ -1,6 +1,6 @@
 """The line readers every input reader uses: UTF-8 text lines (``iter_lines``), the id check
 (``check_id``), the TAB split (``split_tsv``) and JSONL records with their field checks; each
-raises ``DataFormatError(path, line, field)`` on bad input (``capgap.data``'s conventions).
+raises ``DataFormatError(path, line, field)`` on bad input (docs/data.md).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             try:
                 yield lineno, raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise DataFormatError(path, lineno, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
-                                                          "save the file as UTF-8") from None
+                raise DataFormatError(path, lineno, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                                                          f"{e.start + 1}); save the file as UTF-8") from None
 
 
 # names of the control characters users meet (unicodedata.name has none for category Cc)
@@ -57,7 +57,7 @@ def check_id(path: str | Path, lineno: int | None, field: str | None, value: str
     U+0085, ...) or a line/paragraph separator (U+2028, U+2029, categories Zl/Zp): ids are
     written to TSV and TREC files, where these would split a column or a line. The error names
     ``path``, ``lineno``, ``field`` and the character, e.g. ``id 'piano\td9' contains a control
-    character U+0009 (TAB)``. Ids are never rewritten (module docstring, "Conventions").
+    character U+0009 (TAB)``. Ids are never rewritten (docs/data.md).
     """
     m = _BAD_ID_CHAR.search(value)
     if m:
@@ -81,7 +81,8 @@ def split_tsv(path: str | Path, lineno: int, line: str) -> list[str]:
     for i, c in enumerate(cols, start=1):
         if c == "" or (i == len(cols) and not c.strip()):
             if i == len(cols) and i > 1:
-                why = "the line ends in a TAB; remove the trailing TAB" if c == "" else "the line ends in a TAB and spaces"
+                why = ("the line ends in a TAB; remove the trailing TAB" if c == ""
+                       else "the line ends in a TAB and spaces")
             elif i == 1:
                 why = "the line starts with a TAB"
             else:
@@ -111,7 +112,8 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             # is parsed from that text later)
             obj = json.loads(line, parse_constant=_reject_constant, parse_float=str)
         except _NonFiniteJSON as e:
-            raise DataFormatError(path, lineno, None, f"{e} is not valid JSON (non-finite numbers are not allowed)") from None
+            raise DataFormatError(path, lineno, None,
+                                  f"{e} is not valid JSON (non-finite numbers are not allowed)") from None
         except json.JSONDecodeError as e:
             raise DataFormatError(path, lineno, None, f"malformed JSON ({e.msg})") from None
         if not isinstance(obj, dict):

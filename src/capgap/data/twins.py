@@ -74,7 +74,8 @@ def add_twins(rs, types: Sequence[str] = tuple(_DEFAULTS["types"])):
             seen.add(key)
             twins.setdefault(d, []).append((tid, t))
             added[t] += 1
-    out = replace(rs, corpus=Corpus(tuple(ids), tuple(titles), tuple(bodies)), twins={d: tuple(v) for d, v in twins.items()})
+    out = replace(rs, corpus=Corpus(tuple(ids), tuple(titles), tuple(bodies)),
+                  twins={d: tuple(v) for d, v in twins.items()})
     return out, {"types": list(types), "added": added, "skipped": skipped}
 
 
@@ -95,7 +96,8 @@ class TwinPairs:
     @classmethod
     def of(cls, rs, query_ids: Sequence[str], doc_ids: Sequence[str]) -> "TwinPairs":
         """The triples of ``rs.twins`` for ``query_ids`` against ``doc_ids`` (empty arrays when
-        the set has no twins; a twin excluded from the query's ranking is left out). Raises ``KeyError`` for a document not in ``doc_ids``."""
+        the set has no twins; a twin excluded from the query's ranking is left out). Raises
+        ``KeyError`` for a document not in ``doc_ids``."""
         pos = {d: i for i, d in enumerate(doc_ids)}
         rows = []
         twins = getattr(rs, "twins", {}) or {}

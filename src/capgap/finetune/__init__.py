@@ -9,7 +9,7 @@ Public API
 ----------
 - ``FinetuneConfig``: steps, batch size, learning rate, temperature, LoRA rank/alpha/dropout,
   target modules per architecture, loss form, candidates, checkpointing, seed.
-- ``infonce_loss(scores, gold_mask, temperature, form)``: the loss (see below).
+- ``infonce_loss(scores, gold_mask, temperature, form)``: the loss (its two forms).
 - ``candidate_masks(batch, gold, excluded, n_docs, candidates, n_negatives, sampler)``: one batch's
   candidates and gold / excluded masks (shared with the ladder's heads, ``capgap.ladder``).
 - ``add_lora(encoder, cfg)``: wraps the encoder's attention projections with LoRA adapters.
@@ -23,17 +23,10 @@ Public API
 - ``save_adapter(model, out_dir)``: the LoRA adapter (peft ``save_pretrained``) written
   atomically, with an ``adapter_config.json`` that does not depend on ``PYTHONHASHSEED``.
 
-Loss (InfoNCE = multiclass cross-entropy over candidate documents, temperature tau; van den
-Oord et al. 2018, as dual-encoder retrieval uses it, e.g. Karpukhin et al. 2020). With logits l_j = s_j / tau, gold set P of the query, and N the
-candidates that are not gold (other gold documents of the query are never negatives):
-
-- ``avg`` (default): L_avg = -(1/|P|) sum_{p in P} log( e^{l_p} / (e^{l_p} + sum_{j in N} e^{l_j}) )
-  — every gold document must win against all non-gold candidates (what recall@k asks);
-- ``set``: L_set = -log( sum_{p in P} e^{l_p} / (sum_{p in P} e^{l_p} + sum_{j in N} e^{l_j}) )
-  = -log sum_{p in P} p_j — finding one gold document suffices.
-
-Candidates: the full frozen index (default; a (batch x n_docs) score matrix), or ``sampled``:
-the batch's gold documents plus ``n_negatives`` random documents shared by the batch.
+Loss: InfoNCE over candidate documents in two multi-positive forms, ``avg`` (default) and
+``set`` (``infonce_loss`` states both). Candidates: the full frozen index (default; a
+(batch x n_docs) score matrix), or ``sampled``: the batch's gold documents plus
+``n_negatives`` random documents shared by the batch. Details: docs/finetune.md.
 
 Determinism: a fixed seed gives the same adapter on CPU (torch, numpy and Python RNGs seeded;
 batches from a seeded permutation per epoch). Checkpoints (adapter weights, optimiser, RNG
@@ -47,5 +40,6 @@ from .config import DEFAULT_TARGETS, FinetuneConfig
 from .loss import candidate_masks, infonce_loss
 from .train import EarlyStop, TrainResult, finetune_encoder, train_query_encoder, training_digest, validation_split
 
-__all__ = ["DEFAULT_TARGETS", "EarlyStop", "FinetuneConfig", "TrainResult", "add_lora", "candidate_masks", "finetune_encoder", "infonce_loss",
+__all__ = ["DEFAULT_TARGETS", "EarlyStop", "FinetuneConfig", "TrainResult", "add_lora", "candidate_masks",
+           "finetune_encoder", "infonce_loss",
            "load_adapter", "save_adapter", "train_query_encoder", "training_digest", "validation_split"]

@@ -22,17 +22,19 @@ def add_lora(encoder, cfg: FinetuneConfig) -> list[str]:
     """
     from peft import LoraConfig, get_peft_model
 
-    st = encoder.model
-    auto = st[0].auto_model
+    sentence_model = encoder.model
+    auto = sentence_model[0].auto_model
     mtype = auto.config.model_type
     if mtype not in cfg.target_modules:
-        raise ValueError(f"finetune.target_modules has no entry for model_type {mtype!r}; add its attention projections")
+        raise ValueError(f"finetune.target_modules has no entry for model_type {mtype!r}; "
+                         "add its attention projections")
     targets = list(cfg.target_modules[mtype])
-    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets, bias="none")
-    st[0].auto_model = get_peft_model(auto, lcfg)
-    for name, p in st.named_parameters():
+    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets,
+                      bias="none")
+    sentence_model[0].auto_model = get_peft_model(auto, lcfg)
+    for name, p in sentence_model.named_parameters():
         p.requires_grad = "lora_" in name
-    wrapped = sorted({n.rsplit(".lora_", 1)[0] for n, _ in st.named_parameters() if "lora_" in n})
+    wrapped = sorted({n.rsplit(".lora_", 1)[0] for n, _ in sentence_model.named_parameters() if "lora_" in n})
     if not wrapped:
         raise ValueError(f"LoRA target modules {targets} matched nothing in {mtype}")
     return wrapped
@@ -48,9 +50,10 @@ def load_adapter(encoder, folder: str | Path) -> None:
     folder = Path(folder)
     if not (folder / "adapter_config.json").is_file():
         raise FileNotFoundError(f"{folder}: no adapter_config.json (not a saved LoRA adapter)")
-    st = encoder.model
-    st[0].auto_model = PeftModel.from_pretrained(st[0].auto_model, str(folder), is_trainable=False)
-    st.eval()
+    sentence_model = encoder.model
+    sentence_model[0].auto_model = PeftModel.from_pretrained(sentence_model[0].auto_model, str(folder),
+                                                             is_trainable=False)
+    sentence_model.eval()
 
 
 def _sort_key(x):

@@ -10,13 +10,42 @@ from .config import _D
 
 
 def infonce_loss(scores, gold_mask, temperature: float, form: str = _D["loss"], exclude_mask=None):
-    """InfoNCE over candidates (module docstring for the two multi-positive forms).
+    """Mean InfoNCE loss of a batch over its candidate documents.
 
-    ``scores``: ``(batch, n_candidates) float`` inner products; ``gold_mask``: ``(batch,
-    n_candidates) bool``, at least one True per row; ``exclude_mask`` (optional, same shape,
-    disjoint from ``gold_mask``): candidates that are neither gold nor negative (BRIGHT's
-    excluded documents), left out of the softmax. Returns the mean loss over the batch (a 0-d
-    tensor). Computed with log-sum-exp, stable for large scores.
+    Multiclass cross-entropy at temperature tau (van den Oord et al. 2018, "Representation
+    Learning with Contrastive Predictive Coding"), as dual-encoder retrieval uses it (Karpukhin
+    et al. 2020, "Dense Passage Retrieval"), in two multi-positive forms. Computed with
+    log-sum-exp, stable for large scores.
+
+    Parameters
+    ----------
+    scores : torch.Tensor
+        ``(batch, n_candidates)`` float inner products.
+    gold_mask : torch.Tensor
+        ``(batch, n_candidates) bool``, at least one True per row.
+    temperature : float
+        tau: the logits are ``l_j = s_j / tau``.
+    form : {"avg", "set"}
+        With P the query's gold set and N its candidates that are not gold (other gold
+        documents of the query are never negatives):
+
+        - ``avg``: L = -(1/|P|) sum_{p in P} log(e^{l_p} / (e^{l_p} + sum_{j in N} e^{l_j})):
+          every gold document must win against all non-gold candidates (what recall@k asks);
+        - ``set``: L = -log(sum_{p in P} e^{l_p} / (sum_{p in P} e^{l_p} + sum_{j in N} e^{l_j})):
+          finding one gold document suffices.
+    exclude_mask : torch.Tensor, optional
+        Same shape, disjoint from ``gold_mask``: candidates that are neither gold nor negative
+        (BRIGHT's excluded documents), left out of the softmax.
+
+    Returns
+    -------
+    torch.Tensor
+        0-d: the mean loss over the batch.
+
+    Raises
+    ------
+    ValueError
+        ``form`` is neither ``avg`` nor ``set``.
     """
     import torch
 
@@ -39,8 +68,8 @@ def infonce_loss(scores, gold_mask, temperature: float, form: str = _D["loss"], 
     return per_q.mean()
 
 
-def candidate_masks(batch: np.ndarray, gold: Sequence[Sequence[int]], excluded: Sequence[Sequence[int]] | None, n_docs: int,
-                    candidates: str = _D["candidates"], n_negatives: int = _D["n_negatives"],
+def candidate_masks(batch: np.ndarray, gold: Sequence[Sequence[int]], excluded: Sequence[Sequence[int]] | None,
+                    n_docs: int, candidates: str = _D["candidates"], n_negatives: int = _D["n_negatives"],
                     sampler: np.random.Generator | None = None):
     """One batch's InfoNCE candidates and masks (module docstring, "Candidates").
 

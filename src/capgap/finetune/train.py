@@ -14,7 +14,8 @@ import numpy as np
 from ..data import Split, excluded_positions, query_records
 from ..io import atomic_open
 from ..retrieval import dense_scores, document_groups
-from ..training import (ConvergenceState, PartialState, curve_evaluator, curve_ks, json_digest, run_loop, seed_everything,  # noqa: F401
+from ..training import (ConvergenceState, PartialState, curve_evaluator, curve_ks, json_digest,  # noqa: F401
+                        run_loop, seed_everything,
                         validation_split)  # validation_split: re-exported (capgap.finetune's API)
 from .adapter import add_lora
 from .config import FinetuneConfig
@@ -69,7 +70,8 @@ class EarlyStop:
             if saved.get("validation_ids") == self.validation_ids and saved.get("digest") == self.digest:
                 self.best, self.best_step, self.state = saved["value"], saved["step"], saved["weights"]
             else:
-                log.warning("finetune: ignoring %s: it was written under other settings, data or validation queries", self.path)
+                log.warning("finetune: ignoring %s: it was written under other settings, data or validation queries",
+                            self.path)
 
     def monitor(self, point: dict) -> float:
         return float(point[self.key])
@@ -116,11 +118,12 @@ def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str
     h = hashlib.sha256()
     fp = encoder.fingerprint() if hasattr(encoder, "fingerprint") else {}
     h.update(json.dumps([cfg.digest(), fp, list(train_queries), [sorted(int(x) for x in g) for g in train_gold],
-                         [sorted(int(x) for x in e) for e in (train_excluded or [])], context], sort_keys=True).encode())
-    D = np.asarray(doc_embeddings)
-    h.update(f"{D.shape}{D.dtype}".encode())
-    for b0 in range(0, D.shape[0], 8192):
-        h.update(np.ascontiguousarray(D[b0 : b0 + 8192]).tobytes())
+                         [sorted(int(x) for x in e) for e in (train_excluded or [])], context],
+                        sort_keys=True).encode())
+    doc_matrix = np.asarray(doc_embeddings)
+    h.update(f"{doc_matrix.shape}{doc_matrix.dtype}".encode())
+    for b0 in range(0, doc_matrix.shape[0], 8192):
+        h.update(np.ascontiguousarray(doc_matrix[b0 : b0 + 8192]).tobytes())
     return h.hexdigest()
 
 
@@ -185,11 +188,12 @@ def train_query_encoder(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     # a private copy (the index may be a read-only memory map); never given requires_grad
-    D = torch.from_numpy(np.array(doc_embeddings, dtype=np.float32, copy=True)).to(device)
-    n_docs = D.shape[0]
+    doc_matrix = torch.from_numpy(np.array(doc_embeddings, dtype=np.float32, copy=True)).to(device)
+    n_docs = doc_matrix.shape[0]
 
     def batch_loss(batch):
-        cand, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, cfg.candidates, cfg.n_negatives, sampler)
+        cand, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, cfg.candidates, cfg.n_negatives,
+                                           sampler)
         feats = model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch])
         feats = {k: v.to(device) for k, v in feats.items()}
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
@@ -197,10 +201,12 @@ def train_query_encoder(
         q = q.float()
         if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
             q = torch.nn.functional.normalize(q, dim=-1)
-        docs = D if cand is None else D[torch.from_numpy(cand)]
-        return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
+        docs = doc_matrix if cand is None else doc_matrix[torch.from_numpy(cand)]
+        return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss,
+                            None if excl is None else excl.to(device))
 
-    sample = np.arange(min(n_train, cfg.eval_max_queries), dtype=np.int64)  # the fixed sample: the fit set's first queries
+    # the fixed sample: the fit set's first queries
+    sample = np.arange(min(n_train, cfg.eval_max_queries), dtype=np.int64)
 
     def objective() -> float:
         """The training loss (InfoNCE against the whole index, exclusions left out) of the fixed
@@ -210,29 +216,33 @@ def train_query_encoder(
         for a in range(0, len(sample), cfg.batch_size):
             batch = sample[a : a + cfg.batch_size]
             _, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, "full")
-            feats = {k: v.to(device) for k, v in model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch]).items()}
+            feats = {k: v.to(device)
+                     for k, v in model.tokenize([encoder.spec.query_prompt + train_queries[qi]
+                                                 for qi in batch]).items()}
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
                 q = model(feats)["sentence_embedding"]
             q = q.float()
             if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
                 q = torch.nn.functional.normalize(q, dim=-1)
-            loss = infonce_loss(q @ D.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device))
+            loss = infonce_loss(q @ doc_matrix.T, mask.to(device), cfg.temperature, cfg.loss,
+                                None if excl is None else excl.to(device))
             total += float(loss) * len(batch)
         return total / len(sample)
 
     digest = {}
     if ckpt_path:
         digest = {"fine-tuning config": cfg.digest(),
-                  "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg, context)}
+                  "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg,
+                                          context)}
     weights = PartialState(model, trained)
     if early is not None:
         early.attach(weights, ckpt_path, {**digest, "number of training items": n_train})
-    res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path, digest=digest,
-                   checkpoint_every=cfg.checkpoint_every, weights=weights,
+    res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path,
+                   digest=digest, checkpoint_every=cfg.checkpoint_every, weights=weights,
                    evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc=name, stop_after=stop_after,
                    patience=(cfg.patience or None) if early is not None else None,
-                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence(), objective=objective,
-                   validation=early is not None)
+                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence(),
+                   objective=objective, validation=early is not None)
     convergence = res.convergence
     if early is not None:
         early.restore(res.curve)
@@ -279,7 +289,7 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         at the end. Raises ``ValueError`` without train queries; ``KeyError`` when a gold
         document is not in the index.
     """
-    D, doc_ids = index.embeddings, index.doc_ids
+    doc_matrix, doc_ids = index.embeddings, index.doc_ids
     pos = {d: i for i, d in enumerate(doc_ids)}
     text = dict(zip(rs.queries.ids, rs.queries.texts))
     train_ids = list(rs.split.train)
@@ -288,7 +298,7 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
 
     def scorer():  # inner products of the queries, encoded by the model as it is now
         if not final.get("last"):
-            return lambda texts: dense_scores(encoder.encode_queries(texts), D, threads)
+            return lambda texts: dense_scores(encoder.encode_queries(texts), doc_matrix, threads)
         # the last curve point: every query once, as the final evaluation encodes them
         # (capgap.evaluate.evaluate_encoder), so that it need not encode them again
         all_texts = list(rs.queries.texts)
@@ -297,9 +307,9 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         row = {}
         for i, t in enumerate(all_texts):
             row.setdefault(t, i)
-        return lambda texts: dense_scores(q[[row[t] for t in texts]], D, threads)
+        return lambda texts: dense_scores(q[[row[t] for t in texts]], doc_matrix, threads)
 
-    groups = document_groups(rs.corpus, D)
+    groups = document_groups(rs.corpus, doc_matrix)
     curve_at = curve_evaluator(rs, doc_ids, scorer, ks, groups, cfg.eval_max_queries)
 
     def evaluate(step: int) -> dict:
@@ -320,11 +330,12 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         twins = [[pos[t] for g in sorted(rs.qrels.gold(q)) for t, _ in rs.twins.get(g, ())] for q in train_ids]
         excluded = [list(e) + t for e, t in zip(excluded or [[] for _ in train_ids], twins)]
     res = train_query_encoder(
-        encoder, D, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
+        encoder, doc_matrix, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
         cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
         train_excluded=excluded, early=early, name=f"{rs.name}/{encoder.spec.name} finetune",
     )
-    log.info("finetune: %d of at most %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
+    log.info("finetune: %d of at most %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d "
+             "modules",
              res.curve[-1]["step"] if res.curve else 0, cfg.steps, res.steps_per_s, res.resumed_from, res.trainable,
              len(res.adapted_modules))
     res.queries = final.get("queries")

@@ -11,36 +11,15 @@ the probe's one w per query. Two families (issue 29, rungs 2 and 3):
   identity: W1 = [I; -I; seeded random rows], W2 = [I, -I, 0], biases 0, since
   x = ReLU(x) - ReLU(-x).
 
-Training (``fit_head``) minimises the objective: the mean InfoNCE loss
-(``capgap.finetune.infonce_loss``'s, computed by ``GoldRows.loss``) of the L2-normalised head
-outputs of *every* query it is fit on, against the whole frozen index (never changed), under the
-one convergence rule (``capgap.training.Convergence``, through ``capgap.training.run_loop``):
-every ``eval_every`` steps the objective is computed on the whole fit set (eval mode, blockwise:
-``FitObjective``), and the run has converged once the last ``n_iter_no_change`` such points
-improved on the best before them by less than ``tol``
-(``capgap.training.relative_improvement``); it stops there or at the cap ``steps``.
-Optimisers (``LadderConfig.optimizer``):
-
-- ``adamw`` (the default): AdamW on batches of ``batch_size`` queries (``run_loop``'s seeded
-  permutation per epoch; ``batch_size`` at least the number of queries: full batch), candidates
-  the whole index (``candidates: full``, masks from ``GoldRows``) or sampled ones
-  (``capgap.finetune.candidate_masks``). The learning rate (``schedule``): ``stable-decay``
-  (the default) holds it constant until the rule holds, so convergence is judged at an
-  undecayed rate (a decaying rate alone makes the objective's improvement small), then decays
-  it to 0 on a cosine over ``decay_fraction`` of the steps run so far (a second ``run_loop``
-  without the rule, its curve points appended); ``constant``; ``cosine`` from the start to 0 at
-  the cap.
-- ``lbfgs``: full-batch L-BFGS (``torch.optim.LBFGS``, strong-Wolfe line search), one
-  iteration per step; each step's objective and gradient at the current weights are the ones
-  its line search already evaluated there (no evaluation twice).
-
-With a validation split (``fit_head(validate=...)``, the train-only heads) the initial head
-and every curve point are scored on the validation queries; the weights of the best are kept
-(the earliest of equal ones; the initial head, the pre-trained encoder's own embeddings, is a
-candidate) and training stops after ``patience`` curve points without a new best (counted from the
-initial head when it is the best)
-(as ``capgap.finetune.EarlyStop`` does for fine-tuning). Seeded: the same inputs and config give
-the same head on CPU.
+Training (``fit_head``) minimises the mean InfoNCE loss (``GoldRows.loss``) of the
+L2-normalised head outputs of *every* query it is fit on, against the whole frozen index (never
+changed), under the one convergence rule (``capgap.training.Convergence``, through
+``capgap.training.run_loop``; the objective on the whole fit set: ``FitObjective``). Optimisers
+(``LadderConfig.optimizer``): ``adamw`` (the default; learning-rate ``schedule``
+``stable-decay``, ``constant`` or ``cosine``) or full-batch ``lbfgs``. With a validation split
+(the train-only heads) the best curve point's weights are kept and ``patience`` stops training.
+The optimisers, schedules and validation in detail: docs/ladder.md. Seeded: the same inputs and
+config give the same head on CPU.
 """
 
 from __future__ import annotations
@@ -117,7 +96,8 @@ class GoldRows:
             esizes = [len(self.excluded[i]) for i in batch]
             excl[np.repeat(np.arange(len(batch)), esizes), np.concatenate([self.excluded[i] for i in batch])] = True
             excl = torch.from_numpy(excl).to(device)
-        return torch.from_numpy(gold).to(device), excl, torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device)
+        return (torch.from_numpy(gold).to(device), excl, torch.from_numpy(rows).to(device),
+                torch.from_numpy(cols).to(device))
 
     @staticmethod
     def loss(scores, masks: tuple, temperature: float, form: str):
@@ -147,16 +127,16 @@ class FitObjective:
     The masks are built once (kept while they fit in ``max_cached`` booleans, else rebuilt per
     call)."""
 
-    def __init__(self, X, D, rows: GoldRows, temperature: float, form: str, max_scores: int = 1 << 22,
+    def __init__(self, X, doc_tensor, rows: GoldRows, temperature: float, form: str, max_scores: int = 1 << 22,
                  max_cached: int = 1 << 27):
-        self.X, self.D, self.rows = X, D, rows
+        self.X, self.doc_tensor, self.rows = X, doc_tensor, rows
         self.temperature, self.form = temperature, form
-        n, n_docs = len(rows.gold), D.shape[0]
+        n, n_docs = len(rows.gold), doc_tensor.shape[0]
         self.n, self.block = n, max(1, min(n, max_scores // max(1, n_docs)))
         self.cached = [self._masks(a) for a in range(0, n, self.block)] if n * n_docs <= max_cached else None
 
     def _masks(self, a: int):
-        return self.rows.masks(np.arange(a, min(self.n, a + self.block)), self.D.device)
+        return self.rows.masks(np.arange(a, min(self.n, a + self.block)), self.doc_tensor.device)
 
     def __call__(self, head):
         """The objective as a 0-d tensor (differentiable when grad is enabled)."""
@@ -167,7 +147,7 @@ class FitObjective:
             b = min(self.n, a + self.block)
             masks = self.cached[i] if self.cached is not None else self._masks(a)
             q = torch.nn.functional.normalize(head(self.X[a:b]), dim=-1)
-            part = GoldRows.loss(q @ self.D.T, masks, self.temperature, self.form) * (b - a)
+            part = GoldRows.loss(q @ self.doc_tensor.T, masks, self.temperature, self.form) * (b - a)
             total = part if total is None else total + part
         return total / self.n
 
@@ -302,13 +282,14 @@ def decay_factor(start: int, length: int) -> Callable[[int], float]:
 def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Sequence[int]],
              excluded: Sequence[Sequence[int]] | None, cfg: LadderConfig, threads: int | None = None,
              progress: bool = False, validate: Callable[[object], float] | None = None,
-             evaluate: Callable[[object, int], dict] | None = None, name: str | None = None) -> tuple[object, LoopResult]:
+             evaluate: Callable[[object, int], dict] | None = None,
+             name: str | None = None) -> tuple[object, LoopResult]:
     """Train one head of ``kind`` on the queries ``X`` ``(n, dim) float32`` (their pre-trained
     embeddings), ``gold[i]`` / ``excluded[i]``: row indices of query i's gold and excluded
     documents in ``documents`` ``(n_docs, dim) float32`` (the frozen index; read only).
 
     Seeds everything with ``cfg.seed`` first (the mlp's random rows come from it), then trains
-    with ``cfg.optimizer`` (module docstring) under ``cfg.convergence()``: a curve point every
+    with ``cfg.optimizer`` (docs/ladder.md) under ``cfg.convergence()``: a curve point every
     ``cfg.eval_every`` steps and at the end holds the objective on all ``n`` queries
     (``FitObjective``); training stops at convergence or at the cap ``cfg.steps``.
 
@@ -338,9 +319,10 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     head.to(device)
     Xt = torch.from_numpy(X).to(device)
-    D = torch.from_numpy(np.array(documents, dtype=np.float32, copy=True)).to(device)  # a private copy (may be a memory map)
-    rows = GoldRows(gold, excluded, D.shape[0])
-    full = FitObjective(Xt, D, rows, cfg.temperature, cfg.loss)
+    # a private copy (may be a memory map)
+    doc_tensor = torch.from_numpy(np.array(documents, dtype=np.float32, copy=True)).to(device)
+    rows = GoldRows(gold, excluded, doc_tensor.shape[0])
+    full = FitObjective(Xt, doc_tensor, rows, cfg.temperature, cfg.loss)
     params = list(head.parameters())
     n = len(X)
     if cfg.optimizer == "lbfgs":
@@ -356,19 +338,23 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
 
         batch_size = n
     else:
-        opt = _Scheduled(torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay), lr_factor(cfg.schedule, cfg.steps))
+        opt = _Scheduled(torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay),
+                         lr_factor(cfg.schedule, cfg.steps))
         batch_size = min(cfg.batch_size, n)
 
         def batch_loss(batch):
             if cfg.candidates == "full":
                 if batch_size == n:
                     return full(head)  # the whole fit set, masks built once
-                q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
-                return GoldRows.loss(q @ D.T, rows.masks(batch, device), cfg.temperature, cfg.loss)
-            cand, mask, excl = candidate_masks(batch, gold, excluded, D.shape[0], cfg.candidates, cfg.n_negatives, sampler)
-            q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
-            return infonce_loss(q @ D[torch.from_numpy(cand).to(device)].T, mask.to(device), cfg.temperature, cfg.loss,
-                                None if excl is None else excl.to(device))
+                q = torch.nn.functional.normalize(
+                    head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
+                return GoldRows.loss(q @ doc_tensor.T, rows.masks(batch, device), cfg.temperature, cfg.loss)
+            cand, mask, excl = candidate_masks(batch, gold, excluded, doc_tensor.shape[0], cfg.candidates,
+                                               cfg.n_negatives, sampler)
+            q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]),
+                                              dim=-1)
+            return infonce_loss(q @ doc_tensor[torch.from_numpy(cand).to(device)].T, mask.to(device), cfg.temperature,
+                                cfg.loss, None if excl is None else excl.to(device))
 
     keep = _KeepBest(head) if validate is not None else None
     curve_metrics = None
@@ -387,10 +373,10 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
         with torch.no_grad():
             start = keep.observe(0, float(validate(head)))
     res = run_loop(batch_loss, head, opt, cfg.steps, n, batch_size, sampler, progress=progress, desc=desc,
-                   evaluate=curve_metrics, eval_every=cfg.eval_every, convergence=cfg.convergence(), objective=lambda: full(head),
-                   patience=cfg.patience if keep is not None and cfg.patience else None,
-                   monitor=(lambda point: point["validation"]) if keep is not None else None, validation=keep is not None,
-                   monitor_start=start)
+                   evaluate=curve_metrics, eval_every=cfg.eval_every, convergence=cfg.convergence(),
+                   objective=lambda: full(head), patience=cfg.patience if keep is not None and cfg.patience else None,
+                   monitor=(lambda point: point["validation"]) if keep is not None else None,
+                   validation=keep is not None, monitor_start=start)
     if cfg.optimizer == "adamw" and cfg.schedule == "stable-decay" and res.converged_at is not None:
         # converged at the constant rate: the objective no longer falls at that rate; now decay it
         # to 0 over decay_fraction of the steps so far, to settle into the minimum it found
@@ -428,5 +414,6 @@ def apply_head(head, X: np.ndarray, block: int = 8192) -> np.ndarray:
     out = []
     with torch.no_grad():
         for a in range(0, len(X), block):
-            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)), dim=-1).cpu().numpy())
+            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)), dim=-1)
+                       .cpu().numpy())
     return np.concatenate(out).astype(np.float32) if out else np.zeros((0, X.shape[1]), dtype=np.float32)

@@ -72,10 +72,11 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
         fit_ids, val_ids = validation_split([qids[i] for i in gold_train], cfg.validation_fraction, cfg.seed)
         gold_train, validation = [at[q] for q in fit_ids], [at[q] for q in val_ids]
     elif cfg.validation_fraction > 0 and gold_train:
-        log.warning("ladder: no validation split for the train-only heads: %d train queries with gold (two needed)", len(gold_train))
+        log.warning("ladder: no validation split for the train-only heads: %d train queries with gold (two needed)",
+                    len(gold_train))
     if 0 < len(validation) < SMALL_VALIDATION:
-        log.warning("ladder: the train-only heads' validation split has %d queries (under %d): early stopping's choice of "
-                    "weights rests on few queries", len(validation), SMALL_VALIDATION)
+        log.warning("ladder: the train-only heads' validation split has %d queries (under %d): early stopping's "
+                    "choice of weights rests on few queries", len(validation), SMALL_VALIDATION)
     fits = {"-all": [i for i in range(len(qids)) if len(j.gold[i])], "": gold_train}
     groups = document_groups(rs.corpus, documents)
     rows, seconds = [], {}
@@ -87,7 +88,8 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
         """Mean R-precision of the head on the validation queries (the evaluation's tie rule)."""
         V = apply_head(head, X[validation])
         ranks = rank_queries(dense_scores(V, documents, threads), len(validation), [j.gold[i] for i in validation],
-                             [j.grades[i] for i in validation], [j.excluded[i] for i in validation], 0, len(doc_ids), groups)[0]
+                             [j.grades[i] for i in validation], [j.excluded[i] for i in validation], 0, len(doc_ids),
+                             groups)[0]
         if j.unfindable:  # unfindable gold: in the denominator, never found (Judged.full_ranks)
             ranks = [np.concatenate([r, np.full(len(j.unfindable[i]), np.inf)]) for r, i in zip(ranks, validation)]
         return float(rprec_from_ranks(ranks).mean())

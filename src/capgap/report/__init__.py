@@ -36,9 +36,10 @@ is one new module and one line there):
 
 - ``intro`` (title, tie rule), ``glance`` (at a glance, summary table, gap figure),
   ``paper_comparison``, ``mteb_comparison`` (MTEB's published numbers beside the pre-trained
-  rows, differences above 0.001 flagged: ``capgap.mteb``), ``datasets``, ``capacity`` (the probe vs the encoders, slack figure),
-  ``learners`` (where every trained learner stopped: converged or at its step cap; the helpers
-  every section uses to mark a finding read from a learner that had not converged),
+  rows, differences above 0.001 flagged: ``capgap.mteb``), ``datasets``, ``capacity`` (the
+  probe vs the encoders, slack figure), ``learners`` (where every trained learner stopped:
+  converged or at its step cap; the helpers every section uses to mark a finding read from a
+  learner that had not converged),
   ``late_interaction`` (the paper's LIMIT comparison), ``near_miss`` (``twins``: tables and
   verdicts; ``transfer``), ``per_dataset``, ``plots`` (recall@k, fine-tuning curves),
   ``missed`` (geometrically easy but missed), ``compression``, ``ladder`` (the learnability
@@ -55,8 +56,8 @@ Every public name is re-exported here (``from capgap.report import build_report`
 from .build import MARKDOWN_SECTIONS, SECTIONS, build_report, render_markdown
 from .capacity import SLACK_TEXT
 from .certification import CONSTRUCTION_RULES, OUTCOMES, construction_reasons, render_certification
-from .compression import (COMPRESSION_COLUMNS, COMPRESSION_TOL, compression_family, compression_onset, compression_sentence,
-                          compression_table, render_compression)
+from .compression import (COMPRESSION_COLUMNS, COMPRESSION_TOL, compression_family, compression_onset,
+                          compression_sentence, compression_table, render_compression)
 from .context import FIGURES, ReportContext, ReportInputs, ReportOutputs, bm25_variant, dataset_infos, gold_sizes
 from .datasets import render_datasets
 from .gather import gather
@@ -64,10 +65,10 @@ from .glance import MARK, NOT_RUN_HINT, render_summary
 from .hardness import render_hardness
 from .html import HTML_STYLE, render_html
 from .intro import TIE_RULE
-from .ladder import (LADDER_COLUMNS, LADDER_FIGURE_COLUMNS, gap_sentence, gap_split, ladder_figure_data, ladder_rungs, ladder_table,
-                     render_ladder)
-from .learners import (LEARNER_COLUMNS, NOT_A_FINDING, NOT_RECORDED, LearnerState, is_trained, learner_state, learner_states,
-                       learner_table, render_learners)
+from .ladder import (LADDER_COLUMNS, LADDER_FIGURE_COLUMNS, gap_sentence, gap_split, ladder_figure_data, ladder_rungs,
+                     ladder_table, render_ladder)
+from .learners import (LEARNER_COLUMNS, NOT_A_FINDING, NOT_RECORDED, LearnerState, is_trained, learner_state,
+                       learner_states, learner_table, render_learners)
 from .missed import render_missed
 from .mteb_comparison import render_mteb
 from .near_miss import render_near_miss
@@ -77,21 +78,25 @@ from .provenance import render_provenance
 from .results import METHOD_ORDER, SPLIT_ORDER, collect, compressed, uncompressed
 from .table import CAUSES, RPREC, SUMMARY_COLUMNS, report_ks, summary_table
 from .transfer import TRANSFER_COLUMNS, transfer_reference, transfer_sentence, transfer_table
-from .twins import (NEAR_MISS_COLUMNS, NO_TWINS, TRANSFER_METHOD, TWIN_METHODS, TWIN_SOLVED, near_miss_table, twin_metric_rows,
-                    twin_types, twin_verdict, twin_verdict_kind)
+from .twins import (NEAR_MISS_COLUMNS, NO_TWINS, TRANSFER_METHOD, TWIN_METHODS, TWIN_SOLVED, near_miss_table,
+                    twin_metric_rows, twin_types, twin_verdict, twin_verdict_kind)
 
 __all__ = [
     "CAUSES", "COMPRESSION_COLUMNS", "COMPRESSION_TOL", "CONSTRUCTION_RULES", "FIGURES", "HTML_STYLE", "LADDER_COLUMNS",
-    "LADDER_FIGURE_COLUMNS", "LEARNER_COLUMNS", "MARK", "MARKDOWN_SECTIONS", "METHOD_ORDER", "NEAR_MISS_COLUMNS", "NOT_A_FINDING",
-    "NOT_RECORDED", "NOT_RUN_HINT", "NO_TWINS", "OUTCOMES", "RPREC", "SECTIONS",
+    "LADDER_FIGURE_COLUMNS", "LEARNER_COLUMNS", "MARK", "MARKDOWN_SECTIONS", "METHOD_ORDER", "NEAR_MISS_COLUMNS",
+    "NOT_A_FINDING", "NOT_RECORDED", "NOT_RUN_HINT", "NO_TWINS", "OUTCOMES", "RPREC", "SECTIONS",
     "SLACK_TEXT", "SPLIT_ORDER", "SUMMARY_COLUMNS", "TIE_RULE", "TRANSFER_COLUMNS", "TRANSFER_METHOD", "TWIN_METHODS",
-    "TWIN_SOLVED", "LearnerState", "ReportContext", "ReportInputs", "ReportOutputs", "bm25_variant", "build_report", "collect", "compressed",
+    "TWIN_SOLVED", "LearnerState", "ReportContext", "ReportInputs", "ReportOutputs", "bm25_variant", "build_report",
+    "collect", "compressed",
     "compression_family", "compression_onset", "compression_sentence", "compression_table", "construction_reasons",
-    "dataset_infos", "gap_sentence", "gap_split", "gather", "gold_sizes", "headline_metrics", "is_trained", "ladder_figure_data",
-    "ladder_rungs", "ladder_table", "learner_state", "learner_states", "learner_table", "mark_learners", "near_miss_table",
-    "paper_points", "recall_plot_rows", "render_certification", "render_compression", "render_datasets", "render_hardness",
-    "render_html", "render_ladder", "render_learners", "render_markdown",
-    "render_missed", "render_mteb", "render_near_miss", "render_paper", "render_provenance", "render_summary", "report_ks", "summary",
+    "dataset_infos", "gap_sentence", "gap_split", "gather", "gold_sizes", "headline_metrics", "is_trained",
+    "ladder_figure_data",
+    "ladder_rungs", "ladder_table", "learner_state", "learner_states", "learner_table", "mark_learners",
+    "near_miss_table",
+    "paper_points", "recall_plot_rows", "render_certification", "render_compression", "render_datasets",
+    "render_hardness", "render_html", "render_ladder", "render_learners", "render_markdown",
+    "render_missed", "render_mteb", "render_near_miss", "render_paper", "render_provenance", "render_summary",
+    "report_ks", "summary",
     "summary_table", "transfer_reference", "transfer_sentence", "transfer_table", "twin_metric_rows", "twin_types",
     "twin_verdict", "twin_verdict_kind", "uncompressed",
 ]

@@ -65,8 +65,8 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], n
     return "\n".join(line for section in MARKDOWN_SECTIONS for line in section.render(ctx))
 
 
-def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["ndcg_k"], *,
-                 config: Mapping | None = None, models: Mapping[str, str] | None = None,
+def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["ndcg_k"],
+                 *, config: Mapping | None = None, models: Mapping[str, str] | None = None,
                  colbert_model: str | None = None) -> pd.DataFrame:
     """Render every report output from the per-job tables; return results.csv's frame.
 

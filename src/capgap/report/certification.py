@@ -13,7 +13,8 @@ from .results import SPLIT_ORDER
 from .table import CAUSES
 
 
-# capgap.probe.OUTCOMES (the report env has no quadprog, so it must not import capgap.probe; a test checks the two agree)
+# capgap.probe.OUTCOMES (the report env has no quadprog, so it must not import capgap.probe;
+# a test checks the two agree)
 OUTCOMES = ("certified", "duplicate", "geometry", "tied", "undecided")
 CONSTRUCTION_RULES = ("n_docs <= dim + 1 with affinely independent documents, or a single gold document among distinct "
                       "documents of equal norm")
@@ -52,21 +53,24 @@ def render_certification(probe: pd.DataFrame, construction: Mapping[tuple[str, s
             v = {m: _value(g, d, e, "probe", split, m) for m in ["certified", *names]}
             dec = [_value(g, d, e, "probe", split, f"queries_{o}") for o in OUTCOMES]
             rows.append([d, e, split, _f(v["certified"]), *(_f(v[f"uncertified_{c}"]) for c in CAUSES),
-                         " / ".join(_count(x) for x in dec), _count(v["tied_queries"]), _f(v["certified_by_construction"])])
+                         " / ".join(_count(x) for x in dec), _count(v["tied_queries"]),
+                         _f(v["certified_by_construction"])])
         frac = _value(g, d, e, "probe", "all", "certified_by_construction")
         if frac != "–" and frac > 0:
-            built.append(f"- {d} / {e}: {'every query' if frac == 1 else f'{frac:.3f} of all queries'} certified by construction "
-                         f"({(construction or {}).get((d, e), CONSTRUCTION_RULES)}).")
-    out = ["Certificates by cause: a query the probe does not certify is counted under *duplicate documents* when a gold "
-           "document has an identical non-gold copy in the index (no vector separates identical rows) and the gold set is "
-           "not proven inseparable with those copies set aside, under *tied queries* "
-           "when another query with the same text has a different gold set (one vector must serve both), else under "
-           "*geometry* (the index itself). Certified by construction = the certificate was guaranteed before any "
-           f"optimisation ({CONSTRUCTION_RULES}). – = not recorded. *Decided* counts queries by how the probe decided them: "
-           "certified / certified up to identical copies (the gold set separated once a gold document's identical non-gold "
-           "copies are set aside: recall is then the best any vector reaches from k = |gold| + |copies| on) / proven not "
-           "separable (an inseparability proof or the exact LP) / text-tied with crossing gold sets / undecided.", ""]
+            built.append(f"- {d} / {e}: {'every query' if frac == 1 else f'{frac:.3f} of all queries'} certified by "
+                         f"construction ({(construction or {}).get((d, e), CONSTRUCTION_RULES)}).")
+    out = ["Certificates by cause: a query the probe does not certify is counted under *duplicate documents* when a "
+           "gold document has an identical non-gold copy in the index (no vector separates identical rows) and the "
+           "gold set is not proven inseparable with those copies set aside, under *tied queries* when another query "
+           "with the same text has a different gold set (one vector must serve both), else under *geometry* (the "
+           "index itself). Certified by construction = the certificate was guaranteed before any optimisation "
+           f"({CONSTRUCTION_RULES}). – = not recorded. *Decided* counts queries by how the probe decided them: "
+           "certified / certified up to identical copies (the gold set separated once a gold document's identical "
+           "non-gold copies are set aside: recall is then the best any vector reaches from k = |gold| + |copies| on) "
+           "/ proven not separable (an inseparability proof or the exact LP) / text-tied with crossing gold sets / "
+           "undecided.", ""]
     out.append(_md_table(["dataset", "encoder", "split", "certified", *(f"uncertified: {n}" for n in CAUSES.values()),
-                          "decided: certified / copies / not separable / tied / undecided", "queries sharing their text", "certified by construction"], rows))
+                          "decided: certified / copies / not separable / tied / undecided",
+                          "queries sharing their text", "certified by construction"], rows))
     out.append("")
     return out + (built + [""] if built else [])

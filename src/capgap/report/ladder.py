@@ -64,9 +64,9 @@ def ladder_table(df: pd.DataFrame, ndcg_k: int = 10) -> pd.DataFrame:
                 v[f"{name}_recall@{LADDER_K}"] = _num(g, d, e, m, s, "recall", LADDER_K)
                 v[f"{name}_ndcg"] = _num(g, d, e, m, s, "ndcg", ndcg_k)
             learned = is_trained(m)
-            st = states.get((d, e, m), NOT_RECORDED_STATE)
-            v.update(state=st.describe() if learned else NO_TRAINING, learned=learned,
-                     converged=(1.0 if st.finding else 0.0) if learned else float("nan"))
+            stopped = states.get((d, e, m), NOT_RECORDED_STATE)
+            v.update(state=stopped.describe() if learned else NO_TRAINING, learned=learned,
+                     converged=(1.0 if stopped.finding else 0.0) if learned else float("nan"))
             rows.append(v)
     return pd.DataFrame(rows, columns=LADDER_COLUMNS + ["learned", "converged"])
 
@@ -82,7 +82,8 @@ def _eligible(cell: pd.DataFrame) -> dict[str, bool]:
 
 
 def _states(cell: pd.DataFrame) -> dict[str, str]:
-    return {r["rung"]: r.get("state", NOT_RECORDED if is_trained(r["rung"]) else NO_TRAINING) for r in cell.to_dict("records")}
+    return {r["rung"]: r.get("state",
+                             NOT_RECORDED if is_trained(r["rung"]) else NO_TRAINING) for r in cell.to_dict("records")}
 
 
 def gap_split(cell: pd.DataFrame) -> dict | None:
@@ -145,8 +146,8 @@ def gap_sentence(dataset: str, encoder: str, split: dict | None) -> str:
     text = f"{dataset} × {encoder}, held-out R-precision: the oracle reaches {split['oracle']:.3f}"
     fit, best = split["fit"], split["best"]
     if fit is not None:
-        text += (f" and the best shared head fit on all queries (`{split['fit_rung']}`) {fit:.3f}, so the representational "
-                 f"gap is {split['representational']:.3f}")
+        text += (f" and the best shared head fit on all queries (`{split['fit_rung']}`) {fit:.3f}, so the "
+                 f"representational gap is {split['representational']:.3f}")
     else:
         _, rung, state = split["fit_skipped"][0]
         text += f"; representational gap: not determined ({_named(rung, state)})"
@@ -161,7 +162,8 @@ def gap_sentence(dataset: str, encoder: str, split: dict | None) -> str:
         text += f"; generalisation gap: not determined ({_named(rung, state)})."
     used = [(split[f"{p}_rung"], split[f"{p}_state"]) for p in ("fit", "best") if split[f"{p}_rung"] is not None]
     if used:
-        text += " Read from " + ", ".join(f"`{r}` (no training)" if s == NO_TRAINING else _named(r, s) for r, s in used) + "."
+        text += " Read from " + ", ".join(f"`{r}` (no training)" if s == NO_TRAINING else _named(r, s)
+                                          for r, s in used) + "."
     left = [t for p in ("fit", "best") if split[p] is not None for t in split[f"{p}_skipped"]]
     if left:
         text += (" Left out as not converged, above the rung used: "
@@ -175,31 +177,32 @@ def render_ladder(table: pd.DataFrame, fig: str | None, ndcg_k: int = 10) -> lis
     if table.empty:
         return []
     out = ["## The learnability ladder", "",
-           "Between the oracle (the probe: one optimised vector per query) and the pre-trained encoder, what one *shared* "
-           "query map reaches on the same frozen index (docs/ladder.md): `head-linear-all` / `head-mlp-all` are fit on "
-           "every query, train and held-out (a representational ceiling of that family, as far as its optimiser gets), "
-           "`head-linear` / `head-mlp` on train queries only; `nn-transfer` borrows the oracle vector of the most "
-           "similar train query (`-top<m>`: the mean of m); `finetuned*` are the fine-tuning regimes. "
-           "Gaps are read on held-out R-precision, from converged rungs only: a rung that learns and stopped at its step "
-           "cap (or early, or whose convergence was not recorded) bounds no part of the gap, and a part left without a "
-           "converged bounding rung is *not determined*. State: where each learning rung stopped (\"Trained learners\"); – "
-           "for a rung that does not learn by gradient.", ""]
+           "Between the oracle (the probe: one optimised vector per query) and the pre-trained encoder, what one "
+           "*shared* query map reaches on the same frozen index (docs/ladder.md): `head-linear-all` / `head-mlp-all` "
+           "are fit on every query, train and held-out (a representational ceiling of that family, as far as its "
+           "optimiser gets), `head-linear` / `head-mlp` on train queries only; `nn-transfer` borrows the oracle "
+           "vector of the most similar train query (`-top<m>`: the mean of m); `finetuned*` are the fine-tuning "
+           "regimes. Gaps are read on held-out R-precision, from converged rungs only: a rung that learns and stopped "
+           "at its step cap (or early, or whose convergence was not recorded) bounds no part of the gap, and a part "
+           "left without a converged bounding rung is *not determined*. State: where each learning rung stopped "
+           "(\"Trained learners\"); – for a rung that does not learn by gradient.", ""]
     if "state" not in table.columns:
         table = table.assign(state=[NOT_RECORDED if is_trained(r) else NO_TRAINING for r in table["rung"]])
     for (d, e), cell in table.groupby(["dataset", "encoder"], sort=False):
         out.append(f"**{d} × {e}**")
         out.append("")
-        out.append(_md_table(["rung", "train R-prec", "held-out R-prec", f"train R@{LADDER_K}", f"held-out R@{LADDER_K}",
-                              f"train nDCG@{ndcg_k}", f"held-out nDCG@{ndcg_k}", "state"],
-                             [[f"`{r['rung']}`"] + [_f(r[c]) for c in LADDER_COLUMNS[3:]] for r in cell.to_dict("records")]))
+        out.append(_md_table(["rung", "train R-prec", "held-out R-prec", f"train R@{LADDER_K}",
+                              f"held-out R@{LADDER_K}", f"train nDCG@{ndcg_k}", f"held-out nDCG@{ndcg_k}", "state"],
+                             [[f"`{r['rung']}`"] + [_f(r[c]) for c in LADDER_COLUMNS[3:]]
+                              for r in cell.to_dict("records")]))
         out.append("")
         out.append(gap_sentence(d, e, gap_split(cell)))
         out.append("")
     if fig:
         out += [f"![the learnability ladder]({fig})", "",
                 "The figure plots what the sentences read: R-precision (recall@10 only in a cell without R-precision "
-                "rows), train dashed, held-out solid; hollow markers are rungs that learn and did not converge (or whose "
-                "convergence was not recorded).", ""]
+                "rows), train dashed, held-out solid; hollow markers are rungs that learn and did not converge (or "
+                "whose convergence was not recorded).", ""]
     return out
 
 

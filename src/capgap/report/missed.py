@@ -30,7 +30,8 @@ def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Se
     run_of = {(Path(p).parts[-4], Path(p).parts[-3]): p for p in runs}
     qrels_of = {Path(d).parts[-2]: Path(d) / "qrels.tsv" for d in data_dirs}
     rows = []
-    numeric = table[table["k"] != RPREC].drop_duplicates(["dataset", "encoder"])  # the stated k, or the first after R-precision
+    # the stated k, or the first after R-precision
+    numeric = table[table["k"] != RPREC].drop_duplicates(["dataset", "encoder"])
     for r in numeric.itertuples(index=False):
         key = (r.dataset, r.encoder)
         if key not in probe_of or key not in run_of or r.dataset not in qrels_of:
@@ -38,11 +39,12 @@ def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Se
         prows = _read_jsonl(probe_of[key])
         run = {q: [d for d, _ in docs] for q, docs in read_run(run_of[key]).items()}
         missed = admitted_but_missed(prows, run, load_qrels_file(qrels_of[r.dataset]), int(r.k))
-        ex = ", ".join(f"{m['query_id']} (best gold rank {m['best_gold_rank'] or '> run depth'})" for m in missed[:examples])
+        ex = ", ".join(f"{m['query_id']} (best gold rank {m['best_gold_rank'] or '> run depth'})"
+                       for m in missed[:examples])
         rows.append([r.dataset, r.encoder, r.k, len(prows), len(missed), ex or "–"])
-    out.append("Queries whose gold set the frozen index admits at k (the probe certifies them or ranks every gold document "
-               "in its top k) but whose pre-trained query embedding misses a gold document at k: the encoder-limited "
-               "verdict of `capgap diagnose`, run on the DAG's own probe and retrieval outputs.")
+    out.append("Queries whose gold set the frozen index admits at k (the probe certifies them or ranks every gold "
+               "document in its top k) but whose pre-trained query embedding misses a gold document at k: the "
+               "encoder-limited verdict of `capgap diagnose`, run on the DAG's own probe and retrieval outputs.")
     out.append("")
     out.append(_md_table(["dataset", "encoder", "k", "queries", "admitted but missed", f"first {examples}"], rows))
     out.append("")

@@ -42,7 +42,8 @@ def collect(csv_paths: Sequence[str | Path]) -> pd.DataFrame:
     df["_s"] = df["split"].map({s: i for i, s in enumerate(SPLIT_ORDER)}).fillna(99)
     df["_v"] = pd.factorize(df["compression"])[0]  # variants in the order the jobs wrote them
     base = df[df["compression"] == ""].sort_values(["dataset", "_m", "encoder", "_s", "metric", "k"], kind="stable")
-    comp = df[df["compression"] != ""].sort_values(["dataset", "encoder", "_v", "_m", "_s", "metric", "k"], kind="stable")
+    comp = df[df["compression"] != ""].sort_values(["dataset", "encoder", "_v", "_m", "_s", "metric", "k"],
+                                                   kind="stable")
     return pd.concat([base, comp]).drop(columns=["_m", "_s", "_v"]).reset_index(drop=True)
 
 

@@ -16,9 +16,11 @@ from .learners import NOT_A_FINDING, NOT_RECORDED_STATE, learner_states
 
 TWIN_SOLVED = 0.95  # held-out twin_win at or above this: the method separates the gold statement from that twin type
 NO_TWINS = "finetuned-no-twins"  # the near-miss adapter trained with the twins left out of the InfoNCE softmax
-TWIN_METHODS = ("probe", "pretrained", "finetuned", NO_TWINS, "bm25", "colbert")  # order the twin pair count is taken in
+# order the twin pair count is taken in
+TWIN_METHODS = ("probe", "pretrained", "finetuned", NO_TWINS, "bm25", "colbert")
 TRANSFER_METHOD = re.compile(r"^(finetuned|finetuned-no-twins)@(.+)$")  # finetuned[-no-twins]@<near-miss source>
-NEAR_MISS_COLUMNS = ["dataset", "encoder", "type", "pairs", "probe_win", "probe_gap", "pretrained_win", "finetuned_train",
+NEAR_MISS_COLUMNS = ["dataset", "encoder", "type", "pairs", "probe_win", "probe_gap", "pretrained_win",
+                     "finetuned_train",
                      "finetuned_heldout", "no_twins_heldout", "bm25_win", "bm25_tie", "colbert_win", "colbert_tie",
                      "finetuned_state", "finetuned_finding", "no_twins_state", "no_twins_finding", "colbert_state",
                      "colbert_finding"]
@@ -77,14 +79,16 @@ def near_miss_table(df: pd.DataFrame) -> pd.DataFrame:
                 rows.append({"dataset": d, "encoder": e, "type": t, "pairs": pairs, "probe_win": v("probe", "twin_win"),
                              "probe_gap": v("probe", "twin_gap"), "pretrained_win": v("pretrained", "twin_win"),
                              "finetuned_train": v("finetuned", "twin_win", "train"),
-                             "finetuned_heldout": v("finetuned", "twin_win"), "no_twins_heldout": v(NO_TWINS, "twin_win"),
+                             "finetuned_heldout": v("finetuned", "twin_win"),
+                             "no_twins_heldout": v(NO_TWINS, "twin_win"),
                              "bm25_win": v("bm25", "twin_win"), "bm25_tie": v("bm25", "twin_tie"),
                              "colbert_win": v("colbert", "twin_win"), "colbert_tie": v("colbert", "twin_tie")})
-                for key, method, enc in (("finetuned", "finetuned", e), ("no_twins", NO_TWINS, e), ("colbert", "colbert", "")):
+                for key, method, enc in (("finetuned", "finetuned", e), ("no_twins", NO_TWINS, e),
+                                         ("colbert", "colbert", "")):
                     measured = ((sub["method"] == method) & (sub["encoder"] == enc)).any()
-                    st = states.get((d, enc, method), NOT_RECORDED_STATE)
-                    rows[-1][f"{key}_state"] = st.describe() if measured else None
-                    rows[-1][f"{key}_finding"] = st.finding if measured else None
+                    stopped = states.get((d, enc, method), NOT_RECORDED_STATE)
+                    rows[-1][f"{key}_state"] = stopped.describe() if measured else None
+                    rows[-1][f"{key}_finding"] = stopped.finding if measured else None
     return pd.DataFrame(rows, columns=NEAR_MISS_COLUMNS)
 
 
@@ -134,7 +138,8 @@ def _finetune_clause(r: Mapping) -> str:
     if ft >= TWIN_SOLVED:
         text = f"fine-tuning closes it on held-out combinations (fine-tuned held-out {ft:.3f}{train}{without})"
     else:
-        text = f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < {TWIN_SOLVED}{train}{without})"
+        text = (f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < "
+                f"{TWIN_SOLVED}{train}{without})")
     return text + _unfinished(r)
 
 
@@ -166,13 +171,15 @@ def _solved_clause(r: Mapping) -> str:
     checked = f"probe {r['probe_win']:.3f}, pre-trained {r['pretrained_win']:.3f}" + (
         f", BM25 {r['bm25_win']:.3f}" if r["bm25_win"] == r["bm25_win"] else ", BM25 not run")
     below = [f"{name} {r[c]:.3f}" + _not_a_finding(r, key)
-             for c, key, name in (("finetuned_heldout", "finetuned", "fine-tuned"), ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
+             for c, key, name in (("finetuned_heldout", "finetuned", "fine-tuned"),
+                                  ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
                                   ("colbert_win", "colbert", "ColBERT")) if r[c] == r[c] and r[c] < TWIN_SOLVED]
     if below:
         return (f"solved by the index, the pre-trained encoder and BM25 ({checked}, all >= {TWIN_SOLVED}), "
                 f"but not by {', '.join(below)}")
     unfinished = [f"{name} {r.get(f'{key}_state')}" for c, key, name in
-                  (("finetuned_heldout", "finetuned", "fine-tuned"), ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
+                  (("finetuned_heldout", "finetuned", "fine-tuned"),
+                   ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
                    ("colbert_win", "colbert", "ColBERT")) if r[c] == r[c] and _not_a_finding(r, key)]
     mark = f" — {NOT_A_FINDING} for " + "; ".join(unfinished) if unfinished else ""
     return f"solved by every method ({checked}, all >= {TWIN_SOLVED}, and every other method measured){mark}"
@@ -186,22 +193,24 @@ def twin_verdict(r: Mapping) -> str:
     (...); fine-tuning closes it on held-out combinations (...)." """
     kind, t = twin_verdict_kind(r), _type_name(r["type"])
     head = f"**{t}** ({_count(r['pairs']) if r['pairs'] == r['pairs'] else '?'} held-out pairs): "
-    probe = f"probe {r['probe_win']:.3f}, median margin {_f(r['probe_gap'])}" if r["probe_win"] == r["probe_win"] else ""
+    probe = (f"probe {r['probe_win']:.3f}, median margin {_f(r['probe_gap'])}" if r["probe_win"] == r["probe_win"]
+             else "")
     if kind == "not decided":
         what = "the probe" if not probe else "the pre-trained encoder"
         text = f"not decided — {what} did not measure this twin type"
     elif kind == "index-limited":
-        text = (f"index-limited — the frozen index does not rank the gold set first with its twin behind: the probe's "
-                f"witness (the best query vector it found for each query's whole gold set) ranks the gold above its twin "
-                f"on only {r['probe_win']:.3f} of held-out pairs (< {TWIN_SOLVED}; median margin {_f(r['probe_gap'])}); a "
-                f"single pair of distinct vectors is always separable, so an encoder may still order this pair right "
-                f"(pre-trained {_f(r['pretrained_win'])})")
+        text = ("index-limited — the frozen index does not rank the gold set first with its twin behind: the probe's "
+                "witness (the best query vector it found for each query's whole gold set) ranks the gold above its "
+                f"twin on only {r['probe_win']:.3f} of held-out pairs (< {TWIN_SOLVED}; median margin "
+                f"{_f(r['probe_gap'])}); a single pair of distinct vectors is always separable, so an encoder may "
+                f"still order this pair right (pre-trained {_f(r['pretrained_win'])})")
     elif kind == "encoder-limited":
         text = (f"encoder-limited — the geometry allows it ({probe}) but the pre-trained encoder does not find it "
                 f"(twin_win {r['pretrained_win']:.3f} < {TWIN_SOLVED}); {_finetune_clause(r)}")
     elif kind == "lexically blind":
-        text = (f"lexically blind — the frozen index and the pre-trained encoder separate the gold from its twin "
-                f"({probe}; pre-trained {r['pretrained_win']:.3f}), BM25 does not ({r['bm25_win']:.3f} < {TWIN_SOLVED})")
+        text = ("lexically blind — the frozen index and the pre-trained encoder separate the gold from its twin "
+                f"({probe}; pre-trained {r['pretrained_win']:.3f}), BM25 does not "
+                f"({r['bm25_win']:.3f} < {TWIN_SOLVED})")
     else:
         text = _solved_clause(r)
     tie = r["bm25_tie"]
@@ -235,6 +244,7 @@ def _learners_line(cell: pd.DataFrame) -> list[str]:
     """One line on where the cell's trained learners stopped (none measured: no lines)."""
     r = cell.iloc[0]
     parts = [f"{name} {r[c]}" if r[c] != "convergence not recorded" else f"{name}: {r[c]}"
-             for c, name in (("finetuned_state", "fine-tuned (twins as negatives)"), ("no_twins_state", "fine-tuned without twins"),
+             for c, name in (("finetuned_state", "fine-tuned (twins as negatives)"),
+                             ("no_twins_state", "fine-tuned without twins"),
                              ("colbert_state", "ColBERT")) if c in cell.columns and isinstance(r[c], str)]
     return [f"Learners: {'; '.join(parts)}.", ""] if parts else []

@@ -50,8 +50,9 @@ from .locate import (HINT, MIRROR_ENV, ONLINE_HINT, availability, file_hashes, f
 from .obtain import obtain, prepare
 
 __all__ = [
-    "BEIR_MD5", "BEIR_SELF_RETRIEVAL", "BEIR_URL", "download_beir", "BRIGHT_CATEGORIES", "BRIGHT_REVISION", "BRIGHT_URL",
+    "BEIR_MD5", "BEIR_SELF_RETRIEVAL", "BEIR_URL", "download_beir", "BRIGHT_CATEGORIES", "BRIGHT_REVISION",
+    "BRIGHT_URL",
     "bright_to_beir", "download_bright", "default_cache_dir", "is_offline", "LIMIT_COMMIT", "LIMIT_FILES", "LIMIT_RAW",
-    "LIMIT_SHA256", "download_limit", "HINT", "MIRROR_ENV", "ONLINE_HINT", "availability", "file_hashes", "folder_digest",
-    "local_source", "locate", "source_digest", "source_files", "obtain", "prepare",
+    "LIMIT_SHA256", "download_limit", "HINT", "MIRROR_ENV", "ONLINE_HINT", "availability", "file_hashes",
+    "folder_digest", "local_source", "locate", "source_digest", "source_files", "obtain", "prepare",
 ]

@@ -20,7 +20,8 @@ from .download import _retrieve
 log = logging.getLogger("capgap.sources")
 
 
-BRIGHT_URL = "https://huggingface.co/datasets/xlangai/BRIGHT/resolve/{revision}/{config}/{category}-00000-of-00001.parquet"
+BRIGHT_URL = ("https://huggingface.co/datasets/xlangai/BRIGHT/resolve/{revision}/{config}/"
+              "{category}-00000-of-00001.parquet")
 BRIGHT_REVISION = "main"  # pin a commit with `revision:` in the dataset's config
 BRIGHT_CATEGORIES = ("biology", "earth_science", "economics", "psychology", "robotics", "stackoverflow",
                      "sustainable_living", "leetcode", "pony", "aops", "theoremqa_theorems", "theoremqa_questions")
@@ -57,7 +58,8 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
 
     ex = pd.read_parquet(examples)
     docs = pd.read_parquet(documents)
-    for path, frame, cols in ((examples, ex, ("id", "query", gold_key, "excluded_ids")), (documents, docs, ("id", "content"))):
+    for path, frame, cols in ((examples, ex, ("id", "query", gold_key, "excluded_ids")),
+                              (documents, docs, ("id", "content"))):
         missing = [c for c in cols if c not in frame.columns]
         if missing:
             raise DataFormatError(path, None, missing[0], f"column missing (has {list(frame.columns)})")
@@ -80,13 +82,14 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
             raise DataFormatError(examples, i, "id", "empty query id")
         check_id(examples, i, "id", q)
         queries.append({"_id": q, "text": str(r["query"])})
-        gold = list(dict.fromkeys(check_id(examples, i, gold_key, str(g)) for g in (r[gold_key] if r[gold_key] is not None else [])))
+        gold = list(dict.fromkeys(check_id(examples, i, gold_key,
+                                           str(g)) for g in (r[gold_key] if r[gold_key] is not None else [])))
         ex_ids = [check_id(examples, i, "excluded_ids", str(e))
                   for e in (r["excluded_ids"] if r["excluded_ids"] is not None else []) if str(e) != "N/A"]
         both = set(gold) & set(ex_ids) & (corpus_ids - empty)
         if both:
-            log.warning("%s row %d: ids both gold and excluded %s (BRIGHT's run.py asserts there are none): kept as gold "
-                        "that no method can find", examples, i, sorted(both)[:3])
+            log.warning("%s row %d: ids both gold and excluded %s (BRIGHT's run.py asserts there are none): kept as "
+                        "gold that no method can find", examples, i, sorted(both)[:3])
         qrels += [(q, g) for g in gold]
         for e in dict.fromkeys(ex_ids):
             if e in corpus_ids and e not in empty:
@@ -105,7 +108,8 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
     excl_set = set(excl)
     return {"documents": len(keep) - len(empty), "empty_documents": len(empty), "queries": len(queries),
             "gold_pairs": len(qrels), "gold_pairs_absent": sum(d not in corpus_ids for _, d in qrels),
-            "gold_pairs_empty": sum(d in empty for _, d in qrels), "gold_pairs_excluded": sum(p in excl_set for p in qrels),
+            "gold_pairs_empty": sum(d in empty for _, d in qrels),
+            "gold_pairs_excluded": sum(p in excl_set for p in qrels),
             "excluded_pairs": len(excl), "exclusions_of_unknown_ids": dropped_excl,
             "exclusions_of_empty_documents": excl_empty}
 

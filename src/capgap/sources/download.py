@@ -15,7 +15,8 @@ from ..io import _umask
 
 def is_offline() -> bool:
     """True when the user asked for no network (``HF_HUB_OFFLINE`` or ``CAPGAP_OFFLINE`` truthy)."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "CAPGAP_OFFLINE"))
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true",
+                                                         "yes") for v in ("HF_HUB_OFFLINE", "CAPGAP_OFFLINE"))
 
 
 def default_cache_dir() -> Path:

@@ -162,8 +162,9 @@ def run_loop(
     ckpt_path : path, optional
         Checkpoint file, written atomically (``save_checkpoint``) every ``checkpoint_every``
         steps and at the last step; resumed when it exists and its digest matches. Its payload:
-        ``digest`` (with ``n_items`` as the part "number of training items"), ``step``, ``weights``, ``optim``, ``rng`` (``rng_state``),
-        ``perm``, ``pos``, ``curve``, ``losses`` (losses since the last curve point).
+        ``digest`` (with ``n_items`` as the part "number of training items"), ``step``,
+        ``weights``, ``optim``, ``rng`` (``rng_state``), ``perm``, ``pos``, ``curve``, ``losses``
+        (losses since the last curve point).
     digest : mapping of str to str
         Named digests of everything the run depends on (e.g. ``{"settings": ..., "data": ...}``).
         A checkpoint whose parts differ is never resumed: training starts over and the log
@@ -222,8 +223,8 @@ def run_loop(
     if patience and (monitor is None or evaluate is None):
         raise ValueError("run_loop: patience needs evaluate and monitor (the curve metric to watch)")
     if convergence is not None and (convergence.max_iter != n_steps or eval_every < 1):
-        raise ValueError(f"run_loop: the convergence rule's cap ({convergence.max_iter}) must equal n_steps ({n_steps}) "
-                         f"and eval_every ({eval_every}) be >= 1 (the rule is checked at curve points)")
+        raise ValueError(f"run_loop: the convergence rule's cap ({convergence.max_iter}) must equal n_steps "
+                         f"({n_steps}) and eval_every ({eval_every}) be >= 1 (the rule is checked at curve points)")
     perm, pos, step, curve, losses, resumed = sampler.permutation(n_items), 0, 0, [], [], 0
     stopped_at = converged_at = None
     ckpt = Path(ckpt_path) if ckpt_path else None
@@ -252,8 +253,10 @@ def run_loop(
         model.train()
         if convergence is not None:
             point.setdefault("objective", point["loss"])
-            gain = relative_improvement([_objective(p) for p in curve + [point]], convergence.n_iter_no_change, convergence.floor)
-            point["improvement"] = gain if np.isfinite(gain) else None  # None: too few points (strict JSON, equal on resume)
+            gain = relative_improvement([_objective(p) for p in curve + [point]], convergence.n_iter_no_change,
+                                        convergence.floor)
+            # None: too few points (strict JSON, equal on resume)
+            point["improvement"] = gain if np.isfinite(gain) else None
         curve.append(point)
         losses.clear()
 
@@ -266,7 +269,8 @@ def run_loop(
 
         bar = tqdm(total=n_steps, initial=step, desc=desc, unit="step")
     def monitored() -> np.ndarray:  # the watched values, the start first; NaN never the best
-        values = np.asarray(([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve], dtype=np.float64)
+        values = np.asarray(([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve],
+                            dtype=np.float64)
         return np.where(np.isnan(values), -np.inf, values)
 
     def plateaued() -> bool:
@@ -276,7 +280,8 @@ def run_loop(
     def save() -> None:
         save_checkpoint(ckpt, {"digest": digest, "step": step, "weights": weights.state_dict(),
                                "optim": optimizer.state_dict(), "rng": rng_state(sampler), "perm": perm, "pos": pos,
-                               "curve": curve, "losses": losses, "stopped_at": stopped_at, "converged_at": converged_at})
+                               "curve": curve, "losses": losses, "stopped_at": stopped_at,
+                               "converged_at": converged_at})
 
     model.train()
     t0, done_here = time.perf_counter(), 0
@@ -299,8 +304,10 @@ def run_loop(
             curve_point(step)
             if convergence is not None and convergence.stop and has_converged():
                 converged_at = step
-                log.info("%s: converged at step %d (objective %.6g, improved %.3g < tol %g over the last %d points)", desc,
-                         step, curve[-1]["objective"], curve[-1]["improvement"], convergence.tol, convergence.n_iter_no_change)
+                log.info("%s: converged at step %d (objective %.6g, improved %.3g < tol %g over the last %d points)",
+                         desc,
+                         step, curve[-1]["objective"], curve[-1]["improvement"], convergence.tol,
+                         convergence.n_iter_no_change)
             elif patience and plateaued():
                 stopped_at = step
                 log.info("%s: no better %s point in the last %d: stopped at step %d", desc, "curve", patience, step)
@@ -317,7 +324,8 @@ def run_loop(
         if has_converged():
             converged_at = step
     elif converged_at is None and convergence is not None and not convergence.stop and has_converged():
-        converged_at = step  # trained to the cap but for patience: the rule judges the last point, as state_from_curve does
+        # trained to the cap but for patience: the rule judges the last point, as state_from_curve does
+        converged_at = step
     state = None
     if convergence is not None:
         chose_earlier = False
