@@ -24,7 +24,7 @@ from capgap.sources import (
 
 
 def enabled(rule, dataset=None):
-    """Whether the optional rule ``rule`` runs (on ``dataset``): capgap.config.enabled."""
+    """Whether the optional rule ``rule`` runs (on ``dataset``), see capgap.config.enabled."""
     return cfg.enabled(config, rule, dataset)
 
 
@@ -124,9 +124,9 @@ def result_tables(wildcards=None):
     files = []
     for ds in available_datasets():
         files += per_index(rules.pretrained.output.metrics, ds)
-        for rule in ("finetune", "probe", "ladder"):
-            if enabled(rule):
-                files += per_index(getattr(rules, rule).output.metrics, ds)
+        for name in ("finetune", "probe", "ladder"):
+            if enabled(name):
+                files += per_index(getattr(rules, name).output.metrics, ds)
         if enabled("finetune_regime", ds):
             files += expand(
                 rules.finetune_regime.output.metrics,
