@@ -7,6 +7,7 @@ test suite runs against) and import coverage, by a static walk of the code each 
 """
 
 import ast
+import functools
 import re
 import sys
 import tomllib
@@ -121,6 +122,18 @@ def _path(module: str) -> Path:
     return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 
+@functools.cache
+def _tree(module: str) -> ast.Module:
+    """The parsed source of capgap module ``module``, parsed once (the walks only read it)."""
+    return ast.parse(_path(module).read_text())
+
+
+@functools.cache
+def _packages_distributions() -> dict:
+    """importlib.metadata.packages_distributions(), read once (it reads every installed RECORD)."""
+    return metadata.packages_distributions()
+
+
 def _resolve(module: str, imp: ast.ImportFrom) -> str:
     """The capgap module a relative ``from .x import ...`` in ``module`` names ('' = capgap)."""
     pkg = module if _path(module).name == "__init__.py" else module.rpartition(".")[0]
@@ -133,7 +146,7 @@ def _defining(module: str, name: str) -> tuple[str, str | None]:
     """Where ``from module import name`` finds ``name``: ``(module, name)`` when ``module``
     defines it, the defining module when ``module`` re-exports it (a package ``__init__``'s
     ``from .sub import name``, followed), else ``(module, None)``: the whole module."""
-    body = ast.parse(_path(module).read_text()).body
+    body = _tree(module).body
     if any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name for n in body):
         return module, name
     for n in body:
@@ -154,7 +167,7 @@ def _closure(module, name=None, seen=None) -> set[str]:
     if (module, name) in seen:
         return set()
     seen.add((module, name))
-    tree = ast.parse(_path(module).read_text())
+    tree = _tree(module)
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     nodes = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]  # module level
     found = set()
@@ -187,15 +200,23 @@ def _requires(dist: str, acc: set) -> set:
     if dist in acc:
         return acc
     acc.add(dist)
-    try:
-        reqs = metadata.requires(dist) or []
-    except metadata.PackageNotFoundError:
+    reqs = _dist_requires(dist)
+    if reqs is None:
         return acc
     for r in reqs:
         req = Requirement(r)
         if req.marker is None or "extra" not in str(req.marker):
             _requires(_norm(req.name), acc)
     return acc
+
+
+@functools.cache
+def _dist_requires(dist: str) -> tuple[str, ...] | None:
+    """metadata.requires(dist), read once per distribution; None when it is not installed."""
+    try:
+        return tuple(metadata.requires(dist) or [])
+    except metadata.PackageNotFoundError:
+        return None
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -209,7 +230,7 @@ def test_env_provides_what_the_family_imports(family):
     names = [Requirement(p).name for p in pip] + (re.findall(r"([\w-]+)==", post.read_text()) if post.is_file() else [])
     for n in names:
         _requires(_norm(n), provided)
-    dist_of = metadata.packages_distributions()
+    dist_of = _packages_distributions()
     missing = {m: dist_of.get(m) for m in modules if not any(_norm(d) in provided for d in dist_of.get(m, [m]))}
     assert not missing, f"envs/{family}.yaml lacks what its code imports: {missing}"
     assert modules  # the walk found the family's imports at all
