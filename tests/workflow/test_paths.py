@@ -27,6 +27,7 @@ def _env(**extra):
     return env
 
 
+@pytest.mark.slow
 def test_workflow_with_data_mirror_config_and_results_under_such_paths(tmp_path):
     """A local dataset (config ``path:``) and a mirror dataset, the config file, the mirror and
     the results folder all under ODD-like names: the DAG plans every job, and the data jobs

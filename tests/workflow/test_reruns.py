@@ -27,6 +27,8 @@ SOURCE = ROOT / "tests" / "data" / "source-edit"
 UNREACHABLE = "http://127.0.0.1:9/gone.zip"
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPGAP_OFFLINE", "CAPGAP_DATA_MIRROR")
 
+pytestmark = pytest.mark.slow
+
 
 def _config(data: Path, *names: str) -> dict:
     """The tiny config: pre-trained MiniLM and BM25 on local datasets ``names`` (one folder),

@@ -7,26 +7,13 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
 from ..conftest import ROOT
-
-BIN = Path(sys.executable).parent
-TINY = ROOT / "tests" / "configs" / "tiny.yaml"
-
-
-def _env(mirror):
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CAPGAP_DATA_MIRROR=str(mirror))
-    return env
-
-
-def _smk(workdir, configfile, mirror, *args):
-    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile", str(configfile), "--cores", "2", *args]
-    return subprocess.run(cmd, env=_env(mirror), capture_output=True, text=True, timeout=900)
+from .conftest import BIN, TINY, _env, _smk
 
 
 def _jobs(dry_run_output: str) -> dict[str, int]:
@@ -40,14 +27,6 @@ def _jobs(dry_run_output: str) -> dict[str, int]:
         if len(parts) == 2 and parts[0] != "total":
             out[parts[0]] = int(parts[1])
     return out
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, mirror):
-    work = tmp_path_factory.mktemp("dag")
-    r = _smk(work, TINY, mirror)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return work
 
 
 def _rows(work, compression=""):
@@ -560,6 +539,7 @@ def test_every_number_equals_pytrec_eval_on_the_run_files(tiny_run):
     print(f"{checked} numbers checked; {tied_queries} query runs with a gold tie judged by the tie rule")
 
 
+@pytest.mark.slow
 def test_edited_source_reruns_its_dataset(tmp_path, mirror):
     """A dataset given by path: editing one document after a full run reruns the data job and
     everything downstream, and the numbers change; rewriting a file unchanged reruns nothing
@@ -647,6 +627,7 @@ def test_every_shipped_config_validates_and_dry_runs(name, tmp_path, mirror):
     assert _jobs(r.stdout + r.stderr).get("data", 0) >= 1
 
 
+@pytest.mark.slow
 def test_a_failed_jobs_capgap_error_reaches_the_console(tmp_path):
     """A DAG stopped by bad data (a qrels score that is not a number) prints the data job's
     capgap error, naming file, line and field, on the console: the default workflow profile
