@@ -17,7 +17,7 @@ from capgap.diagnosis import load_matrix
 from capgap.errors import DataFormatError
 from capgap.io import load_query_embeddings
 
-# 5 documents in 3-d, d3 an exact copy of d2 (tests/test_diagnose.py's hand-built case): at k = 1
+# 5 documents in 3-d, d3 an exact copy of d2 (tests/diagnosis/test_diagnose.py's hand-built case): at k = 1
 # qa's gold d2 ties with its copy d3 (index-limited); qb's query points at d1, its gold is d0
 # (encoder-limited); qc and qd are served (ok). Probe recall@1 3/4, encoder recall@1 2/4.
 D = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1], [0.5, 0.5, 0]], dtype=np.float32)

@@ -159,7 +159,7 @@ def test_max_length_above_minilm_positions_is_refused_at_config_time():
 @needs_mpnet
 def test_mpnet_limit_is_read_from_the_split_zip_without_unpacking(tmp_path, monkeypatch):
     """MPNet: 514 position embeddings, padding index 1, so 512 usable (the model's own
-    position_limit says the same: tests/test_encoders.py). Read from the zip parts in place: an
+    position_limit says the same: tests/core/test_encoders.py). Read from the zip parts in place: an
     empty cache stays empty."""
     monkeypatch.setenv("CAPGAP_CACHE", str(tmp_path / "cache"))
     cfg = _with("encoders.mpnet", {"model": "sentence-transformers/all-mpnet-base-v2", "max_length": 513})

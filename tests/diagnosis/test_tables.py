@@ -17,7 +17,7 @@ from capgap.diagnosis import load_embeddings
 from capgap.diagnosis.tables import read_table_vectors
 from capgap.errors import DataFormatError
 
-# tests/test_diagnose.py's hand-built case: at k = 1, qa is index-limited (its gold d2 has an
+# tests/diagnosis/test_diagnose.py's hand-built case: at k = 1, qa is index-limited (its gold d2 has an
 # identical copy d3), qb encoder-limited (its vector points at d1, its gold is d0), qc and qd ok
 D = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1], [0.5, 0.5, 0]], dtype=np.float32)
 Q = np.array([[0.5, 0.5, 0], [0, 1, 0], [0, 1, 0], [1, 0, 0]], dtype=np.float32)

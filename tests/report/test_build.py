@@ -245,7 +245,7 @@ def test_gold_sizes_by_hand(tmp_path):
 def test_summary_table_cells(rendered):
     assert _table_after(rendered["md"], "## At a glance") == SUMMARY
     md = rendered["md"]
-    # these results predate the convergence rows: the gap stays, marked not a finding (tests/test_report_convergence.py)
+    # these results predate the convergence rows: the gap stays, marked not a finding (tests/report/test_learners.py)
     assert ("**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned encoder "
             "reaches 0.070 (fine-tuning: convergence not recorded), leaving **0.930 of capacity unused** — not a finding: the "
             "fine-tuning is not known to have converged. For reference: ColBERT 0.900 (convergence not recorded), BM25 0.970.") in md
