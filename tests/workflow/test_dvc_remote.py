@@ -48,7 +48,7 @@ def test_dvc_push_pull_round_trip(tiny_run, mirror, tmp_path):
     # experiments stage's Snakemake has nothing to do (the same Snakefile, config and inputs)
     for rel in ("results", "reports", "logs", "benchmarks/rules", ".snakemake"):
         shutil.copytree(tiny_run / rel, repo / rel, symlinks=True, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("locks", "log", "incomplete"))
+                        ignore=shutil.ignore_patterns("locks", "log", "incomplete") if rel == ".snakemake" else None)
     remote = tmp_path / "remote"
     run(str(BIN / "dvc"), "remote", "add", "-d", "shared", str(remote))  # what a user configures
     run(str(BIN / "dvc"), "repro", timeout=1500)
