@@ -70,7 +70,7 @@ test: install
 test-cluster: install
 	scripts/slurm_local.sh start
 	PATH="$(PATHBIN):$$PATH" SLURM_CONF=$${CAPGAP_SLURM_DIR:-/tmp/capgap-slurm}/slurm.conf \
-	  $(BIN)/python -m pytest -q -m cluster tests/test_cluster.py $(PYTEST_ARGS); rc=$$?; \
+	  $(BIN)/python -m pytest -q -m cluster tests/workflow/test_cluster.py $(PYTEST_ARGS); rc=$$?; \
 	  scripts/slurm_local.sh stop; exit $$rc
 
 # writes dvc.lock after the run: what ran, with what it made (not committed: docs/snakemake-dvc.md)

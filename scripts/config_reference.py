@@ -6,7 +6,7 @@ description, one table per top-level section.
     python scripts/config_reference.py --check   # exit 1 when the committed table differs
 
 The table lies between ``<!-- config-keys:begin -->`` and ``<!-- config-keys:end -->``;
-tests/test_config_reference.py checks that it equals what this script generates.
+tests/scripts/test_config_reference.py checks that it equals what this script generates.
 """
 
 from __future__ import annotations

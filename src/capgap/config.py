@@ -5,7 +5,7 @@
 ``default`` values are the only defaults: the settings dataclasses (``probe.ProbeConfig``,
 ``finetune.FinetuneConfig``, ``colbert.ColbertConfig``, ...) take their field defaults from
 ``section_defaults``, so the DAG, ``capgap diagnose`` and the Python API run the same settings,
-and ``tests/test_config.py`` fails when a dataclass and the schema disagree.
+and ``tests/core/test_config.py`` fails when a dataclass and the schema disagree.
 """
 
 from __future__ import annotations

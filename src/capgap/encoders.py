@@ -313,7 +313,7 @@ _PADDING_OFFSET_TYPES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert"
 def config_position_limit(model_config: dict) -> tuple[int, str] | None:
     """``position_limit`` computed from a checkpoint's ``config.json`` (parsed to a dict) alone,
     without loading the model: ``(limit, description)``, the same values ``position_limit``
-    gives for the loaded model (tests/test_encoders.py checks both on the bundled checkpoints
+    gives for the loaded model (tests/core/test_encoders.py checks both on the bundled checkpoints
     and on RoBERTa/BERT configs), or None when the config states no ``max_position_embeddings``.
     Raises nothing."""
     n = model_config.get("max_position_embeddings")

@@ -14,7 +14,7 @@ Sharded (``index.shards`` > 1: rule ``index_shard`` per shard, then rule ``index
 n embeds a contiguous run of whole chunks (``shard_chunks``, ``build_index_shard``) and
 ``gather_index`` concatenates them into the same three files. A chunk is one ``encode`` call in
 both builds, so every forward batch holds the same documents and the gathered
-``embeddings.npy`` is byte-identical to the unsharded one (tests/test_shards.py, on the bundled
+``embeddings.npy`` is byte-identical to the unsharded one (tests/probe/test_shards.py, on the bundled
 MiniLM on CPU). On a GPU the same holds as long as every shard runs on the same GPU model,
 library versions and dtype (the kernels are chosen by shape; the shapes are the same).
 """

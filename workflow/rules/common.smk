@@ -78,7 +78,7 @@ def dataset_available(dataset):
     not run a missing checkpoint job when the files downstream of it exist, so a dataset added
     to an existing results tree must reach the DAG as a plain input, not through a checkpoint;
     a download's data folder is one of rule all's plain inputs (status_files), so a missing one
-    reruns its data job and the report (tests/test_reruns.py, snakemake/snakemake#3870).
+    reruns its data job and the report (tests/workflow/test_reruns.py, snakemake/snakemake#3870).
     """
     if config["require_datasets"]:
         return True

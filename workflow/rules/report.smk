@@ -1,7 +1,7 @@
 # Aggregate every result table into reports/: results.csv (the single source), report.md and
 # the self-contained report.html, figures, summary.json, metrics.json (dvc metrics) and
 # plots/recall_at_k.csv (dvc plots). Its outputs are listed here only: rule all takes them, and
-# tests/test_workflow.py checks that dvc.yaml's report stage tracks exactly these.
+# tests/workflow/test_workflow.py checks that dvc.yaml's report stage tracks exactly these.
 
 
 rule report:

@@ -15,7 +15,7 @@ second, graded solve of the duplicates (``refine.refine_duplicates``), whose bat
 how many queries it re-solves, so it runs once, over all of them, in the gather.
 
 This module mirrors ``solver.probe`` / ``solver._probe`` step by step without changing them;
-tests/test_shards.py checks the sharded and unsharded outputs byte for byte.
+tests/probe/test_shards.py checks the sharded and unsharded outputs byte for byte.
 """
 
 from __future__ import annotations

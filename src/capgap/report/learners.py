@@ -25,8 +25,8 @@ from .context import ReportContext
 from .format import _md_table
 
 # capgap.training.STATE_METRICS, copied: importing a module-level name of capgap.training pulls in
-# the whole module's imports (torch, which the report env lacks; tests/test_envs.py), so the
-# report keeps its own copy (tests/test_report_convergence.py checks they agree)
+# the whole module's imports (torch, which the report env lacks; tests/workflow/test_envs.py), so the
+# report keeps its own copy (tests/report/test_learners.py checks they agree)
 STATE_METRICS = ("converged", "early_stopped", "steps", "max_steps", "train_loss", "loss_improvement", "decay_steps")
 NOT_RECORDED = "convergence not recorded"
 UNTRAINED = "not trained (evaluated as loaded)"

@@ -3,7 +3,7 @@ the config schema (the schema is the config reference; the page carries it, neve
 
 import importlib.util
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 
 def _script():
