@@ -60,6 +60,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -68,13 +69,15 @@ from tqdm import tqdm
 from ..retrieval import duplicate_groups, merge_groups, rank_gold, rank_top
 from . import constants as const
 from .planes import _compared_rows, _product_error, _threshold
+from .config import SolveSettings
 from .result import ProbeResult
 from .setup import _duplicate_rows, _twins
 
 log = logging.getLogger(__name__)
 
 _INDEX: np.ndarray | None = None  # the index, inherited by the forked workers (screened_probe)
-_SETTINGS: dict = {}  # the probe's settings for the candidates' problems
+_SETTINGS: SolveSettings | None = None  # the probe's settings for the candidates' problems
+_SOLVE = None  # solver._probe, passed in by probe() (this module sits below the solver)
 
 
 def screens(n_docs: int, tie_groups, pairs: str, grs) -> bool:
@@ -136,27 +139,25 @@ def _solve_candidates(task) -> ProbeResult:
     """The probe on one query's candidates: ``task`` = (rows, gold positions among them, grades,
     duplicate groups among them, r)."""
     rows, gpos, grades, groups, r = task
-    s = _SETTINGS
-    _probe = s["solve"]  # solver._probe, passed in by probe() (this module sits below the solver)
-    assert _INDEX is not None
+    assert _INDEX is not None and _SETTINGS is not None and _SOLVE is not None
+    settings = replace(_SETTINGS, C=_SETTINGS.C * r, eps=_SETTINGS.eps / r, C_max=_SETTINGS.C_max * r, batch_size=None,
+                       depth=0, workers=1, progress=False)
     Dc = np.ascontiguousarray(_INDEX[rows], dtype=np.float32)
     quiet = logging.getLogger("capgap.probe")  # the iteration cap is warned once for all queries (screened_probe)
     level, quiet.level = quiet.level, logging.ERROR
     try:
-        return _probe(Dc, [gpos], s["C"] * r, s["eps"] / r, s["max_iter"], None, s["lp_check_max_docs"], s["C_max"] * r,
-                      False, None, [grades], None, 0, groups, s["mode"], 1, s["pairs"])[0]
+        return _SOLVE(Dc, [gpos], settings, grades=[grades], duplicates=groups)[0]
     finally:
         quiet.level = level
 
 
-def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: int, progress: bool, whole,
-                   solve) -> list[ProbeResult]:
+def screened_probe(D, golds, grs, excls, duplicates, settings: SolveSettings, whole, solve) -> list[ProbeResult]:
     """The probe of every query by screening (module docstring).
 
     ``D``: ``(n_docs, dim)`` the index (float32, or cast block by block; may be a memory map);
     ``golds`` / ``grs`` / ``excls``: ``setup._queries``' validated rows, grades and exclusions;
-    ``duplicates``: ``probe(duplicates=...)``; ``settings``: C, C_max (resolved, >= C), eps,
-    max_iter, lp_check_max_docs, depth, solve, pairs; ``whole(queries)``: the whole-index probe
+    ``duplicates``: ``probe(duplicates=...)``; ``settings``: ``probe()``'s, resolved (its
+    ``workers`` run the candidates' problems, ``progress`` shows a bar); ``whole(queries)``: the whole-index probe
     of those queries (their ``ProbeResult`` list, in order), for what screening leaves open;
     ``solve``: ``solver._probe``, run on each query's candidates.
     Returns one ``ProbeResult`` per query, in order: ``extra["screen"]`` = ``{"rounds",
@@ -170,9 +171,10 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: in
     results: list[ProbeResult | None] = [None] * len(golds)
     left: dict[int, int] = {}  # queries for the whole-index probe, with their rounds on candidates
     chunk = max(1, const.SCREEN_SCORE_BYTES // (4 * max(n, 1)))
-    bar = tqdm(total=len(golds), desc="probe (screened)", unit="query") if progress else None
-    global _INDEX, _SETTINGS
-    _INDEX, _SETTINGS = D, dict(settings, mode=settings["solve"], solve=solve)  # before the fork: the workers inherit them
+    bar = tqdm(total=len(golds), desc="probe (screened)", unit="query") if settings.progress else None
+    global _INDEX, _SETTINGS, _SOLVE
+    _INDEX, _SETTINGS, _SOLVE = D, settings, solve  # before the fork: the workers inherit them
+    workers = settings.workers
     pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_init) if workers > 1 else None
     try:
         for c0 in range(0, len(golds), chunk):
@@ -188,11 +190,11 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: in
             pool.shutdown()
         if bar is not None:
             bar.close()
-        _INDEX, _SETTINGS = None, {}
+        _INDEX, _SETTINGS, _SOLVE = None, None, None
     capped = sum(1 for res in results if res is not None and not res.converged)
     if capped:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g on their candidates",
-                    capped, len(golds), settings["max_iter"], settings["eps"])
+                    capped, len(golds), settings.max_iter, settings.eps)
     if left:
         for q, res in zip(list(left), whole(list(left))):
             res.extra["screen"] = {"rounds": left[q], "candidates": n, "exact": True, "whole": True}
@@ -301,7 +303,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     low32 = float(s32[gold].min())
     delta = _product_error(D.shape[1], max(float(np.linalg.norm(w)), 1e-30), st["rmax"])
     near = s32 >= low32 - 2 * delta
-    depth = settings["depth"]
+    depth = settings.depth
     if depth:
         k = min(len(s32), depth + len(gold) + len(excls[q]))  # every document within the error of the k-th score
         near |= s32 >= float(np.partition(s32, len(s32) - k)[len(s32) - k]) - 2 * delta
@@ -333,7 +335,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     thresh = _threshold(w, scale)
     certified = margin > thresh
     separated = certified or (len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf, top_far) > thresh)
-    confirmed = separated and settings["solve"] == "certificate"  # a certificate needs no optimum
+    confirmed = separated and settings.solve == "certificate"  # a certificate needs no optimum
     viol = np.zeros(0, dtype=np.int64)
     if not confirmed:  # the documents outside the candidates in a violated pair (s_j > min gold - 1), from float32
         out = s32 > low32 - 1.0 - 2 * delta
@@ -346,7 +348,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
             return None, viol[np.argsort(-s32[viol], kind="stable")]  # highest score first
     # the SVM point's objective, dual and slack (res's: w itself may be a witness that replaced it) in the whole
     # problem's units: (C r) sum hinge / (|G| r N) = C sum hinge / |P|, exact while no document outside is violated
-    C_final = float(res.extra.get("C_final", settings["C"] * r)) / r
+    C_final = float(res.extra.get("C_final", settings.C * r)) / r
     if certified:
         cause, outcome, by = None, "certified", res.decided_by if res.decided_by in ("lp", "hull") else "certificate"
     elif separated:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..retrieval import duplicate_groups, merge_groups, tie_index
 from . import constants as const
+from .config import SolveSettings
 from .state import _Env
 
 
@@ -33,12 +34,12 @@ def _queries(n, gold_sets, excluded_sets, grades):
     return golds, grs, excls
 
 
-def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, pairs: str, settings: dict,
-                 solves: bool = True) -> _Env:
+def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, settings: SolveSettings,
+                 prove: bool = True, solves: bool = True) -> _Env:
     """The ``_Env`` of validated queries (``_queries``) over the index ``Df`` ``(n_docs, dim)
-    float32``; ``settings``: the ``_Env`` fields C, C_max, eps, max_iter, lp_check_max_docs,
-    depth, solve and prove. ``solves=False``: no batch will run on it (the shards' gather),
-    so no column-major copy (``transposed``)."""
+    float32``; ``settings``: C, C_max, eps, max_iter, lp_check_max_docs, depth, solve and pairs
+    (the others are not the environment's); ``prove``: ``_Env.prove``. ``solves=False``: no
+    batch will run on it (the shards' gather), so no column-major copy (``transposed``)."""
     n, dim = Df.shape
     B = const.BLOCK
     dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + B]).max()) for b0 in range(0, n, B)])
@@ -52,10 +53,12 @@ def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, pair
     twins, opt_excl = _twins(golds, excls, dups)
     problems = _problems(tie_groups, len(golds))
     affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([Df.astype(np.float64), np.ones((n, 1))])) == n)
-    golds_opt, excl_opt, opt_members = _grade_levels(problems, golds, grs, opt_excl, pairs)
+    golds_opt, excl_opt, opt_members = _grade_levels(problems, golds, grs, opt_excl, settings.pairs)
     return _Env(Df=Df, golds=golds_opt, grades=grs, excls=excls, twins=twins, opt_excl=excl_opt, problems=problems,
                 opt_members=opt_members, dups=dups, rep=rep, colsum=colsum, dmax=dmax, rmax=rmax, norms=norms, affine=affine,
-                DT=transposed(Df) if solves else None, tie=tie_index(dups), **settings)
+                DT=transposed(Df) if solves else None, tie=tie_index(dups), C=settings.C, C_max=settings.C_max,
+                eps=settings.eps, max_iter=settings.max_iter, lp_check_max_docs=settings.lp_check_max_docs,
+                depth=settings.depth, solve=settings.solve, prove=bool(prove))
 
 
 def transposed(Df: np.ndarray) -> np.ndarray | None:

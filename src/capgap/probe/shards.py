@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .config import _D
+from .config import SolveSettings, _D
 from .refine import refine_duplicates
 from .result import ProbeResult
 from .setup import _environment, _queries
@@ -71,11 +71,11 @@ def probe_shard(D: np.ndarray, gold_sets: Sequence[Sequence[int]], n_shards: int
     dim) float32`` (a memory map is read in place; worker processes reopen it); ``kwargs``:
     ``probe()``'s keywords (``C``, ``eps``, ..., ``tie_groups``, ``duplicates``, ``solve``,
     ``pairs``). Raises as ``probe()`` and ``shard_batches``."""
-    env, batches, workers, _ = _prepare(D, gold_sets, threads, **kwargs)
+    env, batches, settings = _prepare(D, gold_sets, threads, **kwargs)
     mine = [batches[b] for b in shard_batches(len(batches), n_shards, shard)]
     results, capped = {}, 0
     with threadpool_limits(int(threads) if threads else None):
-        for out, n_capped in _map_batches(env, mine, workers, progress):
+        for out, n_capped in _map_batches(env, mine, settings.workers, progress):
             capped += n_capped
             results.update(out)
     log.info("probe shard %d of %d: %d of %d batches, %d queries", shard, n_shards, len(mine), len(batches), len(results))
@@ -90,7 +90,7 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
     its batches. Returns one ``ProbeResult`` per query, equal to ``probe()``'s. Raises
     ``ValueError`` when the shards are not shards 0..n-1 of one n of this query set, or do not
     cover every query exactly once."""
-    env, batches, workers, s = _prepare(D, gold_sets, threads, solves=False, **kwargs)
+    env, batches, settings = _prepare(D, gold_sets, threads, solves=False, **kwargs)
     n = len(shards)
     results: list[ProbeResult | None] = [None] * len(gold_sets)
     capped = 0
@@ -107,10 +107,10 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
     with threadpool_limits(int(threads) if threads else None):
         if capped:
             log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(gold_sets),
-                        s["max_iter"], s["eps"])
-        if s["pairs"] == "gold" and s["solve"] == "certificate" and s["C_max"] > s["C"]:  # as solver._probe
-            solve_again = second_solve(env.Df, env.golds, env.excls, env.dups, s["C"], s["eps"], s["max_iter"], s["batch_size"],
-                                       s["lp_check_max_docs"], s["C_max"], s["depth"], s["solve"], workers)
+                        settings.max_iter, settings.eps)
+        if (settings.pairs == "gold" and settings.solve == "certificate"
+                and settings.C_max > settings.C):  # as solver._probe
+            solve_again = second_solve(env.Df, env.golds, env.excls, env.dups, settings)
             results = refine_duplicates(env, results, env.grades, solve_again)
     return results  # type: ignore[return-value]
 
@@ -120,17 +120,17 @@ def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], 
              C_max: float | None = _D["C_max"], excluded_sets=None, grades=None, tie_groups=None, depth: int = 0,
              duplicates=(), solve: str = _D["solve"], pairs: str = _D["pairs"], solves: bool = True):
     """``probe()``'s checks and ``solver._probe``'s set-up, step for step: ``(env, batches,
-    workers, settings)``; ``solves=False``: no batch will run on ``env`` (``gather_shards``), so
-    it holds no column-major copy of the index."""
+    settings)`` (``SolveSettings``, without a progress bar); ``solves=False``: no batch will run
+    on ``env`` (``gather_shards``), so it holds no column-major copy of the index."""
     D = checked_index(D, solve, pairs)
     workers = int(threads) if threads else (os.cpu_count() or 1)
-    C_max = float(C if C_max is None else max(C, C_max))
+    settings = SolveSettings.resolved(C=C, C_max=C_max, eps=eps, max_iter=max_iter, batch_size=batch_size,
+                                      lp_check_max_docs=lp_check_max_docs, depth=depth, solve=solve, pairs=pairs,
+                                      workers=workers, progress=False)
     with threadpool_limits(int(threads) if threads else None):
         golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-        settings = dict(C=float(C), C_max=C_max, eps=float(eps), max_iter=int(max_iter), lp_check_max_docs=int(lp_check_max_docs),
-                        depth=int(depth), solve=solve, prove=True)
-        env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings,
-                           solves)
+        env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, settings,
+                           solves=solves)
     env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
     batches = problem_batches(len(env.problems), D.shape, batch_size)
-    return env, batches, workers, {**settings, "batch_size": batch_size, "pairs": pairs}
+    return env, batches, settings

@@ -12,7 +12,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import constants as const
-from .config import PAIRS, SOLVES, _D
+from .config import PAIRS, SOLVES, SolveSettings, _D
 from .refine import refine_duplicates
 from .result import ProbeResult
 from .screen import screened_probe, screens
@@ -120,22 +120,22 @@ def probe(
         D = np.concatenate([np.ldexp(np.asarray(D[b0 : b0 + const.BLOCK], dtype=np.float32), e)
                             for b0 in range(0, D.shape[0], const.BLOCK)])
     workers = int(threads) if threads else (os.cpu_count() or 1)
-    C_max = C if C_max is None else max(C, C_max)
+    settings = SolveSettings.resolved(C=C, C_max=C_max, eps=eps, max_iter=max_iter, batch_size=batch_size,
+                                      lp_check_max_docs=lp_check_max_docs, depth=depth, solve=solve, pairs=pairs,
+                                      workers=workers, progress=progress)
     with threadpool_limits(int(threads) if threads else None):
         # validated here only where screening may apply (_probe validates the whole-index path's queries itself)
         golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades) if D.shape[0] > const.SCREEN_MIN_DOCS \
             else (None, None, None)
         if golds is not None and screens(D.shape[0], tie_groups, pairs, grs):  # each query on its candidates (screen)
             def whole(qs):
-                return _probe(D, [golds[q] for q in qs], C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress,
-                              [excls[q] for q in qs], [grs[q] for q in qs], None, int(depth), duplicates, solve, workers, pairs)
+                return _probe(D, [golds[q] for q in qs], settings, excluded_sets=[excls[q] for q in qs],
+                              grades=[grs[q] for q in qs], duplicates=duplicates)
 
-            settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
-                            lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve, pairs=pairs)
-            results = screened_probe(D, golds, grs, excls, duplicates, settings, workers, progress, whole, _probe)
+            results = screened_probe(D, golds, grs, excls, duplicates, settings, whole, _probe)
         else:
-            results = _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets,
-                             grades, tie_groups, int(depth), duplicates, solve, workers, pairs)
+            results = _probe(D, gold_sets, settings, excluded_sets=excluded_sets, grades=grades, tie_groups=tie_groups,
+                             duplicates=duplicates)
     if scale != 1.0:
         for res in results:  # (scale D).w = D.(scale w): the same scores, margins and ranks on the caller's D
             res.w = res.w * scale
@@ -159,33 +159,50 @@ def power_of_two_scale(D: np.ndarray) -> float:
     return float(np.ldexp(1.0, -int(np.round(np.log2(rmax)))))
 
 
-def _probe(D, gold_sets, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, progress, excluded_sets=None,
-           grades=None, tie_groups=None, depth=0, duplicates=(), solve=_D["solve"], workers=1, pairs="gold",
-           refine=True, prove=True) -> list[ProbeResult]:
-    """``probe()`` past its checks, with ``C_max`` >= ``C`` resolved and ``workers`` processes;
-    ``refine=False``: no second solve of the duplicates (``refine.refine_duplicates``), no
-    iteration-cap warning; ``prove=False``: no inseparability proof, exact LP or order witness
-    (``_Env.prove``; the second solve itself, which only seeks a better w: the verdict stays
-    the first solve's)."""
+def _probe(D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets=None, grades=None, tie_groups=None,
+           duplicates=(), refine: bool = True, prove: bool = True) -> list[ProbeResult]:
+    """``probe()`` past its checks, with its settings resolved.
+
+    Parameters
+    ----------
+    D : ndarray, shape (n_docs, dim)
+        The index (float32, or cast to it; may be a memory map).
+    gold_sets, excluded_sets, grades, tie_groups, duplicates
+        As ``probe()``.
+    settings : SolveSettings
+        ``C_max`` >= ``C`` and ``workers`` processes.
+    refine : bool
+        False: no second solve of the duplicates (``refine.refine_duplicates``) and no
+        iteration-cap warning.
+    prove : bool
+        False: no inseparability proof, exact LP or order witness (``SolveContext.prove``; the
+        second solve itself, which only seeks a better w: the verdict stays the first solve's).
+
+    Returns
+    -------
+    list of ProbeResult
+        One per query, in order.
+    """
     golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-    settings = dict(C=float(C), C_max=float(C_max), eps=float(eps), max_iter=int(max_iter),
-                    lp_check_max_docs=int(lp_check_max_docs), depth=int(depth), solve=solve, prove=bool(prove))
-    env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, pairs, settings)
-    env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
-    batches = problem_batches(len(env.problems), D.shape, batch_size)
+    context = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, settings,
+                           prove=prove)
+    context = replace(context, window=batch_window(len(context.problems), D.shape, settings.batch_size))
+    batches = problem_batches(len(context.problems), D.shape, settings.batch_size)
     results: list[ProbeResult | None] = [None] * len(golds)
     capped = 0
-    for out, n_capped in _map_batches(env, batches, workers, progress):
+    for out, n_capped in _map_batches(context, batches, settings.workers, settings.progress):
         capped += n_capped
         for q, res in out.items():
             results[q] = res
     if capped and refine:
-        log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds), max_iter, eps)
-    if refine and pairs == "gold" and solve == "certificate" and C_max > C:  # the capacity is sought: tighten the duplicates' R-precision
-        env = replace(env, DT=None)  # the batches are done: the second solve makes its own column-major copy, not a second one beside it
-        solve_again = second_solve(D, golds, excls, env.dups, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, depth, solve,
-                                   workers)
-        results = refine_duplicates(env, results, grs, solve_again)
+        log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds),
+                    settings.max_iter, settings.eps)
+    if refine and settings.pairs == "gold" and settings.solve == "certificate" and settings.C_max > settings.C:
+        # the capacity is sought: tighten the duplicates' R-precision; the batches are done: the second solve makes its own column-major
+        # copy, not a second one beside it
+        context = replace(context, DT=None)
+        solve_again = second_solve(D, golds, excls, context.dups, settings)
+        results = refine_duplicates(context, results, grs, solve_again)
     return results  # type: ignore[return-value]
 
 
@@ -229,15 +246,18 @@ def problem_batches(n_problems: int, shape: tuple[int, int], batch_size: int | N
     return [list(range(b0, min(b0 + B, n_problems))) for b0 in range(0, n_problems, B)]
 
 
-def second_solve(D, golds, excls, dups, C, eps, max_iter, batch_size, lp_check_max_docs, C_max, depth, solve, workers):
+def second_solve(D: np.ndarray, golds, excls, dups, settings: SolveSettings):
     """``solve_again(rows, levels)`` for ``refine.refine_duplicates``: the probe on queries
-    ``rows`` (their gold rows ``golds[q]``, exclusions ``excls[q]``) with grade levels ``levels``
-    and ``pairs="graded"``, at most ``REFINE_MAX_ITER`` iterations, without a second solve of
-    its own and without proofs or exact LPs (``prove=False``: it only seeks a better w). One
-    definition for ``_probe`` and the probe shards' gather (``shards.gather_shards``)."""
+    ``rows`` (their gold rows ``golds[q]``, exclusions ``excls[q]``) of the index ``D`` ``(n_docs,
+    dim)`` with grade levels ``levels`` and ``pairs="graded"``, at most ``REFINE_MAX_ITER``
+    iterations, no progress bar, the duplicate groups ``dups``, without a second solve of its
+    own and without proofs or exact LPs (``prove=False``: it only seeks a better w); the other
+    settings are ``settings``'. One definition for ``_probe`` and the probe shards' gather
+    (``shards.gather_shards``)."""
+    again = replace(settings, max_iter=min(settings.max_iter, const.REFINE_MAX_ITER), progress=False, pairs="graded")
+
     def solve_again(rows, levels):
-        return _probe(D, [golds[q] for q in rows], C, eps, min(max_iter, const.REFINE_MAX_ITER), batch_size, lp_check_max_docs,
-                      C_max, False, [excls[q] for q in rows], levels, None, depth, dups, solve, workers, "graded",
-                      refine=False, prove=False)
+        return _probe(D, [golds[q] for q in rows], again, excluded_sets=[excls[q] for q in rows], grades=levels,
+                      duplicates=dups, refine=False, prove=False)
 
     return solve_again
