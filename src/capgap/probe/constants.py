@@ -5,7 +5,7 @@ benchmark that sets ``capgap.probe.constants.NAME`` (``monkeypatch.setattr``) ch
 next ``probe()`` call does, in worker processes too (they are forked after the change).
 """
 
-PRUNE_AFTER = 5  # consecutive re-solves a cutting plane may stay inactive (alpha = 0); one more and it is dropped (10 before 2026-12-06: benchmarks/README.md)
+PRUNE_AFTER = 5  # consecutive re-solves a cutting plane may stay inactive (alpha = 0); one more and it is dropped
 QP_CACHE_MAX = 64  # working sets up to this many planes keep their dual QP's constraint matrices (planes._qp_constraints)
 GEMV_ROWS = 10  # fewer active queries than this: their products are matrix-vector products (planes._scores32)
 WORK_BYTES = 64 * 2**20  # a small index's batch window may hold this much in its two float32 work matrices (solver.batch_window)
@@ -14,11 +14,11 @@ MIN_BATCHES = 8  # batch_size=None: at least this many batches where the problem
 TRANSPOSED_BYTES = 2**30  # an index of at most this many bytes gets a column-major copy for the cutting plane's products (setup.transposed)
 BLOCK = 512  # rows of the index per temporary copy (NaN check, float64 casts)
 HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w certifies (the certificate's threshold)
-HULL_ROUNDS = 10  # column-generation rounds of an inseparability proof (proofs._prove_inseparable) or an order witness (proofs.order_witness); 6 before 2026-12-06
-HULL_STEP = 256  # non-gold candidates added per round: dim + 2, and at least this many (benchmarks/README.md: 2 (dim + 2) cost 1.6x the NNLS time)
+HULL_ROUNDS = 10  # column-generation rounds of an inseparability proof (proofs._prove_inseparable) or an order witness (proofs.order_witness)
+HULL_STEP = 256  # non-gold candidates added per round: dim + 2, and at least this many (2 (dim + 2) cost 1.6x the NNLS time)
 LINE_SEARCH_STEPS = 2  # secant steps of a line search after its point at the working set's minimiser (batch._line_search)
 CUT_MU = 0.1  # the new cutting plane at wb + CUT_MU (w - wb): OCAS's mu (Franc & Sonnenburg, JMLR 2009); 0 can repeat a plane
-BASE_EPS_FACTOR = 10.0  # certificate mode: C escalates from the base C at this x eps (batch._step; NFCorpus: -7% iterations, benchmarks/README.md)
+BASE_EPS_FACTOR = 10.0  # certificate mode: C escalates from the base C at this x eps (batch._step; NFCorpus: -7% iterations)
 HULL_AFTER = 2  # escalations of C before the one in-loop inseparability proof (C = 100 x the base C by default)
 TIGHTEN_STEPS = 3  # certificate mode at C_max, unseparated: eps is tightened 10x at a time, at most this often
 TIGHTEN_ITERS = 300  # ... and for at most this many iterations

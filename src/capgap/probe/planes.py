@@ -21,8 +21,11 @@ def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarra
 
     Returns ``(coef (n_docs,) float32, b, H)``: the constraint is ``w.a >= b - xi`` with
     ``a = D^T coef``, and ``H = b - w.a`` is its violation at the current w (= the
-    pair-averaged hinge loss). Counting as in the package docstring (``capgap.probe``): for |G| <= 16 one
-    comparison pass per gold document, else a binary search per document. ``out``: an
+    pair-averaged hinge loss). Found without the |G| x |N| pairs: for each document j, n_j =
+    #{i in G : s_i < s_j + 1} (for |G| <= 16 one comparison pass per gold document, else a
+    binary search per document); each gold document's m_i = #{j in N : s_j > s_i - 1} follows
+    from a histogram of the n_j; then coef_i = m_i (gold), coef_j = -n_j (non-gold), scaled by
+    1/|P|, and b = sum m_i / |P|. ``out``: an
     ``(n_docs,) float32`` buffer to write the coefficients into. ``excl``: row indices that are
     neither gold nor non-gold (they get coefficient 0 and count in no pair).
     """
@@ -134,7 +137,7 @@ def _scores32(Df: np.ndarray, W: np.ndarray, DT: np.ndarray | None = None) -> np
     when given. Below ``constants.GEMV_ROWS`` rows, one matrix-vector product per row:
     OpenBLAS's matrix product packs the whole index first (~2 ms on a 3,633 x 384 index, as
     much as 10 matrix-vector products), which the long tail of a batch, a few queries still
-    iterating, paid at every iteration (benchmarks/README.md)."""
+    iterating, paid at every iteration."""
     if len(W) >= const.GEMV_ROWS:
         return W @ (Df.T if DT is None else DT)
     out = np.empty((len(W), Df.shape[0]), dtype=np.float32)

@@ -100,21 +100,20 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     w, duplicates tied) do not separate.
 
     Per unseparated member, column generation on the nearest-point problem of the two hulls:
-    start from the ``max(dim + 2, HULL_STEP)`` highest-scoring non-gold documents; ``hull_distance_bound``
-    of the gold documents against them gives convex weights, the bound |p - q| and the NNLS's
-    direction r (~ p - q); if the bound is at most ``HULL_TOL`` times the gold rows' largest
-    |entry| the member is proven (every w has min gold score - max non-gold score <= |w| |p - q|,
-    below the certificate's threshold in ``_finish``, whose scale includes the gold rows
-    (``planes._local_scale``), so no C certifies it). Else r separates the gold documents from
-    the subset (``hull_distance_bound``): the non-gold documents ranked at or above the lowest
-    gold one along r (exact float64 scores) join the candidates, at most that many per round
-    (highest first), and the next round starts; none: r separates, no proof. Only these
-    violators join, not a round topped up with the next documents by score at w as before
-    2026-12-06: the NNLS's time grows with its columns, and the extra columns rarely carried
-    weight (NFCorpus: benchmarks/README.md). At most ``HULL_ROUNDS`` rounds; a failed proof
-    escalates. Documents enter as their duplicate group's first row (``rep``), whose score
-    every member of the group gets. A single member with ``seek_witness`` also looks for a
-    separating witness along r (``Proof.witness``)."""
+    start from the ``max(dim + 2, HULL_STEP)`` highest-scoring non-gold documents;
+    ``hull_distance_bound`` of the gold documents against them gives convex weights, the bound
+    |p - q| and the NNLS's direction r (~ p - q); if the bound is at most ``HULL_TOL`` times the
+    gold rows' largest |entry| the member is proven (every w has min gold score - max non-gold
+    score <= |w| |p - q|, below the certificate's threshold in ``_finish``, whose scale includes
+    the gold rows (``planes._local_scale``), so no C certifies it). Else r separates the gold
+    documents from the subset (``hull_distance_bound``), and the next round's candidates are
+    the ones the NNLS weighted (``mu > 0``) and the non-gold documents ranked at or above the
+    lowest gold one along r (exact float64 scores), at most that many of these (highest
+    first), as in ``order_witness``: the NNLS's time grows with its columns, and a column it
+    gave no weight rarely carries any later. No such document: r separates, no proof. At most
+    ``HULL_ROUNDS`` rounds; a failed proof escalates. Documents enter as their duplicate
+    group's first row (``rep``), whose score every member of the group gets. A single member
+    with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
     dim = Df.shape[1]
     step = max(dim + 2, const.HULL_STEP)  # the NNLS has dim + 2 rows: a basic solution uses at most dim + 2 documents
     worst, proven, witness = 0.0, [], None
@@ -186,7 +185,7 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     (the penalised sums make its weights sum to 1 only up to ~|r|^2) give every row of P a score
     along it above every row of N by about |r|^2, which the normalised difference, off by a
     multiple of the hulls' points, can lose when the hulls are ~1e-4 apart (a query separable by
-    a tiny margin: benchmarks/README.md). Its separation is checked exactly where it is used."""
+    a tiny margin). Its separation is checked exactly where it is used."""
     bound, r, _ = _hull_nnls(P, N)
     return (bound, r) if return_direction else bound
 
@@ -294,8 +293,8 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
     generation on ``rest``: every level's rows always, the ``max(dim + 2, HULL_STEP)``
     highest-scoring ``rest`` rows at first; each next round keeps the ``rest`` rows the NNLS
     weighted and adds as many of those its direction ranks at or above the last level's lowest,
-    highest first (unlike ``_prove_inseparable``, whose candidates only grow: on NFCorpus this
-    took the searches 11.0 s -> 6.9 s, the same witnesses found), up to ``HULL_ROUNDS`` rounds. The direction's w is checked in float64 on every document: each
+    highest first (as ``_prove_inseparable``: on NFCorpus, keeping only the weighted rows took
+    the searches 11.0 s -> 6.9 s, the same witnesses found), up to ``HULL_ROUNDS`` rounds. The direction's w is checked in float64 on every document: each
     level's lowest score above the next level's highest (and the last level's above ``rest``'s)
     by more than the certificate's threshold (``planes._threshold``), after scaling that margin
     to 1. Returns ``(w, scores)``, ``w`` ``(dim,) float64`` and its exact scores ``(n_docs,)``

@@ -19,7 +19,7 @@ from .config import ProbeConfig
 from .result import OUTCOMES, ProbeResult
 from .solver import probe
 
-log = logging.getLogger("capgap.probe")  # the package's one logger, as before the split
+log = logging.getLogger("capgap.probe")  # the package's one logger
 
 
 def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], gold: Sequence[np.ndarray], doc_ids: Sequence[str],

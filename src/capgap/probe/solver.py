@@ -19,7 +19,7 @@ from .screen import screened_probe, screens
 from .setup import _environment, _queries
 from .workers import _map_batches
 
-log = logging.getLogger("capgap.probe")  # the package's one logger, as before the split
+log = logging.getLogger("capgap.probe")  # the package's one logger
 
 
 def probe(
@@ -44,8 +44,8 @@ def probe(
     """Run the capacity probe for every query.
 
     ``D``: ``(n_docs, dim) float32`` frozen index (rows = documents; may be a memory map).
-    ``gold_sets[q]``: row indices of query q's gold documents (non-empty). ``C``: see the package
-    docstring (``capgap.probe``; dlib scaling). ``eps``: stopping tolerance on the pair-averaged hinge. ``max_iter``:
+    ``gold_sets[q]``: row indices of query q's gold documents (non-empty). ``C``: the SVM's C on
+    the pair-averaged hinge (dlib's scaling; docs/probe.md). ``eps``: stopping tolerance on the pair-averaged hinge. ``max_iter``:
     iteration cap per query (a warning names how many queries hit it). ``batch_size``: queries
     iterating at once, the rows of each matrix product (default ``batch_window``: the two
     ``(n_docs, window)`` float32 work matrices under half the index size or under
@@ -74,7 +74,7 @@ def probe(
     document ranks above every other), objective and slack are the witness's; graded gold sets
     too (the recall capacity is decided there; the nDCG of that w is a lower bound on the nDCG
     capacity). A text-tied group with crossing gold sets runs to the optimum.
-    ``"optimum"``: every query runs to the eps criterion (package docstring: primal - dual
+    ``"optimum"``: every query runs to the eps criterion (docs/probe.md: primal - dual
     <= C eps at the best point the line search found). ``pairs``: ``"gold"`` (every
     gold document against every non-gold one: the paper's recall capacity) or ``"graded"``:
     for a single query with more than one grade, the pairs of every two grade levels (non-gold
@@ -87,8 +87,8 @@ def probe(
     problem's; certificate, ranks and recall still judge gold against non-gold.
 
     Escalation, then one proof: an unseparated problem raises C 10x at a time; after
-    ``HULL_AFTER`` escalations it gets one inseparability proof (``hull_distance_bound``; package
-    docstring; on a corpus of at most ``lp_check_max_docs`` documents a single query gets the
+    ``HULL_AFTER`` escalations it gets one inseparability proof (``hull_distance_bound``;
+    docs/probe.md; on a corpus of at most ``lp_check_max_docs`` documents a single query gets the
     whole exact LP at the base C instead). When it holds, no w and hence no C certifies the
     query, so C stays (``stopped="inseparable"``). At ``C_max`` (certificate mode, escalation on)
     eps is tightened 10x at a time (``TIGHTEN_STEPS``, ``TIGHTEN_ITERS``), since eps alone can stop short
@@ -239,8 +239,7 @@ def problem_batches(n_problems: int, shape: tuple[int, int], batch_size: int | N
     never fewer than one window. A batch iterates ``window`` problems at once and a finished
     problem's place goes to the batch's next one (``batch._solve_batch``), so the products keep
     their width until the batch's last problems: the iterations of a batch's slowest problem
-    no longer cost a product each for a batch of mostly finished problems (NFCorpus × MiniLM:
-    benchmarks/README.md). Never a function of the thread count, so the numbers are not either."""
+    do not cost a product each for a batch of mostly finished problems. Never a function of the thread count, so the numbers are not either."""
     window = batch_window(n_problems, shape, batch_size)
     B = max(window, min(const.STREAM_WINDOWS * window, -(-n_problems // const.MIN_BATCHES)))
     return [list(range(b0, min(b0 + B, n_problems))) for b0 in range(0, n_problems, B)]

@@ -46,7 +46,7 @@ def dispatch_order(env: _Env, batches: list[list[int]]) -> list[int]:
     """The order in which worker processes take the batches: the largest predicted cost first
     (longest-processing-time-first scheduling), ties in batch order. The cost proxy is the
     batch's number of gold documents (summed over its problems' queries): on NFCorpus × MiniLM
-    it predicts the 8 batches' seconds within 1.6 s RMS (4–30 s; benchmarks/README.md), since
+    it predicts the 8 batches' seconds within 1.6 s RMS (4–30 s), since
     large gold sets carry the long solves and the large proofs. Only the order changes, not a
     batch: the results are the same in any order. Returns batch indices."""
     cost = [sum(len(env.golds[q]) for p in ps for q in env.problems[p]) for ps in batches]
