@@ -17,7 +17,7 @@ HULL_TOL = 1e-9  # hull_distance_bound below this x max|d| proves that no w cert
 HULL_ROUNDS = 10  # column-generation rounds of an inseparability proof (proofs._prove_inseparable) or an order witness (proofs.order_witness)
 HULL_STEP = 256  # non-gold candidates added per round: dim + 2, and at least this many (2 (dim + 2) cost 1.6x the NNLS time)
 LINE_SEARCH_STEPS = 2  # secant steps of a line search after its point at the working set's minimiser (batch._line_search)
-CUT_MU = 0.1  # the new cutting plane at wb + CUT_MU (w - wb): OCAS's mu (Franc & Sonnenburg, JMLR 2009); 0 can repeat a plane
+CUT_MU = 0.1  # the new cutting plane at w_best + CUT_MU (w - w_best): OCAS's mu (Franc & Sonnenburg, JMLR 2009); 0 can repeat a plane
 BASE_EPS_FACTOR = 10.0  # certificate mode: C escalates from the base C at this x eps (batch._step; NFCorpus: -7% iterations)
 HULL_AFTER = 2  # escalations of C before the one in-loop inseparability proof (C = 100 x the base C by default)
 TIGHTEN_STEPS = 3  # certificate mode at C_max, unseparated: eps is tightened 10x at a time, at most this often

@@ -93,7 +93,7 @@ class Proof(NamedTuple):
     witness: tuple | None
 
 
-def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool, golds, opt_excl, Df: np.ndarray,
+def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool, golds, opt_excl, docs: np.ndarray,
                        rep: np.ndarray, dmax: float) -> Proof:
     """The escalation gate: an inseparability proof for every member (indices into ``golds`` /
     ``opt_excl``) of a problem whose gold set the scores ``s`` ``(n_docs,)`` (at the problem's
@@ -114,7 +114,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     ``HULL_ROUNDS`` rounds; a failed proof escalates. Documents enter as their duplicate
     group's first row (``rep``), whose score every member of the group gets. A single member
     with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
-    dim = Df.shape[1]
+    dim = docs.shape[1]
     step = max(dim + 2, const.HULL_STEP)  # the NNLS has dim + 2 rows: a basic solution uses at most dim + 2 documents
     worst, proven, witness = 0.0, [], None
     single = len(members) == 1 and seek_witness
@@ -124,21 +124,21 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
             continue  # separated (or nothing to separate from)
         ng = np.flatnonzero(_non_gold(len(s), gold, opt_excl[q]))
         n_rows = len(np.unique(rep[ng]))
-        G = Df[np.unique(rep[gold])]
+        G = docs[np.unique(rep[gold])]
         tol = const.HULL_TOL * float(np.abs(np.asarray(G, dtype=np.float64)).max())  # at the gold rows' scale (_local_scale)
         by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
         cand = by_s[:step]
         bound = float("inf")
         for _ in range(const.HULL_ROUNDS):
             rows = np.unique(rep[cand])
-            bound, r, mu = _hull_nnls(G, Df[rows])
+            bound, r, mu = _hull_nnls(G, docs[rows])
             if bound <= tol or r is None:
                 break
-            t = _scores64(Df, r, ())[rep]  # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
+            t = _scores64(docs, r, ())[rep]  # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
             if single:
                 # where r, the NNLS's nearest-point direction of the subset's hulls, separates every
                 # document, the query is separable and r is its witness (scaled to margin 1)
-                witness = _hull_witness(Df, r, gold, ng, rep, dmax, t)
+                witness = _hull_witness(docs, r, gold, ng, rep, dmax, t)
                 if witness is not None:
                     break
             if len(rows) >= n_rows:
@@ -154,7 +154,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     return Proof(worst if proven else None, proven, witness)
 
 
-def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
+def _hull_witness(docs: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
                   dmax: float, s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """A separating witness from a direction ``r`` ``(dim,) float64`` (a proof's nearest-point
     direction, or an LP's w): the exact (float64) scores along r ``s`` ``(n_docs,)`` (computed
@@ -166,7 +166,7 @@ def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarra
     hard-margin problem); else None."""
     if not len(ng):
         return None
-    return _ordered(Df, r, _scores64(Df, r, ())[rep] if s is None else s, [gold], ng, rep, dmax)
+    return _ordered(docs, r, _scores64(docs, r, ())[rep] if s is None else s, [gold], ng, rep, dmax)
 
 
 def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = False):
@@ -223,7 +223,7 @@ def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
     return new[np.argsort(-t[new], kind="stable")[:k]]
 
 
-def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
+def _lp_generated(docs: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
                   whole_max_docs: int, time_limit: float | None = None, last_nonneg: bool = False):
     """The hard-margin LP (``lp_feasible``) by constraint generation, for a corpus too large to
     pass whole: the gold documents against the ``2 (dim + 2)`` non-gold documents scoring
@@ -240,7 +240,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     ``time_limit`` seconds in all, default ``LP_TIME_LIMIT``: the hung-solver backstop, warned);
     ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True. ``last_nonneg``: w's last
     coordinate held ``>= 0`` (``lp_feasible``)."""
-    step = 2 * (Df.shape[1] + 2)
+    step = 2 * (docs.shape[1] + 2)
     ngr = np.flatnonzero(ng)
     cand = ngr[np.argsort(-s[ngr], kind="stable")[:step]]
     G = np.unique(rep[gold])
@@ -248,11 +248,11 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     t_end = t0 + _backstop(time_limit)
 
     def witness(rows):
-        ok, w = lp_feasible(Df[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
+        ok, w = lp_feasible(docs[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
                             return_witness=True, last_nonneg=last_nonneg)
-        return ok, w, (_scores64(Df, w, dups) if ok else None)
+        return ok, w, (_scores64(docs, w, dups) if ok else None)
 
-    for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(Df) <= whole_max_docs else const.LP_ROUNDS):
+    for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(docs) <= whole_max_docs else const.LP_ROUNDS):
         if time.perf_counter() >= t_end:
             _warn_backstop("constraint-generated LP", t_end - t0)
             return None, None, None
@@ -264,7 +264,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
         if not len(new):
             return (True, w, sw) if sw[gold].min() > sw[ngr].max() else (None, None, None)
         cand = np.concatenate([cand, new])
-    if len(Df) <= whole_max_docs and time.perf_counter() < t_end:
+    if len(docs) <= whole_max_docs and time.perf_counter() < t_end:
         ok, w, sw = witness(np.unique(rep[ngr]))
         if ok and sw[gold].min() > sw[ngr].max():
             return True, w, sw
@@ -272,7 +272,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     return None, None, None
 
 
-def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray, dmax: float,
+def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray, dmax: float,
                   s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """A w that ranks the gold levels in order: every document of ``levels[0]`` above every
     document of ``levels[1]``, ..., and the last level above every document of ``rest``; or
@@ -305,12 +305,12 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
     rest = np.asarray(rest, dtype=np.int64)
     if not len(rest) or not levels or not all(len(lv) for lv in levels):
         return None
-    dim, k = Df.shape[1], len(levels)
+    dim, k = docs.shape[1], len(levels)
     step = max(dim + 2, const.HULL_STEP)
 
     def rows_z(rows: np.ndarray, sign: float, t: int) -> np.ndarray:
         z = np.zeros((len(rows), dim + k))
-        z[:, :dim] = sign * Df[rows].astype(np.float64)
+        z[:, :dim] = sign * docs[rows].astype(np.float64)
         z[:, dim + t] = -sign  # w.x - t_l (sign +1) or t_l - w.x (sign -1)
         return z
 
@@ -318,7 +318,7 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
     n_fixed = sum(len(z) for z in fixed)
     cand = rest[np.argsort(-s[rest], kind="stable")[:step]]
     n_rows = len(np.unique(rep[rest]))
-    level_scale = float(np.abs(np.asarray(Df[np.concatenate(levels)], dtype=np.float64)).max())  # (_local_scale)
+    level_scale = float(np.abs(np.asarray(docs[np.concatenate(levels)], dtype=np.float64)).max())  # (_local_scale)
     for _ in range(const.HULL_ROUNDS):
         rows = np.unique(rep[cand])
         Z = np.vstack(fixed + [rows_z(rows, -1.0, k - 1)])
@@ -332,8 +332,8 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
         if x.sum() <= 0 or float(np.linalg.norm(Z.T @ (x / x.sum()))) <= const.HULL_TOL * level_scale:
             return None  # the origin is (numerically) in the hull: no w orders the candidates
         r = Z.T @ x  # the NNLS's own direction (hull_distance_bound: its weights as returned)
-        t = _scores64(Df, r[:dim], ())[rep]
-        witness = _ordered(Df, r[:dim], t, levels, rest, rep, dmax)
+        t = _scores64(docs, r[:dim], ())[rep]
+        witness = _ordered(docs, r[:dim], t, levels, rest, rep, dmax)
         if witness is not None or len(rows) >= n_rows:
             return witness
         new = rest[(t[rest] >= t[levels[-1]].min()) & ~np.isin(rep[rest], rows)]
@@ -345,7 +345,7 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
     return None
 
 
-def _ordered(Df: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray,
+def _ordered(docs: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray,
              dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The exact check of a direction ``r`` ``(dim,)`` with scores ``t`` (``order_witness``;
     ``_hull_witness``: one level):
@@ -360,6 +360,6 @@ def _ordered(Df: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.n
     if not np.isfinite(m) or m <= 0:
         return None
     w = r / m
-    sw = _scores64(Df, w, ())[rep]
+    sw = _scores64(docs, w, ())[rep]
     hi = np.concatenate([np.asarray(lv, dtype=np.int64) for lv in levels])
-    return (w, sw) if gap(sw) > _threshold(w, _local_scale(Df, sw, hi, np.asarray(rest, dtype=np.int64), w, dmax)) else None
+    return (w, sw) if gap(sw) > _threshold(w, _local_scale(docs, sw, hi, np.asarray(rest, dtype=np.int64), w, dmax)) else None

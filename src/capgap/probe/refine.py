@@ -39,7 +39,7 @@ import numpy as np
 from ..retrieval import rank_gold, rank_top
 from .planes import _scores64
 from .result import ProbeResult
-from .state import _Env
+from .state import SolveContext
 
 REFINED = "copy-free gold documents ranked above the gold documents with identical copies (graded pairs)"
 ORDERED = "the copy-free gold documents, then the copied gold that fits in the top |G| (fewest copies first), above the other gold documents and the rest (proofs.order_witness)"
@@ -129,7 +129,7 @@ def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarra
     return top, gold[(copies > 0) & ~np.isin(group, keep)]
 
 
-def refine_duplicates(env: _Env, results: list[ProbeResult], grades, solve_again) -> list[ProbeResult]:
+def refine_duplicates(env: SolveContext, results: list[ProbeResult], grades, solve_again) -> list[ProbeResult]:
     """``results`` with each single query of outcome ``duplicate`` whose recall@|G| is below
     ``rprec_upper_bound`` re-solved by ``solve_again(rows, levels)`` (the probe on those
     queries with grade levels: 2 copy-free gold, 1 gold with copies, ``pairs="graded"``) and
@@ -149,9 +149,9 @@ def refine_duplicates(env: _Env, results: list[ProbeResult], grades, solve_again
     out = list(results)
     for q, r2 in zip(todo, solve_again(todo, levels)):
         gold = env.golds[q]
-        valid = np.ones(env.Df.shape[0], dtype=bool)
+        valid = np.ones(env.docs.shape[0], dtype=bool)
         valid[env.excls[q]] = False
-        s = _scores64(env.Df, r2.w, env.dups)
+        s = _scores64(env.docs, r2.w, env.dups)
         ranks = rank_gold(s, gold, grades[q], valid)
         if float(np.mean(ranks <= len(gold))) <= results[q].recall_at(len(gold)):
             continue

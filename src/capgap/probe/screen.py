@@ -165,9 +165,9 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: SolveSettings, wh
     query the whole-index probe decided, ``whole`` True), ``extra["C_final"]`` in the whole
     problem's units."""
     n = D.shape[0]
-    st = _index_stats(D, duplicates)
-    twins, opt_excl = _twins(golds, excls, st["dups"])
-    dup_of = st["dup_of"]
+    stats = _index_stats(D, duplicates)
+    twins, opt_excl = _twins(golds, excls, stats["dups"])
+    dup_of = stats["dup_of"]
     results: list[ProbeResult | None] = [None] * len(golds)
     left: dict[int, int] = {}  # queries for the whole-index probe, with their rounds on candidates
     chunk = max(1, const.SCREEN_SCORE_BYTES // (4 * max(n, 1)))
@@ -179,7 +179,7 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: SolveSettings, wh
     try:
         for c0 in range(0, len(golds), chunk):
             qs = list(range(c0, min(c0 + chunk, len(golds))))
-            done, undecided = _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, settings, pool)
+            done, undecided = _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, stats, settings, pool)
             for q, res in done.items():
                 results[q] = res
             left.update(undecided)
@@ -202,7 +202,7 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: SolveSettings, wh
     return results  # type: ignore[return-value]
 
 
-def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, settings, pool):
+def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, stats, settings, pool):
     """Screen the queries ``qs`` (module docstring, steps 1-3). Returns ``({q: ProbeResult}, {q
     left for the whole-index probe: its rounds on candidates})``."""
     n, dim = D.shape
@@ -222,7 +222,7 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
         g, e = golds[q], opt_excl[q]
         gsum = np.asarray(D[g], dtype=np.float64).sum(0)
         esum = np.asarray(D[e], dtype=np.float64).sum(0) if len(e) else 0.0
-        W0[:, j] = gsum / len(g) - (st["colsum"] - gsum - esum) / n_ng[q]
+        W0[:, j] = gsum / len(g) - (stats["colsum"] - gsum - esum) / n_ng[q]
     S = _block_scores(D, W0)
     for j, q in enumerate(active):
         col = S[:, j].copy()
@@ -250,7 +250,7 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
         again = []
         for j, q in enumerate(active):
             res, r = last[q]
-            full, grow = _on_whole(D, q, res, r, S[:, j], rows[q], golds, grs, excls, twins, st, settings, iters[q],
+            full, grow = _on_whole(D, q, res, r, S[:, j], rows[q], golds, grs, excls, twins, stats, settings, iters[q],
                                    rounds[q])
             if full is not None:
                 done[q] = full
@@ -288,7 +288,7 @@ def _task(q, rows, golds, grs, dup_of, n_ng_full, n_twins):
     return rows, gpos, grs[q], groups, r
 
 
-def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, iters, rounds):
+def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, stats, settings, iters, rounds):
     """Query ``q`` on the whole index at the candidates' ``res.w``, from its float32 scores ``s32``
     ``(n_docs,)``: ``(ProbeResult, [])``, or ``(None, grow)`` when the candidates must grow: no
     certificate on the whole index (in ``solve="optimum"``: no optimum confirmed) and documents
@@ -301,7 +301,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     a violated pair are taken from the float32 scores with the same allowance (a superset)."""
     gold, w = golds[q], res.w
     low32 = float(s32[gold].min())
-    delta = _product_error(D.shape[1], max(float(np.linalg.norm(w)), 1e-30), st["rmax"])
+    delta = _product_error(D.shape[1], max(float(np.linalg.norm(w)), 1e-30), stats["rmax"])
     near = s32 >= low32 - 2 * delta
     depth = settings.depth
     if depth:
@@ -310,7 +310,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     near[gold] = True
     near[twins[q]] = True
     R = np.flatnonzero(near)
-    linked = [st["dup_of"][int(i)] for i in R.tolist() if int(i) in st["dup_of"]]
+    linked = [stats["dup_of"][int(i)] for i in R.tolist() if int(i) in stats["dup_of"]]
     if linked:
         R = np.union1d(R, np.concatenate(linked))
     s = _rows_scores(D, R, w)
@@ -330,7 +330,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     top_far = float(far.max()) if len(far) else -np.inf
     low = float(s[gpos].min())
     margin = low - max(float(s[ng].max()) if ng.any() else -np.inf, top_far)
-    compared = _compared_rows(s, gpos, np.flatnonzero(ng), w, st["dmax"])
+    compared = _compared_rows(s, gpos, np.flatnonzero(ng), w, stats["dmax"])
     scale = max((float(np.abs(np.asarray(D[R[c]], dtype=np.float64)).max()) for c in _blocks(compared)), default=0.0)
     thresh = _threshold(w, scale)
     certified = margin > thresh

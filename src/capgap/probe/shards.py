@@ -110,7 +110,7 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
                         settings.max_iter, settings.eps)
         if (settings.pairs == "gold" and settings.solve == "certificate"
                 and settings.C_max > settings.C):  # as solver._probe
-            solve_again = second_solve(env.Df, env.golds, env.excls, env.dups, settings)
+            solve_again = second_solve(env.docs, env.golds, env.excls, env.dups, settings)
             results = refine_duplicates(env, results, env.grades, solve_again)
     return results  # type: ignore[return-value]
 
