@@ -70,7 +70,8 @@ def _new_problem(env: SolveContext, p: int) -> Problem:
     return Problem(members=members, pairs=pairs, P=sum(pairs), A=np.zeros((dim, 0)), b=np.zeros(0), K=np.zeros((0, 0)),
                    w=np.zeros(dim), alpha=np.zeros(0), age=np.zeros(0, dtype=np.int64), C=float(env.C), eps=float(env.eps),
                    crossing=crossing, early=env.solve == "certificate" and not crossing,
-                   seek_witness=env.C_max > env.C,  # escalation on: the capacity is sought, and a separating w replaces the SVM's
+                   # escalation on: the capacity is sought, and a separating w replaces the SVM's
+                   seek_witness=env.C_max > env.C,
                    done=sum(pairs) == 0)
 
 
@@ -131,7 +132,8 @@ def _step(env: SolveContext, problem: Problem, s: np.ndarray, out: np.ndarray) -
         return "stop"
     moved = _line_search(env, problem, s)
     if moved and problem.early and _certified32(problem.s_best, problem, env.golds, env.opt_excl, env.rmax, env.dmax, problem.w_best, 2.0 * problem.err_best):
-        problem.done, problem.stopped = True, "certificate"  # the best point separates: its exact scores come in _finish_batch
+        # the best point separates: its exact scores come in _finish_batch
+        problem.done, problem.stopped = True, "certificate"
         return _stopped(problem)
     H = problem.hinge_best + (float(problem.w_best @ problem.w_best) - float(problem.w @ problem.w)) / (2.0 * problem.C)
     # certificate mode, escalation on, the gate beyond the base C: the base C's optimum is a waypoint
@@ -208,7 +210,8 @@ def _line_search(env: SolveContext, problem: Problem, s: np.ndarray) -> bool:
         return 0.5 * (ww + 2.0 * k * wd + k * k * dd) + C * R, wd + k * dd - C * float(c @ dl), R, c
 
     F1, g1, R1, c1 = at(1.0, s)
-    best = (0.5 * ww + C * problem.hinge_best, 0.0, problem.hinge_best, problem.coef_best)  # w_best itself: a secant step can overshoot to a higher F
+    # w_best itself: a secant step can overshoot to a higher F
+    best = (0.5 * ww + C * problem.hinge_best, 0.0, problem.hinge_best, problem.coef_best)
     if F1 < best[0]:
         best = (F1, 1.0, R1, c1)
     if g1 > 0:  # the minimum lies inside the segment: secant steps on the slope
@@ -233,7 +236,9 @@ def _line_search(env: SolveContext, problem: Problem, s: np.ndarray) -> bool:
     err = _product_error(len(d), wn, env.rmax)
     if k == 1.0:
         problem.s_best, problem.err_best = s.copy(), err
-    else:  # the combination's error, and its float32 rounding (three operations on scores of at most (|w_best| + |w|) max|d|)
+    else:
+        # the combination's error, and its float32 rounding (three operations on scores of at most (|w_best| + |w|)
+        # max|d|)
         problem.s_best = problem.s_best + np.float32(k) * delta
         problem.err_best = (1.0 - k) * problem.err_best + k * err + 2.0 * 3.0 * 2.0**-24 * (wbn + wn) * env.rmax
     problem.w_best = problem.w_best + k * d
@@ -296,7 +301,8 @@ def _proof(env: SolveContext, problem: Problem, s: np.ndarray, whole_lp: bool) -
         if ok is False:
             problem.done, problem.stopped = True, "inseparable"
             return True
-        if ok and problem.seek_witness and problem.early:  # certificate mode: the LP's witness, checked exactly, decides the query
+        if ok and problem.seek_witness and problem.early:
+            # certificate mode: the LP's witness, checked exactly, decides the query
             ng = np.flatnonzero(_non_gold(env.docs.shape[0], env.golds[q], env.opt_excl[q]))
             problem.witness = _hull_witness(env.docs, w_lp, env.golds[q], ng, env.rep, env.dmax)
             if problem.witness is not None:

@@ -102,7 +102,8 @@ def _verdict(problem: Problem, env: SolveContext, q: int, w: np.ndarray, s: np.n
     thresh = _threshold(w, _local_scale(env.docs, s, gold, np.flatnonzero(ng), w, env.dmax))
     certified = margin > thresh
     separated = certified or (len(twins) > 0 and _margin(s, gold, rest) > thresh)  # up to identical copies
-    v = _Verdict(w, s, margin, certified, separated, False if len(twins) else problem.lp, None, problem.hull)  # problem.lp: the gate's whole LP
+    # problem.lp: the gate's whole LP
+    v = _Verdict(w, s, margin, certified, separated, False if len(twins) else problem.lp, None, problem.hull)
     if not separated and single and problem.witness is not None:  # the proof's or the in-loop LP's separating w
         _adopt_witness(v, problem.witness, gold, ng, env, "lp" if problem.lp else "hull")
     elif separated:

@@ -98,7 +98,8 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     """max b.alpha - 1/2 alpha K alpha, alpha >= 0, sum alpha <= C (quadprog). Raises
     ``SolverFailed`` when quadprog refuses the problem (numerically inconsistent constraints)
     with both ridges, or returns a non-finite solution."""
-    import quadprog  # third-party, imported where used: the report and diagnose paths import capgap.probe without solving
+    # third-party, imported where used: the report and diagnose paths import capgap.probe without solving
+    import quadprog
     n = len(b)
     Cmat, eye = _QP_CONSTRAINTS.get(n) or _qp_constraints(n)
     bvec = np.zeros(n + 1)
@@ -116,7 +117,8 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     return np.maximum(alpha, 0.0)
 
 
-_QP_CONSTRAINTS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # working-set size -> (_solve_dual's constraint matrix, identity)
+# working-set size -> (_solve_dual's constraint matrix, identity)
+_QP_CONSTRAINTS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
 def _qp_constraints(n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -125,7 +125,8 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
         ng = np.flatnonzero(_non_gold(len(s), gold, opt_excl[q]))
         n_rows = len(np.unique(rep[ng]))
         G = docs[np.unique(rep[gold])]
-        tol = const.HULL_TOL * float(np.abs(np.asarray(G, dtype=np.float64)).max())  # at the gold rows' scale (_local_scale)
+        # at the gold rows' scale (_local_scale)
+        tol = const.HULL_TOL * float(np.abs(np.asarray(G, dtype=np.float64)).max())
         by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
         cand = by_s[:step]
         bound = float("inf")
@@ -134,7 +135,8 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
             bound, r, mu = _hull_nnls(G, docs[rows])
             if bound <= tol or r is None:
                 break
-            t = _scores64(docs, r, ())[rep]  # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
+            # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
+            t = _scores64(docs, r, ())[rep]
             if single:
                 # where r, the NNLS's nearest-point direction of the subset's hulls, separates every
                 # document, the query is separable and r is its witness (scaled to margin 1)

@@ -112,7 +112,8 @@ def _index_stats(D: np.ndarray, duplicates) -> dict:
         x = np.asarray(D[b0 : b0 + const.SCREEN_BLOCK], dtype=np.float32)
         colsum += x.sum(0, dtype=np.float64)
         dmax = max(dmax, float(np.abs(x).max()))
-        rmax = max(rmax, float(np.sqrt(np.einsum("ij,ij->i", x, x).max(), dtype=np.float64)) * (1 + 1e-6))  # + float32 rounding
+        # + float32 rounding
+        rmax = max(rmax, float(np.sqrt(np.einsum("ij,ij->i", x, x).max(), dtype=np.float64)) * (1 + 1e-6))
     dups = merge_groups(n, duplicate_groups(D), _duplicate_rows(n, duplicates))
     return {"colsum": colsum, "dmax": dmax, "rmax": rmax, "dups": dups, "dup_of": {int(i): g for g in dups for i in g}}
 
@@ -314,7 +315,8 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, stats, settings
     if linked:
         R = np.union1d(R, np.concatenate(linked))
     s = _rows_scores(D, R, w)
-    for g in {int(g[0]): g for g in linked}.values():  # each group at its first member's score (retrieval.tie_duplicates)
+    for g in {int(g[0]): g for g in linked}.values():
+        # each group at its first member's score (retrieval.tie_duplicates)
         s[np.searchsorted(R, g)] = s[np.searchsorted(R, g[0])]
     at = lambda rows_: np.searchsorted(R, rows_)  # noqa: E731  (rows of the index -> positions in R)
     gpos = at(gold)

@@ -198,7 +198,8 @@ def _probe(D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets=None
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds),
                     settings.max_iter, settings.eps)
     if refine and settings.pairs == "gold" and settings.solve == "certificate" and settings.C_max > settings.C:
-        # the capacity is sought: tighten the duplicates' R-precision; the batches are done: the second solve makes its own column-major
+        # the capacity is sought: tighten the duplicates' R-precision; the batches are done: the second solve makes its
+        # own column-major
         # copy, not a second one beside it
         context = replace(context, DT=None)
         solve_again = second_solve(D, golds, excls, context.dups, settings)

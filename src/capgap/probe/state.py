@@ -42,10 +42,13 @@ class SolveContext:
     lp_check_max_docs: int
     depth: int
     solve: str
-    prove: bool = True  # False: no inseparability proof, exact LP or order witness at all (a solve that only seeks a w: refine's)
+    # False: no inseparability proof, exact LP or order witness at all (a solve that only seeks a w: refine's)
+    prove: bool = True
     window: int = 0  # problems iterating at once in a batch (solver.batch_window); 0: the whole batch
-    DT: np.ndarray | None = None  # the index transposed, (dim, n_docs) float32 C-contiguous (setup.transposed); None: the index's rows only
-    tie: tuple | None = None  # retrieval.tie_index(dups): (src, dst), every duplicate group tied in one step; None: from dups
+    # the index transposed, (dim, n_docs) float32 C-contiguous (setup.transposed); None: the index's rows only
+    DT: np.ndarray | None = None
+    # retrieval.tie_index(dups): (src, dst), every duplicate group tied in one step; None: from dups
+    tie: tuple | None = None
 
 
 @dataclass
