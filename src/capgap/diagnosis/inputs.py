@@ -218,13 +218,13 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
         bytes, a git-LFS pointer, an HTML page: ``capgap.arrays.numpy_format``), holds pickled
         objects (dtype object; never unpickled) or is shorter or longer than its header
         declares; an ``.npz`` holding several arrays and no ``key``, or no array named ``key``
-        (``emb.npz: holds arrays ['emb'], not 'other': name one with --key``); a table problem, naming the
-        row and column (``capgap.diagnosis.tables.read_table_vectors``); a file faiss cannot read; a faiss index without vectors, of an unsupported
-        type or scalar-quantizer type, with another metric, or with negative or repeated ids; a
-        shape that is not 2-d with at least one row and column; a dtype other than
-        float32/float16/float64; or a non-finite value, checked block by block (the reason
-        names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite: column 1
-        holds nan``).
+        (``emb.npz: holds arrays ['emb'], not 'other': name one with --key``); a table problem,
+        naming the row and column (``capgap.diagnosis.tables.read_table_vectors``); a file faiss
+        cannot read; a faiss index without vectors, of an unsupported type or scalar-quantizer
+        type, with another metric, or with negative or repeated ids; a shape that is not 2-d
+        with at least one row and column; a dtype other than float32/float16/float64; or a
+        non-finite value, checked block by block (the reason names the first such row, 0-based:
+        ``docs.npy: row 3 (0-based) is not finite: column 1 holds nan``).
     """
     from .tables import TABLE_SUFFIXES, read_table_vectors  # lazy: pyarrow is imported only for a table (the report env reads qrels here)
 

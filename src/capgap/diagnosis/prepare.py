@@ -147,18 +147,20 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
     """``M`` ``(n, dim)`` as float32 rows whose inner products rank by ``metric``; ``M`` is never
     written to.
 
-    ``ip``: ``M`` itself (float32 C-contiguous input, e.g. a memory map, is read in place;
-    other dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (rows of
-    norm 0 never get here: ``_zero_norm_rows`` refuses or removes them first). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
-    ``(q, 1)`` (``side`` ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
-    ``-|q - d|^2`` does; the documents' last coordinate is shifted by their median ``|d|^2/2``
-    (a constant for all of a query's documents: no ranking changes) so that it keeps its digits in
-    float32. Built block by block (norms in float64). A nonzero row every value of which
-    underflows float32 at ``scale`` (one outlying row forced a scale the others cannot take) is
-    refused with ``ValueError`` naming the row. Returns the array and, for
-    cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). ``scale``: a power of two
-    the rows are multiplied by first (``_score_scales``; exact, ignored under cosine). Raises
-    ``ValueError`` when a document's ``|d|^2/2`` overflows float32 (``l2``)."""
+    ``ip``: ``M`` itself (float32 C-contiguous input, e.g. a memory map, is read in place; other
+    dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (rows of norm
+    0 never get here: ``_zero_norm_rows`` refuses or removes them first). ``l2``: a new ``(n,
+    dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries ``(q, 1)`` (``side``
+    ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q -
+    d|^2)/2`` ranks each query's documents as ``-|q - d|^2`` does; the documents' last
+    coordinate is shifted by their median ``|d|^2/2`` (a constant for all of a query's
+    documents: no ranking changes) so that it keeps its digits in float32. Built block by block
+    (norms in float64). A nonzero row every value of which underflows float32 at ``scale`` (one
+    outlying row forced a scale the others cannot take) is refused with ``ValueError`` naming
+    the row. Returns the array and, for cosine, the largest ``|norm - 1|`` of the input rows
+    (else 0.0). ``scale``: a power of two the rows are multiplied by first (``_score_scales``;
+    exact, ignored under cosine). Raises ``ValueError`` when a document's ``|d|^2/2`` overflows
+    float32 (``l2``)."""
     n, dim = M.shape
     if metric == "ip" and scale == 1.0:
         if M.dtype == np.float64:  # values float32 cannot hold: checked before the cast

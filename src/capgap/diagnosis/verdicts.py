@@ -135,12 +135,12 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         ``itemsize * dim``.
     zero_norm : str
         Under ``cosine``, what a row of norm 0 (every value 0: its cosine is undefined; a
-        non-zero row of any norm is normalised exactly) does: ``"error"`` (default) raises ``ValueError`` naming the file and rows;
-        ``"set-apart"`` leaves those rows out and counts them (summary ``zero_norm``): a zero
-        document is ranked for no query (a gold one stays in its query's gold set, never found,
-        so recall keeps its denominator), a zero query gets no verdict, and a query whose every
-        gold document is zero is left out too. Ignored under ``ip`` and ``l2`` (a zero vector has
-        well-defined scores there).
+        non-zero row of any norm is normalised exactly) does: ``"error"`` (default) raises
+        ``ValueError`` naming the file and rows; ``"set-apart"`` leaves those rows out and
+        counts them (summary ``zero_norm``): a zero document is ranked for no query (a gold one
+        stays in its query's gold set, never found, so recall keeps its denominator), a zero
+        query gets no verdict, and a query whose every gold document is zero is left out too.
+        Ignored under ``ip`` and ``l2`` (a zero vector has well-defined scores there).
     paths : mapping, optional
         The files the matrices came from, keyed ``"documents"``, ``"queries"``,
         ``"uncompressed documents"``, named in errors about their rows (default: those words).

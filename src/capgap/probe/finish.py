@@ -167,7 +167,8 @@ def _order_copies(problem: Problem, env: SolveContext, q: int, v: _Verdict, rank
 
 
 def _adopt_witness(v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, env: SolveContext, by: str = "hull") -> None:
-    """A proof's (or the in-loop LP's: ``by="lp"``) separating ``(w, scores)`` replaces the verdict's (``decided_by=by``)."""
+    """A proof's (or the in-loop LP's: ``by="lp"``) separating ``(w, scores)`` replaces the
+    verdict's (``decided_by=by``)."""
     v.w, v.s = witness
     v.margin = _margin(v.s, gold, ng)
     v.certified = v.margin > _threshold(v.w, _local_scale(env.docs, v.s, gold, np.flatnonzero(ng), v.w, env.dmax))

@@ -280,28 +280,29 @@ def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarr
     document of ``levels[1]``, ..., and the last level above every document of ``rest``; or
     None when none is found.
 
-    ``levels``: non-empty ``int64`` row arrays, top first (a ``duplicate`` query's gold documents
-    that fit in the top |G| with their identical copies, ``refine.copy_top``, then the others);
-    ``rest``: the rows below them (the non-gold documents, identical copies set aside); ``s``
-    ``(n_docs,)``: scores at some w whose highest ``rest`` rows seed the candidates; ``rep``: each row's duplicate-group
-    representative (its score is the group's). The hard-margin ordinal problem with one
-    threshold between consecutive levels (Shashua & Levin, "Ranking with Large Margin
-    Principle", NIPS 2002, fixed-margin strategy): ``w.x - t_l >= 1`` for level l's rows and
-    ``t_(l-1) - w.x >= 1`` below the level above, i.e. ``v.z >= 1`` for v = (w, t) and one
-    vector z per constraint. It is feasible exactly when the origin is outside the convex hull
-    of the z, and the hull's nearest point to the origin is then the max-margin v (the
-    thresholds count in its norm: a feasibility question, not Shashua & Levin's objective);
-    scipy's NNLS finds it as in ``hull_distance_bound`` (one penalised convexity row). Column
-    generation on ``rest``: every level's rows always, the ``max(dim + 2, HULL_STEP)``
-    highest-scoring ``rest`` rows at first; each next round keeps the ``rest`` rows the NNLS
-    weighted and adds as many of those its direction ranks at or above the last level's lowest,
-    highest first (as ``_prove_inseparable``: on NFCorpus, keeping only the weighted rows took
-    the searches 11.0 s -> 6.9 s, the same witnesses found), up to ``HULL_ROUNDS`` rounds. The direction's w is checked in float64 on every document: each
-    level's lowest score above the next level's highest (and the last level's above ``rest``'s)
-    by more than the certificate's threshold (``planes._threshold``), after scaling that margin
-    to 1. Returns ``(w, scores)``, ``w`` ``(dim,) float64`` and its exact scores ``(n_docs,)``
-    (duplicates tied through ``rep``), or None (the order is infeasible, the NNLS failed, or
-    the rounds ran out)."""
+    ``levels``: non-empty ``int64`` row arrays, top first (a ``duplicate`` query's gold
+    documents that fit in the top |G| with their identical copies, ``refine.copy_top``, then the
+    others); ``rest``: the rows below them (the non-gold documents, identical copies set aside);
+    ``s`` ``(n_docs,)``: scores at some w whose highest ``rest`` rows seed the candidates;
+    ``rep``: each row's duplicate-group representative (its score is the group's). The
+    hard-margin ordinal problem with one threshold between consecutive levels (Shashua & Levin,
+    "Ranking with Large Margin Principle", NIPS 2002, fixed-margin strategy): ``w.x - t_l >= 1``
+    for level l's rows and ``t_(l-1) - w.x >= 1`` below the level above, i.e. ``v.z >= 1`` for v
+    = (w, t) and one vector z per constraint. It is feasible exactly when the origin is outside
+    the convex hull of the z, and the hull's nearest point to the origin is then the max-margin
+    v (the thresholds count in its norm: a feasibility question, not Shashua & Levin's
+    objective); scipy's NNLS finds it as in ``hull_distance_bound`` (one penalised convexity
+    row). Column generation on ``rest``: every level's rows always, the ``max(dim + 2,
+    HULL_STEP)`` highest-scoring ``rest`` rows at first; each next round keeps the ``rest`` rows
+    the NNLS weighted and adds as many of those its direction ranks at or above the last level's
+    lowest, highest first (as ``_prove_inseparable``: on NFCorpus, keeping only the weighted
+    rows took the searches 11.0 s -> 6.9 s, the same witnesses found), up to ``HULL_ROUNDS``
+    rounds. The direction's w is checked in float64 on every document: each level's lowest score
+    above the next level's highest (and the last level's above ``rest``'s) by more than the
+    certificate's threshold (``planes._threshold``), after scaling that margin to 1. Returns
+    ``(w, scores)``, ``w`` ``(dim,) float64`` and its exact scores ``(n_docs,)`` (duplicates
+    tied through ``rep``), or None (the order is infeasible, the NNLS failed, or the rounds ran
+    out)."""
     from scipy.optimize import nnls  # imported where used (scipy.optimize: ~0.8 s to import)
     levels = [np.unique(rep[np.asarray(lv, dtype=np.int64)]) for lv in levels]
     rest = np.asarray(rest, dtype=np.int64)

@@ -26,15 +26,15 @@ def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], 
                   split_of: Mapping[str, str], ks: Sequence[int], unfindable: Sequence[int] | None = None) -> list[dict]:
     """One JSON-ready record per query (the probe's ``per_query.jsonl``): id, split, gold-set
     size, recall@k for each k in ``ks`` (pessimistic ties), certificate and its cause, slack
-    (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict
-    JSON: no non-gold document), objective, duality gap, iterations, convergence, |w|, the final
-    C and escalations, ``outcome`` and ``decided_by`` (``ProbeResult``), the inseparability proof's ``hull_distance_bound`` (null: no proof was
-    needed or found), and each gold document's rank by id. ``gold[i]``: ``(g,) int64`` rows of
-    query i's gold documents (into ``doc_ids``), aligned with ``results[i].gold_ranks``.
-    ``unfindable[i]``: how many more gold documents query i has that no method can find
-    (``capgap.data.gold_rule``: absent, empty or excluded); they count in ``n_gold`` and in
-    recall's denominator, as in every method's rows (``Judged.full_ranks``), and are listed as
-    ``n_unfindable``."""
+    (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict JSON:
+    no non-gold document), objective, duality gap, iterations, convergence, |w|, the final C and
+    escalations, ``outcome`` and ``decided_by`` (``ProbeResult``), the inseparability proof's
+    ``hull_distance_bound`` (null: no proof was needed or found), and each gold document's rank
+    by id. ``gold[i]``: ``(g,) int64`` rows of query i's gold documents (into ``doc_ids``),
+    aligned with ``results[i].gold_ranks``. ``unfindable[i]``: how many more gold documents
+    query i has that no method can find (``capgap.data.gold_rule``: absent, empty or excluded);
+    they count in ``n_gold`` and in recall's denominator, as in every method's rows
+    (``Judged.full_ranks``), and are listed as ``n_unfindable``."""
     out = []
     unfindable = unfindable if unfindable is not None else [0] * len(results)
     for q, g, r, u in zip(query_ids, gold, results, unfindable):

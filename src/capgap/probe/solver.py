@@ -45,46 +45,47 @@ def probe(
 
     ``D``: ``(n_docs, dim) float32`` frozen index (rows = documents; may be a memory map).
     ``gold_sets[q]``: row indices of query q's gold documents (non-empty). ``C``: the SVM's C on
-    the pair-averaged hinge (dlib's scaling; docs/probe.md). ``eps``: stopping tolerance on the pair-averaged hinge. ``max_iter``:
-    iteration cap per query (a warning names how many queries hit it). ``batch_size``: queries
-    iterating at once, the rows of each matrix product (default ``batch_window``: the two
-    ``(n_docs, window)`` float32 work matrices under half the index size or under
-    ``WORK_BYTES``; fewer where that leaves under ``MIN_BATCHES`` batches, so that a small query
-    set still spreads over the worker processes); a batch holds up to ``STREAM_WINDOWS`` such
-    windows and refills a finished query's place (``problem_batches``). ``lp_check_max_docs``: run the exact LP for queries
-    the cutting plane leaves uncertified, whole when ``n_docs`` is at most this, by constraint
-    generation otherwise (0: never); a feasible LP's witness becomes the query's w. ``C_max``: when a query converges without strict
-    separation, C is raised 10x at a time up to ``C_max`` and the cutting plane continues on the
-    same working set, approaching the hard-margin problem (None: no escalation, the plain
+    the pair-averaged hinge (dlib's scaling; docs/probe.md). ``eps``: stopping tolerance on the
+    pair-averaged hinge. ``max_iter``: iteration cap per query (a warning names how many queries
+    hit it). ``batch_size``: queries iterating at once, the rows of each matrix product (default
+    ``batch_window``: the two ``(n_docs, window)`` float32 work matrices under half the index
+    size or under ``WORK_BYTES``; fewer where that leaves under ``MIN_BATCHES`` batches, so that
+    a small query set still spreads over the worker processes); a batch holds up to
+    ``STREAM_WINDOWS`` such windows and refills a finished query's place (``problem_batches``).
+    ``lp_check_max_docs``: run the exact LP for queries the cutting plane leaves uncertified,
+    whole when ``n_docs`` is at most this, by constraint generation otherwise (0: never); a
+    feasible LP's witness becomes the query's w. ``C_max``: when a query converges without
+    strict separation, C is raised 10x at a time up to ``C_max`` and the cutting plane continues
+    on the same working set, approaching the hard-margin problem (None: no escalation, the plain
     soft-margin problem with ``C``); text-tied queries with crossing gold sets are not
     escalated, and a gold document's identical non-gold copies are set aside from the
-    optimisation (they tie with it under any w). ``excluded_sets[q]``: rows that are neither gold nor non-gold for query
-    q (BRIGHT's ``excluded_ids``; BEIR's self-retrieval rule): they enter no pair, no rank and
-    no certificate. ``grades[q]``: relevance grades aligned with ``gold_sets[q]`` (default 1;
-    they order tied gold documents, lowest grade first). ``tie_groups[q]``: a label; queries with
-    the same label (identical query text) share one w, a ranking SVM over the union of their
-    pair sets (the 1-slack constraint sums every member's pairs), since any text encoder maps
-    them to one vector. ``depth``: also keep each query's first ``depth`` documents
-    (``ProbeResult.top_rows``/``top_scores``) for a run file. ``duplicates``: groups of rows to
-    treat as identical documents besides the bit-identical rows found here (identical texts
-    whose embeddings differ in the last bits): they score identically and are twins.
-    ``solve``: ``"certificate"`` stops a query once its witness separates the gold set with a
-    float32 margin above the float32 error bound (so the float64 check certifies it too):
-    recall, ranks and the certificate are then what the optimum would give (every gold
-    document ranks above every other), objective and slack are the witness's; graded gold sets
-    too (the recall capacity is decided there; the nDCG of that w is a lower bound on the nDCG
-    capacity). A text-tied group with crossing gold sets runs to the optimum.
-    ``"optimum"``: every query runs to the eps criterion (docs/probe.md: primal - dual
-    <= C eps at the best point the line search found). ``pairs``: ``"gold"`` (every
-    gold document against every non-gold one: the paper's recall capacity) or ``"graded"``:
-    for a single query with more than one grade, the pairs of every two grade levels (non-gold
-    = grade 0; Joachims, "Optimizing Search Engines using Clickthrough Data", KDD 2002, Sec. 4),
-    so w seeks the whole graded order and its nDCG is the nDCG capacity that order supports;
-    the 1-slack constraint sums one gold-vs-lower-levels constraint per level, weighted by its
-    pairs (as a text-tied group's members), ``solve="certificate"`` stops a query when every
-    level ranks above every lower one, and w is the SVM's (no LP or proof witness replaces it:
-    those decide gold vs non-gold only). ``slack``/``objective``/``dual`` are then the graded
-    problem's; certificate, ranks and recall still judge gold against non-gold.
+    optimisation (they tie with it under any w). ``excluded_sets[q]``: rows that are neither
+    gold nor non-gold for query q (BRIGHT's ``excluded_ids``; BEIR's self-retrieval rule): they
+    enter no pair, no rank and no certificate. ``grades[q]``: relevance grades aligned with
+    ``gold_sets[q]`` (default 1; they order tied gold documents, lowest grade first).
+    ``tie_groups[q]``: a label; queries with the same label (identical query text) share one w,
+    a ranking SVM over the union of their pair sets (the 1-slack constraint sums every member's
+    pairs), since any text encoder maps them to one vector. ``depth``: also keep each query's
+    first ``depth`` documents (``ProbeResult.top_rows``/``top_scores``) for a run file.
+    ``duplicates``: groups of rows to treat as identical documents besides the bit-identical
+    rows found here (identical texts whose embeddings differ in the last bits): they score
+    identically and are twins. ``solve``: ``"certificate"`` stops a query once its witness
+    separates the gold set with a float32 margin above the float32 error bound (so the float64
+    check certifies it too): recall, ranks and the certificate are then what the optimum would
+    give (every gold document ranks above every other), objective and slack are the witness's;
+    graded gold sets too (the recall capacity is decided there; the nDCG of that w is a lower
+    bound on the nDCG capacity). A text-tied group with crossing gold sets runs to the optimum.
+    ``"optimum"``: every query runs to the eps criterion (docs/probe.md: primal - dual <= C eps
+    at the best point the line search found). ``pairs``: ``"gold"`` (every gold document against
+    every non-gold one: the paper's recall capacity) or ``"graded"``: for a single query with
+    more than one grade, the pairs of every two grade levels (non-gold = grade 0; Joachims,
+    "Optimizing Search Engines using Clickthrough Data", KDD 2002, Sec. 4), so w seeks the whole
+    graded order and its nDCG is the nDCG capacity that order supports; the 1-slack constraint
+    sums one gold-vs-lower-levels constraint per level, weighted by its pairs (as a text-tied
+    group's members), ``solve="certificate"`` stops a query when every level ranks above every
+    lower one, and w is the SVM's (no LP or proof witness replaces it: those decide gold vs
+    non-gold only). ``slack``/``objective``/``dual`` are then the graded problem's; certificate,
+    ranks and recall still judge gold against non-gold.
 
     Escalation, then one proof: an unseparated problem raises C 10x at a time; after
     ``HULL_AFTER`` escalations it gets one inseparability proof (``hull_distance_bound``;
@@ -239,8 +240,9 @@ def problem_batches(n_problems: int, shape: tuple[int, int], batch_size: int | N
     (``batch_window``) of problems, fewer where that leaves under ``MIN_BATCHES`` batches, and
     never fewer than one window. A batch iterates ``window`` problems at once and a finished
     problem's place goes to the batch's next one (``batch._solve_batch``), so the products keep
-    their width until the batch's last problems: the iterations of a batch's slowest problem
-    do not cost a product each for a batch of mostly finished problems. Never a function of the thread count, so the numbers are not either."""
+    their width until the batch's last problems: the iterations of a batch's slowest problem do
+    not cost a product each for a batch of mostly finished problems. Never a function of the
+    thread count, so the numbers are not either."""
     window = batch_window(n_problems, shape, batch_size)
     B = max(window, min(const.STREAM_WINDOWS * window, -(-n_problems // const.MIN_BATCHES)))
     return [list(range(b0, min(b0 + B, n_problems))) for b0 in range(0, n_problems, B)]
