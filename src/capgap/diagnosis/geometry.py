@@ -35,7 +35,8 @@ def representatives(n: int, groups: Sequence[np.ndarray]) -> np.ndarray:
     return rep
 
 
-def l2_feasible(Ds: np.ndarray, gold: np.ndarray, w0: np.ndarray, groups, lp_max_docs: int) -> tuple[bool | None, np.ndarray | None]:
+def l2_feasible(Ds: np.ndarray, gold: np.ndarray, w0: np.ndarray, groups,
+                lp_max_docs: int) -> tuple[bool | None, np.ndarray | None]:
     """Is there an L2 query point (or the limit of one) ranking every gold document strictly
     above every other document?
 

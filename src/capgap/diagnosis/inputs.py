@@ -329,7 +329,8 @@ def load_ids(path: str | Path) -> list[str]:
     return ids
 
 
-def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str, id_option: str = "--id-column") -> list[str] | None:
+def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str,
+            id_option: str = "--id-column") -> list[str] | None:
     """The ids of ``emb``'s rows: from the ids file ``ids_file`` (``load_ids``) or from the
     table's id column (``emb.row_ids``); None when neither gives them.
 
@@ -363,7 +364,8 @@ def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str, id_option
     return list(emb.row_ids) if emb.row_ids is not None else None
 
 
-def document_ids(docs: Embeddings, listed: Sequence[str] | None = None, listed_path: str | Path = "--doc-ids") -> list[str]:
+def document_ids(docs: Embeddings, listed: Sequence[str] | None = None,
+                 listed_path: str | Path = "--doc-ids") -> list[str]:
     """The id of each row of ``docs.matrix``.
 
     Row i of an array, or of a faiss index whose ids are 0..n-1, is document ``listed[i]``
@@ -454,7 +456,8 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] 
         missing = [d for d in dids if d not in at]
         if foreign or missing:
             how = "its id column" if unc.row_ids is not None else "its faiss ids"
-            parts = ([f"{len(foreign)} of its {nu} ids name no document of {docs.path} (e.g. {foreign[:3]})"] if foreign else []) \
+            parts = ([f"{len(foreign)} of its {nu} ids name no document of {docs.path} (e.g. {foreign[:3]})"] if foreign
+                     else []) \
                 + ([f"{len(missing)} of the {n} documents have no row in it (e.g. {missing[:3]})"] if missing else [])
             raise ValueError(f"{unc.path} (the uncompressed documents) is matched to {docs.path} by document id ({how}), "
                              f"but {' and '.join(parts)}: they must be the same documents")
@@ -504,11 +507,13 @@ def load_qrels_file(path: str | Path) -> QrelsFile:
     for lineno, q, d, g in iter_qrels(path, pairs=True):
         prev = out.setdefault(q, {}).get(d)
         if prev is not None and prev != g:
-            raise DataFormatError(path, lineno, "score", f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
+            raise DataFormatError(path, lineno, "score",
+                                  f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
         out[q][d] = g
         first.setdefault((q, d), lineno)
     if not out:
-        raise DataFormatError(path, None, None, "judges no query: the file holds no judgement line (it is empty, blank or "
+        raise DataFormatError(path, None, None,
+                              "judges no query: the file holds no judgement line (it is empty, blank or "
                                                 "only a header)")
     return QrelsFile(out, path=path, lines=first)
 
@@ -546,7 +551,8 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
         elif len(cols) in (2, 3):
             q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
         else:
-            raise DataFormatError(path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
+            raise DataFormatError(path, i, None,
+                                  f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
         scored = scored and score is not None
         try:
             s = float(score) if score is not None else -float(i)
@@ -571,5 +577,6 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
 
 def _array_info(M: np.ndarray) -> dict:
     """``Embeddings.info()`` of an in-memory matrix: its dtype as ``kind``, ``itemsize * dim`` bytes per vector."""
-    return {"path": None, "kind": M.dtype.name, "faiss_type": None, "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
+    return {"path": None, "kind": M.dtype.name, "faiss_type": None,
+            "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
             "n": int(M.shape[0]), "dim": int(M.shape[1])}

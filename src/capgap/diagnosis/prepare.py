@@ -25,7 +25,8 @@ def _note(notes: list[str], msg: str) -> None:
     notes.append(msg)
 
 
-def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]], notes: list[str]) -> tuple[list[int], dict]:
+def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]],
+                   notes: list[str]) -> tuple[list[int], dict]:
     """Which query rows have judgements, and the ids on either side that meet nothing.
 
     Returns ``(keep, unmatched)``: ``keep``, the row indices whose id the qrels judge (row
@@ -43,8 +44,10 @@ def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, in
     rowless = [q for q in qrels if q not in rows]
     unmatched = {}
     for key, ids, total, what in (
-            ("rows_without_judgements", unjudged, len(query_ids), "query rows have no judgements in the qrels (left out)"),
-            ("judged_queries_without_row", rowless, len(qrels), "judged queries have no query embedding row (not evaluated)")):
+            ("rows_without_judgements", unjudged, len(query_ids),
+             "query rows have no judgements in the qrels (left out)"),
+            ("judged_queries_without_row", rowless, len(qrels),
+             "judged queries have no query embedding row (not evaluated)")):
         unmatched[key] = {"count": len(ids), "examples": list(ids[:5])}
         if ids:
             _note(notes, f"{len(ids)} of the {total} {what}, e.g. {ids[:3]}")
@@ -83,7 +86,8 @@ def _unit_scale(log2_norm: float) -> float:
     return float(np.ldexp(1.0, -(int(np.floor(log2_norm)) + 1)))
 
 
-def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: str, notes: list[str]) -> tuple[float, float]:
+def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: str,
+                  notes: list[str]) -> tuple[float, float]:
     """The powers of two ``(documents, queries)`` the vectors are scored at. A positive scale of
     the documents (or of each query) changes no inner-product ranking, and a common one of both
     no L2 ranking (``|s q - s d|^2 = s^2 |q - d|^2``); a power of two changes no mantissa, so the
@@ -176,7 +180,8 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
         # common to a query's documents changes no ranking, and what is left of |d|^2/2 keeps its
         # digits in float32 when the norms are alike and far larger than the products q.d
         half = np.concatenate([0.5 * np.einsum("ij,ij->i", x, x) for x in
-                               (np.asarray(M[a : a + step], dtype=np.float64) * scale for a in range(0, n, step))]) if n else np.zeros(0)
+                               (np.asarray(M[a : a + step], dtype=np.float64) * scale
+                                for a in range(0, n, step))]) if n else np.zeros(0)
         shift = float(np.median(half)) if n and np.isfinite(half).all() else 0.0
     for a in range(0, n, step):
         x = np.asarray(M[a : a + step], dtype=np.float64)
@@ -244,7 +249,8 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
         raise ValueError("metric cosine: no query is left once the rows of norm 0 are set apart")
     summary["queries_with_only_zero_gold"] = {"count": len(no_gold), "ids": [query_ids[i] for i in no_gold[:20]]}
     for side, rows in bad.items():
-        _note(notes, f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
+        _note(notes,
+              f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
                      f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}")
     if no_gold:
         _note(notes, f"metric cosine: {len(no_gold)} queries whose every gold document has norm 0 are set apart too, "
@@ -281,7 +287,8 @@ def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Ma
 
 
 
-def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_path, queries_path) -> tuple[list[str], dict]:
+def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_path,
+                    queries_path) -> tuple[list[str], dict]:
     """The CLI's default query ids when none are given: row i is the i-th query id of the qrels,
     in order of first appearance (``load_qrels_file``'s order).
 
@@ -319,7 +326,8 @@ def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_p
                          f"first appearance), but its query ids are the row numbers 0..{n_rows - 1} in another order "
                          f"(first {ids[:3]}): they look like row numbers, and row 0 would be query {ids[0]!r}; give "
                          "--query-ids (one id per query row)")
-    return ids, {"rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance", "first": ids[:3]}
+    return ids, {"rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance",
+                 "first": ids[:3]}
 
 
 def document_id_default(doc_ids: Sequence[str], faiss_ids: bool) -> dict:

@@ -92,8 +92,10 @@ def run_in_order(path: Path, rows: Mapping[str, Sequence[tuple]], scored: bool =
                               "distances)")
     note = (f"{path}: on every query whose ranks and scores tell an order ({len(asc)}) the scores ascend as the ranks "
             f"ascend (e.g. {example}): distances, not similarities; the documents are taken in rank order")
-    return RunFile({q: [e[2] for e in sorted(v, key=lambda e: (e[3] if e[3] is not None else float("inf"), -e[0], e[1]))]
-                    for q, v in rows.items()}, notes=[note])
+    def by_rank(e):
+        return (e[3] if e[3] is not None else float("inf"), -e[0], e[1])
+
+    return RunFile({q: [e[2] for e in sorted(v, key=by_rank)] for q, v in rows.items()}, notes=[note])
 
 
 def _example_steps(entries: Sequence[tuple]) -> tuple[tuple, tuple]:

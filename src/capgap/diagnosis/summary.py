@@ -95,5 +95,6 @@ def admitted_but_missed(probe_rows: Sequence[Mapping], run: Mapping[str, Sequenc
         enc = _capped_recall(ranked, gold, k)
         if enc < 1:
             ranks = [i + 1 for i, d in enumerate(ranked) if d in gold]
-            out.append({"query_id": q, "n_gold": len(gold), "encoder_recall": round(enc, 6), "best_gold_rank": min(ranks) if ranks else None})
+            out.append({"query_id": q, "n_gold": len(gold), "encoder_recall": round(enc, 6),
+                        "best_gold_rank": min(ranks) if ranks else None})
     return out

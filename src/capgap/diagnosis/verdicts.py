@@ -214,11 +214,13 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     extra = _summary_extra(case, pr, pu, rows, admitted, k, metric, index_info, uncompressed_info)
     open_q = [r["query_id"] for r in rows if r["verdict"] == "undetermined"]
     if open_q:
-        _note(case.notes, f"{len(open_q)} queries are undetermined: no query vector at hand puts their gold documents in the "
+        _note(case.notes,
+              f"{len(open_q)} queries are undetermined: no query vector at hand puts their gold documents in the "
                           f"top {k}, and nothing proves that none does, e.g. {open_q[:3]}")
     kind = str(extra["index"].get("kind") or "")
     if kind.startswith(("ivf", "hnsw")) and ann_run is None:
-        _note(case.notes, f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
+        _note(case.notes,
+              f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
                           "does; which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with "
                           "--ann-run")
     return Diagnosis(rows, _summary(rows, k, ann_run is not None, case.notes, extra), k, case.notes)
@@ -263,7 +265,8 @@ def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[s
             hint = "; a line starting with '#' is a judgement: qrels have no comment lines" if q.startswith("#") else ""
             more = [u for u in unknown if u != d]
             also = f" (nor are {len(more)} more documents the qrels name, e.g. {more[:3]})" if more else ""
-            raise DataFormatError(qrels.path, line, "corpus-id", f"document {d!r} (query {q!r}) is not in the document ids"
+            raise DataFormatError(qrels.path, line, "corpus-id",
+                                  f"document {d!r} (query {q!r}) is not in the document ids"
                                                                  f"{also}; the document ids look like {list(doc_ids[:3])}{hint}")
         raise ValueError(msg)
     keep, unmatched = _match_queries(query_ids, qrels, notes)
@@ -292,12 +295,14 @@ def _score(case: _Case, metric: str, k: int) -> _Scoring:
     Us, dev_u = _scoring_matrix(case.U, metric, "uncompressed documents", sd) if case.U is not None else (None, 0.0)
     for name, dev in (("documents", dev_d), ("queries", dev_q), ("uncompressed documents", dev_u)):
         if dev > 1e-3:
-            _note(case.notes, f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
+            _note(case.notes,
+                  f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
     pos = {d: i for i, d in enumerate(case.doc_ids)}
     golds = [{d for d, g in case.qrels[q].items() if g > 0} for q in case.qids]
     # a gold document set apart (zero norm) stays in ``golds`` (the denominators) but has no row
     gold_rows = [np.array(sorted(pos[d] for d in g if d in pos), dtype=np.int64) for g in golds]
-    grades = [np.array([case.qrels[q][case.doc_ids[r]] for r in g], dtype=np.float64) for q, g in zip(case.qids, gold_rows)]
+    grades = [np.array([case.qrels[q][case.doc_ids[r]] for r in g], dtype=np.float64)
+              for q, g in zip(case.qids, gold_rows)]
     groups = duplicate_groups(Ds)  # bit-identical rows; under l2 the same groups as D's
     # no text ties here: equal query embeddings need not mean equal texts, and another encoder
     # could tell them apart, so each query keeps its own w
@@ -367,7 +372,8 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list
             l2_no = ok is False and res.stopped != "solver"  # no proof where the probe's QP failed
             if l2_no and res.outcome == "certified":
                 causes[i] = "l2-unreachable"  # separable by (w, c) only with c < 0: farthest documents first
-        proofs[i] = index_limit_proof(n_golds[i], gold_rows[i], kk, groups, Ds.shape[0], res.outcome == "geometry", l2_no)
+        proofs[i] = index_limit_proof(n_golds[i], gold_rows[i], kk, groups, Ds.shape[0], res.outcome == "geometry",
+                                      l2_no)
     off = [i for i in off if i not in l2_lp]
     return _Geometry(results, ranks, certified, causes, reachable, off, l2_lp, proofs)
 
@@ -393,11 +399,13 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
     except _ProbeOverflow as e:
         raise named(e, "documents") from None
     if pr.l2_lp:
-        _note(case.notes, f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
+        _note(case.notes,
+              f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
                           f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
                           f"{[case.qids[i] for i in pr.l2_lp[:3]]}")
     if pr.off:
-        _note(case.notes, f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
+        _note(case.notes,
+              f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
                           f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
                           f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
     failed = [case.qids[i] for i, res in enumerate(pr.results) if res.stopped == "solver"]
@@ -472,7 +480,8 @@ def _summary_extra(case: _Case, pr: _Geometry, pu: _Geometry | None, rows: list[
                    metric: str, index_info: Mapping | None, uncompressed_info: Mapping | None) -> dict:
     """The summary's entries beyond the means and counts: metric, unmatched ids, zero-norm rows,
     probe vectors that are no L2 query, what the index (and the uncompressed vectors) are."""
-    extra = {"metric": metric, "left_out_without_qrels": case.unmatched["rows_without_judgements"]["count"], **case.unmatched}
+    extra = {"metric": metric, "left_out_without_qrels": case.unmatched["rows_without_judgements"]["count"],
+             **case.unmatched}
     if case.zero is not None:
         extra["zero_norm"] = case.zero
     if pr.reachable is not None:
@@ -503,6 +512,7 @@ def _uncompressed_summary(case: _Case, pu: _Geometry, rows: list[dict], admitted
     if pu.reachable is not None:
         unc["probe_not_l2_query"] = pu.reachable.count(False)
     if unc["admitted_only_by_index"]:
-        _note(case.notes, f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
+        _note(case.notes,
+              f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
                           "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
     return unc

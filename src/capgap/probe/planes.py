@@ -68,7 +68,8 @@ def _hinge(s: np.ndarray, gold: np.ndarray, n_pairs: int, excl: np.ndarray) -> f
     sg = s[gold]
     if sg.max() - s.min() < 1.0:  # every pair violated: the hinge is linear, a difference of means
         n_ng = len(s) - len(gold) - len(excl)
-        total = len(gold) * n_ng + len(gold) * (float(s.sum()) - float(sg.sum()) - float(s[excl].sum())) - n_ng * float(sg.sum())
+        total = (len(gold) * n_ng + len(gold) * (float(s.sum()) - float(sg.sum()) - float(s[excl].sum()))
+                 - n_ng * float(sg.sum()))
         return max(0.0, total / n_pairs)
     ng = s > sg.min() - 1.0
     ng[gold] = False
@@ -233,7 +234,8 @@ def _compared_rows(s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray,
     return np.concatenate([hi, near])
 
 
-def _certified32(s: np.ndarray, problem: Problem, golds, opt_excl, rmax: float, dmax: float, w: np.ndarray | None = None,
+def _certified32(s: np.ndarray, problem: Problem, golds, opt_excl, rmax: float, dmax: float,
+                 w: np.ndarray | None = None,
                  err: float | None = None) -> bool:
     """Whether float32 scores ``s`` ``(n_docs,)`` at ``w`` (default the problem's w) separate every
     member's gold set by more than their error (``err``; default the float32 product's bound,
@@ -283,7 +285,8 @@ def _scores64(docs: np.ndarray, W: np.ndarray, dups) -> np.ndarray:
     return tie_duplicates(out, dups)
 
 
-def _exact_near_gold(docs: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups, tie: tuple | None = None) -> np.ndarray:
+def _exact_near_gold(docs: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups,
+                     tie: tuple | None = None) -> np.ndarray:
     """Scores at w ``(n_docs,) float64``: exact (float64) for the gold documents and every
     document within the float32 error bound of the lowest gold score, ``s32`` elsewhere. So the
     margin's sign, every tie with a gold document and every gold rank are exact; documents

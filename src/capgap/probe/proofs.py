@@ -24,8 +24,8 @@ def _backstop(time_limit: float | None) -> float:
 
 def _warn_backstop(what: str, seconds: float) -> None:
     """Log that the wall-clock backstop, not the iteration cap, left ``what`` undecided."""
-    log.warning("%s stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on this machine's speed "
-                "(constants.LP_TIME_LIMIT)", what, seconds)
+    log.warning("%s stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on this machine's "
+                "speed (constants.LP_TIME_LIMIT)", what, seconds)
 
 
 def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = None, excluded: Sequence[int] = (),
@@ -72,7 +72,8 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
     options = {"time_limit": _backstop(time_limit),
                "maxiter": int(const.LP_ITERS * (A.shape[0] + A.shape[1]))}
-    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] - 1) + [(0 if last_nonneg else None, None), (None, None)], method="highs-ds", options=options)
+    bounds = [(None, None)] * (D.shape[1] - 1) + [(0 if last_nonneg else None, None), (None, None)]
+    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=bounds, method="highs-ds", options=options)
     if res.status == 1 and "time limit" in str(res.message).lower():
         _warn_backstop(f"exact LP ({A.shape[0]} constraints, {int(res.nit)} simplex iterations)", options["time_limit"])
     ok = True if res.status == 0 else False if res.status == 2 else None
@@ -216,7 +217,8 @@ def _hull_nnls(P: np.ndarray, N: np.ndarray) -> tuple[float, np.ndarray | None, 
     return bound, P.T @ lam - N.T @ mu, mu
 
 
-def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray,
+               k: int) -> np.ndarray:
     """The column-generation step of ``_prove_inseparable`` and ``_lp_generated``: the non-gold
     documents ``ng`` (row indices) that scores ``t`` ``(n_docs,)`` rank at or above the lowest gold
     one and whose duplicate-group representative (``rep``) is not among ``rows`` yet, the ``k``
@@ -250,7 +252,8 @@ def _lp_generated(docs: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.nd
     t_end = t0 + _backstop(time_limit)
 
     def witness(rows):
-        ok, w = lp_feasible(docs[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
+        ok, w = lp_feasible(docs[np.concatenate([G, rows])], np.arange(len(G)),
+                            time_limit=max(t_end - time.perf_counter(), 1e-3),
                             return_witness=True, last_nonneg=last_nonneg)
         return ok, w, (_scores64(docs, w, dups) if ok else None)
 
@@ -317,7 +320,8 @@ def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarr
         z[:, dim + t] = -sign  # w.x - t_l (sign +1) or t_l - w.x (sign -1)
         return z
 
-    fixed = [rows_z(lv, 1.0, l) for l, lv in enumerate(levels)] + [rows_z(lv, -1.0, l - 1) for l, lv in enumerate(levels) if l]
+    fixed = ([rows_z(lv, 1.0, l) for l, lv in enumerate(levels)]
+             + [rows_z(lv, -1.0, l - 1) for l, lv in enumerate(levels) if l])
     n_fixed = sum(len(z) for z in fixed)
     cand = rest[np.argsort(-s[rest], kind="stable")[:step]]
     n_rows = len(np.unique(rep[rest]))
@@ -348,7 +352,8 @@ def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarr
     return None
 
 
-def _ordered(docs: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray,
+def _ordered(docs: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray,
+             rep: np.ndarray,
              dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The exact check of a direction ``r`` ``(dim,)`` with scores ``t`` (``order_witness``;
     ``_hull_witness``: one level):
@@ -365,4 +370,5 @@ def _ordered(docs: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np
     w = r / m
     sw = _scores64(docs, w, ())[rep]
     hi = np.concatenate([np.asarray(lv, dtype=np.int64) for lv in levels])
-    return (w, sw) if gap(sw) > _threshold(w, _local_scale(docs, sw, hi, np.asarray(rest, dtype=np.int64), w, dmax)) else None
+    scale = _local_scale(docs, sw, hi, np.asarray(rest, dtype=np.int64), w, dmax)
+    return (w, sw) if gap(sw) > _threshold(w, scale) else None

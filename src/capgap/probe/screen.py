@@ -336,7 +336,8 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, stats, settings
     scale = max((float(np.abs(np.asarray(D[R[c]], dtype=np.float64)).max()) for c in _blocks(compared)), default=0.0)
     thresh = _threshold(w, scale)
     certified = margin > thresh
-    separated = certified or (len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf, top_far) > thresh)
+    separated = certified or (len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf,
+                                                              top_far) > thresh)
     confirmed = separated and settings.solve == "certificate"  # a certificate needs no optimum
     viol = np.zeros(0, dtype=np.int64)
     if not confirmed:  # the documents outside the candidates in a violated pair (s_j > min gold - 1), from float32
@@ -361,8 +362,10 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, stats, settings
     top_rows, top_scores = rank_top(s, depth, gpos, grs[q], valid) if depth else (None, None)
     if top_rows is not None:
         top_rows = np.where(top_rows >= 0, R[np.maximum(top_rows, 0)], -1)
-    extra = dict(res.extra, C_final=C_final, screen={"rounds": rounds, "candidates": int(len(rows)), "exact": not len(viol),
+    extra = dict(res.extra, C_final=C_final, screen={"rounds": rounds, "candidates": int(len(rows)),
+                                                     "exact": not len(viol),
                                                           "whole": False})
     return ProbeResult(w, res.objective, res.dual, res.slack * r, iters, res.converged, margin, bool(certified), ranks,
-                       res.lp_feasible, bool(len(twins[q])), extra, cause, 1, None, top_rows, top_scores, res.stopped, outcome,
+                       res.lp_feasible, bool(len(twins[q])), extra, cause, 1, None, top_rows, top_scores, res.stopped,
+                       outcome,
                        by), []

@@ -63,7 +63,8 @@ def shard_batches(n_batches: int, n_shards: int, shard: int) -> range:
     return range(shard * n_batches // n_shards, (shard + 1) * n_batches // n_shards)
 
 
-def probe_shard(D: np.ndarray, gold_sets: Sequence[Sequence[int]], n_shards: int, shard: int, threads: int | None = None,
+def probe_shard(D: np.ndarray, gold_sets: Sequence[Sequence[int]], n_shards: int, shard: int,
+                threads: int | None = None,
                 progress: bool = False, **kwargs) -> ProbeShard:
     """Shard ``shard`` of ``n_shards`` of ``probe(D, gold_sets, **kwargs)``: the results of the
     queries in its batches (``shard_batches``), each bit-identical to the unsharded call's
@@ -78,11 +79,13 @@ def probe_shard(D: np.ndarray, gold_sets: Sequence[Sequence[int]], n_shards: int
         for out, n_capped in _map_batches(env, mine, settings.workers, progress):
             capped += n_capped
             results.update(out)
-    log.info("probe shard %d of %d: %d of %d batches, %d queries", shard, n_shards, len(mine), len(batches), len(results))
+    log.info("probe shard %d of %d: %d of %d batches, %d queries", shard, n_shards, len(mine), len(batches),
+             len(results))
     return ProbeShard(shard, n_shards, len(gold_sets), len(env.problems), results, capped)
 
 
-def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Sequence[ProbeShard], threads: int | None = None,
+def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Sequence[ProbeShard],
+                  threads: int | None = None,
                   **kwargs) -> list[ProbeResult]:
     """``probe(D, gold_sets, **kwargs)`` from its shards (``probe_shard`` results of the same
     ``D``, ``gold_sets`` and ``kwargs``, in shard order): every query's result in order, after
@@ -96,17 +99,20 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
     capped = 0
     for k, sh in enumerate(shards):
         if (sh.shard, sh.n_shards, sh.n_queries, sh.n_problems) != (k, n, len(gold_sets), len(env.problems)):
-            raise ValueError(f"probe shard {k} of {n}: got shard {sh.shard} of {sh.n_shards} over {sh.n_queries} queries "
-                             f"({sh.n_problems} problems); expected {len(gold_sets)} queries ({len(env.problems)} problems)")
+            raise ValueError(f"probe shard {k} of {n}: got shard {sh.shard} of {sh.n_shards} over {sh.n_queries} "
+                             f"queries ({sh.n_problems} problems); expected {len(gold_sets)} queries "
+                             f"({len(env.problems)} problems)")
         want = sorted(q for b in shard_batches(len(batches), n, k) for p in batches[b] for q in env.problems[p])
         if sorted(sh.results) != want:
-            raise ValueError(f"probe shard {k} of {n}: holds {len(sh.results)} queries, not the {len(want)} of its batches")
+            raise ValueError(f"probe shard {k} of {n}: holds {len(sh.results)} queries, not the {len(want)} of its "
+                             "batches")
         capped += sh.capped
         for q, r in sh.results.items():
             results[q] = r
     with threadpool_limits(int(threads) if threads else None):
         if capped:
-            log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(gold_sets),
+            log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped,
+                        len(gold_sets),
                         settings.max_iter, settings.eps)
         if (settings.pairs == "gold" and settings.solve == "certificate"
                 and settings.C_max > settings.C):  # as solver._probe
@@ -129,7 +135,8 @@ def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], 
                                       workers=workers, progress=False)
     with threadpool_limits(int(threads) if threads else None):
         golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-        env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, settings,
+        env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates,
+                           settings,
                            solves=solves)
     env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
     batches = problem_batches(len(env.problems), D.shape, batch_size)

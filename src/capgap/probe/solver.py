@@ -126,8 +126,8 @@ def probe(
                                       workers=workers, progress=progress)
     with threadpool_limits(int(threads) if threads else None):
         # validated here only where screening may apply (_probe validates the whole-index path's queries itself)
-        golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades) if D.shape[0] > const.SCREEN_MIN_DOCS \
-            else (None, None, None)
+        golds, grs, excls = (_queries(D.shape[0], gold_sets, excluded_sets, grades)
+                             if D.shape[0] > const.SCREEN_MIN_DOCS else (None, None, None))
         if golds is not None and screens(D.shape[0], tie_groups, pairs, grs):  # each query on its candidates (screen)
             def whole(qs):
                 return _probe(D, [golds[q] for q in qs], settings, excluded_sets=[excls[q] for q in qs],
@@ -185,7 +185,8 @@ def _probe(D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets=None
         One per query, in order.
     """
     golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-    context = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, settings,
+    context = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates,
+                           settings,
                            prove=prove)
     context = replace(context, window=batch_window(len(context.problems), D.shape, settings.batch_size))
     batches = problem_batches(len(context.problems), D.shape, settings.batch_size)
