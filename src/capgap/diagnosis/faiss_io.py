@@ -195,7 +195,7 @@ def _sq_kind(sq, path: Path) -> str:
              and int(getattr(faiss.ScalarQuantizer, a)) == int(sq.qtype)]
     raise DataFormatError(path, None, None,
                           f"faiss scalar quantizer type {names[0] if names else int(sq.qtype)} is not "
-                                            f"supported: capgap reads {', '.join(_SQ_KINDS)}")
+                          f"supported: capgap reads {', '.join(_SQ_KINDS)}")
 
 
 def _check_ids(ids: np.ndarray, name: str, path: Path) -> None:

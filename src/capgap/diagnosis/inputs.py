@@ -131,7 +131,8 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name}: {problem}")
 
 
-_SUFFIX_ERROR = "expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, .feather) or a faiss index (.faiss/.index)"
+_SUFFIX_ERROR = ("expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, .feather) or a faiss index "
+                 "(.faiss/.index)")
 FORMAT_NAMES = {"npy": "a .npy file", "npz": "an .npz file", "table": "a Parquet/Arrow table", "faiss": "a faiss index"}
 # what the options of load_embeddings apply to: key -> .npz files, column and id_column -> tables
 OPTION_FORMATS = {"key": ("npz", ".npz files"), "column": ("table", "Parquet/Arrow tables"),
@@ -226,7 +227,8 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
         non-finite value, checked block by block (the reason names the first such row, 0-based:
         ``docs.npy: row 3 (0-based) is not finite: column 1 holds nan``).
     """
-    from .tables import TABLE_SUFFIXES, read_table_vectors  # lazy: pyarrow is imported only for a table (the report env reads qrels here)
+    # the report env reads qrels here without pyarrow
+    from .tables import TABLE_SUFFIXES, read_table_vectors  # lazy: pyarrow is imported only for a table
 
     path = Path(path)
     fmt = embedding_format(path)
@@ -297,9 +299,9 @@ def resolve_metric(requested: str | None, index_metric: str | None, path: str | 
         return index_metric or "ip"
     if index_metric is None or requested == index_metric or (requested, index_metric) == ("cosine", "ip"):
         return requested
-    raise ValueError(f"{path} is a faiss index that searches by {_METRIC_NAMES[index_metric]}; --metric {requested} would "
-                     f"diagnose a search the index does not run: omit --metric (capgap then uses the index's own metric, "
-                     f"{index_metric})")
+    raise ValueError(f"{path} is a faiss index that searches by {_METRIC_NAMES[index_metric]}; --metric {requested} "
+                     "would diagnose a search the index does not run: omit --metric (capgap then uses the index's own "
+                     f"metric, {index_metric})")
 
 
 def load_ids(path: str | Path) -> list[str]:
@@ -445,8 +447,8 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] 
                          f"{_METRIC_NAMES[unc.metric]}): the uncompressed vectors must be scored like the index's own")
     (n, dim), (nu, dimu) = docs.matrix.shape, unc.matrix.shape
     if dim != dimu:
-        raise ValueError(f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has dim "
-                         f"{dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension")
+        raise ValueError(f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has "
+                         f"dim {dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension")
     U = unc.matrix
     if unc.row_ids is not None or unc.ids is not None:
         uids = list(unc.row_ids) if unc.row_ids is not None else document_ids(unc, listed, listed_path)
@@ -459,8 +461,8 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] 
             parts = ([f"{len(foreign)} of its {nu} ids name no document of {docs.path} (e.g. {foreign[:3]})"] if foreign
                      else []) \
                 + ([f"{len(missing)} of the {n} documents have no row in it (e.g. {missing[:3]})"] if missing else [])
-            raise ValueError(f"{unc.path} (the uncompressed documents) is matched to {docs.path} by document id ({how}), "
-                             f"but {' and '.join(parts)}: they must be the same documents")
+            raise ValueError(f"{unc.path} (the uncompressed documents) is matched to {docs.path} by document id "
+                             f"({how}), but {' and '.join(parts)}: they must be the same documents")
         order = np.array([at[d] for d in dids], dtype=np.int64)
         return U if np.array_equal(order, np.arange(nu)) else U[order]
     if docs.ids is not None:
@@ -514,7 +516,7 @@ def load_qrels_file(path: str | Path) -> QrelsFile:
     if not out:
         raise DataFormatError(path, None, None,
                               "judges no query: the file holds no judgement line (it is empty, blank or "
-                                                "only a header)")
+                              "only a header)")
     return QrelsFile(out, path=path, lines=first)
 
 

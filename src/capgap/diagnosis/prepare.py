@@ -142,9 +142,9 @@ def _check_row_norms(x: np.ndarray, metric: str, side: str, first: int, scale: f
         r = int(low[0])
         beside = f"beside rows of norm up to 2^{-np.log2(scale):.0f}" if scale != 1.0 else "in float32"
         raise ValueError(f"{side}: row {first + r} (0-based) has norm 2^{np.log2(norms[r] / scale):.0f}: {beside} its "
-                         f"{'inner products' if metric == 'ip' else 'squared distances'} underflow float32 and would tie "
-                         f"at 0 (the rows' norms span more than float32 scores hold under {metric}); rescale or drop the "
-                         "outlying rows")
+                         f"{'inner products' if metric == 'ip' else 'squared distances'} underflow float32 and would "
+                         f"tie at 0 (the rows' norms span more than float32 scores hold under {metric}); rescale or "
+                         "drop the outlying rows")
 
 
 def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -> tuple[np.ndarray, float]:
@@ -235,8 +235,8 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
         raise ValueError(f"{paths.get(side, side)}: {describe_rows(rows, found[side][1])} "
                          f"{'has' if len(rows) == 1 else 'have'} norm 0 (every value 0): cosine is undefined for "
                          f"{'it' if len(rows) == 1 else 'them'} (an empty or failed text embedded as a zero vector is "
-                         f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such rows "
-                         "out, counted")
+                         f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such "
+                         "rows out, counted")
     zd = np.union1d(found["documents"][0], found.get("uncompressed documents", (np.zeros(0, np.int64),))[0])
     dkeep = np.setdiff1d(np.arange(D.shape[0]), zd)
     if not len(dkeep):
@@ -251,7 +251,7 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
     for side, rows in bad.items():
         _note(notes,
               f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
-                     f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}")
+              f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}")
     if no_gold:
         _note(notes, f"metric cosine: {len(no_gold)} queries whose every gold document has norm 0 are set apart too, "
                      f"e.g. {[query_ids[i] for i in no_gold[:3]]}")
@@ -317,15 +317,16 @@ def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_p
     """
     ids = list(qrels)
     if n_rows != len(ids):
-        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order of "
-                         f"first appearance), but {queries_path} has {n_rows} rows and {qrels_path} judges {len(ids)} "
-                         "queries: the rows cannot be paired with the ids; give --query-ids (one id per query row)")
+        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order "
+                         f"of first appearance), but {queries_path} has {n_rows} rows and {qrels_path} judges "
+                         f"{len(ids)} queries: the rows cannot be paired with the ids; give --query-ids (one id per "
+                         "query row)")
     rows = [str(i) for i in range(n_rows)]
     if ids != rows and set(ids) == set(rows):
-        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order of "
-                         f"first appearance), but its query ids are the row numbers 0..{n_rows - 1} in another order "
-                         f"(first {ids[:3]}): they look like row numbers, and row 0 would be query {ids[0]!r}; give "
-                         "--query-ids (one id per query row)")
+        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order "
+                         f"of first appearance), but its query ids are the row numbers 0..{n_rows - 1} in another "
+                         f"order (first {ids[:3]}): they look like row numbers, and row 0 would be query {ids[0]!r}; "
+                         "give --query-ids (one id per query row)")
     return ids, {"rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance",
                  "first": ids[:3]}
 

@@ -91,7 +91,7 @@ def _pick_vector_column(pa, path: Path, schema, column: str | None, option: str 
     if not found:  # naming a column cannot help: none holds vectors _vectors would take
         raise DataFormatError(path, None, None,
                               f"no column holds vectors (a list or fixed-size list of float16, float32 or "
-                                                f"float64 per row); its columns: {_columns(schema)}")
+                              f"float64 per row); its columns: {_columns(schema)}")
     raise DataFormatError(path, None, None, f"several vector columns {found}: name one with {option}")
 
 
@@ -109,7 +109,7 @@ def _vectors(pa, path: Path, col, name: str) -> np.ndarray:
         shown = repr(col[r].as_py())[:40] if len(col) else ""
         raise DataFormatError(path, None, None,
                               f"{where(r)}: {shown} is {t}, not a vector: expected a list or fixed-size "
-                                                f"list of float16, float32 or float64 in every row")
+                              f"list of float16, float32 or float64 in every row")
     if not pa.types.is_floating(t.value_type):
         r = _first_row(~np.asarray(col.is_null())) if 0 < col.null_count < len(col) else 0
         raise DataFormatError(path, None, None, f"{where(r)}: the vectors hold {t.value_type} values ({t}); expected "
@@ -129,7 +129,7 @@ def _vectors(pa, path: Path, col, name: str) -> np.ndarray:
             r = _first_row(bad)
             raise DataFormatError(path, None, None,
                                   f"{where(row0 + r)}: {lens[r]} values, row 0 has {dim}: the vectors "
-                                                    "must all have one length")
+                                  "must all have one length")
         vals = ch.flatten()
         if vals.null_count:
             j = _first_row(np.asarray(vals.is_null()))

@@ -216,13 +216,13 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     if open_q:
         _note(case.notes,
               f"{len(open_q)} queries are undetermined: no query vector at hand puts their gold documents in the "
-                          f"top {k}, and nothing proves that none does, e.g. {open_q[:3]}")
+              f"top {k}, and nothing proves that none does, e.g. {open_q[:3]}")
     kind = str(extra["index"].get("kind") or "")
     if kind.startswith(("ivf", "hnsw")) and ann_run is None:
         _note(case.notes,
               f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
-                          "does; which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with "
-                          "--ann-run")
+              "does; which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with "
+              "--ann-run")
     return Diagnosis(rows, _summary(rows, k, ann_run is not None, case.notes, extra), k, case.notes)
 
 
@@ -267,7 +267,7 @@ def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[s
             also = f" (nor are {len(more)} more documents the qrels name, e.g. {more[:3]})" if more else ""
             raise DataFormatError(qrels.path, line, "corpus-id",
                                   f"document {d!r} (query {q!r}) is not in the document ids"
-                                                                 f"{also}; the document ids look like {list(doc_ids[:3])}{hint}")
+                                  f"{also}; the document ids look like {list(doc_ids[:3])}{hint}")
         raise ValueError(msg)
     keep, unmatched = _match_queries(query_ids, qrels, notes)
     qids = [query_ids[i] for i in keep]
@@ -391,8 +391,8 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
         scale = (case.score_scale or {}).get("documents", 1.0)
         at = f", the vectors scored times 2^{int(np.log2(scale))}" if scale != 1.0 else ""
         return ValueError(f"{docs}: scores overflow float32 under the probe's vector for query {case.qids[e.query]!r} "
-                          f"(metric {metric}: its w alone){at}: rescale the vectors of {docs} and {queries}, or drop the "
-                          "rows whose norms lie far from the others'")
+                          f"(metric {metric}: its w alone){at}: rescale the vectors of {docs} and {queries}, or drop "
+                          "the rows whose norms lie far from the others'")
 
     try:
         pr = _probe_geometry(sc.Ds, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg, sc.groups)
@@ -401,13 +401,13 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
     if pr.l2_lp:
         _note(case.notes,
               f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
-                          f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
-                          f"{[case.qids[i] for i in pr.l2_lp[:3]]}")
+              f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
+              f"{[case.qids[i] for i in pr.l2_lp[:3]]}")
     if pr.off:
         _note(case.notes,
               f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
-                          f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
-                          f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
+              f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
+              f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
     failed = [case.qids[i] for i, res in enumerate(pr.results) if res.stopped == "solver"]
     if failed:
         _note(case.notes, f"the probe's dual QP failed numerically for {len(failed)} of {n} queries (cause 'solver'): "
@@ -422,7 +422,8 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
             raise named(e, "uncompressed documents") from None
         if pu.off:
             _note(case.notes, f"metric l2, uncompressed documents: for {len(pu.off)} of {n} queries the probe's "
-                              f"vector is no L2 query; their uncompressed probe numbers come from w alone, a lower bound")
+                              "vector is no L2 query; their uncompressed probe numbers come from w alone, a lower "
+                              "bound")
     return pr, pu
 
 
@@ -514,5 +515,5 @@ def _uncompressed_summary(case: _Case, pu: _Geometry, rows: list[dict], admitted
     if unc["admitted_only_by_index"]:
         _note(case.notes,
               f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
-                          "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
+              "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
     return unc
