@@ -34,7 +34,7 @@ class ProbeConfig:
             raise ValueError(f"probe.pairs must be one of {PAIRS}, got {self.pairs!r}")
 
     @classmethod
-    def from_config(cls, cfg: Mapping | None = None) -> "ProbeConfig":
+    def from_config(cls, cfg: Mapping | None = None) -> ProbeConfig:
         """From a config section (``enabled`` and ``shards``, how the DAG runs the probe, ignored;
         missing keys take the defaults). Raises ``ValueError`` naming unknown keys."""
         cfg = without(cfg or {}, "enabled", "shards")
@@ -72,7 +72,7 @@ class SolveSettings:
     @classmethod
     def resolved(cls, *, C: float, C_max: float | None, eps: float, max_iter: int, batch_size: int | None,
                  lp_check_max_docs: int, depth: int, solve: str, pairs: str, workers: int,
-                 progress: bool) -> "SolveSettings":
+                 progress: bool) -> SolveSettings:
         """From ``probe()``'s arguments: ``C_max`` None means ``C`` and is at least ``C``; numbers
         as ``float`` / ``int``."""
         return cls(C=float(C), C_max=float(C if C_max is None else max(C, C_max)), eps=float(eps),

@@ -68,8 +68,8 @@ from tqdm import tqdm
 
 from ..retrieval import duplicate_groups, merge_groups, rank_gold, rank_top
 from . import constants as const
-from .planes import _compared_rows, _product_error, _threshold
 from .config import SolveSettings
+from .planes import _compared_rows, _product_error, _threshold
 from .result import ProbeResult
 from .setup import _duplicate_rows, _twins
 

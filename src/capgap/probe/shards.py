@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .config import SolveSettings, _D
+from .config import _D, SolveSettings
 from .refine import refine_duplicates
 from .result import ProbeResult
 from .setup import _environment, _queries
