@@ -578,7 +578,8 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
 
 
 def _array_info(M: np.ndarray) -> dict:
-    """``Embeddings.info()`` of an in-memory matrix: its dtype as ``kind``, ``itemsize * dim`` bytes per vector."""
+    """``Embeddings.info()`` of an in-memory matrix ``M`` ``(n, dim)``: its dtype as ``kind``,
+    ``itemsize * dim`` bytes per vector."""
     return {"path": None, "kind": M.dtype.name, "faiss_type": None,
             "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
             "n": int(M.shape[0]), "dim": int(M.shape[1])}

@@ -210,7 +210,8 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
 
 def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths: Mapping[str, str], notes: list[str]):
     """Under cosine: find the rows of norm 0 (``capgap.retrieval.zero_norm_rows``) of the
-    documents, the judged query rows ``keep`` and the uncompressed documents, and apply
+    documents ``D`` ``(n_docs, dim)``, the judged query rows ``keep`` of ``Q`` ``(n_queries, dim)``
+    and the uncompressed documents ``U`` (``D``'s shape, or None), and apply
     ``policy`` (``diagnose``'s ``zero_norm``). Returns ``(D, U, doc_ids, keep, summary)``: with
     ``"set-apart"`` the matrices and ids without the zero document rows (a row zero in either
     document matrix leaves both) and ``keep`` without zero query rows or queries whose gold is

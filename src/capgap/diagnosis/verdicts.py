@@ -227,8 +227,9 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
 
 
 def _checked_matrices(D, Q, U, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """``D``, ``Q`` and ``U`` (or None) as arrays, each checked (``validate_matrix``), with matching
-    dimensions (``U`` of ``D``'s shape); ``ValueError`` for an unknown ``metric``."""
+    """``D`` ``(n_docs, dim)``, ``Q`` ``(n_queries, dim)`` and ``U`` ``(n_docs, dim)`` (or None)
+    as arrays, each checked (``validate_matrix``), with matching dimensions (``U`` of ``D``'s
+    shape); ``ValueError`` for an unknown ``metric``."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
     D, Q = np.asarray(D), np.asarray(Q)
@@ -247,7 +248,8 @@ def _checked_matrices(D, Q, U, metric: str) -> tuple[np.ndarray, np.ndarray, np.
 
 def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[str, Mapping[str, int]],
             doc_ids: Sequence[str], query_ids: Sequence[str]) -> _Case:
-    """The ``_Case`` of checked matrices: ids counted against rows, qrels naming only known
+    """The ``_Case`` of checked matrices ``D`` ``(n_docs, dim)``, ``Q`` ``(n_queries, dim)`` and ``U`` (``D``'s shape,
+    or None): ids counted against rows, qrels naming only known
     documents, the judged query rows (``_match_queries``), each with a gold document."""
     if len(doc_ids) != D.shape[0]:
         raise ValueError(f"{len(doc_ids)} document ids for {D.shape[0]} document rows")

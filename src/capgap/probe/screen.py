@@ -104,7 +104,8 @@ def _block_scores(D: np.ndarray, W: np.ndarray) -> np.ndarray:
 
 
 def _index_stats(D: np.ndarray, duplicates) -> dict:
-    """One pass: the column sum (float64), max |entry|, max row norm, and the duplicate groups
+    """One pass over the index ``D`` ``(n_docs, dim)``: the column sum (float64), max |entry|, max
+    row norm, and the duplicate groups
     (bit-identical rows merged with ``duplicates``) with their tie index."""
     n, dim = D.shape
     colsum, dmax, rmax = np.zeros(dim), 1.0, 0.0
@@ -126,7 +127,8 @@ def _blocks(rows: np.ndarray, step: int = 16384):
 
 
 def _rows_scores(D: np.ndarray, R: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Exact (float64) scores ``(len(R),)`` of the index rows ``R`` at ``w``, read in pieces."""
+    """Exact (float64) scores ``(len(R),)`` of the rows ``R`` of the index ``D`` ``(n_docs, dim)``
+    at ``w`` ``(dim,)``, read in pieces."""
     w64 = np.asarray(w, dtype=np.float64)
     return np.concatenate([np.asarray(D[b], dtype=np.float64) @ w64 for b in _blocks(R)] or [np.zeros(0)])
 
@@ -204,7 +206,8 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: SolveSettings, wh
 
 
 def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, stats, settings, pool):
-    """Screen the queries ``qs`` (module docstring, steps 1-3). Returns ``({q: ProbeResult}, {q
+    """Screen the queries ``qs`` on the index ``D`` ``(n_docs, dim)`` (module docstring, steps
+    1-3). Returns ``({q: ProbeResult}, {q
     left for the whole-index probe: its rounds on candidates})``."""
     n, dim = D.shape
     M = const.SCREEN_CANDIDATES

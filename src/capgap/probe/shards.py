@@ -88,7 +88,7 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
                   threads: int | None = None,
                   **kwargs) -> list[ProbeResult]:
     """``probe(D, gold_sets, **kwargs)`` from its shards (``probe_shard`` results of the same
-    ``D``, ``gold_sets`` and ``kwargs``, in shard order): every query's result in order, after
+    ``D`` ``(n_docs, dim)``, ``gold_sets`` and ``kwargs``, in shard order): every query's result in order, after
     the iteration-cap warning and the duplicates' second solve that ``solver._probe`` runs after
     its batches. Returns one ``ProbeResult`` per query, equal to ``probe()``'s. Raises
     ``ValueError`` when the shards are not shards 0..n-1 of one n of this query set, or do not
@@ -125,9 +125,10 @@ def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], 
              batch_size: int | None = _D["batch_size"], lp_check_max_docs: int = _D["lp_check_max_docs"],
              C_max: float | None = _D["C_max"], excluded_sets=None, grades=None, tie_groups=None, depth: int = 0,
              duplicates=(), solve: str = _D["solve"], pairs: str = _D["pairs"], solves: bool = True):
-    """``probe()``'s checks and ``solver._probe``'s set-up, step for step: ``(env, batches,
-    settings)`` (``SolveSettings``, without a progress bar); ``solves=False``: no batch will run
-    on ``env`` (``gather_shards``), so it holds no column-major copy of the index."""
+    """``probe()``'s checks and ``solver._probe``'s set-up on the index ``D`` ``(n_docs, dim)``,
+    step for step: ``(env, batches, settings)`` (``SolveSettings``, without a progress bar);
+    ``solves=False``: no batch will run on ``env`` (``gather_shards``), so it holds no
+    column-major copy of the index."""
     D = checked_index(D, solve, pairs)
     workers = int(threads) if threads else (os.cpu_count() or 1)
     settings = SolveSettings.resolved(C=C, C_max=C_max, eps=eps, max_iter=max_iter, batch_size=batch_size,

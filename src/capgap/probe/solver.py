@@ -210,8 +210,9 @@ def _probe(D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets=None
 
 
 def checked_index(D, solve: str, pairs: str) -> np.ndarray:
-    """``probe()``'s input checks: ``D`` as an array, 2-d with at least one column and finite (checked blockwise: no
-    full-size temporary), ``solve`` in ``SOLVES`` and ``pairs`` in ``PAIRS``, else ``ValueError``."""
+    """``probe()``'s input checks: the index ``D`` ``(n_docs, dim)`` as an array, 2-d with at
+    least one column and finite (checked blockwise: no full-size temporary), ``solve`` in
+    ``SOLVES`` and ``pairs`` in ``PAIRS``, else ``ValueError``."""
     D = np.asarray(D)
     if D.ndim != 2 or D.shape[1] == 0:
         raise ValueError(f"index must be 2-d with at least one dimension, got shape {D.shape}")
