@@ -69,8 +69,7 @@ def _new_problem(env: SolveContext, p: int) -> Problem:
     crossing = _crossing(members, env.golds, env.excls) if len(members) > 1 and members == env.problems[p] else set()
     return Problem(members=members, pairs=pairs, P=sum(pairs), A=np.zeros((dim, 0)), b=np.zeros(0), K=np.zeros((0, 0)),
                    w=np.zeros(dim), alpha=np.zeros(0), age=np.zeros(0, dtype=np.int64), C=float(env.C),
-                   eps=float(env.eps),
-                   crossing=crossing, early=env.solve == "certificate" and not crossing,
+                   eps=float(env.eps), crossing=crossing, early=env.solve == "certificate" and not crossing,
                    # escalation on: the capacity is sought, and a separating w replaces the SVM's
                    seek_witness=env.C_max > env.C,
                    done=sum(pairs) == 0)

@@ -87,8 +87,7 @@ def _finish(problem: Problem, env: SolveContext, s: np.ndarray) -> dict[int, Pro
         top_rows, top_scores = rank_top(v.s, env.depth, gold, env.grades[q], valid) if env.depth else (None, None)
         cause, outcome = _outcome(v, q in problem.crossing, len(twins) > 0, problem.stopped == "solver")
         out[q] = ProbeResult(v.w, objective, dual, slacks[q], problem.it, not problem.capped, v.margin,
-                             bool(v.certified), ranks, v.lp,
-                             bool(len(twins)), extra, cause, len(problem.members),
+                             bool(v.certified), ranks, v.lp, bool(len(twins)), extra, cause, len(problem.members),
                              _by_construction(problem, env, q, ng), top_rows,
                              top_scores, problem.stopped, outcome, v.decided_by)
     return out
@@ -131,8 +130,7 @@ def _verdict(problem: Problem, env: SolveContext, q: int, w: np.ndarray, s: np.n
 
 
 def _order_copies(problem: Problem, env: SolveContext, q: int, v: _Verdict, ranks: np.ndarray, valid: np.ndarray,
-                  ng: np.ndarray,
-                  rest: np.ndarray) -> np.ndarray | None:
+                  ng: np.ndarray, rest: np.ndarray) -> np.ndarray | None:
     """A single query separated only up to its gold documents' identical copies (the
     ``duplicate`` outcome), in certificate mode with escalation on, whose recall@|G| at the
     verdict's w (its gold ``ranks``) is below ``refine.rprec_upper_bound``: ``proofs.order_witness``

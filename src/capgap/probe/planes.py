@@ -235,8 +235,7 @@ def _compared_rows(s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray,
 
 
 def _certified32(s: np.ndarray, problem: Problem, golds, opt_excl, rmax: float, dmax: float,
-                 w: np.ndarray | None = None,
-                 err: float | None = None) -> bool:
+                 w: np.ndarray | None = None, err: float | None = None) -> bool:
     """Whether float32 scores ``s`` ``(n_docs,)`` at ``w`` (default the problem's w) separate every
     member's gold set by more than their error (``err``; default the float32 product's bound,
     ``_exact_near_gold``'s delta) plus the float64 certificate's threshold, so the final float64

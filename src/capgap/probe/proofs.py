@@ -353,8 +353,7 @@ def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarr
 
 
 def _ordered(docs: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray,
-             rep: np.ndarray,
-             dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
+             rep: np.ndarray, dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The exact check of a direction ``r`` ``(dim,)`` with scores ``t`` (``order_witness``;
     ``_hull_witness``: one level):
     ``(r / m, its scores)`` for the smallest gap m between consecutive levels (``rest`` last)

@@ -159,6 +159,5 @@ def refine_duplicates(env: SolveContext, results: list[ProbeResult], grades, sol
             continue
         top_rows, top_scores = rank_top(s, env.depth, gold, grades[q], valid) if env.depth else (None, None)
         out[q] = replace(r2, gold_ranks=ranks, top_rows=top_rows, top_scores=top_scores, cause="duplicate",
-                         outcome="duplicate",
-                         decided_by=results[q].decided_by, extra={**r2.extra, "refined": REFINED})
+                         outcome="duplicate", decided_by=results[q].decided_by, extra={**r2.extra, "refined": REFINED})
     return out

@@ -370,5 +370,4 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, stats, settings
                                                           "whole": False})
     return ProbeResult(w, res.objective, res.dual, res.slack * r, iters, res.converged, margin, bool(certified), ranks,
                        res.lp_feasible, bool(len(twins[q])), extra, cause, 1, None, top_rows, top_scores, res.stopped,
-                       outcome,
-                       by), []
+                       outcome, by), []

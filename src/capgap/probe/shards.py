@@ -64,8 +64,7 @@ def shard_batches(n_batches: int, n_shards: int, shard: int) -> range:
 
 
 def probe_shard(D: np.ndarray, gold_sets: Sequence[Sequence[int]], n_shards: int, shard: int,
-                threads: int | None = None,
-                progress: bool = False, **kwargs) -> ProbeShard:
+                threads: int | None = None, progress: bool = False, **kwargs) -> ProbeShard:
     """Shard ``shard`` of ``n_shards`` of ``probe(D, gold_sets, **kwargs)``: the results of the
     queries in its batches (``shard_batches``), each bit-identical to the unsharded call's
     first solve (before ``refine_duplicates``, which ``gather_shards`` runs). ``D``: ``(n_docs,
@@ -85,8 +84,7 @@ def probe_shard(D: np.ndarray, gold_sets: Sequence[Sequence[int]], n_shards: int
 
 
 def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Sequence[ProbeShard],
-                  threads: int | None = None,
-                  **kwargs) -> list[ProbeResult]:
+                  threads: int | None = None, **kwargs) -> list[ProbeResult]:
     """``probe(D, gold_sets, **kwargs)`` from its shards (``probe_shard`` results of the same
     ``D`` ``(n_docs, dim)``, ``gold_sets`` and ``kwargs``, in shard order): every query's result in order, after
     the iteration-cap warning and the duplicates' second solve that ``solver._probe`` runs after
@@ -112,8 +110,7 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
     with threadpool_limits(int(threads) if threads else None):
         if capped:
             log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped,
-                        len(gold_sets),
-                        settings.max_iter, settings.eps)
+                        len(gold_sets), settings.max_iter, settings.eps)
         if (settings.pairs == "gold" and settings.solve == "certificate"
                 and settings.C_max > settings.C):  # as solver._probe
             solve_again = second_solve(env.docs, env.golds, env.excls, env.dups, settings)
@@ -137,8 +134,7 @@ def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], 
     with threadpool_limits(int(threads) if threads else None):
         golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
         env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates,
-                           settings,
-                           solves=solves)
+                           settings, solves=solves)
     env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
     batches = problem_batches(len(env.problems), D.shape, batch_size)
     return env, batches, settings

@@ -186,8 +186,7 @@ def _probe(D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets=None
     """
     golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
     context = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates,
-                           settings,
-                           prove=prove)
+                           settings, prove=prove)
     context = replace(context, window=batch_window(len(context.problems), D.shape, settings.batch_size))
     batches = problem_batches(len(context.problems), D.shape, settings.batch_size)
     results: list[ProbeResult | None] = [None] * len(golds)

@@ -65,8 +65,7 @@ def _map_batches(env: SolveContext, batches: list[list[int]], workers: int, prog
         if env.prove:  # the proofs' solvers, imported once here: forked workers inherit them instead of each importing
             import scipy.optimize  # noqa: F401  (~0.4 s per process, as much as a small probe call's whole work)
         with ProcessPoolExecutor(min(workers, len(batches)), mp_context=mp.get_context("fork"),
-                                 initializer=_init_worker,
-                                 initargs=(env, _memmap_of(env.docs))) as pool:
+                                 initializer=_init_worker, initargs=(env, _memmap_of(env.docs))) as pool:
             for out in pool.map(_worker_batch, [batches[b] for b in dispatch_order(env, batches)]):
                 if it is not None:
                     it.update()
