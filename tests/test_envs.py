@@ -22,17 +22,18 @@ from .conftest import ROOT
 
 ENVS = ROOT / "envs"
 SRC = ROOT / "src" / "capgap"
-# rule family -> the stage functions its scripts call (workflow/scripts/*.py)
+# rule family -> the stage functions its scripts call (workflow/scripts/*.py; capgap.stages.STAGES)
 FAMILIES = {
-    "data": [("stages", "data")],
-    "index": [("stages", "index"), ("stages", "pretrained")],
-    "probe": [("stages", "probe")],
-    "compress": [("stages", "compress")],
-    "finetune": [("stages", "finetune"), ("stages", "twin_negatives"), ("stages", "finetune_regime")],
-    "ladder": [("stages", "ladder")],
-    "baselines": [("stages", "bm25")],
-    "colbert": [("stages", "colbert")],
-    "hardness": [("stages", "hardness")],
+    "data": [("sources.obtain", "data_stage")],
+    "index": [("index", "index_stage"), ("index", "index_shard_stage"), ("index", "pretrained_stage")],
+    "probe": [("probe.stage", "probe_stage"), ("probe.stage", "probe_shard_stage")],
+    "compress": [("compress", "compress_stage")],
+    "finetune": [("finetune.stage", "finetune_stage"), ("nearmiss", "twin_negatives_stage"),
+                 ("finetune.stage", "finetune_regime_stage")],
+    "ladder": [("ladder.stage", "ladder_stage")],
+    "baselines": [("bm25", "bm25_stage")],
+    "colbert": [("colbert.stage", "colbert_stage")],
+    "hardness": [("hardness", "hardness_stage")],
     "report": [("report.build", "build_report")],
 }
 RULE_FAMILY = {"data": "data", "index": "index", "index_shard": "index", "pretrained": "index", "probe": "probe",

@@ -338,6 +338,20 @@ def test_rule_files_are_named_after_their_rules():
         assert (ROOT / "workflow" / "rules" / f"{inc}.smk").is_file()
 
 
+def test_every_rules_script_calls_the_stage_beside_its_method():
+    """workflow/scripts/<rule>.py imports and calls capgap.stages.STAGES[rule] (the report's calls
+    capgap.report.build_report), and that function exists where the table says."""
+    import importlib
+
+    from capgap.stages import STAGES
+
+    assert set(STAGES) == set(RULES) - {"report"}
+    for rule, (module, name) in STAGES.items():
+        text = (ROOT / "workflow" / "scripts" / f"{rule}.py").read_text()
+        assert f"from {module} import {name}\n" in text and f"\n{name}(snakemake.input, " in text, rule
+        assert callable(getattr(importlib.import_module(module), name))
+
+
 @pytest.mark.parametrize("profile", ["default", "gpu"])
 def test_workflow_profiles_give_every_rule_its_resources(profile):
     """Threads, memory, wall time and GPUs live in the workflow profiles (profiles/default is the

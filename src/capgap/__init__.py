@@ -15,7 +15,7 @@ Modules (one per concept):
 - ``evaluate``: rankings -> tidy result rows.
 - ``report``: results.csv -> report.md / report.html, figures, metrics.json (with ``figures``, ``paper``: the
   published numbers and verdicts, ``provenance``).
-- ``stages``: one function per pipeline stage (what ``workflow/scripts`` call).
+- ``stages``: where each pipeline rule's stage (what ``workflow/scripts`` call) lives, beside its method.
 - ``diagnosis`` (a package: ``inputs``/``faiss_io`` read the user's files, ``prepare``, ``verdicts``,
   ``summary``, ``outputs``) / ``cli``: ``capgap diagnose`` and ``capgap.diagnose(...)``: the probe on a
   user's own index, with a per-query verdict (index-, compression-, encoder-, ann-limited or ok).

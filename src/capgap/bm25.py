@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from .config import section_defaults
-from .evaluate import evaluate_scores
+from .data import load_canonical
+from .evaluate import evaluate_scores, write_outputs
 from .retrieval import document_groups, topk_from_scores
 
 if TYPE_CHECKING:
@@ -220,3 +221,10 @@ def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dic
     texts = list(rs.queries.texts)
     return evaluate_scores(rs, lambda a, b: bm.scores_and_matches(texts[a:b]), rs.corpus.ids,
                            document_groups(rs.corpus), ks, ndcg_k, "", "bm25", "bm25", block=256)
+
+
+def bm25_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``bm25`` (``stage(inputs, outputs, params, threads)``, see ``capgap.stages``): BM25
+    with settings ``params.bm25`` (``evaluate``) on the dataset of ``inputs.data``; writes
+    ``outputs.run`` and ``outputs.metrics``."""
+    return write_outputs(outputs, *evaluate(load_canonical(inputs.data), params.bm25, params.ks, params.ndcg_k))

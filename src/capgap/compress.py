@@ -492,3 +492,24 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
             rows.append({"dataset": rs.name, "encoder": encoder_name, "method": method, "split": "all",
                          "metric": "bytes_per_doc", "k": "", "value": float(c.bytes_per_doc), "compression": v})
     return rows
+
+
+def compress_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``compress`` (``stage(inputs, outputs, params, threads)``, see ``capgap.stages``):
+    the capacity probe (settings ``params.probe``) and the pre-trained encoder on the frozen
+    index and on each compressed variant of it (``params.compress``: ``variants``, ``seed``;
+    ``evaluate_variants``); writes ``outputs.metrics`` (column ``compression`` names the
+    variant). The pre-trained query embeddings are rule pretrained's (``inputs.queries``: no
+    encoder is loaded here, the queries are not encoded twice). The index must have been built
+    from this corpus (else ``FingerprintMismatch``); query embeddings of another dimension raise
+    ``DataFormatError``."""
+    from .evaluate import write_rows  # lazy: as evaluate_variants (the report rule's env)
+    from .index import load_with_queries  # lazy: the index's faiss / encoders stay out of the report rule's env
+    from .probe import ProbeConfig  # lazy: quadprog, scipy (the report rule's env has neither)
+
+    rs, idx, q = load_with_queries(inputs)
+    cfg = params.compress
+    rows = evaluate_variants(rs, idx, q, cfg["variants"], ProbeConfig.from_config(params.probe), params.encoder_name, params.ks,
+                             params.ndcg_k, seed=cfg["seed"], threads=threads)
+    write_rows(outputs.metrics, rows)
+    return rows

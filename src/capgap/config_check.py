@@ -8,19 +8,24 @@ matches nothing). ``check_config`` runs every such check from one table, ``NAME_
 plus the checks that need more than a name lookup (reserved names, compression variants,
 near-miss twins, ``hardness.m_sweep.P``, encoder ``max_length`` against the model's positions),
 and raises one ``ConfigError`` listing every problem, each with the known names. The Snakefile
-calls it (``workflow/rules/common.smk``) before any rule is defined, so a dry run fails too.
+calls it through ``startup`` (every check the workflow makes at start, in one place) before any
+rule is defined, so a dry run fails too.
 
-Public API: ``check_config(config) -> list[str]`` (warnings), ``ConfigError``,
-``NAME_REFERENCES``.
+Public API: ``check_config(config) -> list[str]`` (warnings), ``startup(config, root)``,
+``ConfigError``, ``NAME_REFERENCES``.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from .compress import parse_variant
 from .encoders import EncoderSpec, max_length_problem, read_model_config
 from .errors import CapgapError
+from .paths import check_interpreter, check_mirror
+from .provenance import use_checkout
 
 # path segments under results/{dataset}/ that an encoder name would collide with
 RESERVED_ENCODER_NAMES = ("data", "bm25", "colbert", "colbert_work")
@@ -214,4 +219,25 @@ def check_config(cfg: Mapping, models: bool = True) -> list[str]:
     if _section(cfg, "twin_negatives").get("enabled") and not _section(cfg, "finetune").get("enabled"):
         warnings.append("twin_negatives is enabled but finetune is not; twin_negatives compares against the "
                         "finetune rule's adapter, so it does not run")
+    return warnings
+
+
+def startup(config: Mapping, root: str | Path) -> list[str]:
+    """Every check the workflow makes at start, once, from the Snakefile (after the schema has
+    validated ``config``, before any rule exists, so a dry run fails too):
+
+    - every job imports checkout ``root``'s capgap (``provenance.use_checkout``: ``root/src``
+      first on ``PYTHONPATH``, ``$CAPGAP_CHECKOUT`` set; jobs log which code ran);
+    - Snakemake puts this interpreter's path unquoted in every script job's command line: one
+      with a space or a quote is refused, naming it (``paths.check_interpreter``); so is a data
+      mirror that names no folder (``paths.check_mirror``: a literal '~' or quotes, a typo);
+    - the config against itself and the models (``check_config``): its warnings are printed to
+      stderr (``capgap: ...``) and returned.
+    """
+    use_checkout(root)
+    check_interpreter()
+    check_mirror()
+    warnings = check_config(config)
+    for w in warnings:
+        print(f"capgap: {w}", file=sys.stderr)
     return warnings

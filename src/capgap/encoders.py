@@ -488,3 +488,8 @@ def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | No
     dim = model.get_sentence_embedding_dimension()
     return Encoder(spec, model, resolved, pooling, normalize, int(dim), int(model.max_seq_length),
                    {"has_normalize_module": has_norm, "dtype": dtype})
+
+
+def encoder_from_params(params, threads: int | None = None) -> Encoder:
+    """A rule's encoder: ``params.encoder_name`` with config ``params.encoder`` (``load_encoder``)."""
+    return load_encoder(EncoderSpec.from_config(params.encoder_name, dict(params.encoder)), threads=threads)

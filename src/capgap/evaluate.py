@@ -174,6 +174,15 @@ def write_rows(path: str | Path, rows: list[dict]) -> None:
 
 
 
+def write_outputs(outputs, rows: list[dict], run=None) -> list[dict]:
+    """A rule's results: ``run`` (a ``capgap.trec.Run``, if given) to ``outputs.run``, then the
+    rows to ``outputs.metrics`` (``write_rows``). Returns the rows."""
+    if run is not None:
+        run.write(outputs.run)
+    write_rows(outputs.metrics, rows)
+    return rows
+
+
 def interleave_rows(rows: list[dict], extra: list[dict]) -> list[dict]:
     """``rows`` with each split's ``extra`` rows placed right after that split's own rows."""
     out = []

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from .config import section_defaults
+from .evaluate import write_rows
 from .finetune import infonce_loss
+from .io import write_json
 from .probe import ProbeConfig, probe
 from .retrieval import rank_gold
 from .training import Convergence
@@ -406,3 +409,16 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
         table.append({**sizes(P, d, rho), "perfect_hidden": enc.hidden, "perfect_parameters": enc.parameters,
                       "n_train": len(tr), "n_heldout": len(ho), "probe_balls": len(balls)})
     return rows, {"sizes": table, "chance_agreement": chance}
+
+
+def hardness_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``hardness`` (``stage(inputs, outputs, params, threads)``, see ``capgap.stages``):
+    the parity-task experiments (``run_grid``, settings ``params.hardness``, probe settings
+    ``params.probe``): rows to ``outputs.metrics`` (the results.csv columns), sizes and chance
+    agreement to ``outputs.summary`` (JSON)."""
+    t = time.perf_counter()
+    rows, summary = run_grid(params.hardness, ProbeConfig.from_config(params.probe))
+    log.info("hardness: %d rows in %.1f s", len(rows), time.perf_counter() - t)
+    write_json(outputs.summary, summary)
+    write_rows(outputs.metrics, rows)
+    return rows

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +32,11 @@ import numpy as np
 from tqdm import tqdm
 
 from .arrays import read_npy
-from .data import Corpus, corpus_hash
+from .data import Corpus, corpus_hash, load_canonical
 from .errors import DataFormatError, FingerprintMismatch
-from .io import save_npy, write_json
+from .evaluate import evaluate_queries, write_outputs
+from .io import load_query_embeddings, save_npy, save_npz, write_json
+from .paths import shard_of
 from .retrieval import ZERO_NORM, describe_rows, zero_norm_rows
 
 log = logging.getLogger(__name__)
@@ -359,3 +362,84 @@ def _check_zero_norm(emb: np.ndarray, fp: dict, ids, start: int = 0) -> None:
         raise ValueError(f"index ({fp.get('model')}, normalised embeddings): document {describe_rows(rows, ids)} "
                          f"{'has' if len(rows) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}), so cosine is undefined; an "
                          "empty or untokenisable document text is the usual cause")
+
+
+# --------------------------------------------------------------------------- the rules' stages
+# Rules index, index_shard and pretrained (workflow/scripts/<rule>.py): the signature of every
+# stage is ``stage(inputs, outputs, params, threads=1)`` (see ``capgap.stages``).
+
+
+def index_stage(inputs, outputs, params, threads: int = 1) -> dict:
+    """Rule ``index``: embed the corpus of ``inputs.data`` once with encoder
+    ``params.encoder_name`` (config ``params.encoder``) into the folder of
+    ``outputs.fingerprint`` (``build_index``); or, when ``inputs.shards`` lists the
+    ``index_shard`` jobs' files (``index.shards`` > 1), gather them into the same files
+    (``gather_index``). Returns the index fingerprint."""
+    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+
+    rs = load_canonical(inputs.data)
+    shards = list(getattr(inputs, "shards", None) or [])
+    if shards:
+        idx = gather_index(rs.corpus, shards, Path(outputs.fingerprint).parent)
+        log.info("gathered %d documents from %d index shards", len(rs.corpus), len(shards))
+        return idx.fingerprint
+    enc = encoder_from_params(params, threads)
+    t = time.perf_counter()
+    idx = build_index(rs.corpus, enc, Path(outputs.fingerprint).parent)
+    log.info("embedded %d documents in %.1f s", len(rs.corpus), time.perf_counter() - t)
+    return idx.fingerprint
+
+
+def index_shard_stage(inputs, outputs, params, threads: int = 1) -> dict:
+    """Rule ``index_shard``: shard ``params.shard`` (``"<i>-of-<n>"``, ``capgap.paths.shard_of``)
+    of the corpus of ``inputs.data`` embedded with encoder ``params.encoder_name`` (config
+    ``params.encoder``) into ``outputs.embeddings`` and its ``outputs.meta``
+    (``build_index_shard``). Returns the shard's metadata."""
+    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+
+    k, n = shard_of(params.shard)
+    rs = load_canonical(inputs.data)
+    enc = encoder_from_params(params, threads)
+    t = time.perf_counter()
+    emb = build_index_shard(rs.corpus, enc, outputs.embeddings, n, k)
+    log.info("index shard %s: embedded %d documents in %.1f s", params.shard, len(emb), time.perf_counter() - t)
+    return json.loads(Path(outputs.meta).read_text())
+
+
+def pretrained_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
+    """Rule ``pretrained``: recall@k / nDCG of the pre-trained encoder's own query embeddings
+    on its frozen index (``evaluate.evaluate_queries``, as ``evaluate_encoder`` does); writes
+    ``outputs.run``, ``outputs.metrics`` and, when the rule names it, ``outputs.queries``: the
+    query embeddings (``q`` ``(n_queries, dim) float32`` and ``query_ids``, one ``.npz``, written
+    atomically; the ladder reads them instead of loading the encoder again). The index must
+    match this encoder and corpus (else ``FingerprintMismatch``)."""
+    rs, enc, idx = load_with_encoder(inputs, params, threads)
+    q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
+    rows, run = evaluate_queries(rs, q, idx.embeddings, idx.doc_ids, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads)
+    if getattr(outputs, "queries", None):
+        save_npz(outputs.queries, q=np.asarray(q, dtype=np.float32), query_ids=np.array(list(rs.queries.ids), dtype=str))
+    return write_outputs(outputs, rows, run)
+
+
+def load_with_encoder(inputs, params, threads):
+    """A rule's canonical dataset (``inputs.data``), its encoder (``params.encoder_name``, config
+    ``params.encoder``) and that encoder's frozen index (``inputs.fingerprint``'s folder,
+    fingerprint-checked: else ``FingerprintMismatch``)."""
+    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+
+    rs = load_canonical(inputs.data)
+    enc = encoder_from_params(params, threads)
+    return rs, enc, load_index(Path(inputs.fingerprint).parent, index_fingerprint(enc.fingerprint(), rs.corpus))
+
+
+def load_with_queries(inputs):
+    """A rule's canonical dataset (``inputs.data``), its frozen index (built from this corpus,
+    else ``FingerprintMismatch``) and rule pretrained's query embeddings (``inputs.queries``, one
+    row per query in the dataset's order; ``DataFormatError`` for a missing query or another
+    dimension)."""
+    rs = load_canonical(inputs.data)
+    idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
+    q = load_query_embeddings(inputs.queries, list(rs.queries.ids))
+    if q.shape[1] != idx.embeddings.shape[1]:
+        raise DataFormatError(inputs.queries, None, "q", f"dimension {q.shape[1]}, the index's is {idx.embeddings.shape[1]}")
+    return rs, idx, q

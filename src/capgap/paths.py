@@ -144,13 +144,23 @@ def main(argv: list[str] | None = None) -> int:
 def shard_labels(n) -> list[str]:
     """The shard jobs' names for a shard count ``n`` (config ``index.shards`` /
     ``probe.shards``): ``["1-of-n", ..., "n-of-n"]`` (Snakemake's scattergather naming,
-    ``capgap.stages.shard_of``'s inverse), none when n = 1 (the rule then does the whole job
+    ``shard_of``'s inverse), none when n = 1 (the rule then does the whole job
     itself). ``n`` may be an integral float (``2.0``: the schema's integer admits it). Raises
     ``ValueError`` for anything else: non-integral, below 1, or not a number (a string, a bool)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Real) or not float(n).is_integer() or n < 1:
         raise ValueError(f"shards {n!r}: expected a positive integer")
     n = int(n)
     return [] if n == 1 else [f"{i}-of-{n}" for i in range(1, n + 1)]
+
+
+def shard_of(item: str) -> tuple[int, int]:
+    """``"<i>-of-<n>"`` (a shard as the rules name it, ``shard_labels``; Snakemake's
+    scattergather convention, i from 1) -> ``(i - 1, n)``: the 0-based shard and the count.
+    Raises ``ValueError`` for another form or i outside 1..n."""
+    i, sep, n = str(item).partition("-of-")
+    if not (sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
+        raise ValueError(f"shard {item!r}: expected '<i>-of-<n>' with 1 <= i <= n")
+    return int(i) - 1, int(n)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def code_version() -> dict:
 def use_checkout(root: str | Path) -> str:
     """Make every job of a workflow run from checkout ``root`` import its own capgap: put
     ``root/src`` first on ``PYTHONPATH`` (jobs inherit the environment) and record ``root`` as
-    ``$CAPGAP_CHECKOUT`` for ``code_version``. Called by ``workflow/rules/common.smk``; returns
+    ``$CAPGAP_CHECKOUT`` for ``code_version``. Called by ``config_check.startup`` (the Snakefile); returns
     the resolved root."""
     root = str(Path(root).resolve())
     os.environ["CAPGAP_CHECKOUT"] = root

@@ -14,7 +14,7 @@ rule bm25:
     conda:
         "../../envs/baselines.yaml"
     params:
-        bm25=settings("bm25"),
+        bm25=settings(config, "bm25"),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

@@ -16,7 +16,7 @@ rule colbert:
     conda:
         "../../envs/colbert.yaml"
     params:
-        colbert=lambda wc: colbert_params(wc.dataset),
+        colbert=lambda wc: colbert_params(config, wc.dataset),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
         # not outputs: a killed job keeps its checkpoint, model, encoded parts and index

@@ -19,8 +19,8 @@ rule compress:
     params:
         encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
-        compress=settings("compress", drop=("datasets",)),
-        probe=settings("probe", drop=("shards",)),
+        compress=settings(config, "compress", drop=("datasets",)),
+        probe=settings(config, "probe", drop=("shards",)),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

@@ -14,10 +14,14 @@ checkpoint data:
         "../../envs/data.yaml"
     params:
         dataset=lambda wc: wc.dataset,
-        spec=lambda wc: dataset_spec(wc.dataset),
+        spec=lambda wc: dataset_spec(config, wc.dataset),
         # "local" or "remote:offline/online": reruns the rule when a missing dataset appears
-        availability=lambda wc: dataset_availability(wc.dataset),
+        availability=lambda wc: current_availability(
+            wc.dataset, config["datasets"][wc.dataset], recorded_status(wc.dataset)
+        ),
         # content digest of a path:/mirror dataset's files: an edited source reruns the rule
-        source=lambda wc: dataset_source_digest(wc.dataset),
+        source=lambda wc: current_digest(
+            wc.dataset, config["datasets"][wc.dataset], recorded_status(wc.dataset)
+        ),
     script:
         "../scripts/data.py"

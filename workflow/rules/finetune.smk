@@ -21,7 +21,7 @@ rule finetune:
     params:
         encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
-        finetune=lambda wc: finetune_params(wc.encoder),
+        finetune=lambda wc: finetune_params(config, wc.encoder),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
         # not an output: Snakemake must not delete it when a killed job is rerun

@@ -20,7 +20,7 @@ rule finetune_regime:
     params:
         encoder_name=lambda wc: wc.encoder,
         encoder=lambda wc: canonical(config["encoders"][wc.encoder]),
-        finetune=lambda wc: regime_params(wc.encoder, wc.regime),
+        finetune=lambda wc: regime_params(config, wc.encoder, wc.regime),
         regime=lambda wc: wc.regime,
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],

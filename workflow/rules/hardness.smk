@@ -12,7 +12,7 @@ rule hardness:
     conda:
         "../../envs/hardness.yaml"
     params:
-        hardness=settings("hardness"),
-        probe=settings("probe", drop=("shards",)),
+        hardness=settings(config, "hardness"),
+        probe=settings(config, "probe", drop=("shards",)),
     script:
         "../scripts/hardness.py"

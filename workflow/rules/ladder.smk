@@ -19,7 +19,7 @@ rule ladder:
         "../../envs/ladder.yaml"
     params:
         encoder_name=lambda wc: wc.encoder,
-        ladder=settings("ladder", drop=("regimes", "regime_datasets")),
+        ladder=settings(config, "ladder", drop=("regimes", "regime_datasets")),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

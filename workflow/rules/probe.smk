@@ -24,7 +24,7 @@ rule probe:
         "../../envs/probe.yaml"
     params:
         encoder_name=lambda wc: wc.encoder,
-        probe=settings("probe", drop=("shards",)),
+        probe=settings(config, "probe", drop=("shards",)),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

@@ -21,7 +21,7 @@ rule probe_shard:
         "../../envs/probe.yaml"
     params:
         shard=lambda wc: wc.shard,
-        probe=settings("probe", drop=("shards",)),
+        probe=settings(config, "probe", drop=("shards",)),
         ks=config["eval"]["ks"],
         ndcg_k=config["eval"]["ndcg_k"],
     script:

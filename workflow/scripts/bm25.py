@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule bm25: see capgap.stages.bm25."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule bm25: see capgap.bm25.bm25_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.bm25 import bm25_stage
 
-stages.bm25(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+bm25_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule colbert: see capgap.stages.colbert."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule colbert: see capgap.colbert.stage.colbert_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.colbert.stage import colbert_stage
 
-stages.colbert(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+colbert_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

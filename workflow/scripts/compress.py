@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule compress: see capgap.stages.compress."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule compress: see capgap.compress.compress_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.compress import compress_stage
 
-stages.compress(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+compress_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule data: see capgap.stages.data."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule data: see capgap.sources.data_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.sources import data_stage
 
-stages.data(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+data_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule finetune: see capgap.stages.finetune."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule finetune: see capgap.finetune.stage.finetune_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.finetune.stage import finetune_stage
 
-stages.finetune(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+finetune_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

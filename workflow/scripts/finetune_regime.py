@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule finetune_regime: see capgap.stages.finetune_regime."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule finetune_regime: see capgap.finetune.stage.finetune_regime_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.finetune.stage import finetune_regime_stage
 
-stages.finetune_regime(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+finetune_regime_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule hardness: see capgap.stages.hardness."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule hardness: see capgap.hardness.hardness_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.hardness import hardness_stage
 
-stages.hardness(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+hardness_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

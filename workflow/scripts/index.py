@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule index: see capgap.stages.index."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule index: see capgap.index.index_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.index import index_stage
 
-stages.index(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+index_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

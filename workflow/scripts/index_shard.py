@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule index_shard: see capgap.stages.index_shard."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule index_shard: see capgap.index.index_shard_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.index import index_shard_stage
 
-stages.index_shard(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+index_shard_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

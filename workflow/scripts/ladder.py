@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule ladder: see capgap.stages.ladder."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule ladder: see capgap.ladder.stage.ladder_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.ladder.stage import ladder_stage
 
-stages.ladder(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+ladder_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule pretrained: see capgap.stages.pretrained."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule pretrained: see capgap.index.pretrained_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.index import pretrained_stage
 
-stages.pretrained(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+pretrained_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule probe: see capgap.stages.probe."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule probe: see capgap.probe.stage.probe_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.probe.stage import probe_stage
 
-stages.probe(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+probe_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

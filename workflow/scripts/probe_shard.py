@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule probe_shard: see capgap.stages.probe_shard."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule probe_shard: see capgap.probe.stage.probe_shard_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.probe.stage import probe_shard_stage
 
-stages.probe_shard(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+probe_shard_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -1,5 +1,5 @@
 """Snakemake adapter: see capgap.report.build_report."""
-from capgap.stages import log_to
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
 from capgap.provenance import SHARDED_RULES, benchmark_paths

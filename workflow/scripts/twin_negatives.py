@@ -1,7 +1,7 @@
-"""Snakemake adapter of rule twin_negatives: see capgap.stages.twin_negatives."""
-from capgap.stages import log_to
+"""Snakemake adapter of rule twin_negatives: see capgap.nearmiss.twin_negatives_stage."""
+from capgap.logs import log_to
 
 log_to(snakemake.log[0])
-from capgap import stages
+from capgap.nearmiss import twin_negatives_stage
 
-stages.twin_negatives(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)
+twin_negatives_stage(snakemake.input, snakemake.output, snakemake.params, threads=snakemake.threads)

@@ -38,7 +38,8 @@ non-gold.
 
 Modules: ``download`` (offline switch, cache folder, pooch retrieval), ``beir``, ``limit``,
 ``bright`` (one source each), ``locate`` (mirror, local paths, cache, digests), ``obtain``
-(spec -> ``RetrievalSet``; the data rule's ``prepare``).
+(spec -> ``RetrievalSet``; the data rule's ``prepare`` and its stage, ``data_stage``), ``status``
+(the data rule's params and the ``status.json`` it writes).
 """
 
 from .beir import BEIR_MD5, BEIR_SELF_RETRIEVAL, BEIR_URL, download_beir
@@ -47,7 +48,8 @@ from .download import default_cache_dir, is_offline
 from .limit import LIMIT_COMMIT, LIMIT_FILES, LIMIT_RAW, LIMIT_SHA256, download_limit
 from .locate import (HINT, MIRROR_ENV, ONLINE_HINT, availability, file_hashes, folder_digest, local_source, locate,
                      source_digest, source_files)
-from .obtain import obtain, prepare
+from .obtain import data_stage, obtain, prepare
+from .status import current_availability, current_digest, dataset_spec, read_status, unobtained
 
 __all__ = [
     "BEIR_MD5", "BEIR_SELF_RETRIEVAL", "BEIR_URL", "download_beir", "BRIGHT_CATEGORIES", "BRIGHT_REVISION",
@@ -55,4 +57,5 @@ __all__ = [
     "bright_to_beir", "download_bright", "default_cache_dir", "is_offline", "LIMIT_COMMIT", "LIMIT_FILES", "LIMIT_RAW",
     "LIMIT_SHA256", "download_limit", "HINT", "MIRROR_ENV", "ONLINE_HINT", "availability", "file_hashes",
     "folder_digest", "local_source", "locate", "source_digest", "source_files", "obtain", "prepare",
+    "data_stage", "current_availability", "current_digest", "dataset_spec", "read_status", "unobtained",
 ]

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Mapping
 
 from ..config import item_defaults
-from ..data import RetrievalSet, add_twins, assemble, describe, load_beir_dir, self_retrieval_exclusions
+from ..data import RetrievalSet, add_twins, assemble, describe, load_beir_dir, self_retrieval_exclusions, write_canonical
 from ..errors import DatasetUnavailable
+from ..io import write_json
 from ..generate import expand_limit, generate_limit_style, generate_near_miss
 from .beir import BEIR_SELF_RETRIEVAL, download_beir
 from .bright import BRIGHT_REVISION, _bright_folder, download_bright
@@ -130,3 +131,17 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
     hashes = file_hashes(folder)
     return replace(rs, source={"kind": kind, "folder": str(folder.resolve()), "sha256": hashes,
                                "digest": folder_digest(folder, hashes) if kind in ("path", "mirror") else ""})
+
+
+def data_stage(inputs, outputs, params, threads: int = 1) -> dict:
+    """Rule ``data`` (``stage(inputs, outputs, params, threads)``, see ``capgap.stages``): obtain
+    dataset ``params.dataset`` as ``params.spec`` (its config section) says (``prepare``); write
+    its canonical copy, then ``status.json`` (last: it marks the copy complete) to
+    ``outputs[0]``. Returns the status."""
+    out = Path(outputs[0])
+    out.mkdir(parents=True, exist_ok=True)
+    rs, status = prepare(params.dataset, params.spec)
+    if rs is not None:
+        write_canonical(rs, out)
+    write_json(out / "status.json", status)
+    return status
