@@ -16,7 +16,8 @@ Modules:
   second solve;
 - ``records``: per-query records and result rows; ``shards``: the probe over shards of whole
   batches (``probe.shards``); ``screen``: an index of more than ``SCREEN_MIN_DOCS`` documents,
-  each query on its candidate documents, checked against the whole index.
+  each query on its candidate documents, checked against the whole index;
+- ``stage``: the DAG's rules ``probe`` and ``probe_shard``.
 
 Every public name is re-exported here (``from capgap.probe import probe, ProbeConfig``).
 """
