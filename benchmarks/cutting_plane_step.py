@@ -41,6 +41,7 @@ from probe import real_cases  # noqa: E402  (this folder's real-embedding loader
 
 from capgap.probe import constants as const  # noqa: E402
 from capgap.probe import probe  # noqa: E402
+from capgap.probe.config import SolveSettings  # noqa: E402
 from capgap.probe.planes import _hinge, _most_violated, _separated, _solve_dual  # noqa: E402
 from capgap.probe.setup import _environment, _queries  # noqa: E402
 
@@ -176,9 +177,9 @@ def main():
     sub = {k: ([v[i] for i in pick] if k != "duplicates" and v is not None else v) for k, v in kw.items()}
     outcome = [r.outcome for r in probe(Df, [golds0[i] for i in pick], threads=1, **sub)]  # the shipped probe's verdicts
     golds, grs, excls = _queries(Df.shape[0], [golds0[i] for i in pick], sub["excluded_sets"], sub["grades"])
-    env = _environment(Df, golds, grs, excls, None, kw["duplicates"], "gold",
-                       dict(C=1e3, C_max=1e8, eps=args.eps, max_iter=args.max_iter, lp_check_max_docs=0, depth=0,
-                            solve="certificate", prove=True))
+    env = _environment(Df, golds, grs, excls, None, kw["duplicates"],
+                       SolveSettings(C=1e3, C_max=1e8, eps=args.eps, max_iter=args.max_iter, batch_size=None,
+                                     lp_check_max_docs=0, depth=0, solve="certificate", pairs="gold"))
     print(f"{label}: {len(pick)} queries (every {args.every}th); machine {platform.machine()}, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.2f}; eps {args.eps}, lambda {LAMBDA}, line-search evaluations <= {LINE_EVALS}"
           f"{', narrowed to the bracket' if NARROW else ''}\n")

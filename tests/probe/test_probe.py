@@ -8,6 +8,7 @@ import pytest
 
 from capgap.metrics import ndcg_at_k, ndcg_from_ranks, recall_at_k, recall_from_ranks
 from capgap.probe import constants, hull_distance_bound, lp_feasible, probe
+from capgap.probe.config import SolveSettings
 
 
 def unit(rng, n, d):
@@ -26,6 +27,13 @@ def objective(D, gold, w, C):
 def gold_ranks(D, gold, w):
     s = D.astype(np.float64) @ w
     return sorted(int((s > s[i]).sum()) + 1 for i in gold)
+
+
+def _settings(**kw):
+    """``solver._probe``'s settings for the hand-built cases: C 1000 escalated to 1e8, eps 1e-3,
+    300 iterations, the whole LP up to 2000 documents, one worker; ``kw`` overrides."""
+    return SolveSettings(**{**dict(C=1000.0, C_max=1e8, eps=1e-3, max_iter=300, batch_size=None,
+                                   lp_check_max_docs=2000), **kw})
 
 
 @pytest.mark.parametrize("n,d,G,C", [(200, 16, 2, 1.0), (500, 32, 5, 10.0), (300, 8, 3, 100.0), (1000, 64, 2, 1000.0), (2000, 24, 20, 30.0)])
@@ -684,7 +692,7 @@ def test_a_duplicate_query_is_resolved_with_copy_free_gold_first(monkeypatch):
 
     D = np.array([[1, .1, 0], [1, .1, 0], [1, -.1, 0], [1, -.1, 0], [.6, 0, .8], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0],
                   [-.5, .5, -.5]], dtype=np.float32)
-    first = _probe(D, [[0, 2, 4]], 1000.0, 1e-3, 2000, None, 2000, 1e8, False, refine=False, prove=False)[0]
+    first = _probe(D, [[0, 2, 4]], _settings(max_iter=2000), refine=False, prove=False)[0]
     assert first.outcome == "duplicate" and first.recall_at(3) == pytest.approx(1 / 3)
     r = probe(D, [[0, 2, 4]], threads=1)[0]
     assert r.outcome == "duplicate" and r.recall_at(3) == pytest.approx(2 / 3) and r.extra["refined"] == R.ORDERED
@@ -767,7 +775,7 @@ def test_gold_ranked_by_their_copies_reach_the_bound():
                   [-0.6, 0.2, 0.4], [0.9, 0.3, -0.7]])
     D = np.vstack([X[0], X[0], X[0], X[1], X[1], X[2], X[3:]]).astype(np.float32)
     assert rprec_upper_bound(np.array([2, 1, 0])) == pytest.approx(2 / 3)
-    first = _probe(D, [[0, 3, 5]], 1000.0, 1e-3, 2000, None, 2000, 1e8, False, refine=False, prove=False)[0]
+    first = _probe(D, [[0, 3, 5]], _settings(max_iter=2000), refine=False, prove=False)[0]
     assert first.recall_at(3) == pytest.approx(1 / 3)
     r = probe(D, [[0, 3, 5]], threads=1)[0]
     assert r.outcome == "duplicate" and r.recall_at(3) == pytest.approx(2 / 3)
@@ -797,12 +805,12 @@ def test_the_second_solve_runs_no_proof_and_no_lp(monkeypatch):
     for lp in (0, 2000):
         for prove in (True, False):
             calls["n"] = 0
-            _probe(D2, [[0, 1]], 1000.0, 1e-3, 300, None, lp, 1e8, False, grades=[[2.0, 1.0]], pairs="graded", refine=False,
+            _probe(D2, [[0, 1]], _settings(lp_check_max_docs=lp, pairs="graded"), grades=[[2.0, 1.0]], refine=False,
                    prove=prove)
             assert (calls["n"] > 0) == prove, (lp, prove)
     D = np.array([[1, .1, 0], [1, .1, 0], [1, -.1, 0], [1, -.1, 0], [.6, 0, .8], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0],
                   [-.5, .5, -.5]], dtype=np.float32)
-    graded = _probe(D, [[0, 2, 4]], 1000.0, 1e-3, 300, None, 2000, 1e8, False, grades=[[1.0, 1.0, 2.0]], pairs="graded",
+    graded = _probe(D, [[0, 2, 4]], _settings(pairs="graded"), grades=[[1.0, 1.0, 2.0]],
                     refine=False, prove=False)[0]
     assert graded.recall_at(3) == pytest.approx(2 / 3)  # row 4 first, one copy-gold pair: the bound by hand
 

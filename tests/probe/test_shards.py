@@ -206,7 +206,7 @@ def test_only_the_solving_shards_copy_the_index(monkeypatch):
 
     made = []
     real = setup.transposed
-    monkeypatch.setattr(setup, "transposed", lambda Df: made.append(Df.shape) or real(Df))
+    monkeypatch.setattr(setup, "transposed", lambda docs: made.append(docs.shape) or real(docs))
     rng = np.random.default_rng(3)
     D = rng.standard_normal((80, 6)).astype(np.float32)
     gold = [rng.choice(80, size=2, replace=False).tolist() for _ in range(12)]

@@ -135,14 +135,16 @@ def _faiss_vectors(idx, path: Path) -> FaissVectors:
     if isinstance(idx, faiss.IndexIDMap):  # IndexIDMap2 is a subclass
         inner = _faiss_vectors(idx.index, path)
         if inner.ids is not None:
-            raise DataFormatError(path, None, None, f"a faiss {name} around an index that has its own ids is not supported")
+            raise DataFormatError(path, None, None,
+                                  f"a faiss {name} around an index that has its own ids is not supported")
         ids = faiss.vector_to_array(idx.id_map).astype(np.int64, copy=False)
         if len(ids) != inner.matrix.shape[0]:
             raise DataFormatError(path, None, None, f"faiss {name}: {len(ids)} ids for {inner.matrix.shape[0]} vectors")
         return _with_ids(inner, ids, f"{name}({inner.faiss_type})", path)
     if isinstance(idx, faiss.IndexHNSW):
         inner = _faiss_vectors(idx.storage, path)  # the graph only decides which vectors are visited: an ANN effect
-        return FaissVectors(inner.matrix, inner.ids, f"hnsw-{inner.kind}", inner.bytes_per_vector, f"{name}({inner.faiss_type})")
+        return FaissVectors(inner.matrix, inner.ids, f"hnsw-{inner.kind}", inner.bytes_per_vector,
+                            f"{name}({inner.faiss_type})")
     if type(idx) in (faiss.IndexFlat, faiss.IndexFlatIP, faiss.IndexFlatL2):
         return FaissVectors(idx.reconstruct_n(0, n), None, "flat", float(idx.sa_code_size()), name)
     if type(idx) is faiss.IndexScalarQuantizer:
@@ -151,7 +153,8 @@ def _faiss_vectors(idx, path: Path) -> FaissVectors:
         if int(idx.search_type) != int(faiss.IndexPQ.ST_PQ):
             log.warning("%s: this IndexPQ searches with search_type %d, not ST_PQ (asymmetric: float query against the "
                         "decoded vectors); the diagnosis scores the decoded vectors", path, int(idx.search_type))
-        return FaissVectors(idx.reconstruct_n(0, n), None, f"pq-{idx.pq.M}x{idx.pq.nbits}", float(idx.sa_code_size()), name)
+        return FaissVectors(idx.reconstruct_n(0, n), None, f"pq-{idx.pq.M}x{idx.pq.nbits}", float(idx.sa_code_size()),
+                            name)
     if type(idx) in (faiss.IndexIVFFlat, faiss.IndexIVFPQ, faiss.IndexIVFScalarQuantizer):
         return _ivf_vectors(idx, path)
     raise DataFormatError(path, None, None, f"faiss {name} is not supported: capgap reconstructs the vectors of "
@@ -188,15 +191,18 @@ def _sq_kind(sq, path: Path) -> str:
     for attr, kind in _SQ_KINDS.items():
         if hasattr(faiss.ScalarQuantizer, attr) and int(sq.qtype) == int(getattr(faiss.ScalarQuantizer, attr)):
             return kind
-    names = [a for a in dir(faiss.ScalarQuantizer) if a.startswith("QT_") and int(getattr(faiss.ScalarQuantizer, a)) == int(sq.qtype)]
-    raise DataFormatError(path, None, None, f"faiss scalar quantizer type {names[0] if names else int(sq.qtype)} is not "
-                                            f"supported: capgap reads {', '.join(_SQ_KINDS)}")
+    names = [a for a in dir(faiss.ScalarQuantizer) if a.startswith("QT_")
+             and int(getattr(faiss.ScalarQuantizer, a)) == int(sq.qtype)]
+    raise DataFormatError(path, None, None,
+                          f"faiss scalar quantizer type {names[0] if names else int(sq.qtype)} is not "
+                          f"supported: capgap reads {', '.join(_SQ_KINDS)}")
 
 
 def _check_ids(ids: np.ndarray, name: str, path: Path) -> None:
     """``DataFormatError`` for a negative or a repeated faiss id."""
     if len(ids) and ids.min() < 0:
-        raise DataFormatError(path, None, None, f"faiss {name} holds a negative id ({int(ids.min())}): ids must be >= 0")
+        raise DataFormatError(path, None, None,
+                              f"faiss {name} holds a negative id ({int(ids.min())}): ids must be >= 0")
     u, c = np.unique(ids, return_counts=True)
     if (c > 1).any():
         raise DataFormatError(path, None, None, f"faiss {name} holds id {int(u[c > 1][0])} {int(c[c > 1][0])} times: "

@@ -35,7 +35,8 @@ def representatives(n: int, groups: Sequence[np.ndarray]) -> np.ndarray:
     return rep
 
 
-def l2_feasible(Ds: np.ndarray, gold: np.ndarray, w0: np.ndarray, groups, lp_max_docs: int) -> tuple[bool | None, np.ndarray | None]:
+def l2_feasible(Ds: np.ndarray, gold: np.ndarray, w0: np.ndarray, groups,
+                lp_max_docs: int) -> tuple[bool | None, np.ndarray | None]:
     """Is there an L2 query point (or the limit of one) ranking every gold document strictly
     above every other document?
 
@@ -80,7 +81,8 @@ def l2_feasible(Ds: np.ndarray, gold: np.ndarray, w0: np.ndarray, groups, lp_max
 
 
 def _l2_witness(Ds: np.ndarray, gold: np.ndarray, w: np.ndarray, groups) -> np.ndarray | None:
-    """The LP's witness ``w`` ``(dim + 1,)`` (last coordinate ``c >= 0``) as an L2 query: where
+    """The LP's witness ``w`` ``(dim + 1,)`` (last coordinate ``c >= 0``) over the augmented
+    documents ``Ds`` ``(n_docs, dim + 1)`` (as ``l2_feasible``'s) as an L2 query: where
     ``c`` is not clearly positive it is raised by ``e = m / (2 spread)``, ``m`` the witness's
     exact margin and ``spread`` the range of the rows' last coordinate, which moves any score
     difference by at most ``m / 2``. Returns the vector when its float64 scores rank every gold

@@ -131,7 +131,8 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name}: {problem}")
 
 
-_SUFFIX_ERROR = "expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, .feather) or a faiss index (.faiss/.index)"
+_SUFFIX_ERROR = ("expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, .feather) or a faiss index "
+                 "(.faiss/.index)")
 FORMAT_NAMES = {"npy": "a .npy file", "npz": "an .npz file", "table": "a Parquet/Arrow table", "faiss": "a faiss index"}
 # what the options of load_embeddings apply to: key -> .npz files, column and id_column -> tables
 OPTION_FORMATS = {"key": ("npz", ".npz files"), "column": ("table", "Parquet/Arrow tables"),
@@ -218,15 +219,16 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
         bytes, a git-LFS pointer, an HTML page: ``capgap.arrays.numpy_format``), holds pickled
         objects (dtype object; never unpickled) or is shorter or longer than its header
         declares; an ``.npz`` holding several arrays and no ``key``, or no array named ``key``
-        (``emb.npz: holds arrays ['emb'], not 'other': name one with --key``); a table problem, naming the
-        row and column (``capgap.diagnosis.tables.read_table_vectors``); a file faiss cannot read; a faiss index without vectors, of an unsupported
-        type or scalar-quantizer type, with another metric, or with negative or repeated ids; a
-        shape that is not 2-d with at least one row and column; a dtype other than
-        float32/float16/float64; or a non-finite value, checked block by block (the reason
-        names the first such row, 0-based: ``docs.npy: row 3 (0-based) is not finite: column 1
-        holds nan``).
+        (``emb.npz: holds arrays ['emb'], not 'other': name one with --key``); a table problem,
+        naming the row and column (``capgap.diagnosis.tables.read_table_vectors``); a file faiss
+        cannot read; a faiss index without vectors, of an unsupported type or scalar-quantizer
+        type, with another metric, or with negative or repeated ids; a shape that is not 2-d
+        with at least one row and column; a dtype other than float32/float16/float64; or a
+        non-finite value, checked block by block (the reason names the first such row, 0-based:
+        ``docs.npy: row 3 (0-based) is not finite: column 1 holds nan``).
     """
-    from .tables import TABLE_SUFFIXES, read_table_vectors  # lazy: pyarrow is imported only for a table (the report env reads qrels here)
+    # the report env reads qrels here without pyarrow
+    from .tables import TABLE_SUFFIXES, read_table_vectors  # lazy: pyarrow is imported only for a table
 
     path = Path(path)
     fmt = embedding_format(path)
@@ -297,9 +299,9 @@ def resolve_metric(requested: str | None, index_metric: str | None, path: str | 
         return index_metric or "ip"
     if index_metric is None or requested == index_metric or (requested, index_metric) == ("cosine", "ip"):
         return requested
-    raise ValueError(f"{path} is a faiss index that searches by {_METRIC_NAMES[index_metric]}; --metric {requested} would "
-                     f"diagnose a search the index does not run: omit --metric (capgap then uses the index's own metric, "
-                     f"{index_metric})")
+    raise ValueError(f"{path} is a faiss index that searches by {_METRIC_NAMES[index_metric]}; --metric {requested} "
+                     "would diagnose a search the index does not run: omit --metric (capgap then uses the index's own "
+                     f"metric, {index_metric})")
 
 
 def load_ids(path: str | Path) -> list[str]:
@@ -329,7 +331,8 @@ def load_ids(path: str | Path) -> list[str]:
     return ids
 
 
-def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str, id_option: str = "--id-column") -> list[str] | None:
+def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str,
+            id_option: str = "--id-column") -> list[str] | None:
     """The ids of ``emb``'s rows: from the ids file ``ids_file`` (``load_ids``) or from the
     table's id column (``emb.row_ids``); None when neither gives them.
 
@@ -363,7 +366,8 @@ def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str, id_option
     return list(emb.row_ids) if emb.row_ids is not None else None
 
 
-def document_ids(docs: Embeddings, listed: Sequence[str] | None = None, listed_path: str | Path = "--doc-ids") -> list[str]:
+def document_ids(docs: Embeddings, listed: Sequence[str] | None = None,
+                 listed_path: str | Path = "--doc-ids") -> list[str]:
     """The id of each row of ``docs.matrix``.
 
     Row i of an array, or of a faiss index whose ids are 0..n-1, is document ``listed[i]``
@@ -443,8 +447,8 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] 
                          f"{_METRIC_NAMES[unc.metric]}): the uncompressed vectors must be scored like the index's own")
     (n, dim), (nu, dimu) = docs.matrix.shape, unc.matrix.shape
     if dim != dimu:
-        raise ValueError(f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has dim "
-                         f"{dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension")
+        raise ValueError(f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has "
+                         f"dim {dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension")
     U = unc.matrix
     if unc.row_ids is not None or unc.ids is not None:
         uids = list(unc.row_ids) if unc.row_ids is not None else document_ids(unc, listed, listed_path)
@@ -454,10 +458,11 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] 
         missing = [d for d in dids if d not in at]
         if foreign or missing:
             how = "its id column" if unc.row_ids is not None else "its faiss ids"
-            parts = ([f"{len(foreign)} of its {nu} ids name no document of {docs.path} (e.g. {foreign[:3]})"] if foreign else []) \
+            parts = ([f"{len(foreign)} of its {nu} ids name no document of {docs.path} (e.g. {foreign[:3]})"] if foreign
+                     else []) \
                 + ([f"{len(missing)} of the {n} documents have no row in it (e.g. {missing[:3]})"] if missing else [])
-            raise ValueError(f"{unc.path} (the uncompressed documents) is matched to {docs.path} by document id ({how}), "
-                             f"but {' and '.join(parts)}: they must be the same documents")
+            raise ValueError(f"{unc.path} (the uncompressed documents) is matched to {docs.path} by document id "
+                             f"({how}), but {' and '.join(parts)}: they must be the same documents")
         order = np.array([at[d] for d in dids], dtype=np.int64)
         return U if np.array_equal(order, np.arange(nu)) else U[order]
     if docs.ids is not None:
@@ -504,12 +509,14 @@ def load_qrels_file(path: str | Path) -> QrelsFile:
     for lineno, q, d, g in iter_qrels(path, pairs=True):
         prev = out.setdefault(q, {}).get(d)
         if prev is not None and prev != g:
-            raise DataFormatError(path, lineno, "score", f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
+            raise DataFormatError(path, lineno, "score",
+                                  f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
         out[q][d] = g
         first.setdefault((q, d), lineno)
     if not out:
-        raise DataFormatError(path, None, None, "judges no query: the file holds no judgement line (it is empty, blank or "
-                                                "only a header)")
+        raise DataFormatError(path, None, None,
+                              "judges no query: the file holds no judgement line (it is empty, blank or "
+                              "only a header)")
     return QrelsFile(out, path=path, lines=first)
 
 
@@ -546,7 +553,8 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
         elif len(cols) in (2, 3):
             q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
         else:
-            raise DataFormatError(path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
+            raise DataFormatError(path, i, None,
+                                  f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
         scored = scored and score is not None
         try:
             s = float(score) if score is not None else -float(i)
@@ -570,6 +578,8 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
 
 
 def _array_info(M: np.ndarray) -> dict:
-    """``Embeddings.info()`` of an in-memory matrix: its dtype as ``kind``, ``itemsize * dim`` bytes per vector."""
-    return {"path": None, "kind": M.dtype.name, "faiss_type": None, "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
+    """``Embeddings.info()`` of an in-memory matrix ``M`` ``(n, dim)``: its dtype as ``kind``,
+    ``itemsize * dim`` bytes per vector."""
+    return {"path": None, "kind": M.dtype.name, "faiss_type": None,
+            "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
             "n": int(M.shape[0]), "dim": int(M.shape[1])}

@@ -84,10 +84,12 @@ def _markdown(s: dict, k: int) -> list[str]:
     md += ["", f"| at k = {k} | mean |", "|---|---|",
            f"| capacity recall (per query, the better of probe and encoder) | {s[f'capacity@{k}']:.3f} |",
            f"| probe recall | {s[f'probe_recall@{k}']:.3f} |",
-           f"| certified | {s['certified']:.3f} |", f"| encoder recall (exact search) | {s[f'encoder_recall@{k}']:.3f} |",
+           f"| certified | {s['certified']:.3f} |",
+           f"| encoder recall (exact search) | {s[f'encoder_recall@{k}']:.3f} |",
            f"| unused capacity (capacity − encoder) | {s['unused_capacity']:.3f} |"]
     if f"ann_recall@{k}" in s:
-        md += [f"| ANN recall | {s[f'ann_recall@{k}']:.3f} |", f"| ANN vs exact top-{k} | {s[f'ann_vs_exact@{k}']:.3f} |"]
+        md += [f"| ANN recall | {s[f'ann_recall@{k}']:.3f} |",
+               f"| ANN vs exact top-{k} | {s[f'ann_vs_exact@{k}']:.3f} |"]
     if s.get("uncompressed"):
         u = s["uncompressed"]
         md += [f"| probe recall, uncompressed documents | {u[f'probe_recall@{k}']:.3f} |",

@@ -25,7 +25,8 @@ def _note(notes: list[str], msg: str) -> None:
     notes.append(msg)
 
 
-def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]], notes: list[str]) -> tuple[list[int], dict]:
+def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]],
+                   notes: list[str]) -> tuple[list[int], dict]:
     """Which query rows have judgements, and the ids on either side that meet nothing.
 
     Returns ``(keep, unmatched)``: ``keep``, the row indices whose id the qrels judge (row
@@ -43,8 +44,10 @@ def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, in
     rowless = [q for q in qrels if q not in rows]
     unmatched = {}
     for key, ids, total, what in (
-            ("rows_without_judgements", unjudged, len(query_ids), "query rows have no judgements in the qrels (left out)"),
-            ("judged_queries_without_row", rowless, len(qrels), "judged queries have no query embedding row (not evaluated)")):
+            ("rows_without_judgements", unjudged, len(query_ids),
+             "query rows have no judgements in the qrels (left out)"),
+            ("judged_queries_without_row", rowless, len(qrels),
+             "judged queries have no query embedding row (not evaluated)")):
         unmatched[key] = {"count": len(ids), "examples": list(ids[:5])}
         if ids:
             _note(notes, f"{len(ids)} of the {total} {what}, e.g. {ids[:3]}")
@@ -83,7 +86,8 @@ def _unit_scale(log2_norm: float) -> float:
     return float(np.ldexp(1.0, -(int(np.floor(log2_norm)) + 1)))
 
 
-def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: str, notes: list[str]) -> tuple[float, float]:
+def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: str,
+                  notes: list[str]) -> tuple[float, float]:
     """The powers of two ``(documents, queries)`` the vectors are scored at. A positive scale of
     the documents (or of each query) changes no inner-product ranking, and a common one of both
     no L2 ranking (``|s q - s d|^2 = s^2 |q - d|^2``); a power of two changes no mantissa, so the
@@ -138,27 +142,29 @@ def _check_row_norms(x: np.ndarray, metric: str, side: str, first: int, scale: f
         r = int(low[0])
         beside = f"beside rows of norm up to 2^{-np.log2(scale):.0f}" if scale != 1.0 else "in float32"
         raise ValueError(f"{side}: row {first + r} (0-based) has norm 2^{np.log2(norms[r] / scale):.0f}: {beside} its "
-                         f"{'inner products' if metric == 'ip' else 'squared distances'} underflow float32 and would tie "
-                         f"at 0 (the rows' norms span more than float32 scores hold under {metric}); rescale or drop the "
-                         "outlying rows")
+                         f"{'inner products' if metric == 'ip' else 'squared distances'} underflow float32 and would "
+                         f"tie at 0 (the rows' norms span more than float32 scores hold under {metric}); rescale or "
+                         "drop the outlying rows")
 
 
 def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -> tuple[np.ndarray, float]:
     """``M`` ``(n, dim)`` as float32 rows whose inner products rank by ``metric``; ``M`` is never
     written to.
 
-    ``ip``: ``M`` itself (float32 C-contiguous input, e.g. a memory map, is read in place;
-    other dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (rows of
-    norm 0 never get here: ``_zero_norm_rows`` refuses or removes them first). ``l2``: a new ``(n, dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries
-    ``(q, 1)`` (``side`` ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q - d|^2)/2`` ranks each query's documents as
-    ``-|q - d|^2`` does; the documents' last coordinate is shifted by their median ``|d|^2/2``
-    (a constant for all of a query's documents: no ranking changes) so that it keeps its digits in
-    float32. Built block by block (norms in float64). A nonzero row every value of which
-    underflows float32 at ``scale`` (one outlying row forced a scale the others cannot take) is
-    refused with ``ValueError`` naming the row. Returns the array and, for
-    cosine, the largest ``|norm - 1|`` of the input rows (else 0.0). ``scale``: a power of two
-    the rows are multiplied by first (``_score_scales``; exact, ignored under cosine). Raises
-    ``ValueError`` when a document's ``|d|^2/2`` overflows float32 (``l2``)."""
+    ``ip``: ``M`` itself (float32 C-contiguous input, e.g. a memory map, is read in place; other
+    dtypes are cast to a new array). ``cosine``: a new array of L2-normalised rows (rows of norm
+    0 never get here: ``_zero_norm_rows`` refuses or removes them first). ``l2``: a new ``(n,
+    dim + 1)`` array, documents ``(d, -|d|^2/2)`` and queries ``(q, 1)`` (``side``
+    ``"queries"``; any other side is a document matrix), since ``q.d - |d|^2/2 = (|q|^2 - |q -
+    d|^2)/2`` ranks each query's documents as ``-|q - d|^2`` does; the documents' last
+    coordinate is shifted by their median ``|d|^2/2`` (a constant for all of a query's
+    documents: no ranking changes) so that it keeps its digits in float32. Built block by block
+    (norms in float64). A nonzero row every value of which underflows float32 at ``scale`` (one
+    outlying row forced a scale the others cannot take) is refused with ``ValueError`` naming
+    the row. Returns the array and, for cosine, the largest ``|norm - 1|`` of the input rows
+    (else 0.0). ``scale``: a power of two the rows are multiplied by first (``_score_scales``;
+    exact, ignored under cosine). Raises ``ValueError`` when a document's ``|d|^2/2`` overflows
+    float32 (``l2``)."""
     n, dim = M.shape
     if metric == "ip" and scale == 1.0:
         if M.dtype == np.float64:  # values float32 cannot hold: checked before the cast
@@ -174,7 +180,8 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
         # common to a query's documents changes no ranking, and what is left of |d|^2/2 keeps its
         # digits in float32 when the norms are alike and far larger than the products q.d
         half = np.concatenate([0.5 * np.einsum("ij,ij->i", x, x) for x in
-                               (np.asarray(M[a : a + step], dtype=np.float64) * scale for a in range(0, n, step))]) if n else np.zeros(0)
+                               (np.asarray(M[a : a + step], dtype=np.float64) * scale
+                                for a in range(0, n, step))]) if n else np.zeros(0)
         shift = float(np.median(half)) if n and np.isfinite(half).all() else 0.0
     for a in range(0, n, step):
         x = np.asarray(M[a : a + step], dtype=np.float64)
@@ -203,7 +210,8 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
 
 def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths: Mapping[str, str], notes: list[str]):
     """Under cosine: find the rows of norm 0 (``capgap.retrieval.zero_norm_rows``) of the
-    documents, the judged query rows ``keep`` and the uncompressed documents, and apply
+    documents ``D`` ``(n_docs, dim)``, the judged query rows ``keep`` of ``Q`` ``(n_queries, dim)``
+    and the uncompressed documents ``U`` (``D``'s shape, or None), and apply
     ``policy`` (``diagnose``'s ``zero_norm``). Returns ``(D, U, doc_ids, keep, summary)``: with
     ``"set-apart"`` the matrices and ids without the zero document rows (a row zero in either
     document matrix leaves both) and ``keep`` without zero query rows or queries whose gold is
@@ -228,8 +236,8 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
         raise ValueError(f"{paths.get(side, side)}: {describe_rows(rows, found[side][1])} "
                          f"{'has' if len(rows) == 1 else 'have'} norm 0 (every value 0): cosine is undefined for "
                          f"{'it' if len(rows) == 1 else 'them'} (an empty or failed text embedded as a zero vector is "
-                         f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such rows "
-                         "out, counted")
+                         f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such "
+                         "rows out, counted")
     zd = np.union1d(found["documents"][0], found.get("uncompressed documents", (np.zeros(0, np.int64),))[0])
     dkeep = np.setdiff1d(np.arange(D.shape[0]), zd)
     if not len(dkeep):
@@ -242,8 +250,9 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
         raise ValueError("metric cosine: no query is left once the rows of norm 0 are set apart")
     summary["queries_with_only_zero_gold"] = {"count": len(no_gold), "ids": [query_ids[i] for i in no_gold[:20]]}
     for side, rows in bad.items():
-        _note(notes, f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
-                     f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}")
+        _note(notes,
+              f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
+              f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}")
     if no_gold:
         _note(notes, f"metric cosine: {len(no_gold)} queries whose every gold document has norm 0 are set apart too, "
                      f"e.g. {[query_ids[i] for i in no_gold[:3]]}")
@@ -279,7 +288,8 @@ def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Ma
 
 
 
-def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_path, queries_path) -> tuple[list[str], dict]:
+def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_path,
+                    queries_path) -> tuple[list[str], dict]:
     """The CLI's default query ids when none are given: row i is the i-th query id of the qrels,
     in order of first appearance (``load_qrels_file``'s order).
 
@@ -308,16 +318,18 @@ def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_p
     """
     ids = list(qrels)
     if n_rows != len(ids):
-        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order of "
-                         f"first appearance), but {queries_path} has {n_rows} rows and {qrels_path} judges {len(ids)} "
-                         "queries: the rows cannot be paired with the ids; give --query-ids (one id per query row)")
+        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order "
+                         f"of first appearance), but {queries_path} has {n_rows} rows and {qrels_path} judges "
+                         f"{len(ids)} queries: the rows cannot be paired with the ids; give --query-ids (one id per "
+                         "query row)")
     rows = [str(i) for i in range(n_rows)]
     if ids != rows and set(ids) == set(rows):
-        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order of "
-                         f"first appearance), but its query ids are the row numbers 0..{n_rows - 1} in another order "
-                         f"(first {ids[:3]}): they look like row numbers, and row 0 would be query {ids[0]!r}; give "
-                         "--query-ids (one id per query row)")
-    return ids, {"rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance", "first": ids[:3]}
+        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order "
+                         f"of first appearance), but its query ids are the row numbers 0..{n_rows - 1} in another "
+                         f"order (first {ids[:3]}): they look like row numbers, and row 0 would be query {ids[0]!r}; "
+                         "give --query-ids (one id per query row)")
+    return ids, {"rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance",
+                 "first": ids[:3]}
 
 
 def document_id_default(doc_ids: Sequence[str], faiss_ids: bool) -> dict:

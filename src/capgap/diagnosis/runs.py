@@ -86,14 +86,16 @@ def run_in_order(path: Path, rows: Mapping[str, Sequence[tuple]], scored: bool =
     if other:
         desc = [q for q in other if seen[q] == "descend"]
         raise DataFormatError(path, first[1], "rank",
-                              f"the scores ascend as the ranks ascend on {len(asc)} queries (e.g. {example}) but not on "
-                              f"{len(other)} ({len(desc)} descend, {len(other) - len(desc)} go both ways; e.g. {other[0]!r}): "
-                              "similarities cannot be told from distances; write scores that descend with rank (negate "
-                              "distances)")
+                              f"the scores ascend as the ranks ascend on {len(asc)} queries (e.g. {example}) but not "
+                              f"on {len(other)} ({len(desc)} descend, {len(other) - len(desc)} go both ways; e.g. "
+                              f"{other[0]!r}): similarities cannot be told from distances; write scores that descend "
+                              "with rank (negate distances)")
     note = (f"{path}: on every query whose ranks and scores tell an order ({len(asc)}) the scores ascend as the ranks "
             f"ascend (e.g. {example}): distances, not similarities; the documents are taken in rank order")
-    return RunFile({q: [e[2] for e in sorted(v, key=lambda e: (e[3] if e[3] is not None else float("inf"), -e[0], e[1]))]
-                    for q, v in rows.items()}, notes=[note])
+    def by_rank(e):
+        return (e[3] if e[3] is not None else float("inf"), -e[0], e[1])
+
+    return RunFile({q: [e[2] for e in sorted(v, key=by_rank)] for q, v in rows.items()}, notes=[note])
 
 
 def _example_steps(entries: Sequence[tuple]) -> tuple[tuple, tuple]:
@@ -196,18 +198,18 @@ def orient_run(run: dict, path: str | Path, D: np.ndarray, Q: np.ndarray, doc_id
         bad = sq[0]
         line = min(e[1] for e in run.scored[bad])
         raise DataFormatError(path, line, "score",
-                              f"the scores fall as the query and document vectors' similarity (--metric {metric}) rises "
-                              f"on {len(dq)} queries (e.g. {dq[0]!r}: distances) and rise with it on {len(sq)} (e.g. "
-                              f"{bad!r}: similarities), and no rank column gives the order: capgap cannot tell "
+                              f"the scores fall as the query and document vectors' similarity (--metric {metric}) "
+                              f"rises on {len(dq)} queries (e.g. {dq[0]!r}: distances) and rise with it on {len(sq)} "
+                              f"(e.g. {bad!r}: similarities), and no rank column gives the order: capgap cannot tell "
                               "similarities (highest first) from distances (lowest first); write a rank column 1..n "
                               "(TREC: qid Q0 docid rank score tag)")
     if len(dq) <= len(sq):
         return run
     eg = sorted(e for e in run.scored[dq[0]] if e[2] in drow)
     lo, hi = eg[0], eg[-1]
-    note = (f"{path}: no rank column gives the order, and on {len(dq)} of the {len(dq) + len(sq)} queries whose scores "
-            f"differ the scores rise with the distance between the query and document vectors (e.g. {dq[0]!r}: {lo[2]!r} score {lo[0]:g} "
-            f"(line {lo[1]}), {hi[2]!r} score {hi[0]:g} (line {hi[1]})): distances, not similarities; the documents "
-            "are taken lowest score first")
+    note = (f"{path}: no rank column gives the order, and on {len(dq)} of the {len(dq) + len(sq)} queries whose "
+            f"scores differ the scores rise with the distance between the query and document vectors (e.g. {dq[0]!r}: "
+            f"{lo[2]!r} score {lo[0]:g} (line {lo[1]}), {hi[2]!r} score {hi[0]:g} (line {hi[1]})): distances, not "
+            "similarities; the documents are taken lowest score first")
     return RunFile({q: [e[2] for e in sorted(v, key=lambda e: (e[0], e[1]))] for q, v in run.scored.items()},
                    notes=[*run.notes, note])

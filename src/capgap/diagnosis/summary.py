@@ -36,11 +36,12 @@ def _reading(s: dict, k: int, has_ann: bool) -> str:
     n = max(s["queries"], 1)
     v = s["verdicts"]
     worst = max((x for x in VERDICTS if x != "ok"), key=lambda x: v[x])
-    parts = [f"At k = {k}, the index admits {s[f'capacity@{k}']:.3f} recall (per query the better of the probe's vector, "
-             f"{s[f'probe_recall@{k}']:.3f}, and your query vector; {s['certified']:.0%} of queries certified); "
-             f"the query encoder reaches {s[f'encoder_recall@{k}']:.3f} with exact search"]
+    parts = [f"At k = {k}, the index admits {s[f'capacity@{k}']:.3f} recall (per query the better of the probe's "
+             f"vector, {s[f'probe_recall@{k}']:.3f}, and your query vector; {s['certified']:.0%} of queries "
+             f"certified); the query encoder reaches {s[f'encoder_recall@{k}']:.3f} with exact search"]
     if has_ann:
-        parts.append(f" and {s[f'ann_recall@{k}']:.3f} with your ANN (which returns {s[f'ann_vs_exact@{k}']:.3f} of the exact top-{k})")
+        parts.append(f" and {s[f'ann_recall@{k}']:.3f} with your ANN (which returns {s[f'ann_vs_exact@{k}']:.3f} of "
+                     f"the exact top-{k})")
     unc = s.get("uncompressed")
     if unc:
         parts.append(f". Uncompressed, the same documents admit {unc[f'probe_recall@{k}']:.3f} recall; the index's "
@@ -52,15 +53,16 @@ def _reading(s: dict, k: int, has_ann: bool) -> str:
         where = {"index-limited": "the index itself: no query vector puts their gold documents in the top k; "
                                   "better document embeddings or a larger k, not query-side training, would help",
                  "compression-limited": "the index's compression: the uncompressed vectors admit the answer, the "
-                                        "index's own reconstructed vectors do not; a finer code (more bytes per vector) "
-                                        "or re-ranking with the full-precision vectors would help",
+                                        "index's own reconstructed vectors do not; a finer code (more bytes per "
+                                        "vector) or re-ranking with the full-precision vectors would help",
                  "undetermined": "no query vector at hand (the probe's, the encoder's) serves them and nothing proves "
                                  "that none can, so index and encoder are not told apart; a larger k or the exact LP "
                                  "(probe.lp_check_max_docs) may decide them",
-                 "encoder-limited": "the query encoder: the index admits the answer but the encoder's query vectors miss it "
-                                    f"({s['unused_capacity']:.3f} recall of capacity unused); tune or replace the query side",
-                 "ann-limited": "the approximate search: exact search finds the gold documents, the ANN index loses them; "
-                                "tune the ANN (more probes, candidates) before anything else"}[worst]
+                 "encoder-limited": "the query encoder: the index admits the answer but the encoder's query vectors "
+                                    f"miss it ({s['unused_capacity']:.3f} recall of capacity unused); tune or replace "
+                                    "the query side",
+                 "ann-limited": "the approximate search: exact search finds the gold documents, the ANN index loses "
+                                "them; tune the ANN (more probes, candidates) before anything else"}[worst]
         verb = "is undetermined:" if worst == "undetermined" else "is limited by"
         parts.append(f"The largest group ({v[worst]} queries, {v[worst] / n:.0%}) {verb} {where}.")
     return "".join(parts)
@@ -95,5 +97,6 @@ def admitted_but_missed(probe_rows: Sequence[Mapping], run: Mapping[str, Sequenc
         enc = _capped_recall(ranked, gold, k)
         if enc < 1:
             ranks = [i + 1 for i, d in enumerate(ranked) if d in gold]
-            out.append({"query_id": q, "n_gold": len(gold), "encoder_recall": round(enc, 6), "best_gold_rank": min(ranks) if ranks else None})
+            out.append({"query_id": q, "n_gold": len(gold), "encoder_recall": round(enc, 6),
+                        "best_gold_rank": min(ranks) if ranks else None})
     return out

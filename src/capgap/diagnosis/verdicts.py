@@ -135,12 +135,12 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         ``itemsize * dim``.
     zero_norm : str
         Under ``cosine``, what a row of norm 0 (every value 0: its cosine is undefined; a
-        non-zero row of any norm is normalised exactly) does: ``"error"`` (default) raises ``ValueError`` naming the file and rows;
-        ``"set-apart"`` leaves those rows out and counts them (summary ``zero_norm``): a zero
-        document is ranked for no query (a gold one stays in its query's gold set, never found,
-        so recall keeps its denominator), a zero query gets no verdict, and a query whose every
-        gold document is zero is left out too. Ignored under ``ip`` and ``l2`` (a zero vector has
-        well-defined scores there).
+        non-zero row of any norm is normalised exactly) does: ``"error"`` (default) raises
+        ``ValueError`` naming the file and rows; ``"set-apart"`` leaves those rows out and
+        counts them (summary ``zero_norm``): a zero document is ranked for no query (a gold one
+        stays in its query's gold set, never found, so recall keeps its denominator), a zero
+        query gets no verdict, and a query whose every gold document is zero is left out too.
+        Ignored under ``ip`` and ``l2`` (a zero vector has well-defined scores there).
     paths : mapping, optional
         The files the matrices came from, keyed ``"documents"``, ``"queries"``,
         ``"uncompressed documents"``, named in errors about their rows (default: those words).
@@ -214,19 +214,22 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     extra = _summary_extra(case, pr, pu, rows, admitted, k, metric, index_info, uncompressed_info)
     open_q = [r["query_id"] for r in rows if r["verdict"] == "undetermined"]
     if open_q:
-        _note(case.notes, f"{len(open_q)} queries are undetermined: no query vector at hand puts their gold documents in the "
-                          f"top {k}, and nothing proves that none does, e.g. {open_q[:3]}")
+        _note(case.notes,
+              f"{len(open_q)} queries are undetermined: no query vector at hand puts their gold documents in the "
+              f"top {k}, and nothing proves that none does, e.g. {open_q[:3]}")
     kind = str(extra["index"].get("kind") or "")
     if kind.startswith(("ivf", "hnsw")) and ann_run is None:
-        _note(case.notes, f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
-                          "does; which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with "
-                          "--ann-run")
+        _note(case.notes,
+              f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
+              "does; which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with "
+              "--ann-run")
     return Diagnosis(rows, _summary(rows, k, ann_run is not None, case.notes, extra), k, case.notes)
 
 
 def _checked_matrices(D, Q, U, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """``D``, ``Q`` and ``U`` (or None) as arrays, each checked (``validate_matrix``), with matching
-    dimensions (``U`` of ``D``'s shape); ``ValueError`` for an unknown ``metric``."""
+    """``D`` ``(n_docs, dim)``, ``Q`` ``(n_queries, dim)`` and ``U`` ``(n_docs, dim)`` (or None)
+    as arrays, each checked (``validate_matrix``), with matching dimensions (``U`` of ``D``'s
+    shape); ``ValueError`` for an unknown ``metric``."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
     D, Q = np.asarray(D), np.asarray(Q)
@@ -245,7 +248,8 @@ def _checked_matrices(D, Q, U, metric: str) -> tuple[np.ndarray, np.ndarray, np.
 
 def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[str, Mapping[str, int]],
             doc_ids: Sequence[str], query_ids: Sequence[str]) -> _Case:
-    """The ``_Case`` of checked matrices: ids counted against rows, qrels naming only known
+    """The ``_Case`` of checked matrices ``D`` ``(n_docs, dim)``, ``Q`` ``(n_queries, dim)`` and ``U`` (``D``'s shape,
+    or None): ids counted against rows, qrels naming only known
     documents, the judged query rows (``_match_queries``), each with a gold document."""
     if len(doc_ids) != D.shape[0]:
         raise ValueError(f"{len(doc_ids)} document ids for {D.shape[0]} document rows")
@@ -263,8 +267,9 @@ def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[s
             hint = "; a line starting with '#' is a judgement: qrels have no comment lines" if q.startswith("#") else ""
             more = [u for u in unknown if u != d]
             also = f" (nor are {len(more)} more documents the qrels name, e.g. {more[:3]})" if more else ""
-            raise DataFormatError(qrels.path, line, "corpus-id", f"document {d!r} (query {q!r}) is not in the document ids"
-                                                                 f"{also}; the document ids look like {list(doc_ids[:3])}{hint}")
+            raise DataFormatError(qrels.path, line, "corpus-id",
+                                  f"document {d!r} (query {q!r}) is not in the document ids"
+                                  f"{also}; the document ids look like {list(doc_ids[:3])}{hint}")
         raise ValueError(msg)
     keep, unmatched = _match_queries(query_ids, qrels, notes)
     qids = [query_ids[i] for i in keep]
@@ -292,12 +297,14 @@ def _score(case: _Case, metric: str, k: int) -> _Scoring:
     Us, dev_u = _scoring_matrix(case.U, metric, "uncompressed documents", sd) if case.U is not None else (None, 0.0)
     for name, dev in (("documents", dev_d), ("queries", dev_q), ("uncompressed documents", dev_u)):
         if dev > 1e-3:
-            _note(case.notes, f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
+            _note(case.notes,
+                  f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
     pos = {d: i for i, d in enumerate(case.doc_ids)}
     golds = [{d for d, g in case.qrels[q].items() if g > 0} for q in case.qids]
     # a gold document set apart (zero norm) stays in ``golds`` (the denominators) but has no row
     gold_rows = [np.array(sorted(pos[d] for d in g if d in pos), dtype=np.int64) for g in golds]
-    grades = [np.array([case.qrels[q][case.doc_ids[r]] for r in g], dtype=np.float64) for q, g in zip(case.qids, gold_rows)]
+    grades = [np.array([case.qrels[q][case.doc_ids[r]] for r in g], dtype=np.float64)
+              for q, g in zip(case.qids, gold_rows)]
     groups = duplicate_groups(Ds)  # bit-identical rows; under l2 the same groups as D's
     # no text ties here: equal query embeddings need not mean equal texts, and another encoder
     # could tell them apart, so each query keeps its own w
@@ -367,7 +374,8 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list
             l2_no = ok is False and res.stopped != "solver"  # no proof where the probe's QP failed
             if l2_no and res.outcome == "certified":
                 causes[i] = "l2-unreachable"  # separable by (w, c) only with c < 0: farthest documents first
-        proofs[i] = index_limit_proof(n_golds[i], gold_rows[i], kk, groups, Ds.shape[0], res.outcome == "geometry", l2_no)
+        proofs[i] = index_limit_proof(n_golds[i], gold_rows[i], kk, groups, Ds.shape[0], res.outcome == "geometry",
+                                      l2_no)
     off = [i for i in off if i not in l2_lp]
     return _Geometry(results, ranks, certified, causes, reachable, off, l2_lp, proofs)
 
@@ -385,21 +393,23 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
         scale = (case.score_scale or {}).get("documents", 1.0)
         at = f", the vectors scored times 2^{int(np.log2(scale))}" if scale != 1.0 else ""
         return ValueError(f"{docs}: scores overflow float32 under the probe's vector for query {case.qids[e.query]!r} "
-                          f"(metric {metric}: its w alone){at}: rescale the vectors of {docs} and {queries}, or drop the "
-                          "rows whose norms lie far from the others'")
+                          f"(metric {metric}: its w alone){at}: rescale the vectors of {docs} and {queries}, or drop "
+                          "the rows whose norms lie far from the others'")
 
     try:
         pr = _probe_geometry(sc.Ds, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg, sc.groups)
     except _ProbeOverflow as e:
         raise named(e, "documents") from None
     if pr.l2_lp:
-        _note(case.notes, f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
-                          f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
-                          f"{[case.qids[i] for i in pr.l2_lp[:3]]}")
+        _note(case.notes,
+              f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
+              f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
+              f"{[case.qids[i] for i in pr.l2_lp[:3]]}")
     if pr.off:
-        _note(case.notes, f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
-                          f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
-                          f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
+        _note(case.notes,
+              f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
+              f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
+              f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
     failed = [case.qids[i] for i, res in enumerate(pr.results) if res.stopped == "solver"]
     if failed:
         _note(case.notes, f"the probe's dual QP failed numerically for {len(failed)} of {n} queries (cause 'solver'): "
@@ -414,7 +424,8 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
             raise named(e, "uncompressed documents") from None
         if pu.off:
             _note(case.notes, f"metric l2, uncompressed documents: for {len(pu.off)} of {n} queries the probe's "
-                              f"vector is no L2 query; their uncompressed probe numbers come from w alone, a lower bound")
+                              "vector is no L2 query; their uncompressed probe numbers come from w alone, a lower "
+                              "bound")
     return pr, pu
 
 
@@ -472,7 +483,8 @@ def _summary_extra(case: _Case, pr: _Geometry, pu: _Geometry | None, rows: list[
                    metric: str, index_info: Mapping | None, uncompressed_info: Mapping | None) -> dict:
     """The summary's entries beyond the means and counts: metric, unmatched ids, zero-norm rows,
     probe vectors that are no L2 query, what the index (and the uncompressed vectors) are."""
-    extra = {"metric": metric, "left_out_without_qrels": case.unmatched["rows_without_judgements"]["count"], **case.unmatched}
+    extra = {"metric": metric, "left_out_without_qrels": case.unmatched["rows_without_judgements"]["count"],
+             **case.unmatched}
     if case.zero is not None:
         extra["zero_norm"] = case.zero
     if pr.reachable is not None:
@@ -503,6 +515,7 @@ def _uncompressed_summary(case: _Case, pu: _Geometry, rows: list[dict], admitted
     if pu.reachable is not None:
         unc["probe_not_l2_query"] = pu.reachable.count(False)
     if unc["admitted_only_by_index"]:
-        _note(case.notes, f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
-                          "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
+        _note(case.notes,
+              f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
+              "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
     return unc

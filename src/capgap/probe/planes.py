@@ -2,7 +2,7 @@
 pair-averaged hinge, the restricted dual QP, and the index products (float32 scores and
 planes, exact float64 scores near the gold documents).
 
-Shapes: the index ``Df`` ``(n_docs, dim) float32``; scores ``s`` ``(n_docs,)``; a problem's
+Shapes: the index ``docs`` ``(n_docs, dim) float32``; scores ``s`` ``(n_docs,)``; a problem's
 state (``state.Problem``) holds its members' rows (indices into ``golds``/``opt_excl``).
 """
 
@@ -21,8 +21,11 @@ def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarra
 
     Returns ``(coef (n_docs,) float32, b, H)``: the constraint is ``w.a >= b - xi`` with
     ``a = D^T coef``, and ``H = b - w.a`` is its violation at the current w (= the
-    pair-averaged hinge loss). Counting as in the package docstring (``capgap.probe``): for |G| <= 16 one
-    comparison pass per gold document, else a binary search per document. ``out``: an
+    pair-averaged hinge loss). Found without the |G| x |N| pairs: for each document j, n_j =
+    #{i in G : s_i < s_j + 1} (for |G| <= 16 one comparison pass per gold document, else a
+    binary search per document); each gold document's m_i = #{j in N : s_j > s_i - 1} follows
+    from a histogram of the n_j; then coef_i = m_i (gold), coef_j = -n_j (non-gold), scaled by
+    1/|P|, and b = sum m_i / |P|. ``out``: an
     ``(n_docs,) float32`` buffer to write the coefficients into. ``excl``: row indices that are
     neither gold nor non-gold (they get coefficient 0 and count in no pair).
     """
@@ -65,7 +68,8 @@ def _hinge(s: np.ndarray, gold: np.ndarray, n_pairs: int, excl: np.ndarray) -> f
     sg = s[gold]
     if sg.max() - s.min() < 1.0:  # every pair violated: the hinge is linear, a difference of means
         n_ng = len(s) - len(gold) - len(excl)
-        total = len(gold) * n_ng + len(gold) * (float(s.sum()) - float(sg.sum()) - float(s[excl].sum())) - n_ng * float(sg.sum())
+        total = (len(gold) * n_ng + len(gold) * (float(s.sum()) - float(sg.sum()) - float(s[excl].sum()))
+                 - n_ng * float(sg.sum()))
         return max(0.0, total / n_pairs)
     ng = s > sg.min() - 1.0
     ng[gold] = False
@@ -95,7 +99,8 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     """max b.alpha - 1/2 alpha K alpha, alpha >= 0, sum alpha <= C (quadprog). Raises
     ``SolverFailed`` when quadprog refuses the problem (numerically inconsistent constraints)
     with both ridges, or returns a non-finite solution."""
-    import quadprog  # third-party, imported where used: the report and diagnose paths import capgap.probe without solving
+    # third-party, imported where used: the report and diagnose paths import capgap.probe without solving
+    import quadprog
     n = len(b)
     Cmat, eye = _QP_CONSTRAINTS.get(n) or _qp_constraints(n)
     bvec = np.zeros(n + 1)
@@ -113,7 +118,8 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     return np.maximum(alpha, 0.0)
 
 
-_QP_CONSTRAINTS: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # working-set size -> (_solve_dual's constraint matrix, identity)
+# working-set size -> (_solve_dual's constraint matrix, identity)
+_QP_CONSTRAINTS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
 
 def _qp_constraints(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,41 +134,41 @@ def _qp_constraints(n: int) -> tuple[np.ndarray, np.ndarray]:
     return out
 
 
-def _scores32(Df: np.ndarray, W: np.ndarray, DT: np.ndarray | None = None) -> np.ndarray:
-    """``W @ Df.T``: ``(m, dim) float32`` query vectors against the index ``(n_docs, dim) float32``,
-    ``(m, n_docs) float32``, on ``DT`` (``Df`` transposed, C-contiguous: ``setup.transposed``)
+def _scores32(docs: np.ndarray, W: np.ndarray, DT: np.ndarray | None = None) -> np.ndarray:
+    """``W @ docs.T``: ``(m, dim) float32`` query vectors against the index ``(n_docs, dim) float32``,
+    ``(m, n_docs) float32``, on ``DT`` (``docs`` transposed, C-contiguous: ``setup.transposed``)
     when given. Below ``constants.GEMV_ROWS`` rows, one matrix-vector product per row:
     OpenBLAS's matrix product packs the whole index first (~2 ms on a 3,633 x 384 index, as
     much as 10 matrix-vector products), which the long tail of a batch, a few queries still
-    iterating, paid at every iteration (benchmarks/README.md)."""
+    iterating, paid at every iteration."""
     if len(W) >= const.GEMV_ROWS:
-        return W @ (Df.T if DT is None else DT)
-    out = np.empty((len(W), Df.shape[0]), dtype=np.float32)
-    M = Df if DT is None else DT.T  # DT.T: the column-major kernel
+        return W @ (docs.T if DT is None else DT)
+    out = np.empty((len(W), docs.shape[0]), dtype=np.float32)
+    M = docs if DT is None else DT.T  # DT.T: the column-major kernel
     for i, w in enumerate(W):
         np.dot(M, w, out=out[i])
     return out
 
 
-def _planes32(Df: np.ndarray, Cm: np.ndarray, DT: np.ndarray | None = None) -> np.ndarray:
-    """``Df.T @ Cm.T``: the cutting planes' directions ``(dim, m) float32`` from their coefficient
+def _planes32(docs: np.ndarray, Cm: np.ndarray, DT: np.ndarray | None = None) -> np.ndarray:
+    """``docs.T @ Cm.T``: the cutting planes' directions ``(dim, m) float32`` from their coefficient
     rows ``Cm`` ``(m, n_docs) float32`` (written D^T.C^T: OpenBLAS runs C.D ~10x slower here), on
     ``DT`` when given (as ``_scores32``); below ``constants.GEMV_ROWS`` rows one matrix-vector
     product per row."""
-    M = Df.T if DT is None else DT
+    M = docs.T if DT is None else DT
     if len(Cm) >= const.GEMV_ROWS:
         return M @ Cm.T
-    out = np.empty((Df.shape[1], len(Cm)), dtype=np.float32)
+    out = np.empty((docs.shape[1], len(Cm)), dtype=np.float32)
     for i, c in enumerate(Cm):
-        out[:, i] = c @ Df if DT is None else DT @ c
+        out[:, i] = c @ docs if DT is None else DT @ c
     return out
 
 
-def _group_violated(s: np.ndarray, st: Problem, golds, opt_excl, out: np.ndarray) -> tuple[float, float]:
+def _group_violated(s: np.ndarray, problem: Problem, golds, opt_excl, out: np.ndarray) -> tuple[float, float]:
     """The most violated 1-slack constraint over the union of a tie group's pair sets: each
     member's constraint weighted by its share of the pairs. Writes the coefficients into
     ``out``; returns ``(b, H)``."""
-    members, pairs, P = st.members, st.pairs, st.P
+    members, pairs, P = problem.members, problem.pairs, problem.P
     if len(members) == 1:
         return _most_violated(s, golds[members[0]], P, out=out, excl=opt_excl[members[0]])[1:]
     out[:] = 0
@@ -176,22 +182,22 @@ def _group_violated(s: np.ndarray, st: Problem, golds, opt_excl, out: np.ndarray
     return b, H
 
 
-def _first_plane(st: Problem, golds, opt_excl, Df: np.ndarray, colsum: np.ndarray) -> tuple[float, np.ndarray]:
+def _first_plane(problem: Problem, golds, opt_excl, docs: np.ndarray, colsum: np.ndarray) -> tuple[float, np.ndarray]:
     """The most violated constraint at w = 0, ``(b, a)`` with ``a`` ``(dim,) float64``: every pair
     is violated by 1, so each member's constraint is b_q = 1 and a_q = mean gold document - mean
     non-gold document (its coefficients are n_ng / P on gold rows and -|G| / P on non-gold ones,
     ``_most_violated``), weighted by the member's share of the group's pairs. The non-gold sum
     is ``colsum`` ``(dim,) float64`` (the sum of all rows) minus the gold and excluded rows."""
-    a = np.zeros(Df.shape[1])
+    a = np.zeros(docs.shape[1])
     b = 0.0
-    for q, n_pairs in zip(st.members, st.pairs):
+    for q, n_pairs in zip(problem.members, problem.pairs):
         if n_pairs:
             g, e = golds[q], opt_excl[q]
-            sg = Df[g].sum(0, dtype=np.float64)
-            se = Df[e].sum(0, dtype=np.float64) if len(e) else 0.0
-            n_ng = Df.shape[0] - len(g) - len(e)
-            a += (n_pairs / st.P) * (sg / len(g) - (colsum - sg - se) / n_ng)
-            b += n_pairs / st.P
+            sg = docs[g].sum(0, dtype=np.float64)
+            se = docs[e].sum(0, dtype=np.float64) if len(e) else 0.0
+            n_ng = docs.shape[0] - len(g) - len(e)
+            a += (n_pairs / problem.P) * (sg / len(g) - (colsum - sg - se) / n_ng)
+            b += n_pairs / problem.P
     return b, a
 
 
@@ -202,9 +208,9 @@ def _threshold(w: np.ndarray, dmax: float) -> float:
     return 1e-9 * max(1.0, float(np.linalg.norm(w))) * dmax
 
 
-def _local_scale(Df: np.ndarray, s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray, dmax: float) -> float:
+def _local_scale(docs: np.ndarray, s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray, dmax: float) -> float:
     """The ``dmax`` of ``_threshold`` for a margin between the rows ``hi`` (the gold documents,
-    ``int`` rows of ``Df``) and the rows ``lo``, at scores ``s`` (indexed like ``Df``'s rows):
+    ``int`` rows of ``docs``) and the rows ``lo``, at scores ``s`` (indexed like ``docs``'s rows):
     the largest |entry| of the ``hi`` rows and of the ``lo`` rows scoring within the threshold at
     the index's largest |entry| ``dmax`` of the lowest ``hi`` score. No other row can come within
     the threshold of a gold score, and the rows compared set the scale of their scores' rounding:
@@ -212,7 +218,7 @@ def _local_scale(Df: np.ndarray, s: np.ndarray, hi: np.ndarray, lo: np.ndarray, 
     its ordinary rows' margins judged at their own scale, not at the outlier's, which would have
     refused every certificate and let a proof's tolerance take distinct points for one."""
     rows = _compared_rows(s, hi, lo, w, dmax)
-    return float(np.abs(np.asarray(Df[rows], dtype=np.float64)).max()) if len(rows) else 0.0
+    return float(np.abs(np.asarray(docs[rows], dtype=np.float64)).max()) if len(rows) else 0.0
 
 
 def _compared_rows(s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray, dmax: float) -> np.ndarray:
@@ -228,18 +234,18 @@ def _compared_rows(s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray,
     return np.concatenate([hi, near])
 
 
-def _certified32(s: np.ndarray, st: Problem, golds, opt_excl, rmax: float, dmax: float, w: np.ndarray | None = None,
-                 err: float | None = None) -> bool:
+def _certified32(s: np.ndarray, problem: Problem, golds, opt_excl, rmax: float, dmax: float,
+                 w: np.ndarray | None = None, err: float | None = None) -> bool:
     """Whether float32 scores ``s`` ``(n_docs,)`` at ``w`` (default the problem's w) separate every
     member's gold set by more than their error (``err``; default the float32 product's bound,
     ``_exact_near_gold``'s delta) plus the float64 certificate's threshold, so the final float64
     check certifies it too."""
-    w = st.w if w is None else w
+    w = problem.w if w is None else w
     wn = max(float(np.linalg.norm(w)), 1e-30)
     if err is None:
         err = _product_error(len(w), wn, rmax)
     delta = err + 1e-9 * max(1.0, wn) * dmax  # + _threshold, |w| computed once
-    return all(_separated(s, golds[q], opt_excl[q], by=delta) for q in st.members)
+    return all(_separated(s, golds[q], opt_excl[q], by=delta) for q in problem.members)
 
 
 def _product_error(dim: int, wn: float, rmax: float) -> float:
@@ -268,25 +274,26 @@ def _separated(s: np.ndarray, gold: np.ndarray, excl: np.ndarray, by: float = 0.
     return float(s[gold].min()) - float(others.max()) > by
 
 
-def _scores64(Df: np.ndarray, W: np.ndarray, dups) -> np.ndarray:
+def _scores64(docs: np.ndarray, W: np.ndarray, dups) -> np.ndarray:
     """Exact (float64) scores of the index against ``W``: ``(dim,)`` -> ``(n_docs,)``, or
     ``(m, dim)`` -> ``(m, n_docs)``; the index is cast blockwise, duplicates are tied."""
     W = np.asarray(W, dtype=np.float64)
-    out = np.empty(W.shape[:-1] + (Df.shape[0],))
-    for b0 in range(0, Df.shape[0], 8 * const.BLOCK):
-        out[..., b0 : b0 + 8 * const.BLOCK] = W @ Df[b0 : b0 + 8 * const.BLOCK].astype(np.float64).T
+    out = np.empty(W.shape[:-1] + (docs.shape[0],))
+    for b0 in range(0, docs.shape[0], 8 * const.BLOCK):
+        out[..., b0 : b0 + 8 * const.BLOCK] = W @ docs[b0 : b0 + 8 * const.BLOCK].astype(np.float64).T
     return tie_duplicates(out, dups)
 
 
-def _exact_near_gold(Df: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups, tie: tuple | None = None) -> np.ndarray:
+def _exact_near_gold(docs: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups,
+                     tie: tuple | None = None) -> np.ndarray:
     """Scores at w ``(n_docs,) float64``: exact (float64) for the gold documents and every
     document within the float32 error bound of the lowest gold score, ``s32`` elsewhere. So the
     margin's sign, every tie with a gold document and every gold rank are exact; documents
     further below only keep float32 precision. Duplicates are tied (``tie``: ``retrieval.tie_index(dups)``
     when already computed)."""
     s = s32.astype(np.float64)
-    delta = _product_error(Df.shape[1], max(float(np.linalg.norm(w)), 1e-30), rmax)
+    delta = _product_error(docs.shape[1], max(float(np.linalg.norm(w)), 1e-30), rmax)
     low = min(float(s32[g].min()) for g in golds)
     cand = np.flatnonzero(s32 >= low - delta)
-    s[cand] = Df[cand].astype(np.float64) @ np.asarray(w, dtype=np.float64)
+    s[cand] = docs[cand].astype(np.float64) @ np.asarray(w, dtype=np.float64)
     return tie_duplicates(s, dups, tie)

@@ -24,8 +24,8 @@ def _backstop(time_limit: float | None) -> float:
 
 def _warn_backstop(what: str, seconds: float) -> None:
     """Log that the wall-clock backstop, not the iteration cap, left ``what`` undecided."""
-    log.warning("%s stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on this machine's speed "
-                "(constants.LP_TIME_LIMIT)", what, seconds)
+    log.warning("%s stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on this machine's "
+                "speed (constants.LP_TIME_LIMIT)", what, seconds)
 
 
 def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = None, excluded: Sequence[int] = (),
@@ -72,7 +72,8 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
     options = {"time_limit": _backstop(time_limit),
                "maxiter": int(const.LP_ITERS * (A.shape[0] + A.shape[1]))}
-    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=[(None, None)] * (D.shape[1] - 1) + [(0 if last_nonneg else None, None), (None, None)], method="highs-ds", options=options)
+    bounds = [(None, None)] * (D.shape[1] - 1) + [(0 if last_nonneg else None, None), (None, None)]
+    res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=bounds, method="highs-ds", options=options)
     if res.status == 1 and "time limit" in str(res.message).lower():
         _warn_backstop(f"exact LP ({A.shape[0]} constraints, {int(res.nit)} simplex iterations)", options["time_limit"])
     ok = True if res.status == 0 else False if res.status == 2 else None
@@ -93,29 +94,28 @@ class Proof(NamedTuple):
     witness: tuple | None
 
 
-def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool, golds, opt_excl, Df: np.ndarray,
+def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool, golds, opt_excl, docs: np.ndarray,
                        rep: np.ndarray, dmax: float) -> Proof:
     """The escalation gate: an inseparability proof for every member (indices into ``golds`` /
     ``opt_excl``) of a problem whose gold set the scores ``s`` ``(n_docs,)`` (at the problem's
     w, duplicates tied) do not separate.
 
     Per unseparated member, column generation on the nearest-point problem of the two hulls:
-    start from the ``max(dim + 2, HULL_STEP)`` highest-scoring non-gold documents; ``hull_distance_bound``
-    of the gold documents against them gives convex weights, the bound |p - q| and the NNLS's
-    direction r (~ p - q); if the bound is at most ``HULL_TOL`` times the gold rows' largest
-    |entry| the member is proven (every w has min gold score - max non-gold score <= |w| |p - q|,
-    below the certificate's threshold in ``_finish``, whose scale includes the gold rows
-    (``planes._local_scale``), so no C certifies it). Else r separates the gold documents from
-    the subset (``hull_distance_bound``): the non-gold documents ranked at or above the lowest
-    gold one along r (exact float64 scores) join the candidates, at most that many per round
-    (highest first), and the next round starts; none: r separates, no proof. Only these
-    violators join, not a round topped up with the next documents by score at w as before
-    2026-12-06: the NNLS's time grows with its columns, and the extra columns rarely carried
-    weight (NFCorpus: benchmarks/README.md). At most ``HULL_ROUNDS`` rounds; a failed proof
-    escalates. Documents enter as their duplicate group's first row (``rep``), whose score
-    every member of the group gets. A single member with ``seek_witness`` also looks for a
-    separating witness along r (``Proof.witness``)."""
-    dim = Df.shape[1]
+    start from the ``max(dim + 2, HULL_STEP)`` highest-scoring non-gold documents;
+    ``hull_distance_bound`` of the gold documents against them gives convex weights, the bound
+    |p - q| and the NNLS's direction r (~ p - q); if the bound is at most ``HULL_TOL`` times the
+    gold rows' largest |entry| the member is proven (every w has min gold score - max non-gold
+    score <= |w| |p - q|, below the certificate's threshold in ``_finish``, whose scale includes
+    the gold rows (``planes._local_scale``), so no C certifies it). Else r separates the gold
+    documents from the subset (``hull_distance_bound``), and the next round's candidates are
+    the ones the NNLS weighted (``mu > 0``) and the non-gold documents ranked at or above the
+    lowest gold one along r (exact float64 scores), at most that many of these (highest
+    first), as in ``order_witness``: the NNLS's time grows with its columns, and a column it
+    gave no weight rarely carries any later. No such document: r separates, no proof. At most
+    ``HULL_ROUNDS`` rounds; a failed proof escalates. Documents enter as their duplicate
+    group's first row (``rep``), whose score every member of the group gets. A single member
+    with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
+    dim = docs.shape[1]
     step = max(dim + 2, const.HULL_STEP)  # the NNLS has dim + 2 rows: a basic solution uses at most dim + 2 documents
     worst, proven, witness = 0.0, [], None
     single = len(members) == 1 and seek_witness
@@ -125,21 +125,23 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
             continue  # separated (or nothing to separate from)
         ng = np.flatnonzero(_non_gold(len(s), gold, opt_excl[q]))
         n_rows = len(np.unique(rep[ng]))
-        G = Df[np.unique(rep[gold])]
-        tol = const.HULL_TOL * float(np.abs(np.asarray(G, dtype=np.float64)).max())  # at the gold rows' scale (_local_scale)
+        G = docs[np.unique(rep[gold])]
+        # at the gold rows' scale (_local_scale)
+        tol = const.HULL_TOL * float(np.abs(np.asarray(G, dtype=np.float64)).max())
         by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
         cand = by_s[:step]
         bound = float("inf")
         for _ in range(const.HULL_ROUNDS):
             rows = np.unique(rep[cand])
-            bound, r, mu = _hull_nnls(G, Df[rows])
+            bound, r, mu = _hull_nnls(G, docs[rows])
             if bound <= tol or r is None:
                 break
-            t = _scores64(Df, r, ())[rep]  # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
+            # exact scores along r, duplicates tied (its margin can be ~|r|^2, below float32's error)
+            t = _scores64(docs, r, ())[rep]
             if single:
                 # where r, the NNLS's nearest-point direction of the subset's hulls, separates every
                 # document, the query is separable and r is its witness (scaled to margin 1)
-                witness = _hull_witness(Df, r, gold, ng, rep, dmax, t)
+                witness = _hull_witness(docs, r, gold, ng, rep, dmax, t)
                 if witness is not None:
                     break
             if len(rows) >= n_rows:
@@ -155,7 +157,7 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     return Proof(worst if proven else None, proven, witness)
 
 
-def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
+def _hull_witness(docs: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
                   dmax: float, s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """A separating witness from a direction ``r`` ``(dim,) float64`` (a proof's nearest-point
     direction, or an LP's w): the exact (float64) scores along r ``s`` ``(n_docs,)`` (computed
@@ -167,7 +169,7 @@ def _hull_witness(Df: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarra
     hard-margin problem); else None."""
     if not len(ng):
         return None
-    return _ordered(Df, r, _scores64(Df, r, ())[rep] if s is None else s, [gold], ng, rep, dmax)
+    return _ordered(docs, r, _scores64(docs, r, ())[rep] if s is None else s, [gold], ng, rep, dmax)
 
 
 def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = False):
@@ -186,7 +188,7 @@ def hull_distance_bound(P: np.ndarray, N: np.ndarray, return_direction: bool = F
     (the penalised sums make its weights sum to 1 only up to ~|r|^2) give every row of P a score
     along it above every row of N by about |r|^2, which the normalised difference, off by a
     multiple of the hulls' points, can lose when the hulls are ~1e-4 apart (a query separable by
-    a tiny margin: benchmarks/README.md). Its separation is checked exactly where it is used."""
+    a tiny margin). Its separation is checked exactly where it is used."""
     bound, r, _ = _hull_nnls(P, N)
     return (bound, r) if return_direction else bound
 
@@ -215,7 +217,8 @@ def _hull_nnls(P: np.ndarray, N: np.ndarray) -> tuple[float, np.ndarray | None, 
     return bound, P.T @ lam - N.T @ mu, mu
 
 
-def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray,
+               k: int) -> np.ndarray:
     """The column-generation step of ``_prove_inseparable`` and ``_lp_generated``: the non-gold
     documents ``ng`` (row indices) that scores ``t`` ``(n_docs,)`` rank at or above the lowest gold
     one and whose duplicate-group representative (``rep``) is not among ``rows`` yet, the ``k``
@@ -224,7 +227,7 @@ def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
     return new[np.argsort(-t[new], kind="stable")[:k]]
 
 
-def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
+def _lp_generated(docs: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
                   whole_max_docs: int, time_limit: float | None = None, last_nonneg: bool = False):
     """The hard-margin LP (``lp_feasible``) by constraint generation, for a corpus too large to
     pass whole: the gold documents against the ``2 (dim + 2)`` non-gold documents scoring
@@ -241,7 +244,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     ``time_limit`` seconds in all, default ``LP_TIME_LIMIT``: the hung-solver backstop, warned);
     ``w`` ``(dim,) float64`` and ``scores`` (duplicates tied) when True. ``last_nonneg``: w's last
     coordinate held ``>= 0`` (``lp_feasible``)."""
-    step = 2 * (Df.shape[1] + 2)
+    step = 2 * (docs.shape[1] + 2)
     ngr = np.flatnonzero(ng)
     cand = ngr[np.argsort(-s[ngr], kind="stable")[:step]]
     G = np.unique(rep[gold])
@@ -249,11 +252,12 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     t_end = t0 + _backstop(time_limit)
 
     def witness(rows):
-        ok, w = lp_feasible(Df[np.concatenate([G, rows])], np.arange(len(G)), time_limit=max(t_end - time.perf_counter(), 1e-3),
+        ok, w = lp_feasible(docs[np.concatenate([G, rows])], np.arange(len(G)),
+                            time_limit=max(t_end - time.perf_counter(), 1e-3),
                             return_witness=True, last_nonneg=last_nonneg)
-        return ok, w, (_scores64(Df, w, dups) if ok else None)
+        return ok, w, (_scores64(docs, w, dups) if ok else None)
 
-    for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(Df) <= whole_max_docs else const.LP_ROUNDS):
+    for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(docs) <= whole_max_docs else const.LP_ROUNDS):
         if time.perf_counter() >= t_end:
             _warn_backstop("constraint-generated LP", t_end - t0)
             return None, None, None
@@ -265,7 +269,7 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
         if not len(new):
             return (True, w, sw) if sw[gold].min() > sw[ngr].max() else (None, None, None)
         cand = np.concatenate([cand, new])
-    if len(Df) <= whole_max_docs and time.perf_counter() < t_end:
+    if len(docs) <= whole_max_docs and time.perf_counter() < t_end:
         ok, w, sw = witness(np.unique(rep[ngr]))
         if ok and sw[gold].min() > sw[ngr].max():
             return True, w, sw
@@ -273,53 +277,55 @@ def _lp_generated(Df: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndar
     return None, None, None
 
 
-def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray, dmax: float,
+def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray, dmax: float,
                   s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """A w that ranks the gold levels in order: every document of ``levels[0]`` above every
     document of ``levels[1]``, ..., and the last level above every document of ``rest``; or
     None when none is found.
 
-    ``levels``: non-empty ``int64`` row arrays, top first (a ``duplicate`` query's gold documents
-    that fit in the top |G| with their identical copies, ``refine.copy_top``, then the others);
-    ``rest``: the rows below them (the non-gold documents, identical copies set aside); ``s``
-    ``(n_docs,)``: scores at some w whose highest ``rest`` rows seed the candidates; ``rep``: each row's duplicate-group
-    representative (its score is the group's). The hard-margin ordinal problem with one
-    threshold between consecutive levels (Shashua & Levin, "Ranking with Large Margin
-    Principle", NIPS 2002, fixed-margin strategy): ``w.x - t_l >= 1`` for level l's rows and
-    ``t_(l-1) - w.x >= 1`` below the level above, i.e. ``v.z >= 1`` for v = (w, t) and one
-    vector z per constraint. It is feasible exactly when the origin is outside the convex hull
-    of the z, and the hull's nearest point to the origin is then the max-margin v (the
-    thresholds count in its norm: a feasibility question, not Shashua & Levin's objective);
-    scipy's NNLS finds it as in ``hull_distance_bound`` (one penalised convexity row). Column
-    generation on ``rest``: every level's rows always, the ``max(dim + 2, HULL_STEP)``
-    highest-scoring ``rest`` rows at first; each next round keeps the ``rest`` rows the NNLS
-    weighted and adds as many of those its direction ranks at or above the last level's lowest,
-    highest first (unlike ``_prove_inseparable``, whose candidates only grow: on NFCorpus this
-    took the searches 11.0 s -> 6.9 s, the same witnesses found), up to ``HULL_ROUNDS`` rounds. The direction's w is checked in float64 on every document: each
-    level's lowest score above the next level's highest (and the last level's above ``rest``'s)
-    by more than the certificate's threshold (``planes._threshold``), after scaling that margin
-    to 1. Returns ``(w, scores)``, ``w`` ``(dim,) float64`` and its exact scores ``(n_docs,)``
-    (duplicates tied through ``rep``), or None (the order is infeasible, the NNLS failed, or
-    the rounds ran out)."""
+    ``levels``: non-empty ``int64`` row arrays, top first (a ``duplicate`` query's gold
+    documents that fit in the top |G| with their identical copies, ``refine.copy_top``, then the
+    others); ``rest``: the rows below them (the non-gold documents, identical copies set aside);
+    ``s`` ``(n_docs,)``: scores at some w whose highest ``rest`` rows seed the candidates;
+    ``rep``: each row's duplicate-group representative (its score is the group's). The
+    hard-margin ordinal problem with one threshold between consecutive levels (Shashua & Levin,
+    "Ranking with Large Margin Principle", NIPS 2002, fixed-margin strategy): ``w.x - t_l >= 1``
+    for level l's rows and ``t_(l-1) - w.x >= 1`` below the level above, i.e. ``v.z >= 1`` for v
+    = (w, t) and one vector z per constraint. It is feasible exactly when the origin is outside
+    the convex hull of the z, and the hull's nearest point to the origin is then the max-margin
+    v (the thresholds count in its norm: a feasibility question, not Shashua & Levin's
+    objective); scipy's NNLS finds it as in ``hull_distance_bound`` (one penalised convexity
+    row). Column generation on ``rest``: every level's rows always, the ``max(dim + 2,
+    HULL_STEP)`` highest-scoring ``rest`` rows at first; each next round keeps the ``rest`` rows
+    the NNLS weighted and adds as many of those its direction ranks at or above the last level's
+    lowest, highest first (as ``_prove_inseparable``: on NFCorpus, keeping only the weighted
+    rows took the searches 11.0 s -> 6.9 s, the same witnesses found), up to ``HULL_ROUNDS``
+    rounds. The direction's w is checked in float64 on every document: each level's lowest score
+    above the next level's highest (and the last level's above ``rest``'s) by more than the
+    certificate's threshold (``planes._threshold``), after scaling that margin to 1. Returns
+    ``(w, scores)``, ``w`` ``(dim,) float64`` and its exact scores ``(n_docs,)`` (duplicates
+    tied through ``rep``), or None (the order is infeasible, the NNLS failed, or the rounds ran
+    out)."""
     from scipy.optimize import nnls  # imported where used (scipy.optimize: ~0.8 s to import)
     levels = [np.unique(rep[np.asarray(lv, dtype=np.int64)]) for lv in levels]
     rest = np.asarray(rest, dtype=np.int64)
     if not len(rest) or not levels or not all(len(lv) for lv in levels):
         return None
-    dim, k = Df.shape[1], len(levels)
+    dim, k = docs.shape[1], len(levels)
     step = max(dim + 2, const.HULL_STEP)
 
     def rows_z(rows: np.ndarray, sign: float, t: int) -> np.ndarray:
         z = np.zeros((len(rows), dim + k))
-        z[:, :dim] = sign * Df[rows].astype(np.float64)
+        z[:, :dim] = sign * docs[rows].astype(np.float64)
         z[:, dim + t] = -sign  # w.x - t_l (sign +1) or t_l - w.x (sign -1)
         return z
 
-    fixed = [rows_z(lv, 1.0, l) for l, lv in enumerate(levels)] + [rows_z(lv, -1.0, l - 1) for l, lv in enumerate(levels) if l]
+    fixed = ([rows_z(lv, 1.0, l) for l, lv in enumerate(levels)]
+             + [rows_z(lv, -1.0, l - 1) for l, lv in enumerate(levels) if l])
     n_fixed = sum(len(z) for z in fixed)
     cand = rest[np.argsort(-s[rest], kind="stable")[:step]]
     n_rows = len(np.unique(rep[rest]))
-    level_scale = float(np.abs(np.asarray(Df[np.concatenate(levels)], dtype=np.float64)).max())  # (_local_scale)
+    level_scale = float(np.abs(np.asarray(docs[np.concatenate(levels)], dtype=np.float64)).max())  # (_local_scale)
     for _ in range(const.HULL_ROUNDS):
         rows = np.unique(rep[cand])
         Z = np.vstack(fixed + [rows_z(rows, -1.0, k - 1)])
@@ -333,8 +339,8 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
         if x.sum() <= 0 or float(np.linalg.norm(Z.T @ (x / x.sum()))) <= const.HULL_TOL * level_scale:
             return None  # the origin is (numerically) in the hull: no w orders the candidates
         r = Z.T @ x  # the NNLS's own direction (hull_distance_bound: its weights as returned)
-        t = _scores64(Df, r[:dim], ())[rep]
-        witness = _ordered(Df, r[:dim], t, levels, rest, rep, dmax)
+        t = _scores64(docs, r[:dim], ())[rep]
+        witness = _ordered(docs, r[:dim], t, levels, rest, rep, dmax)
         if witness is not None or len(rows) >= n_rows:
             return witness
         new = rest[(t[rest] >= t[levels[-1]].min()) & ~np.isin(rep[rest], rows)]
@@ -346,8 +352,8 @@ def order_witness(Df: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray
     return None
 
 
-def _ordered(Df: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray,
-             dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
+def _ordered(docs: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray,
+             rep: np.ndarray, dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
     """The exact check of a direction ``r`` ``(dim,)`` with scores ``t`` (``order_witness``;
     ``_hull_witness``: one level):
     ``(r / m, its scores)`` for the smallest gap m between consecutive levels (``rest`` last)
@@ -361,6 +367,7 @@ def _ordered(Df: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.n
     if not np.isfinite(m) or m <= 0:
         return None
     w = r / m
-    sw = _scores64(Df, w, ())[rep]
+    sw = _scores64(docs, w, ())[rep]
     hi = np.concatenate([np.asarray(lv, dtype=np.int64) for lv in levels])
-    return (w, sw) if gap(sw) > _threshold(w, _local_scale(Df, sw, hi, np.asarray(rest, dtype=np.int64), w, dmax)) else None
+    scale = _local_scale(docs, sw, hi, np.asarray(rest, dtype=np.int64), w, dmax)
+    return (w, sw) if gap(sw) > _threshold(w, scale) else None

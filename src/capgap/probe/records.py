@@ -19,22 +19,23 @@ from .config import ProbeConfig
 from .result import OUTCOMES, ProbeResult
 from .solver import probe
 
-log = logging.getLogger("capgap.probe")  # the package's one logger, as before the split
+log = logging.getLogger("capgap.probe")  # the package's one logger
 
 
-def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], gold: Sequence[np.ndarray], doc_ids: Sequence[str],
-                  split_of: Mapping[str, str], ks: Sequence[int], unfindable: Sequence[int] | None = None) -> list[dict]:
+def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], gold: Sequence[np.ndarray],
+                      doc_ids: Sequence[str], split_of: Mapping[str, str], ks: Sequence[int],
+                      unfindable: Sequence[int] | None = None) -> list[dict]:
     """One JSON-ready record per query (the probe's ``per_query.jsonl``): id, split, gold-set
     size, recall@k for each k in ``ks`` (pessimistic ties), certificate and its cause, slack
-    (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict
-    JSON: no non-gold document), objective, duality gap, iterations, convergence, |w|, the final
-    C and escalations, ``outcome`` and ``decided_by`` (``ProbeResult``), the inseparability proof's ``hull_distance_bound`` (null: no proof was
-    needed or found), and each gold document's rank by id. ``gold[i]``: ``(g,) int64`` rows of
-    query i's gold documents (into ``doc_ids``), aligned with ``results[i].gold_ranks``.
-    ``unfindable[i]``: how many more gold documents query i has that no method can find
-    (``capgap.data.gold_rule``: absent, empty or excluded); they count in ``n_gold`` and in
-    recall's denominator, as in every method's rows (``Judged.full_ranks``), and are listed as
-    ``n_unfindable``."""
+    (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict JSON:
+    no non-gold document), objective, duality gap, iterations, convergence, |w|, the final C and
+    escalations, ``outcome`` and ``decided_by`` (``ProbeResult``), the inseparability proof's
+    ``hull_distance_bound`` (null: no proof was needed or found), and each gold document's rank
+    by id. ``gold[i]``: ``(g,) int64`` rows of query i's gold documents (into ``doc_ids``),
+    aligned with ``results[i].gold_ranks``. ``unfindable[i]``: how many more gold documents
+    query i has that no method can find (``capgap.data.gold_rule``: absent, empty or excluded);
+    they count in ``n_gold`` and in recall's denominator, as in every method's rows
+    (``Judged.full_ranks``), and are listed as ``n_unfindable``."""
     out = []
     unfindable = unfindable if unfindable is not None else [0] * len(results)
     for q, g, r, u in zip(query_ids, gold, results, unfindable):
@@ -46,7 +47,8 @@ def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], 
             "by_construction": r.by_construction, "tied": r.tied,
             "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
             "slack": r.slack, "margin": r.margin, "objective": r.objective, "gap": r.gap,
-            "iterations": r.iterations, "converged": r.converged, "stopped": r.stopped, "w_norm": float(np.linalg.norm(r.w)),
+            "iterations": r.iterations, "converged": r.converged, "stopped": r.stopped,
+            "w_norm": float(np.linalg.norm(r.w)),
             "C_final": r.extra.get("C_final"), "escalations": r.extra.get("escalations"),
             "hull_distance_bound": r.extra.get("hull"),
             "gold_ranks": {doc_ids[d]: int(x) for d, x in zip(g, r.gold_ranks)},
@@ -77,18 +79,22 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
         res = [by_q[q] for q in ids]
         rows.append({**b, "metric": "certified", "value": float(np.mean([r.certified for r in res]))})
         for cause in ("duplicate", "tied", "geometry"):
-            rows.append({**b, "metric": f"uncertified_{cause}", "value": float(np.mean([r.cause == cause for r in res]))})
+            rows.append({**b, "metric": f"uncertified_{cause}",
+                         "value": float(np.mean([r.cause == cause for r in res]))})
         for outcome in OUTCOMES:  # every query decided: how many ended each way (counts)
             rows.append({**b, "metric": f"queries_{outcome}", "value": int(sum(r.outcome == outcome for r in res))})
         rows.append({**b, "metric": "tied_queries", "value": int(sum(r.tied > 1 for r in res))})
-        rows.append({**b, "metric": "certified_by_construction", "value": float(np.mean([r.by_construction is not None for r in res]))})
+        rows.append({**b, "metric": "certified_by_construction",
+                     "value": float(np.mean([r.by_construction is not None for r in res]))})
         rows.append({**b, "metric": "slack_median", "value": float(np.median([r.slack for r in res]))})
         its = [r.iterations for r in res]
         rows.append({**b, "metric": "iterations_median", "value": float(np.median(its))})
         rows.append({**b, "metric": "iterations_p90", "value": float(np.percentile(its, 90))})
         rows.append({**b, "metric": "iterations_max", "value": int(max(its))})
-        rows.append({**b, "metric": "stopped_at_certificate", "value": float(np.mean([r.stopped == "certificate" for r in res]))})
-        rows.append({**b, "metric": "proven_inseparable", "value": float(np.mean([r.stopped == "inseparable" for r in res]))})
+        rows.append({**b, "metric": "stopped_at_certificate",
+                     "value": float(np.mean([r.stopped == "certificate" for r in res]))})
+        rows.append({**b, "metric": "proven_inseparable",
+                     "value": float(np.mean([r.stopped == "inseparable" for r in res]))})
         rows.append({**b, "metric": "not_converged", "value": float(np.mean([not r.converged for r in res]))})
     return rows
 
@@ -126,7 +132,8 @@ def probe_arguments(rs, index, cfg: ProbeConfig, ks: Sequence[int], ndcg_k: int)
         # the twin margin (twin_margins) is a property of the SVM optimum, not of any witness
         log.info("probe: %s has near-miss twins: every query runs to the optimum (solve=optimum)", rs.name)
         cfg = replace(cfg, solve="optimum")
-    return dict(gold_sets=j.gold, excluded_sets=j.excluded, grades=j.grades, tie_groups=[text_key(x) for x in rs.queries.texts],
+    return dict(gold_sets=j.gold, excluded_sets=j.excluded, grades=j.grades,
+                tie_groups=[text_key(x) for x in rs.queries.texts],
                 depth=eval_depth(ks, ndcg_k), duplicates=document_groups(rs.corpus), **cfg.kwargs())
 
 
@@ -148,7 +155,8 @@ def evaluate_results(rs, index, results: Sequence[ProbeResult], encoder_name: st
     if rs.twins:
         extra = interleave_rows(extra, twin_margins(rs, index, results, qids, records, splits, base))
     if return_w:
-        return interleave_rows(rows, extra), records, run, np.stack([np.asarray(r.w, dtype=np.float32) for r in results])
+        return (interleave_rows(rows, extra), records, run,
+                np.stack([np.asarray(r.w, dtype=np.float32) for r in results]))
     return interleave_rows(rows, extra), records, run
 
 

@@ -39,10 +39,11 @@ import numpy as np
 from ..retrieval import rank_gold, rank_top
 from .planes import _scores64
 from .result import ProbeResult
-from .state import _Env
+from .state import SolveContext
 
 REFINED = "copy-free gold documents ranked above the gold documents with identical copies (graded pairs)"
-ORDERED = "the copy-free gold documents, then the copied gold that fits in the top |G| (fewest copies first), above the other gold documents and the rest (proofs.order_witness)"
+ORDERED = ("the copy-free gold documents, then the copied gold that fits in the top |G| (fewest copies first), "
+           "above the other gold documents and the rest (proofs.order_witness)")
 
 
 def copy_counts(gold: np.ndarray, twins: np.ndarray, dups) -> np.ndarray:
@@ -109,7 +110,8 @@ def rprec_upper_bound(copies: np.ndarray, group: np.ndarray | None = None) -> fl
     return _best_blocks(free, [(m, c) for _, m, c in groups])[0] / len(copies)
 
 
-def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray,
+             s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """``(top, below)``: the gold rows ``gold`` a w must rank above every other document to
     reach ``rprec_upper_bound`` (the copy-free ones and the duplicate groups, by ``rep``
     ``(n_docs,)``, of the best set X), as levels top first, and the other gold rows, which must
@@ -129,7 +131,7 @@ def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarra
     return top, gold[(copies > 0) & ~np.isin(group, keep)]
 
 
-def refine_duplicates(env: _Env, results: list[ProbeResult], grades, solve_again) -> list[ProbeResult]:
+def refine_duplicates(env: SolveContext, results: list[ProbeResult], grades, solve_again) -> list[ProbeResult]:
     """``results`` with each single query of outcome ``duplicate`` whose recall@|G| is below
     ``rprec_upper_bound`` re-solved by ``solve_again(rows, levels)`` (the probe on those
     queries with grade levels: 2 copy-free gold, 1 gold with copies, ``pairs="graded"``) and
@@ -149,13 +151,13 @@ def refine_duplicates(env: _Env, results: list[ProbeResult], grades, solve_again
     out = list(results)
     for q, r2 in zip(todo, solve_again(todo, levels)):
         gold = env.golds[q]
-        valid = np.ones(env.Df.shape[0], dtype=bool)
+        valid = np.ones(env.docs.shape[0], dtype=bool)
         valid[env.excls[q]] = False
-        s = _scores64(env.Df, r2.w, env.dups)
+        s = _scores64(env.docs, r2.w, env.dups)
         ranks = rank_gold(s, gold, grades[q], valid)
         if float(np.mean(ranks <= len(gold))) <= results[q].recall_at(len(gold)):
             continue
         top_rows, top_scores = rank_top(s, env.depth, gold, grades[q], valid) if env.depth else (None, None)
-        out[q] = replace(r2, gold_ranks=ranks, top_rows=top_rows, top_scores=top_scores, cause="duplicate", outcome="duplicate",
-                         decided_by=results[q].decided_by, extra={**r2.extra, "refined": REFINED})
+        out[q] = replace(r2, gold_ranks=ranks, top_rows=top_rows, top_scores=top_scores, cause="duplicate",
+                         outcome="duplicate", decided_by=results[q].decided_by, extra={**r2.extra, "refined": REFINED})
     return out

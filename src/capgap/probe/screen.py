@@ -60,6 +60,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -67,6 +68,7 @@ from tqdm import tqdm
 
 from ..retrieval import duplicate_groups, merge_groups, rank_gold, rank_top
 from . import constants as const
+from .config import SolveSettings
 from .planes import _compared_rows, _product_error, _threshold
 from .result import ProbeResult
 from .setup import _duplicate_rows, _twins
@@ -74,7 +76,8 @@ from .setup import _duplicate_rows, _twins
 log = logging.getLogger(__name__)
 
 _INDEX: np.ndarray | None = None  # the index, inherited by the forked workers (screened_probe)
-_SETTINGS: dict = {}  # the probe's settings for the candidates' problems
+_SETTINGS: SolveSettings | None = None  # the probe's settings for the candidates' problems
+_SOLVE = None  # solver._probe, passed in by probe() (this module sits below the solver)
 
 
 def screens(n_docs: int, tie_groups, pairs: str, grs) -> bool:
@@ -101,7 +104,8 @@ def _block_scores(D: np.ndarray, W: np.ndarray) -> np.ndarray:
 
 
 def _index_stats(D: np.ndarray, duplicates) -> dict:
-    """One pass: the column sum (float64), max |entry|, max row norm, and the duplicate groups
+    """One pass over the index ``D`` ``(n_docs, dim)``: the column sum (float64), max |entry|, max
+    row norm, and the duplicate groups
     (bit-identical rows merged with ``duplicates``) with their tie index."""
     n, dim = D.shape
     colsum, dmax, rmax = np.zeros(dim), 1.0, 0.0
@@ -109,7 +113,8 @@ def _index_stats(D: np.ndarray, duplicates) -> dict:
         x = np.asarray(D[b0 : b0 + const.SCREEN_BLOCK], dtype=np.float32)
         colsum += x.sum(0, dtype=np.float64)
         dmax = max(dmax, float(np.abs(x).max()))
-        rmax = max(rmax, float(np.sqrt(np.einsum("ij,ij->i", x, x).max(), dtype=np.float64)) * (1 + 1e-6))  # + float32 rounding
+        # + float32 rounding
+        rmax = max(rmax, float(np.sqrt(np.einsum("ij,ij->i", x, x).max(), dtype=np.float64)) * (1 + 1e-6))
     dups = merge_groups(n, duplicate_groups(D), _duplicate_rows(n, duplicates))
     return {"colsum": colsum, "dmax": dmax, "rmax": rmax, "dups": dups, "dup_of": {int(i): g for g in dups for i in g}}
 
@@ -122,7 +127,8 @@ def _blocks(rows: np.ndarray, step: int = 16384):
 
 
 def _rows_scores(D: np.ndarray, R: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Exact (float64) scores ``(len(R),)`` of the index rows ``R`` at ``w``, read in pieces."""
+    """Exact (float64) scores ``(len(R),)`` of the rows ``R`` of the index ``D`` ``(n_docs, dim)``
+    at ``w`` ``(dim,)``, read in pieces."""
     w64 = np.asarray(w, dtype=np.float64)
     return np.concatenate([np.asarray(D[b], dtype=np.float64) @ w64 for b in _blocks(R)] or [np.zeros(0)])
 
@@ -136,27 +142,25 @@ def _solve_candidates(task) -> ProbeResult:
     """The probe on one query's candidates: ``task`` = (rows, gold positions among them, grades,
     duplicate groups among them, r)."""
     rows, gpos, grades, groups, r = task
-    s = _SETTINGS
-    _probe = s["solve"]  # solver._probe, passed in by probe() (this module sits below the solver)
-    assert _INDEX is not None
+    assert _INDEX is not None and _SETTINGS is not None and _SOLVE is not None
+    settings = replace(_SETTINGS, C=_SETTINGS.C * r, eps=_SETTINGS.eps / r, C_max=_SETTINGS.C_max * r, batch_size=None,
+                       depth=0, workers=1, progress=False)
     Dc = np.ascontiguousarray(_INDEX[rows], dtype=np.float32)
     quiet = logging.getLogger("capgap.probe")  # the iteration cap is warned once for all queries (screened_probe)
     level, quiet.level = quiet.level, logging.ERROR
     try:
-        return _probe(Dc, [gpos], s["C"] * r, s["eps"] / r, s["max_iter"], None, s["lp_check_max_docs"], s["C_max"] * r,
-                      False, None, [grades], None, 0, groups, s["mode"], 1, s["pairs"])[0]
+        return _SOLVE(Dc, [gpos], settings, grades=[grades], duplicates=groups)[0]
     finally:
         quiet.level = level
 
 
-def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: int, progress: bool, whole,
-                   solve) -> list[ProbeResult]:
+def screened_probe(D, golds, grs, excls, duplicates, settings: SolveSettings, whole, solve) -> list[ProbeResult]:
     """The probe of every query by screening (module docstring).
 
     ``D``: ``(n_docs, dim)`` the index (float32, or cast block by block; may be a memory map);
     ``golds`` / ``grs`` / ``excls``: ``setup._queries``' validated rows, grades and exclusions;
-    ``duplicates``: ``probe(duplicates=...)``; ``settings``: C, C_max (resolved, >= C), eps,
-    max_iter, lp_check_max_docs, depth, solve, pairs; ``whole(queries)``: the whole-index probe
+    ``duplicates``: ``probe(duplicates=...)``; ``settings``: ``probe()``'s, resolved (its
+    ``workers`` run the candidates' problems, ``progress`` shows a bar); ``whole(queries)``: the whole-index probe
     of those queries (their ``ProbeResult`` list, in order), for what screening leaves open;
     ``solve``: ``solver._probe``, run on each query's candidates.
     Returns one ``ProbeResult`` per query, in order: ``extra["screen"]`` = ``{"rounds",
@@ -164,20 +168,21 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: in
     query the whole-index probe decided, ``whole`` True), ``extra["C_final"]`` in the whole
     problem's units."""
     n = D.shape[0]
-    st = _index_stats(D, duplicates)
-    twins, opt_excl = _twins(golds, excls, st["dups"])
-    dup_of = st["dup_of"]
+    stats = _index_stats(D, duplicates)
+    twins, opt_excl = _twins(golds, excls, stats["dups"])
+    dup_of = stats["dup_of"]
     results: list[ProbeResult | None] = [None] * len(golds)
     left: dict[int, int] = {}  # queries for the whole-index probe, with their rounds on candidates
     chunk = max(1, const.SCREEN_SCORE_BYTES // (4 * max(n, 1)))
-    bar = tqdm(total=len(golds), desc="probe (screened)", unit="query") if progress else None
-    global _INDEX, _SETTINGS
-    _INDEX, _SETTINGS = D, dict(settings, mode=settings["solve"], solve=solve)  # before the fork: the workers inherit them
+    bar = tqdm(total=len(golds), desc="probe (screened)", unit="query") if settings.progress else None
+    global _INDEX, _SETTINGS, _SOLVE
+    _INDEX, _SETTINGS, _SOLVE = D, settings, solve  # before the fork: the workers inherit them
+    workers = settings.workers
     pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_init) if workers > 1 else None
     try:
         for c0 in range(0, len(golds), chunk):
             qs = list(range(c0, min(c0 + chunk, len(golds))))
-            done, undecided = _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, settings, pool)
+            done, undecided = _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, stats, settings, pool)
             for q, res in done.items():
                 results[q] = res
             left.update(undecided)
@@ -188,11 +193,11 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: in
             pool.shutdown()
         if bar is not None:
             bar.close()
-        _INDEX, _SETTINGS = None, {}
+        _INDEX, _SETTINGS, _SOLVE = None, None, None
     capped = sum(1 for res in results if res is not None and not res.converged)
     if capped:
         log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g on their candidates",
-                    capped, len(golds), settings["max_iter"], settings["eps"])
+                    capped, len(golds), settings.max_iter, settings.eps)
     if left:
         for q, res in zip(list(left), whole(list(left))):
             res.extra["screen"] = {"rounds": left[q], "candidates": n, "exact": True, "whole": True}
@@ -200,8 +205,9 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: dict, workers: in
     return results  # type: ignore[return-value]
 
 
-def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, settings, pool):
-    """Screen the queries ``qs`` (module docstring, steps 1-3). Returns ``({q: ProbeResult}, {q
+def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, stats, settings, pool):
+    """Screen the queries ``qs`` on the index ``D`` ``(n_docs, dim)`` (module docstring, steps
+    1-3). Returns ``({q: ProbeResult}, {q
     left for the whole-index probe: its rounds on candidates})``."""
     n, dim = D.shape
     M = const.SCREEN_CANDIDATES
@@ -220,7 +226,7 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
         g, e = golds[q], opt_excl[q]
         gsum = np.asarray(D[g], dtype=np.float64).sum(0)
         esum = np.asarray(D[e], dtype=np.float64).sum(0) if len(e) else 0.0
-        W0[:, j] = gsum / len(g) - (st["colsum"] - gsum - esum) / n_ng[q]
+        W0[:, j] = gsum / len(g) - (stats["colsum"] - gsum - esum) / n_ng[q]
     S = _block_scores(D, W0)
     for j, q in enumerate(active):
         col = S[:, j].copy()
@@ -248,7 +254,7 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, st, setting
         again = []
         for j, q in enumerate(active):
             res, r = last[q]
-            full, grow = _on_whole(D, q, res, r, S[:, j], rows[q], golds, grs, excls, twins, st, settings, iters[q],
+            full, grow = _on_whole(D, q, res, r, S[:, j], rows[q], golds, grs, excls, twins, stats, settings, iters[q],
                                    rounds[q])
             if full is not None:
                 done[q] = full
@@ -286,7 +292,7 @@ def _task(q, rows, golds, grs, dup_of, n_ng_full, n_twins):
     return rows, gpos, grs[q], groups, r
 
 
-def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, iters, rounds):
+def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, stats, settings, iters, rounds):
     """Query ``q`` on the whole index at the candidates' ``res.w``, from its float32 scores ``s32``
     ``(n_docs,)``: ``(ProbeResult, [])``, or ``(None, grow)`` when the candidates must grow: no
     certificate on the whole index (in ``solve="optimum"``: no optimum confirmed) and documents
@@ -299,20 +305,21 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     a violated pair are taken from the float32 scores with the same allowance (a superset)."""
     gold, w = golds[q], res.w
     low32 = float(s32[gold].min())
-    delta = _product_error(D.shape[1], max(float(np.linalg.norm(w)), 1e-30), st["rmax"])
+    delta = _product_error(D.shape[1], max(float(np.linalg.norm(w)), 1e-30), stats["rmax"])
     near = s32 >= low32 - 2 * delta
-    depth = settings["depth"]
+    depth = settings.depth
     if depth:
         k = min(len(s32), depth + len(gold) + len(excls[q]))  # every document within the error of the k-th score
         near |= s32 >= float(np.partition(s32, len(s32) - k)[len(s32) - k]) - 2 * delta
     near[gold] = True
     near[twins[q]] = True
     R = np.flatnonzero(near)
-    linked = [st["dup_of"][int(i)] for i in R.tolist() if int(i) in st["dup_of"]]
+    linked = [stats["dup_of"][int(i)] for i in R.tolist() if int(i) in stats["dup_of"]]
     if linked:
         R = np.union1d(R, np.concatenate(linked))
     s = _rows_scores(D, R, w)
-    for g in {int(g[0]): g for g in linked}.values():  # each group at its first member's score (retrieval.tie_duplicates)
+    for g in {int(g[0]): g for g in linked}.values():
+        # each group at its first member's score (retrieval.tie_duplicates)
         s[np.searchsorted(R, g)] = s[np.searchsorted(R, g[0])]
     at = lambda rows_: np.searchsorted(R, rows_)  # noqa: E731  (rows of the index -> positions in R)
     gpos = at(gold)
@@ -328,12 +335,13 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     top_far = float(far.max()) if len(far) else -np.inf
     low = float(s[gpos].min())
     margin = low - max(float(s[ng].max()) if ng.any() else -np.inf, top_far)
-    compared = _compared_rows(s, gpos, np.flatnonzero(ng), w, st["dmax"])
+    compared = _compared_rows(s, gpos, np.flatnonzero(ng), w, stats["dmax"])
     scale = max((float(np.abs(np.asarray(D[R[c]], dtype=np.float64)).max()) for c in _blocks(compared)), default=0.0)
     thresh = _threshold(w, scale)
     certified = margin > thresh
-    separated = certified or (len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf, top_far) > thresh)
-    confirmed = separated and settings["solve"] == "certificate"  # a certificate needs no optimum
+    separated = certified or (len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf,
+                                                              top_far) > thresh)
+    confirmed = separated and settings.solve == "certificate"  # a certificate needs no optimum
     viol = np.zeros(0, dtype=np.int64)
     if not confirmed:  # the documents outside the candidates in a violated pair (s_j > min gold - 1), from float32
         out = s32 > low32 - 1.0 - 2 * delta
@@ -346,7 +354,7 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
             return None, viol[np.argsort(-s32[viol], kind="stable")]  # highest score first
     # the SVM point's objective, dual and slack (res's: w itself may be a witness that replaced it) in the whole
     # problem's units: (C r) sum hinge / (|G| r N) = C sum hinge / |P|, exact while no document outside is violated
-    C_final = float(res.extra.get("C_final", settings["C"] * r)) / r
+    C_final = float(res.extra.get("C_final", settings.C * r)) / r
     if certified:
         cause, outcome, by = None, "certified", res.decided_by if res.decided_by in ("lp", "hull") else "certificate"
     elif separated:
@@ -357,8 +365,9 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, st, settings, i
     top_rows, top_scores = rank_top(s, depth, gpos, grs[q], valid) if depth else (None, None)
     if top_rows is not None:
         top_rows = np.where(top_rows >= 0, R[np.maximum(top_rows, 0)], -1)
-    extra = dict(res.extra, C_final=C_final, screen={"rounds": rounds, "candidates": int(len(rows)), "exact": not len(viol),
+    extra = dict(res.extra, C_final=C_final, screen={"rounds": rounds, "candidates": int(len(rows)),
+                                                     "exact": not len(viol),
                                                           "whole": False})
     return ProbeResult(w, res.objective, res.dual, res.slack * r, iters, res.converged, margin, bool(certified), ranks,
-                       res.lp_feasible, bool(len(twins[q])), extra, cause, 1, None, top_rows, top_scores, res.stopped, outcome,
-                       by), []
+                       res.lp_feasible, bool(len(twins[q])), extra, cause, 1, None, top_rows, top_scores, res.stopped,
+                       outcome, by), []

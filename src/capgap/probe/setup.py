@@ -1,4 +1,4 @@
-"""What every batch shares, built once per ``probe()`` call (``_Env``): the validated
+"""What every batch shares, built once per ``probe()`` call (``SolveContext``): the validated
 queries, the index's statistics, duplicate groups and each gold document's identical copies,
 the problems (queries sharing one w) and the members each problem's cutting plane optimises."""
 
@@ -8,7 +8,8 @@ import numpy as np
 
 from ..retrieval import duplicate_groups, merge_groups, tie_index
 from . import constants as const
-from .state import _Env
+from .config import SolveSettings
+from .state import SolveContext
 
 
 def _queries(n, gold_sets, excluded_sets, grades):
@@ -33,45 +34,49 @@ def _queries(n, gold_sets, excluded_sets, grades):
     return golds, grs, excls
 
 
-def _environment(Df: np.ndarray, golds, grs, excls, tie_groups, duplicates, pairs: str, settings: dict,
-                 solves: bool = True) -> _Env:
-    """The ``_Env`` of validated queries (``_queries``) over the index ``Df`` ``(n_docs, dim)
-    float32``; ``settings``: the ``_Env`` fields C, C_max, eps, max_iter, lp_check_max_docs,
-    depth, solve and prove. ``solves=False``: no batch will run on it (the shards' gather),
-    so no column-major copy (``transposed``)."""
-    n, dim = Df.shape
+def _environment(docs: np.ndarray, golds, grs, excls, tie_groups, duplicates, settings: SolveSettings,
+                 prove: bool = True, solves: bool = True) -> SolveContext:
+    """The ``SolveContext`` of validated queries (``_queries``) over the index ``docs`` ``(n_docs, dim)
+    float32``; ``settings``: C, C_max, eps, max_iter, lp_check_max_docs, depth, solve and pairs
+    (the others are not the environment's); ``prove``: ``SolveContext.prove``. ``solves=False``: no
+    batch will run on it (the shards' gather), so no column-major copy (``transposed``)."""
+    n, dim = docs.shape
     B = const.BLOCK
-    dmax = max([1.0] + [float(np.abs(Df[b0 : b0 + B]).max()) for b0 in range(0, n, B)])
-    norms = np.concatenate([np.sqrt((Df[b0 : b0 + B].astype(np.float64) ** 2).sum(1)) for b0 in range(0, n, B)])
+    dmax = max([1.0] + [float(np.abs(docs[b0 : b0 + B]).max()) for b0 in range(0, n, B)])
+    norms = np.concatenate([np.sqrt((docs[b0 : b0 + B].astype(np.float64) ** 2).sum(1)) for b0 in range(0, n, B)])
     rmax = float(norms.max()) if n else 0.0
-    dups = merge_groups(n, duplicate_groups(Df), _duplicate_rows(n, duplicates))
-    colsum = sum(Df[b0 : b0 + B].sum(0, dtype=np.float64) for b0 in range(0, n, B)) if n else np.zeros(dim)
+    dups = merge_groups(n, duplicate_groups(docs), _duplicate_rows(n, duplicates))
+    colsum = sum(docs[b0 : b0 + B].sum(0, dtype=np.float64) for b0 in range(0, n, B)) if n else np.zeros(dim)
     rep = np.arange(n)  # each row's duplicate-group representative (its scores are the group's)
     for g in dups:
         rep[g] = g[0]
     twins, opt_excl = _twins(golds, excls, dups)
     problems = _problems(tie_groups, len(golds))
-    affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([Df.astype(np.float64), np.ones((n, 1))])) == n)
-    golds_opt, excl_opt, opt_members = _grade_levels(problems, golds, grs, opt_excl, pairs)
-    return _Env(Df=Df, golds=golds_opt, grades=grs, excls=excls, twins=twins, opt_excl=excl_opt, problems=problems,
-                opt_members=opt_members, dups=dups, rep=rep, colsum=colsum, dmax=dmax, rmax=rmax, norms=norms, affine=affine,
-                DT=transposed(Df) if solves else None, tie=tie_index(dups), **settings)
+    affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([docs.astype(np.float64), np.ones((n, 1))])) == n)
+    golds_opt, excl_opt, opt_members = _grade_levels(problems, golds, grs, opt_excl, settings.pairs)
+    return SolveContext(docs=docs, golds=golds_opt, grades=grs, excls=excls, twins=twins, opt_excl=excl_opt,
+                        problems=problems, opt_members=opt_members, dups=dups, rep=rep, colsum=colsum, dmax=dmax,
+                        rmax=rmax, norms=norms, affine=affine,
+                        DT=transposed(docs) if solves else None, tie=tie_index(dups), C=settings.C,
+                        C_max=settings.C_max, eps=settings.eps, max_iter=settings.max_iter,
+                        lp_check_max_docs=settings.lp_check_max_docs, depth=settings.depth, solve=settings.solve,
+                        prove=bool(prove))
 
 
-def transposed(Df: np.ndarray) -> np.ndarray | None:
-    """The index ``Df`` ``(n_docs, dim) float32`` as ``(dim, n_docs) float32`` C-contiguous (the
+def transposed(docs: np.ndarray) -> np.ndarray | None:
+    """The index ``docs`` ``(n_docs, dim) float32`` as ``(dim, n_docs) float32`` C-contiguous (the
     same numbers in column-major order), or None above ``TRANSPOSED_BYTES``. The cutting
     plane's products run on it (``planes._scores32`` / ``_planes32``): OpenBLAS's
     matrix-vector kernels stream a column-major matrix 1.4-3.1x faster than the row-major one
     (benchmarks/products.py; its matrix products give the same numbers at the same speed),
     and most of a batch's iterations are matrix-vector products (its last, longest problems).
     Built blockwise, so a memory-mapped index is read once."""
-    n, dim = Df.shape
+    n, dim = docs.shape
     if n * dim * 4 > const.TRANSPOSED_BYTES:
         return None
     DT = np.empty((dim, n), dtype=np.float32)
     for b0 in range(0, n, 8 * const.BLOCK):
-        DT[:, b0 : b0 + 8 * const.BLOCK] = Df[b0 : b0 + 8 * const.BLOCK].T
+        DT[:, b0 : b0 + 8 * const.BLOCK] = docs[b0 : b0 + 8 * const.BLOCK].T
     return DT
 
 

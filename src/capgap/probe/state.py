@@ -1,4 +1,4 @@
-"""The probe's state: what every batch shares (``_Env``) and one problem's cutting-plane
+"""The probe's state: what every batch shares (``SolveContext``) and one problem's cutting-plane
 state (``Problem``), which the solver (``batch``) advances and ``finish`` reads."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 
 
 @dataclass(frozen=True)
-class _Env:
-    """What every batch of problems shares: the index ``Df`` ``(n_docs, dim) float32``, the
+class SolveContext:
+    """What every batch of problems shares: the index ``docs`` ``(n_docs, dim) float32``, the
     validated per-query rows (gold, grades, exclusions, a gold document's identical copies and
     the rows the optimisation leaves out; ``golds``/``opt_excl`` also hold the grade-level gold
     sets of ``pairs="graded"`` after the queries), the problems (lists of queries sharing one
@@ -20,7 +20,7 @@ class _Env:
     for the cutting plane's products (``setup.transposed``), ``tie``: the duplicate groups as
     one gather/scatter (``retrieval.tie_index``)."""
 
-    Df: np.ndarray
+    docs: np.ndarray
     golds: list
     grades: list
     excls: list
@@ -42,10 +42,13 @@ class _Env:
     lp_check_max_docs: int
     depth: int
     solve: str
-    prove: bool = True  # False: no inseparability proof, exact LP or order witness at all (a solve that only seeks a w: refine's)
+    # False: no inseparability proof, exact LP or order witness at all (a solve that only seeks a w: refine's)
+    prove: bool = True
     window: int = 0  # problems iterating at once in a batch (solver.batch_window); 0: the whole batch
-    DT: np.ndarray | None = None  # the index transposed, (dim, n_docs) float32 C-contiguous (setup.transposed); None: Df's rows only
-    tie: tuple | None = None  # retrieval.tie_index(dups): (src, dst), every duplicate group tied in one step; None: from dups
+    # the index transposed, (dim, n_docs) float32 C-contiguous (setup.transposed); None: the index's rows only
+    DT: np.ndarray | None = None
+    # retrieval.tie_index(dups): (src, dst), every duplicate group tied in one step; None: from dups
+    tie: tuple | None = None
 
 
 @dataclass
@@ -53,7 +56,7 @@ class Problem:
     """One problem's cutting-plane state: a query, a text-tied group of queries sharing one w,
     or a graded query's grade levels (``pairs="graded"``), solved as one 1-slack ranking SVM.
 
-    Fixed at the start: ``members`` (indices into ``_Env.golds``/``opt_excl``: the queries, or
+    Fixed at the start: ``members`` (indices into ``SolveContext.golds``/``opt_excl``: the queries, or
     the grade levels, whose pairs the cutting plane sums), ``pairs`` (each member's number of
     gold/non-gold pairs) and ``P`` (their sum), ``crossing`` (members of a text-tied group whose
     gold sets cross, ``ties._crossing``: no shared w ranks both, so they are not escalated),
@@ -82,13 +85,13 @@ class Problem:
     (gold vs non-gold, its w kept).
 
     The line search (``batch._line_search``; Franc & Sonnenburg, "Optimized Cutting Plane
-    Algorithm for Large-Scale Risk Minimization", JMLR 2009, Sec. 3): ``wb`` ``(dim,)`` the best
-    point so far (the lowest SVM objective found), ``sb`` ``(n_docs,) float32`` its scores (a
-    convex combination of exact float32 products, duplicates tied; ``eb`` bounds their error),
-    ``Rb`` its pair-averaged hinge and ``cb`` ``(n_docs,) float32`` its most violated
+    Algorithm for Large-Scale Risk Minimization", JMLR 2009, Sec. 3): ``w_best`` ``(dim,)`` the best
+    point so far (the lowest SVM objective found), ``s_best`` ``(n_docs,) float32`` its scores (a
+    convex combination of exact float32 products, duplicates tied; ``err_best`` bounds their error),
+    ``hinge_best`` its pair-averaged hinge and ``coef_best`` ``(n_docs,) float32`` its most violated
     constraint's coefficients (the hinge's slope along a line); None until the first line
     search. ``w`` stays the working set's minimiser (``adopt``) while the problem iterates; a
-    problem ends with ``w = wb`` unless its certificate came at ``w``."""
+    problem ends with ``w = w_best`` unless its certificate came at ``w``."""
 
     members: list
     pairs: list
@@ -121,11 +124,11 @@ class Problem:
     hull_members: list = field(default_factory=list)
     lp: bool | None = None
     graded: bool = False
-    wb: np.ndarray | None = None
-    sb: np.ndarray | None = None
-    Rb: float = 0.0
-    cb: np.ndarray | None = None
-    eb: float = 0.0
+    w_best: np.ndarray | None = None
+    s_best: np.ndarray | None = None
+    hinge_best: float = 0.0
+    coef_best: np.ndarray | None = None
+    err_best: float = 0.0
 
     def adopt(self, alpha: np.ndarray) -> None:
         """Adopt dual variables: w = A alpha and the working set's slack xi_W at that w."""
