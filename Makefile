@@ -63,6 +63,8 @@ run: install
 	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --cores $(CORES) $(MAX_THREADS) --configfile "$(CONFIG)" --rerun-incomplete
 
 test: install
+	$(BIN)/ruff check --quiet
+	$(BIN)/ruff format --check --quiet
 	PATH="$(PATHBIN):$$PATH" $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # A real single-node SLURM cluster on localhost (installs slurm-wlm + munge when missing; needs
@@ -84,6 +86,9 @@ pull: install
 	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --touch --cores 1 --quiet
 
 lint: install
+	$(BIN)/ruff check
+	$(BIN)/ruff format --check
+	PATH="$(PATHBIN):$$PATH" $(BIN)/snakefmt --check Snakefile workflow/
 	PATH="$(PATHBIN):$$PATH" $(BIN)/snakemake --lint
 
 clean:

@@ -39,7 +39,11 @@ def ours(name, steps, n_docs, queries, gold):
 def reference(name, steps, queries, docs):
     from datasets import Dataset
     from peft import LoraConfig
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.losses import MultipleNegativesRankingLoss
 
     from capgap.encoders import EncoderSpec, resolve_model

@@ -19,6 +19,7 @@ import csv
 import sys
 from pathlib import Path
 
+
 def _fail(message: str) -> None:
     print(message, file=sys.stderr)
     sys.exit(2)

@@ -180,7 +180,7 @@ def _check_data(path: Path, where: str, shape: tuple, dtype: np.dtype, offset: i
                                                 f"({need} bytes of data), the file holds {data_bytes} bytes after its "
                                                 f"{offset}-byte header")
     if data_bytes > need:
-        joined = (f"; a second .npy header (\\x93NUMPY) follows the data: two .npy files joined into one (e.g. with "
+        joined = ("; a second .npy header (\\x93NUMPY) follows the data: two .npy files joined into one (e.g. with "
                   "cat)? save the rows as one array (numpy.concatenate, numpy.save)" if after.startswith(MAGIC) else
                   ": save the array again with numpy.save")
         raise DataFormatError(path, None, None, f"{where}{data_bytes - need} bytes after the data: the header declares "

@@ -103,8 +103,8 @@ def diagnose(docs, uncompressed, queries, qrels, doc_ids, query_ids, ann_run, an
         write_diagnosis,
     )
     from .diagnosis.prepare import document_id_default, qrels_order_ids, refuse_contradicting_column  # lazy: as above
-    from .diagnosis.tables import table_columns  # lazy: as above
     from .diagnosis.runs import orient_run  # lazy: as above
+    from .diagnosis.tables import table_columns  # lazy: as above
     from .errors import DataFormatError, OutputWriteError  # lazy: beside the others, only this command raises them
 
     logging.basicConfig(level=logging.WARNING, format="capgap: %(message)s")

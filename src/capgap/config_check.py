@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 from .compress import parse_variant
 from .encoders import EncoderSpec, max_length_problem, read_model_config

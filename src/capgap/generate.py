@@ -31,9 +31,8 @@ _STOP = {
 
 
 def _vocabulary(rng: random.Random, need: int, exclude: set[str]) -> list[str]:
-    from faker.providers.lorem.en_US import Provider
-
     from bm25s.stopwords import STOPWORDS_EN, STOPWORDS_EN_PLUS
+    from faker.providers.lorem.en_US import Provider
 
     bad = _STOP | exclude | {w.lower() for w in (*STOPWORDS_EN, *STOPWORDS_EN_PLUS)}
     words = sorted({w.lower() for w in Provider.word_list if w.isalpha() and len(w) >= 4 and w.lower() not in bad})

@@ -375,7 +375,9 @@ def index_stage(inputs, outputs, params, threads: int = 1) -> dict:
     ``outputs.fingerprint`` (``build_index``); or, when ``inputs.shards`` lists the
     ``index_shard`` jobs' files (``index.shards`` > 1), gather them into the same files
     (``gather_index``). Returns the index fingerprint."""
-    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+    from .encoders import (
+        encoder_from_params,  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+    )
 
     rs = load_canonical(inputs.data)
     shards = list(getattr(inputs, "shards", None) or [])
@@ -395,7 +397,9 @@ def index_shard_stage(inputs, outputs, params, threads: int = 1) -> dict:
     of the corpus of ``inputs.data`` embedded with encoder ``params.encoder_name`` (config
     ``params.encoder``) into ``outputs.embeddings`` and its ``outputs.meta``
     (``build_index_shard``). Returns the shard's metadata."""
-    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+    from .encoders import (
+        encoder_from_params,  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+    )
 
     k, n = shard_of(params.shard)
     rs = load_canonical(inputs.data)
@@ -425,7 +429,9 @@ def load_with_encoder(inputs, params, threads):
     """A rule's canonical dataset (``inputs.data``), its encoder (``params.encoder_name``, config
     ``params.encoder``) and that encoder's frozen index (``inputs.fingerprint``'s folder,
     fingerprint-checked: else ``FingerprintMismatch``)."""
-    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+    from .encoders import (
+        encoder_from_params,  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
+    )
 
     rs = load_canonical(inputs.data)
     enc = encoder_from_params(params, threads)

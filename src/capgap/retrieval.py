@@ -29,7 +29,6 @@ from typing import Sequence
 
 import numpy as np
 
-
 ZERO_NORM = 1e-12  # an L2 norm <= this is zero: cosine with that row is undefined (module docstring)
 
 

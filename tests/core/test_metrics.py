@@ -5,8 +5,16 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from capgap.metrics import (ndcg_at_k, ndcg_from_ranks, recall_at_k, recall_cap_at_k, recall_cap_from_ranks, recall_from_ranks,
-                            rprec, rprec_from_ranks)
+from capgap.metrics import (
+    ndcg_at_k,
+    ndcg_from_ranks,
+    recall_at_k,
+    recall_cap_at_k,
+    recall_cap_from_ranks,
+    recall_from_ranks,
+    rprec,
+    rprec_from_ranks,
+)
 from capgap.retrieval import rank_gold, rank_top
 
 

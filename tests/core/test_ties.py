@@ -13,7 +13,16 @@ import pytest
 from capgap import stages
 from capgap.bm25 import BM25
 from capgap.probe import probe
-from capgap.retrieval import document_groups, duplicate_groups, rank_gold, rank_queries, rank_top, tie_duplicates, tie_index, topk_from_scores
+from capgap.retrieval import (
+    document_groups,
+    duplicate_groups,
+    rank_gold,
+    rank_queries,
+    rank_top,
+    tie_duplicates,
+    tie_index,
+    topk_from_scores,
+)
 
 DATA = __import__("pathlib").Path(__file__).parents[1] / "data"
 MINILM = {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}
@@ -299,7 +308,7 @@ def test_rank_bm25_robertson_epsilon0_equals_bm25s_with_empty_documents():
 
 
 def test_split_ids_may_start_with_hash(tmp_path):
-    from capgap.data import load_canonical, load_beir_dir, write_canonical
+    from capgap.data import load_beir_dir, load_canonical, write_canonical
 
     src = tmp_path / "src"
     (src / "qrels").mkdir(parents=True)

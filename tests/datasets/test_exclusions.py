@@ -190,10 +190,10 @@ def test_infonce_exclusion_equals_removing_the_candidate():
 
 def test_bm25_stage_removes_excluded_before_top_k(tmp_path):
     """By hand: 'apple' scores d_excl highest; with it excluded the gold d_gold ranks first."""
-    from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
     from types import SimpleNamespace as NS
 
     from capgap import stages
+    from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
 
     corpus = Corpus(("d_excl", "d_gold", "d_x", "d_y"), ("", "", "", ""), ("apple apple apple", "apple pie", "banana", "cherry"))
     rs = RetrievalSet("t", corpus, Queries(("q",), ("apple",)), Qrels({"q": {"d_gold": 1}}), Split(("q",), ()),

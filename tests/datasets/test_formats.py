@@ -12,8 +12,19 @@ import numpy as np
 import pytest
 
 from capgap import evaluate, trec
-from capgap.data import (check_id, corpus_hash, iter_lines, load_beir_dir, load_canonical, load_corpus, load_excluded,
-                         load_qrels, load_queries, load_split, write_canonical)
+from capgap.data import (
+    check_id,
+    corpus_hash,
+    iter_lines,
+    load_beir_dir,
+    load_canonical,
+    load_corpus,
+    load_excluded,
+    load_qrels,
+    load_queries,
+    load_split,
+    write_canonical,
+)
 from capgap.diagnosis import load_ids, load_run_file
 from capgap.errors import DataFormatError
 from capgap.io import write_json, write_jsonl

@@ -4,7 +4,6 @@ benchmarks' own evaluators have it (BRIGHT's run.py: ground_truth[q][gid] = 1 fo
 then pytrec_eval; BEIR's EvaluateRetrieval and MTEB: pytrec_eval on the qrels as written). One
 rule (capgap.data.gold_rule) for every loader, counted in status.json and the report."""
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +44,8 @@ def test_bright_case_n10_matches_brights_own_evaluation(tmp_path):
     from capgap.encoders import EncoderSpec, load_encoder
     from capgap.evaluate import evaluate_encoder
     from capgap.index import build_index
-    from capgap.probe import ProbeConfig, evaluate as probe_evaluate
+    from capgap.probe import ProbeConfig
+    from capgap.probe import evaluate as probe_evaluate
 
     info = bright_to_beir(N10 / "examples.parquet", N10 / "documents.parquet", tmp_path / "conv")
     assert (info["gold_pairs"], info["gold_pairs_absent"], info["gold_pairs_empty"]) == (21, 1, 1)

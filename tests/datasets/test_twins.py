@@ -16,29 +16,27 @@ import capgap
 from capgap import bm25
 from capgap import probe as probe_mod
 from capgap.data import (
+    EDITS,
     Corpus,
     Qrels,
     Queries,
     RetrievalSet,
     Split,
+    add_twins,
+    flip_spatial,
     load_canonical,
     load_twins,
+    negate,
+    swap_roles,
     twin_counts,
+    twin_id,
+    why_not,
     write_canonical,
 )
+from capgap.data import TWIN_TYPES as TYPES
 from capgap.errors import DataFormatError
 from capgap.evaluate import evaluate_scores
 from capgap.generate import NEAR_MISS_RELATIONS, NEAR_MISS_SPATIAL, generate_near_miss
-from capgap.data import (
-    EDITS,
-    add_twins,
-    flip_spatial,
-    negate,
-    swap_roles,
-    twin_id,
-    why_not,
-)
-from capgap.data import TWIN_TYPES as TYPES
 from capgap.sources import obtain
 
 from ..conftest import write_jsonl

@@ -12,8 +12,16 @@ from click.testing import CliRunner
 
 from capgap.cli import main
 from capgap.compress import compress
-from capgap.diagnosis import (diagnose, document_ids, load_embeddings, load_ids, load_matrix, load_qrels_file, load_run_file,
-                              resolve_metric)
+from capgap.diagnosis import (
+    diagnose,
+    document_ids,
+    load_embeddings,
+    load_ids,
+    load_matrix,
+    load_qrels_file,
+    load_run_file,
+    resolve_metric,
+)
 from capgap.errors import DataFormatError
 
 DATA = Path(__file__).parents[1] / "data"
@@ -257,7 +265,7 @@ def test_cosine_never_writes_its_inputs(tmp_path):
     """--metric cosine on read-only memory-mapped .npy files (unit length or not), .npz and a
     faiss inner-product index: the same diagnosis, and the input files' bytes unchanged."""
     case = DATA / "diagnose-cosine-npy-readonly"
-    Dn, Qn = np.load(case / "docs.npy"), np.load(case / "queries.npy")
+    Dn = np.load(case / "docs.npy")
     np.savez(tmp_path / "docs.npz", emb=Dn)
     index = faiss.IndexFlatIP(Dn.shape[1])
     index.add(Dn)

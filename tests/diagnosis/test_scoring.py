@@ -234,8 +234,10 @@ DIAMOND_IDS = ["e", "w", "n", "s", "c"]
 
 
 def test_centre_of_the_hull_under_ip_and_l2():
-    one = lambda q, k, metric: diagnose(DIAMOND, np.array([q], dtype=np.float32), {"q": {"c": 1}}, DIAMOND_IDS, ["q"],
-                                        k=k, metric=metric).rows[0]
+    def one(q, k, metric):
+        return diagnose(DIAMOND, np.array([q], dtype=np.float32), {"q": {"c": 1}}, DIAMOND_IDS, ["q"], k=k,
+                        metric=metric).rows[0]
+
     row = one([0.1, 0.1], 1, "ip")
     assert row["verdict"] == "index-limited" and row["proof"] == "inseparable" and not row["certified"]
     # k = 2: truly unservable (rank >= 3), but inseparability proves nothing when k > |gold|

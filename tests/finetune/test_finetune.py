@@ -1,8 +1,7 @@
 """Fine-tuning: the loss in closed form, frozen documents, determinism, resume after a kill."""
 
-import math
-
 import logging
+import math
 
 import numpy as np
 import pytest

@@ -14,10 +14,20 @@ import pytest
 from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
 from capgap.errors import DataFormatError
 from capgap.evaluate import evaluate_queries
-from capgap.io import save_npz
-from capgap.ladder import (LadderConfig, apply_head, evaluate_ladder, fit_head, load_query_embeddings, load_witnesses, make_head, method_names,
-                           nearest_train, transfer_vectors)
 from capgap.finetune import infonce_loss
+from capgap.io import save_npz
+from capgap.ladder import (
+    LadderConfig,
+    apply_head,
+    evaluate_ladder,
+    fit_head,
+    load_query_embeddings,
+    load_witnesses,
+    make_head,
+    method_names,
+    nearest_train,
+    transfer_vectors,
+)
 from capgap.training import STATE_METRICS, relative_improvement, state_from_curve
 
 DOCS = np.concatenate([np.eye(4), -np.eye(4)]).astype(np.float32)  # rows: +e1..+e4, -e1..-e4
@@ -400,10 +410,9 @@ def test_the_stages_write_the_w_file_and_the_ladder_rows(tmp_path):
 
     from capgap import stages
     from capgap.data import load_canonical
+    from capgap.encoders import EncoderSpec, load_encoder
 
     from ..core.test_ties import MINILM, pipeline
-
-    from capgap.encoders import EncoderSpec, load_encoder
 
     pipeline(tmp_path, "tie-handling-inconsistent", [1, 2], 10, methods=("probe",))
     rs = load_canonical(tmp_path / "data")

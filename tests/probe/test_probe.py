@@ -715,11 +715,11 @@ def _ordinal_lp(D, levels, rest):
 
     dim, k = D.shape[1], len(levels)
     rows = []
-    for l, lv in enumerate(levels):
+    for level, lv in enumerate(levels):
         for i in lv:
-            rows.append(np.concatenate([-D[i], np.eye(k)[l]]))  # -(w.x - t_l) <= -1
-            if l:
-                rows.append(np.concatenate([D[i], -np.eye(k)[l - 1]]))  # -(t_(l-1) - w.x) <= -1
+            rows.append(np.concatenate([-D[i], np.eye(k)[level]]))  # -(w.x - t_l) <= -1
+            if level:
+                rows.append(np.concatenate([D[i], -np.eye(k)[level - 1]]))  # -(t_(l-1) - w.x) <= -1
     for j in rest:
         rows.append(np.concatenate([D[j], -np.eye(k)[k - 1]]))
     res = linprog(np.zeros(dim + k), A_ub=np.array(rows), b_ub=-np.ones(len(rows)), bounds=[(None, None)] * (dim + k),

@@ -16,8 +16,19 @@ import pytest
 from capgap import paper
 from capgap.errors import DataFormatError
 from capgap.evaluate import COLUMNS
-from capgap.report import (FIGURES, ReportInputs, ReportOutputs, build_report, collect, compression_onset, compression_sentence,
-                           compression_table, gold_sizes, headline_metrics, summary_table)
+from capgap.report import (
+    FIGURES,
+    ReportInputs,
+    ReportOutputs,
+    build_report,
+    collect,
+    compression_onset,
+    compression_sentence,
+    compression_table,
+    gold_sizes,
+    headline_metrics,
+    summary_table,
+)
 
 from ..conftest import ROOT
 

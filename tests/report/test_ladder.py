@@ -6,7 +6,7 @@ import csv
 import pytest
 
 from capgap.evaluate import COLUMNS
-from capgap.report import (ReportContext, collect, gap_sentence, gap_split, ladder_rungs, ladder_table, render_ladder)
+from capgap.report import ReportContext, collect, gap_sentence, gap_split, ladder_rungs, ladder_table, render_ladder
 from capgap.report import ladder as ladder_section
 
 # held-out R-precision per rung of one cell (train values: 1 - held-out, recall@10 = R-precision + 0.05)

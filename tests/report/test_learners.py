@@ -12,9 +12,25 @@ import pytest
 
 from capgap import paper
 from capgap.evaluate import COLUMNS
-from capgap.report import (ReportContext, ReportInputs, ReportOutputs, build_report, gap_sentence, gap_split, is_trained,
-                           ladder_figure_data, ladder_table, learner_state, learner_table, mark_learners, near_miss_table,
-                           render_learners, render_summary, summary_table, twin_verdict)
+from capgap.report import (
+    ReportContext,
+    ReportInputs,
+    ReportOutputs,
+    build_report,
+    gap_sentence,
+    gap_split,
+    is_trained,
+    ladder_figure_data,
+    ladder_table,
+    learner_state,
+    learner_table,
+    mark_learners,
+    near_miss_table,
+    render_learners,
+    render_summary,
+    summary_table,
+    twin_verdict,
+)
 from capgap.report import ladder as ladder_section
 from capgap.report.learners import STATE_METRICS
 from capgap.training import Convergence

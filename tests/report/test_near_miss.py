@@ -9,8 +9,20 @@ import pytest
 
 from capgap import figures
 from capgap.evaluate import COLUMNS
-from capgap.report import (TWIN_SOLVED, ReportInputs, ReportOutputs, build_report, collect, near_miss_table, render_markdown,
-                           render_near_miss, transfer_reference, transfer_table, twin_verdict, twin_verdict_kind)
+from capgap.report import (
+    TWIN_SOLVED,
+    ReportInputs,
+    ReportOutputs,
+    build_report,
+    collect,
+    near_miss_table,
+    render_markdown,
+    render_near_miss,
+    transfer_reference,
+    transfer_table,
+    twin_verdict,
+    twin_verdict_kind,
+)
 
 # one twin type's held-out numbers per method: (twin_win, twin_tie, twin_gap median, p25, p75)
 NEG, ROLE, SPAT = "negation", "role_swap", "spatial_flip"

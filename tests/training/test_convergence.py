@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from capgap.training import (STATE_METRICS, Convergence, describe_state, relative_improvement, run_loop, seed_everything,
-                             state_from_curve)
+from capgap.training import (
+    STATE_METRICS,
+    Convergence,
+    describe_state,
+    relative_improvement,
+    run_loop,
+    seed_everything,
+    state_from_curve,
+)
 
 
 def test_relative_improvement_by_hand():

@@ -249,7 +249,7 @@ def test_lint(mirror):
 def test_dvc_stages_parse():
     r = subprocess.run([str(BIN / "dvc"), "stage", "list"], cwd=ROOT, env=dict(os.environ, DVC_NO_ANALYTICS="1"), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert {l.split()[0] for l in r.stdout.splitlines() if l.strip()} == {"experiments", "report"}
+    assert {line.split()[0] for line in r.stdout.splitlines() if line.strip()} == {"experiments", "report"}
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for st in stages.values():

@@ -35,11 +35,34 @@ docs/data.md.
 """
 
 from .assemble import assemble, gold_rule, load_beir_dir, split_queries
-from .canonical import (describe, load_canonical, load_excluded, load_split, load_twins, load_unfindable, twin_counts,
-                        write_canonical)
-from .corpus import (SPLITS, UNFINDABLE_REASONS, Corpus, Qrels, Queries, RetrievalSet, Split, corpus_hash,
-                     excluded_positions, iter_qrels, load_corpus, load_qrels, load_queries, query_records,
-                     self_retrieval_exclusions, unfindable_counts)
+from .canonical import (
+                        describe,
+                        load_canonical,
+                        load_excluded,
+                        load_split,
+                        load_twins,
+                        load_unfindable,
+                        twin_counts,
+                        write_canonical,
+)
+from .corpus import (
+                        SPLITS,
+                        UNFINDABLE_REASONS,
+                        Corpus,
+                        Qrels,
+                        Queries,
+                        RetrievalSet,
+                        Split,
+                        corpus_hash,
+                        excluded_positions,
+                        iter_qrels,
+                        load_corpus,
+                        load_qrels,
+                        load_queries,
+                        query_records,
+                        self_retrieval_exclusions,
+                        unfindable_counts,
+)
 from .edits import EDITS, flip_spatial, negate, swap_roles, why_not
 from .edits import TYPES as TWIN_TYPES
 from .tsv import check_id, iter_lines, split_tsv

@@ -14,8 +14,17 @@ from typing import Mapping
 from ..config import item_defaults
 from ..errors import DataFormatError
 from .canonical import load_excluded
-from .corpus import (UNFINDABLE_REASONS, Corpus, Qrels, Queries, RetrievalSet, Split, load_corpus, load_qrels,
-                     load_queries)
+from .corpus import (
+    UNFINDABLE_REASONS,
+    Corpus,
+    Qrels,
+    Queries,
+    RetrievalSet,
+    Split,
+    load_corpus,
+    load_qrels,
+    load_queries,
+)
 
 log = logging.getLogger("capgap.data")
 _SPLIT = item_defaults("datasets", "split")  # the schema holds every default (capgap.config)

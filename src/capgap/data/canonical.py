@@ -12,8 +12,19 @@ from typing import Iterator
 from ..errors import DataFormatError
 from ..io import atomic_open, write_jsonl
 from ..retrieval import duplicate_summary, text_key
-from .corpus import (SPLITS, UNFINDABLE_REASONS, Corpus, Queries, RetrievalSet, Split, _parse_score, load_corpus,
-                     load_qrels, load_queries, unfindable_counts)
+from .corpus import (
+    SPLITS,
+    UNFINDABLE_REASONS,
+    Corpus,
+    Queries,
+    RetrievalSet,
+    Split,
+    _parse_score,
+    load_corpus,
+    load_qrels,
+    load_queries,
+    unfindable_counts,
+)
 from .edits import TYPES
 from .tsv import check_id, iter_lines, split_tsv
 

@@ -41,8 +41,7 @@ from .inputs import (
 )
 from .outputs import write_diagnosis
 from .prepare import ZERO_NORM_POLICIES
-from .summary import VERDICTS
-from .summary import admitted_but_missed
+from .summary import VERDICTS, admitted_but_missed
 from .verdicts import Diagnosis, diagnose
 
 __all__ = [

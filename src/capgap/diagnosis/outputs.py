@@ -8,8 +8,8 @@ import contextlib
 import csv
 from pathlib import Path
 
-from ..figures import _mpl, _save
 from ..errors import OutputWriteError
+from ..figures import _mpl, _save
 from ..io import atomic_open, output_set, write_json, write_text
 from .inputs import _METRIC_NAMES
 from .summary import VERDICTS

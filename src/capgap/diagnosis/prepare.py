@@ -107,7 +107,10 @@ def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: st
         return 1.0, 1.0
     ld, lq = max(_log2_max_norm(D), _log2_max_norm(U)), _log2_max_norm(Q)
     lim = np.log2(SCORE_RANGE)
-    inside = (lambda v: not np.isfinite(v) or -lim <= v <= lim)
+
+    def inside(v):
+        return not np.isfinite(v) or -lim <= v <= lim
+
     if metric == "l2":
         r = max(ld, lq)
         forced = not inside(2 * r)

@@ -18,7 +18,10 @@ def _summary(rows: list[dict], k: int, has_ann: bool, notes: list[str], extra: M
     mean per-query capacity (the better of the probe's recall and the encoder's, each reached by a
     query vector at hand); ``unused_capacity``: capacity minus encoder recall (never negative)."""
     n = len(rows)
-    mean = (lambda key: float(np.mean([r[key] for r in rows])) if rows else float("nan"))
+
+    def mean(key):
+        return float(np.mean([r[key] for r in rows])) if rows else float("nan")
+
     s = {"queries": n, "k": k, **extra,
          "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
          f"probe_recall@{k}": mean(f"probe_recall@{k}"), "certified": mean("certified"),

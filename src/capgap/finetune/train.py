@@ -14,9 +14,16 @@ import numpy as np
 from ..data import Split, excluded_positions, query_records
 from ..io import atomic_open
 from ..retrieval import dense_scores, document_groups
-from ..training import (ConvergenceState, PartialState, curve_evaluator, curve_ks, json_digest,  # noqa: F401
-                        run_loop, seed_everything,
-                        validation_split)  # validation_split: re-exported (capgap.finetune's API)
+from ..training import (  # noqa: F401
+    ConvergenceState,
+    PartialState,
+    curve_evaluator,
+    curve_ks,
+    json_digest,
+    run_loop,
+    seed_everything,
+    validation_split,  # validation_split: re-exported (capgap.finetune's API)
+)
 from .adapter import add_lora
 from .config import FinetuneConfig
 from .loss import candidate_masks, infonce_loss

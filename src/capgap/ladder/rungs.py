@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from ..evaluate import Judged, evaluate_queries
-from ..training import validation_split
 from ..io import load_query_embeddings, load_witnesses  # noqa: F401 (re-exported by capgap.ladder)
 from ..metrics import rprec_from_ranks
 from ..retrieval import dense_scores, document_groups, rank_queries
+from ..training import validation_split
 from .config import LadderConfig
 from .heads import HEADS, apply_head, fit_head
 from .transfer import nearest_train, transfer_vectors

@@ -13,6 +13,7 @@ from ..retrieval import tie_duplicates
 from . import constants as const
 from .finish import _finish
 from .planes import (
+    SolverFailed,
     _certified32,
     _exact_near_gold,
     _first_plane,
@@ -24,7 +25,6 @@ from .planes import (
     _scores32,
     _separated,
     _solve_dual,
-    SolverFailed,
 )
 from .proofs import _hull_witness, _prove_inseparable, lp_feasible
 from .result import ProbeResult

@@ -320,8 +320,8 @@ def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarr
         z[:, dim + t] = -sign  # w.x - t_l (sign +1) or t_l - w.x (sign -1)
         return z
 
-    fixed = ([rows_z(lv, 1.0, l) for l, lv in enumerate(levels)]
-             + [rows_z(lv, -1.0, l - 1) for l, lv in enumerate(levels) if l])
+    fixed = ([rows_z(lv, 1.0, level) for level, lv in enumerate(levels)]
+             + [rows_z(lv, -1.0, level - 1) for level, lv in enumerate(levels) if level])
     n_fixed = sum(len(z) for z in fixed)
     cand = rest[np.argsort(-s[rest], kind="stable")[:step]]
     n_rows = len(np.unique(rep[rest]))

@@ -12,7 +12,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import constants as const
-from .config import PAIRS, SOLVES, SolveSettings, _D
+from .config import _D, PAIRS, SOLVES, SolveSettings
 from .refine import refine_duplicates
 from .result import ProbeResult
 from .screen import screened_probe, screens

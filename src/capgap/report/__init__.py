@@ -56,8 +56,15 @@ Every public name is re-exported here (``from capgap.report import build_report`
 from .build import MARKDOWN_SECTIONS, SECTIONS, build_report, render_markdown
 from .capacity import SLACK_TEXT
 from .certification import CONSTRUCTION_RULES, OUTCOMES, construction_reasons, render_certification
-from .compression import (COMPRESSION_COLUMNS, COMPRESSION_TOL, compression_family, compression_onset,
-                          compression_sentence, compression_table, render_compression)
+from .compression import (
+                          COMPRESSION_COLUMNS,
+                          COMPRESSION_TOL,
+                          compression_family,
+                          compression_onset,
+                          compression_sentence,
+                          compression_table,
+                          render_compression,
+)
 from .context import FIGURES, ReportContext, ReportInputs, ReportOutputs, bm25_variant, dataset_infos, gold_sizes
 from .datasets import render_datasets
 from .gather import gather
@@ -65,10 +72,27 @@ from .glance import MARK, NOT_RUN_HINT, render_summary
 from .hardness import render_hardness
 from .html import HTML_STYLE, render_html
 from .intro import TIE_RULE
-from .ladder import (LADDER_COLUMNS, LADDER_FIGURE_COLUMNS, gap_sentence, gap_split, ladder_figure_data, ladder_rungs,
-                     ladder_table, render_ladder)
-from .learners import (LEARNER_COLUMNS, NOT_A_FINDING, NOT_RECORDED, LearnerState, is_trained, learner_state,
-                       learner_states, learner_table, render_learners)
+from .ladder import (
+                          LADDER_COLUMNS,
+                          LADDER_FIGURE_COLUMNS,
+                          gap_sentence,
+                          gap_split,
+                          ladder_figure_data,
+                          ladder_rungs,
+                          ladder_table,
+                          render_ladder,
+)
+from .learners import (
+                          LEARNER_COLUMNS,
+                          NOT_A_FINDING,
+                          NOT_RECORDED,
+                          LearnerState,
+                          is_trained,
+                          learner_state,
+                          learner_states,
+                          learner_table,
+                          render_learners,
+)
 from .missed import render_missed
 from .mteb_comparison import render_mteb
 from .near_miss import render_near_miss
@@ -78,8 +102,18 @@ from .provenance import render_provenance
 from .results import METHOD_ORDER, SPLIT_ORDER, collect, compressed, uncompressed
 from .table import CAUSES, RPREC, SUMMARY_COLUMNS, report_ks, summary_table
 from .transfer import TRANSFER_COLUMNS, transfer_reference, transfer_sentence, transfer_table
-from .twins import (NEAR_MISS_COLUMNS, NO_TWINS, TRANSFER_METHOD, TWIN_METHODS, TWIN_SOLVED, near_miss_table,
-                    twin_metric_rows, twin_types, twin_verdict, twin_verdict_kind)
+from .twins import (
+                          NEAR_MISS_COLUMNS,
+                          NO_TWINS,
+                          TRANSFER_METHOD,
+                          TWIN_METHODS,
+                          TWIN_SOLVED,
+                          near_miss_table,
+                          twin_metric_rows,
+                          twin_types,
+                          twin_verdict,
+                          twin_verdict_kind,
+)
 
 __all__ = [
     "CAUSES", "COMPRESSION_COLUMNS", "COMPRESSION_TOL", "CONSTRUCTION_RULES", "FIGURES", "HTML_STYLE", "LADDER_COLUMNS",

@@ -14,8 +14,24 @@ import pandas as pd
 
 from ..evaluate import EVAL_DEFAULTS
 from ..io import atomic_open, write_json, write_text
-from . import (capacity, compression, datasets, glance, hardness, intro, ladder, late_interaction, learners, missed,
-               mteb_comparison, near_miss, paper_comparison, per_dataset, plots, provenance)
+from . import (
+    capacity,
+    compression,
+    datasets,
+    glance,
+    hardness,
+    intro,
+    ladder,
+    late_interaction,
+    learners,
+    missed,
+    mteb_comparison,
+    near_miss,
+    paper_comparison,
+    per_dataset,
+    plots,
+    provenance,
+)
 from .context import FIGURES, ReportContext, ReportInputs, ReportOutputs
 from .gather import gather
 from .html import render_html

@@ -12,7 +12,6 @@ from .format import _count, _f, _md_table, _read_jsonl, _value
 from .results import SPLIT_ORDER
 from .table import CAUSES
 
-
 # capgap.probe.OUTCOMES (the report env has no quadprog, so it must not import capgap.probe;
 # a test checks the two agree)
 OUTCOMES = ("certified", "duplicate", "geometry", "tied", "undecided")

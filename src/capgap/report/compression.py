@@ -15,7 +15,6 @@ from .format import _count, _f, _md_table, _value
 from .results import compressed
 from .table import report_ks
 
-
 COMPRESSION_TOL = 0.01  # absolute recall: a variant "costs" a quantity when it falls more than this below float32
 COMPRESSION_COLUMNS = ["dataset", "encoder", "k", "variant", "family", "bytes_per_doc", "capacity", "certified",
                        "pretrained"]

@@ -15,7 +15,6 @@ from .learners import NOT_A_FINDING, NOT_RECORDED_STATE, LearnerState, learner_s
 from .results import METHOD_ORDER
 from .table import CAUSES, RPREC, _k_text
 
-
 NOT_RUN_HINT = {"probe": "probe.enabled", "pretrained": "an encoder for the dataset", "finetuned": "finetune.enabled",
                 "bm25": "bm25.enabled", "colbert": "colbert.enabled / colbert.datasets"}
 MARK = "¹"  # a capacity certified by construction

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import markdown
 
-
 HTML_STYLE = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;line-height:1.45}"
               "table{border-collapse:collapse;margin:1em 0;font-size:.85em}th,td{border:1px solid #ccc;padding:3px 6px}"
               "th{background:#f3f3f3}img{max-width:100%}code{background:#f6f6f6}")

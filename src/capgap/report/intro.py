@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .context import ReportContext
 
-
 TIE_RULE = ("Identical documents score identically; a non-gold document tied with a gold one ranks first "
             "(pessimistic), in every method, so the probe's capacity stays a lower bound on any encoder; a document a "
             "method does not retrieve (BM25: no query term in it) is not ranked; recall@k and nDCG@k are computed "

@@ -105,7 +105,7 @@ def render_paper(rows: Sequence[dict]) -> list[str]:
                + (f"{len(unfinished)} more {'was' if len(unfinished) == 1 else 'were'} read from a learner that had "
                   "not converged or whose convergence was not recorded: not findings (marked in the table). "
                   if unfinished else "")
-               + 
+               +
                f"Numerically: {n['reproduced']} of {len(rows)} rows reproduced, {n['not reproduced']} not reproduced, "
                f"{n['not comparable']} not comparable (a different model or different data).")
     out.append("")

@@ -10,7 +10,6 @@ import pandas as pd
 
 from ..evaluate import COLUMNS
 
-
 METHOD_ORDER = ("probe", "pretrained", "finetuned", "bm25", "colbert")
 SPLIT_ORDER = ("train", "heldout", "all")
 

@@ -13,7 +13,6 @@ from .format import _f, _md_table, _num
 from .learners import NOT_A_FINDING, NOT_RECORDED_STATE, learner_states
 from .twins import NO_TWINS, TRANSFER_METHOD, _type_name, twin_metric_rows, twin_types
 
-
 TRANSFER_COLUMNS = ["target", "encoder", "source", "row", "method", "recall", "ndcg", "twin_win_mean", "state",
                     "finding"]
 

@@ -13,7 +13,6 @@ from ..data import TWIN_TYPES as TYPES
 from .format import _count, _f, _md_table, _num
 from .learners import NOT_A_FINDING, NOT_RECORDED_STATE, learner_states
 
-
 TWIN_SOLVED = 0.95  # held-out twin_win at or above this: the method separates the gold statement from that twin type
 NO_TWINS = "finetuned-no-twins"  # the near-miss adapter trained with the twins left out of the InfoNCE softmax
 # order the twin pair count is taken in

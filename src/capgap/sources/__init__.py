@@ -46,8 +46,18 @@ from .beir import BEIR_MD5, BEIR_SELF_RETRIEVAL, BEIR_URL, download_beir
 from .bright import BRIGHT_CATEGORIES, BRIGHT_REVISION, BRIGHT_URL, bright_to_beir, download_bright
 from .download import default_cache_dir, is_offline
 from .limit import LIMIT_COMMIT, LIMIT_FILES, LIMIT_RAW, LIMIT_SHA256, download_limit
-from .locate import (HINT, MIRROR_ENV, ONLINE_HINT, availability, file_hashes, folder_digest, local_source, locate,
-                     source_digest, source_files)
+from .locate import (
+                     HINT,
+                     MIRROR_ENV,
+                     ONLINE_HINT,
+                     availability,
+                     file_hashes,
+                     folder_digest,
+                     local_source,
+                     locate,
+                     source_digest,
+                     source_files,
+)
 from .obtain import data_stage, obtain, prepare
 from .status import current_availability, current_digest, dataset_spec, read_status, unobtained
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from ..errors import DataFormatError
 from .download import _retrieve
 
-
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 # md5 of the official archives as the BEIR README publishes them (the paper's 7 BEIR sets as
 # capgap chooses them, see README "Reproduce the paper").

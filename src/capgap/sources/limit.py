@@ -8,7 +8,6 @@ from pathlib import Path
 
 from .download import _retrieve
 
-
 LIMIT_COMMIT = "90c5dd3a7c3c0d68bc6cc7a0c5b0f4ca124dfdcb"
 LIMIT_RAW = "https://raw.githubusercontent.com/google-deepmind/limit/{commit}/data/{name}/{file}"
 LIMIT_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.jsonl")

@@ -11,10 +11,18 @@ from pathlib import Path
 from typing import Mapping
 
 from ..config import item_defaults
-from ..data import RetrievalSet, add_twins, assemble, describe, load_beir_dir, self_retrieval_exclusions, write_canonical
+from ..data import (
+    RetrievalSet,
+    add_twins,
+    assemble,
+    describe,
+    load_beir_dir,
+    self_retrieval_exclusions,
+    write_canonical,
+)
 from ..errors import DatasetUnavailable
-from ..io import write_json
 from ..generate import expand_limit, generate_limit_style, generate_near_miss
+from ..io import write_json
 from .beir import BEIR_SELF_RETRIEVAL, download_beir
 from .bright import BRIGHT_REVISION, _bright_folder, download_bright
 from .download import is_offline

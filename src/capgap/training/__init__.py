@@ -26,8 +26,23 @@ the seed, the batch size and what ``batch_loss`` draws.
 
 from __future__ import annotations
 
-from .convergence import (STATE_METRICS, Convergence, ConvergenceState, _objective, describe_state,  # noqa: F401
-                          relative_improvement, state_from_curve)
+from .convergence import (  # noqa: F401
+                          STATE_METRICS,
+                          Convergence,
+                          ConvergenceState,
+                          _objective,
+                          describe_state,
+                          relative_improvement,
+                          state_from_curve,
+)
 from .curve import curve_evaluator, curve_ks, validation_split  # noqa: F401
-from .loop import (LoopResult, PartialState, json_digest, rng_state, run_loop, save_checkpoint,  # noqa: F401
-                   seed_everything, set_rng_state)
+from .loop import (  # noqa: F401
+                          LoopResult,
+                          PartialState,
+                          json_digest,
+                          rng_state,
+                          run_loop,
+                          save_checkpoint,
+                          seed_everything,
+                          set_rng_state,
+)

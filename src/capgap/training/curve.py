@@ -11,6 +11,7 @@ from ..evaluate import Judged
 from ..metrics import recall_from_ranks
 from ..retrieval import rank_queries
 
+
 def curve_ks(ks: Sequence[int]) -> list[int]:
     """The curve's cut-offs: every k <= 10 of ``ks``, else the smallest."""
     return [k for k in ks if k <= 10] or [min(ks)]
