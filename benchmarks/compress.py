@@ -62,11 +62,15 @@ def main():
     variants = args.variants.split(",") if args.variants else ["float32"] + default_variants(dim)
     pdef = section_defaults("probe")
     blas = ", ".join(f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas")
-    print(f"machine: {platform.platform()}, {platform.machine()}, os.cpu_count() = {os.cpu_count()}, "
-          f"load average {os.getloadavg()[0]:.2f}; python {platform.python_version()}, numpy {np.__version__}, "
-          f"faiss {faiss.__version__}, BLAS {blas}; threads = {args.threads}")
+    print(
+        f"machine: {platform.platform()}, {platform.machine()}, os.cpu_count() = {os.cpu_count()}, "
+        f"load average {os.getloadavg()[0]:.2f}; python {platform.python_version()}, numpy {np.__version__}, "
+        f"faiss {faiss.__version__}, BLAS {blas}; threads = {args.threads}"
+    )
     print(f"index: {n} x {dim}, {what}")
-    print(f"probe: C={pdef['C']}, C_max={pdef['C_max']}, eps={pdef['eps']}, lp_check_max_docs={pdef['lp_check_max_docs']}\n")
+    print(
+        f"probe: C={pdef['C']}, C_max={pdef['C_max']}, eps={pdef['eps']}, lp_check_max_docs={pdef['lp_check_max_docs']}\n"
+    )
     print("| variant | family | bytes/doc | x smaller | compress s | probe s | certified | recall@10 |")
     print("|---|---|---|---|---|---|---|---|")
     for v in variants:
@@ -78,8 +82,10 @@ def main():
         t_p = time.perf_counter() - t
         cert = float(np.mean([r.certified for r in res]))
         rec = float(np.mean([r.recall_at(10) for r in res]))
-        print(f"| {v} | {c.family} | {c.bytes_per_doc:g} | {4 * dim / c.bytes_per_doc:.1f} | {t_c:.2f} | {t_p:.2f} | {cert:.3f} | {rec:.3f} |",
-              flush=True)
+        print(
+            f"| {v} | {c.family} | {c.bytes_per_doc:g} | {4 * dim / c.bytes_per_doc:.1f} | {t_c:.2f} | {t_p:.2f} | {cert:.3f} | {rec:.3f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

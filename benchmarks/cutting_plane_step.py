@@ -96,6 +96,7 @@ def narrowed(sb, ds, gold, other, P):
     (i, j) is violated where s_j(t) + 1 > s_i(t); s_j(t) + 1 - min_i s_i(t) is convex in t, so a
     row below the gold minimum - 1 at both ends is below it on the whole bracket and counts in
     no pair there."""
+
     def narrow(lo, hi):
         keep = np.zeros(len(sb), dtype=bool)
         for t in (lo, hi):
@@ -104,6 +105,7 @@ def narrowed(sb, ds, gold, other, P):
         rows = np.concatenate([gold, np.flatnonzero(keep)])
         s0, d0, g0 = sb[rows], ds[rows], np.arange(len(gold))
         return lambda t: -float(_most_violated(s0 + t * d0, g0, P)[0] @ d0)
+
     return narrow
 
 
@@ -125,11 +127,18 @@ def solve(Df, gold, excl, C, eps, ocas, max_iter):
             return it, 0.5 * wc @ wc + C * _hinge(sc, gold, P, excl), "separated", evals
         if ocas and it:
             d, ds = wc - wb, sc - sb
-            ts, ne = line_search(lambda t: -float(_most_violated(sb + t * ds, gold, P, excl=excl)[0] @ ds), wb @ d, d @ d, C,
-                                narrowed(sb, ds, gold, other, P) if NARROW else None)
+            ts, ne = line_search(
+                lambda t: -float(_most_violated(sb + t * ds, gold, P, excl=excl)[0] @ ds),
+                wb @ d,
+                d @ d,
+                C,
+                narrowed(sb, ds, gold, other, P) if NARROW else None,
+            )
             evals += ne
             # the candidates' objectives, and the minimiser's (t = 1): the lowest is the new best point
-            Fb, t = min((0.5 * (wb + u * d) @ (wb + u * d) + C * _hinge(sb + u * ds, gold, P, excl), u) for u in ts + [1.0])
+            Fb, t = min(
+                (0.5 * (wb + u * d) @ (wb + u * d) + C * _hinge(sb + u * ds, gold, P, excl), u) for u in ts + [1.0]
+            )
             wb, sb = wb + t * d, sb + t * ds
             if _separated(sb, gold, excl):
                 return it, Fb, "separated", evals
@@ -161,7 +170,9 @@ def main():
     ap.add_argument("--C", default="1e3,1e4,1e5")
     ap.add_argument("--eps", type=float, default=1e-3)
     ap.add_argument("--max-iter", type=int, default=3000)
-    ap.add_argument("--line-evals", type=int, default=LINE_EVALS, help="at most this many slope evaluations per line search (>= 2)")
+    ap.add_argument(
+        "--line-evals", type=int, default=LINE_EVALS, help="at most this many slope evaluations per line search (>= 2)"
+    )
     ap.add_argument("--narrow", action="store_true", help="OCAS's line search on the bracket's candidate rows only")
     ap.add_argument("--results", default="results")
     args = ap.parse_args()
@@ -175,16 +186,38 @@ def main():
     Df = np.ascontiguousarray(D, dtype=np.float32)
     pick = list(range(0, len(golds0), args.every))
     sub = {k: ([v[i] for i in pick] if k != "duplicates" and v is not None else v) for k, v in kw.items()}
-    outcome = [r.outcome for r in probe(Df, [golds0[i] for i in pick], threads=1, **sub)]  # the shipped probe's verdicts
+    outcome = [
+        r.outcome for r in probe(Df, [golds0[i] for i in pick], threads=1, **sub)
+    ]  # the shipped probe's verdicts
     golds, grs, excls = _queries(Df.shape[0], [golds0[i] for i in pick], sub["excluded_sets"], sub["grades"])
-    env = _environment(Df, golds, grs, excls, None, kw["duplicates"],
-                       SolveSettings(C=1e3, C_max=1e8, eps=args.eps, max_iter=args.max_iter, batch_size=None,
-                                     lp_check_max_docs=0, depth=0, solve="certificate", pairs="gold"))
-    print(f"{label}: {len(pick)} queries (every {args.every}th); machine {platform.machine()}, {os.cpu_count()} cores, "
-          f"load {os.getloadavg()[0]:.2f}; eps {args.eps}, lambda {LAMBDA}, line-search evaluations <= {LINE_EVALS}"
-          f"{', narrowed to the bracket' if NARROW else ''}\n")
-    print("| C | probe's outcome | queries | BMRM iterations | OCAS iterations | BMRM s | OCAS s | OCAS slope evaluations / iteration "
-          "| F(OCAS) / F(BMRM) where both stop at the gap: median (min–max, queries) | stops BMRM / OCAS |")
+    env = _environment(
+        Df,
+        golds,
+        grs,
+        excls,
+        None,
+        kw["duplicates"],
+        SolveSettings(
+            C=1e3,
+            C_max=1e8,
+            eps=args.eps,
+            max_iter=args.max_iter,
+            batch_size=None,
+            lp_check_max_docs=0,
+            depth=0,
+            solve="certificate",
+            pairs="gold",
+        ),
+    )
+    print(
+        f"{label}: {len(pick)} queries (every {args.every}th); machine {platform.machine()}, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.2f}; eps {args.eps}, lambda {LAMBDA}, line-search evaluations <= {LINE_EVALS}"
+        f"{', narrowed to the bracket' if NARROW else ''}\n"
+    )
+    print(
+        "| C | probe's outcome | queries | BMRM iterations | OCAS iterations | BMRM s | OCAS s | OCAS slope evaluations / iteration "
+        "| F(OCAS) / F(BMRM) where both stop at the gap: median (min–max, queries) | stops BMRM / OCAS |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for C in [float(c) for c in args.C.split(",")]:
         rows = defaultdict(lambda: defaultdict(list))
@@ -199,11 +232,18 @@ def main():
                 r[f"why{ocas}"].append(why)
                 r["ev"].append(ev) if ocas else None
         for oc, r in sorted(rows.items()):
-            both = [a / b for a, b, x, y in zip(r["FTrue"], r["FFalse"], r["whyTrue"], r["whyFalse"]) if x == y == "gap"]
+            both = [
+                a / b for a, b, x, y in zip(r["FTrue"], r["FFalse"], r["whyTrue"], r["whyFalse"]) if x == y == "gap"
+            ]
             ratio = f"{np.median(both):.4f} ({min(both):.3f}–{max(both):.3f}, {len(both)})" if both else "–"
-            stops = " / ".join(",".join(f"{w} {r[f'why{o}'].count(w)}" for w in sorted(set(r[f"why{o}"]))) for o in (False, True))
-            print(f"| {C:g} | {oc} | {len(r['itFalse'])} | {sum(r['itFalse'])} | {sum(r['itTrue'])} | {sum(r['sFalse']):.2f} | "
-                  f"{sum(r['sTrue']):.2f} | {sum(r['ev']) / max(sum(r['itTrue']), 1):.1f} | {ratio} | {stops} |", flush=True)
+            stops = " / ".join(
+                ",".join(f"{w} {r[f'why{o}'].count(w)}" for w in sorted(set(r[f"why{o}"]))) for o in (False, True)
+            )
+            print(
+                f"| {C:g} | {oc} | {len(r['itFalse'])} | {sum(r['itFalse'])} | {sum(r['itTrue'])} | {sum(r['sFalse']):.2f} | "
+                f"{sum(r['sTrue']):.2f} | {sum(r['ev']) / max(sum(r['itTrue']), 1):.1f} | {ratio} | {stops} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ def ours(name, steps, n_docs, queries, gold):
     rng = np.random.default_rng(0)
     D = rng.standard_normal((n_docs, enc.dim)).astype(np.float32)
     D /= np.linalg.norm(D, axis=1, keepdims=True)
-    cfg = FinetuneConfig(steps=steps, batch_size=32, lr=2e-3, lora_rank=16, lora_alpha=32, eval_every=0, checkpoint_every=10**9)
+    cfg = FinetuneConfig(
+        steps=steps, batch_size=32, lr=2e-3, lora_rank=16, lora_alpha=32, eval_every=0, checkpoint_every=10**9
+    )
     res = train_query_encoder(enc, D, queries, gold, cfg, threads=os.cpu_count())
     return res.steps_per_s
 
@@ -52,11 +54,24 @@ def reference(name, steps, queries, docs):
     targets = {"bert": ["query", "key", "value"], "mpnet": ["q", "k", "v"]}[model[0].auto_model.config.model_type]
     model.add_adapter(LoraConfig(r=16, lora_alpha=32, lora_dropout=0.1, target_modules=targets))
     n = steps * 32
-    ds = Dataset.from_dict({"anchor": [queries[i % len(queries)] for i in range(n)], "positive": [docs[i % len(docs)] for i in range(n)]})
+    ds = Dataset.from_dict(
+        {"anchor": [queries[i % len(queries)] for i in range(n)], "positive": [docs[i % len(docs)] for i in range(n)]}
+    )
     with tempfile.TemporaryDirectory() as out:
-        args = SentenceTransformerTrainingArguments(output_dir=out, max_steps=steps, per_device_train_batch_size=32, learning_rate=2e-3,
-                                                    save_strategy="no", report_to=[], logging_steps=10**9, dataloader_num_workers=0, seed=0)
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds, loss=MultipleNegativesRankingLoss(model))
+        args = SentenceTransformerTrainingArguments(
+            output_dir=out,
+            max_steps=steps,
+            per_device_train_batch_size=32,
+            learning_rate=2e-3,
+            save_strategy="no",
+            report_to=[],
+            logging_steps=10**9,
+            dataloader_num_workers=0,
+            seed=0,
+        )
+        trainer = SentenceTransformerTrainer(
+            model=model, args=args, train_dataset=ds, loss=MultipleNegativesRankingLoss(model)
+        )
         t = time.perf_counter()
         trainer.train()
         return steps / (time.perf_counter() - t)
@@ -72,12 +87,18 @@ def main():
 
     from capgap.generate import generate_limit_style
 
-    corpus, queries, qrels = generate_limit_style(n_queries=400, pool_size=40, n_distractors=60, attributes_per_doc=30, seed=0)
+    corpus, queries, qrels = generate_limit_style(
+        n_queries=400, pool_size=40, n_distractors=60, attributes_per_doc=30, seed=0
+    )
     pos = {d: i for i, d in enumerate(corpus.ids)}
     gold = [[pos[d] for d in qrels.gold(q)] for q in queries.ids]
     docs = [corpus.texts[g[0]] for g in gold]  # one positive document per query, as MNRL pairs
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)")
-    print(f"batch 32, LoRA rank 16, {args.steps} steps each (after the model is loaded); frozen index: {args.docs} documents\n")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    )
+    print(
+        f"batch 32, LoRA rank 16, {args.steps} steps each (after the model is loaded); frozen index: {args.docs} documents\n"
+    )
     print("| encoder | capgap frozen-index steps/s | s/step | re-encoding trainer steps/s | s/step | ratio |")
     print("|---|---|---|---|---|---|")
     for name in args.encoders.split(","):

@@ -36,8 +36,13 @@ def load_pair(results: Path, dataset: str, encoder: str):
     from capgap.stages import _load_with_queries
 
     base = results / dataset
-    return _load_with_queries(NS(data=base / "data", fingerprint=base / encoder / "index" / "fingerprint.json",
-                                 queries=base / encoder / "pretrained" / "queries.npz"))
+    return _load_with_queries(
+        NS(
+            data=base / "data",
+            fingerprint=base / encoder / "index" / "fingerprint.json",
+            queries=base / encoder / "pretrained" / "queries.npz",
+        )
+    )
 
 
 def parse_variant(spec: str, base):
@@ -68,7 +73,9 @@ def main():
     ap.add_argument("--pairs", default="nfcorpus/minilm")
     ap.add_argument("--variants", nargs="+", default=["default:"])
     ap.add_argument("--kinds", default="linear,mlp")
-    ap.add_argument("--ladder", action="store_true", help="the four heads as rule ladder fits them (capgap.ladder.evaluate_ladder)")
+    ap.add_argument(
+        "--ladder", action="store_true", help="the four heads as rule ladder fits them (capgap.ladder.evaluate_ladder)"
+    )
     ap.add_argument("--curve", action="store_true", help="held-out R-precision at every curve point")
     ap.add_argument("--out", default=None, help="JSON file for the results (and curves)")
     a = ap.parse_args()
@@ -96,10 +103,18 @@ def main():
                 out.append({"pair": pair, "variant": name, "rows": rows, "seconds": seconds})
                 for method in [m for m in method_names(cfg) if m in seconds and m.startswith("head-")]:
                     val = {(r["split"], r["metric"]): r["value"] for r in rows if r["method"] == method}
-                    rec = {"pair": pair, "variant": name, "head": method, "heldout_rprec": val[("heldout", "rprec")],
-                           "steps": int(val[("train", "steps")]), "converged": bool(val[("train", "converged")]),
-                           "seconds": seconds[method], "objective": val[("train", "train_loss")], "load": load,
-                           "config": cfg.__dict__}
+                    rec = {
+                        "pair": pair,
+                        "variant": name,
+                        "head": method,
+                        "heldout_rprec": val[("heldout", "rprec")],
+                        "steps": int(val[("train", "steps")]),
+                        "converged": bool(val[("train", "converged")]),
+                        "seconds": seconds[method],
+                        "objective": val[("train", "train_loss")],
+                        "load": load,
+                        "config": cfg.__dict__,
+                    }
                     report(rec)
                     out.append(rec)
                 if a.out:
@@ -109,20 +124,40 @@ def main():
                 extra = {"seconds": 0.0}
                 evaluate = None
                 if a.curve:
+
                     def evaluate(head, step, extra=extra):
                         t = time.perf_counter()
                         v = heldout_rprec(rs, apply_head(head, X), D, doc_ids)
                         extra["seconds"] += time.perf_counter() - t
                         return {"heldout_rprec": v, "time": time.perf_counter() - extra["t0"] - extra["seconds"]}
+
                 load = os.getloadavg()[0]
                 extra["t0"] = t = time.perf_counter()
-                head, res = fit_head(kind, X[items], D, [j.gold[i] for i in items],
-                                     None if excluded is None else [excluded[i] for i in items], cfg, threads=1, evaluate=evaluate)
+                head, res = fit_head(
+                    kind,
+                    X[items],
+                    D,
+                    [j.gold[i] for i in items],
+                    None if excluded is None else [excluded[i] for i in items],
+                    cfg,
+                    threads=1,
+                    evaluate=evaluate,
+                )
                 wall = time.perf_counter() - t - extra["seconds"]
                 st = res.convergence
-                rec = {"pair": pair, "variant": name, "head": f"head-{kind}-all", "heldout_rprec": heldout_rprec(rs, apply_head(head, X), D, doc_ids),
-                       "steps": st.steps, "converged": st.converged, "seconds": wall, "objective": st.objective, "load": load,
-                       "config": cfg.__dict__, "curve": res.curve if a.curve else None}
+                rec = {
+                    "pair": pair,
+                    "variant": name,
+                    "head": f"head-{kind}-all",
+                    "heldout_rprec": heldout_rprec(rs, apply_head(head, X), D, doc_ids),
+                    "steps": st.steps,
+                    "converged": st.converged,
+                    "seconds": wall,
+                    "objective": st.objective,
+                    "load": load,
+                    "config": cfg.__dict__,
+                    "curve": res.curve if a.curve else None,
+                }
                 report(rec)
                 out.append(rec)
                 if a.out:
@@ -130,8 +165,12 @@ def main():
 
 
 def report(r: dict) -> None:
-    print(f"| {r['pair']} | {r['variant']} | {r['head']} | {r['heldout_rprec']:.3f} | {r['steps']} | "
-          f"{'yes' if r['converged'] else 'no'} | {r['seconds']:.1f} | {r['objective']:.3f} | {r['load']:.1f} |", flush=True)
+    print(
+        f"| {r['pair']} | {r['variant']} | {r['head']} | {r['heldout_rprec']:.3f} | {r['steps']} | "
+        f"{'yes' if r['converged'] else 'no'} | {r['seconds']:.1f} | {r['objective']:.3f} | {r['load']:.1f} |",
+        flush=True,
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -50,16 +50,20 @@ def main():
     def record(s, members, seek_witness, golds_, opt_excl, Df, rep, dmax):
         out = shipped(s, members, seek_witness, golds_, opt_excl, Df, rep, dmax)
         if len(members) == 1:
-            recorded.append((s.copy(), golds_[members[0]], opt_excl[members[0]], seek_witness, Df, rep, dmax, verdict(out)))
+            recorded.append(
+                (s.copy(), golds_[members[0]], opt_excl[members[0]], seek_witness, Df, rep, dmax, verdict(out))
+            )
         return out
 
     batch._prove_inseparable = record
     t = time.perf_counter()
     probe(D, [golds[i] for i in sel], threads=1, **sub)
     batch._prove_inseparable = shipped
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}; "
-          f"probe on {len(sel)} queries: {time.perf_counter() - t:.1f} s, {len(recorded)} single-query proofs recorded "
-          f"(shipped: HULL_STEP {constants.HULL_STEP}, HULL_ROUNDS {constants.HULL_ROUNDS})\n")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}; "
+        f"probe on {len(sel)} queries: {time.perf_counter() - t:.1f} s, {len(recorded)} single-query proofs recorded "
+        f"(shipped: HULL_STEP {constants.HULL_STEP}, HULL_ROUNDS {constants.HULL_ROUNDS})\n"
+    )
     print("| candidates per round | rounds | NNLS-proof s in all | verdicts | agree with the recording |")
     print("|---|---|---|---|---|")
     dim = D.shape[1]
@@ -73,7 +77,10 @@ def main():
             total += time.perf_counter() - t
             verdicts[v] += 1
             agree += v == ref
-        print(f"| {max(dim + 2, step)} | {rounds} | {total:.2f} | {dict(verdicts)} | {agree} of {len(recorded)} |", flush=True)
+        print(
+            f"| {max(dim + 2, step)} | {rounds} | {total:.2f} | {dict(verdicts)} | {agree} of {len(recorded)} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,12 @@ import time
 import numpy as np
 
 # (name, n_queries fitted on all, n_docs, dim, gold per query)
-SHAPES = [("limit-small/minilm", 1000, 46, 384, 2), ("limit-small/mpnet", 1000, 46, 768, 2),
-          ("nfcorpus/minilm", 2913, 3633, 384, 38), ("scifact/minilm", 1109, 5183, 384, 1)]
+SHAPES = [
+    ("limit-small/minilm", 1000, 46, 384, 2),
+    ("limit-small/mpnet", 1000, 46, 768, 2),
+    ("nfcorpus/minilm", 2913, 3633, 384, 38),
+    ("scifact/minilm", 1109, 5183, 384, 1),
+]
 
 
 def main():

@@ -54,12 +54,25 @@ from pathlib import Path
 # name: (documents, queries run by capgap's split)
 DATASETS = {
     "limit": (50_000, 1_000),
-    "bright-biology": (57_359, 103), "bright-earth_science": (121_249, 116), "bright-economics": (50_220, 103),
-    "bright-psychology": (52_835, 101), "bright-robotics": (61_961, 101), "bright-stackoverflow": (107_081, 117),
-    "bright-sustainable_living": (60_792, 108), "bright-leetcode": (413_932, 142), "bright-pony": (7_894, 112),
-    "bright-aops": (188_002, 111), "bright-theoremqa_theorems": (23_839, 76), "bright-theoremqa_questions": (188_002, 194),
-    "trec-covid": (171_332, 50), "nfcorpus": (3_633, 2_913), "fiqa": (57_638, 6_148), "arguana": (8_674, 1_406),
-    "scidocs": (25_657, 1_000), "scifact": (5_183, 1_109), "quora": (522_931, 15_000),
+    "bright-biology": (57_359, 103),
+    "bright-earth_science": (121_249, 116),
+    "bright-economics": (50_220, 103),
+    "bright-psychology": (52_835, 101),
+    "bright-robotics": (61_961, 101),
+    "bright-stackoverflow": (107_081, 117),
+    "bright-sustainable_living": (60_792, 108),
+    "bright-leetcode": (413_932, 142),
+    "bright-pony": (7_894, 112),
+    "bright-aops": (188_002, 111),
+    "bright-theoremqa_theorems": (23_839, 76),
+    "bright-theoremqa_questions": (188_002, 194),
+    "trec-covid": (171_332, 50),
+    "nfcorpus": (3_633, 2_913),
+    "fiqa": (57_638, 6_148),
+    "arguana": (8_674, 1_406),
+    "scidocs": (25_657, 1_000),
+    "scifact": (5_183, 1_109),
+    "quora": (522_931, 15_000),
 }
 # non-embedding parameters, output dim
 ENCODERS = {"distilbert": (42.6e6, 768), "qwen3-4b": (3.63e9, 2560)}
@@ -72,11 +85,20 @@ MINILM_PARAMS = 10.6e6  # all-MiniLM-L6-v2: 22.7M minus the 30522 x 384 token em
 # dimensions, taken as growing with the dimension), by query class; an inseparable gold set spread
 # over the index goes to the whole-index probe (INSEPARABLE_CORE_S_PER_UNIT per query x doc x dim).
 SCREEN_MIN_DOCS = 50_000  # capgap.probe.constants.SCREEN_MIN_DOCS; below it, the whole-index probe (NFCorpus's cost)
-WHOLE_CORE_S_PER_UNIT = 6.8e-8  # the whole-index probe on NFCorpus x MiniLM's real queries (measure_shards, docs/reproduce-paper.md)
+WHOLE_CORE_S_PER_UNIT = (
+    6.8e-8  # the whole-index probe on NFCorpus x MiniLM's real queries (measure_shards, docs/reproduce-paper.md)
+)
 SCREEN_PASSES = 2
-FLOOR_CORE_S_PER_UNIT = 109.76 * 2 / (10_000 * 523_000 * 768)  # Quora-like: 10,000 queries x 523k x 768 in 109.76 s on 2 cores
-SOLVE_CORE_S = {"easy": 0.060, "multi-gold": 0.258}  # Quora-like: 1,035 CPU s for 10,000 queries; BRIGHT-like (500k): 30 CPU s for 100, less the passes
-INSEPARABLE_CORE_S_PER_UNIT = 5.5 / (500_000 * 768)  # the whole-index probe: 5.5 core-s per BRIGHT-like query at 500k x 768 (a floor for hundreds of gold: see benchmarks/README.md)
+FLOOR_CORE_S_PER_UNIT = (
+    109.76 * 2 / (10_000 * 523_000 * 768)
+)  # Quora-like: 10,000 queries x 523k x 768 in 109.76 s on 2 cores
+SOLVE_CORE_S = {
+    "easy": 0.060,
+    "multi-gold": 0.258,
+}  # Quora-like: 1,035 CPU s for 10,000 queries; BRIGHT-like (500k): 30 CPU s for 100, less the passes
+INSEPARABLE_CORE_S_PER_UNIT = (
+    5.5 / (500_000 * 768)
+)  # the whole-index probe: 5.5 core-s per BRIGHT-like query at 500k x 768 (a floor for hundreds of gold: see benchmarks/README.md)
 # query class per dataset: easy (1-2 gold, separable), multi-gold (separable), inseparable (hundreds of
 # gold spread over the index); the rest multi-gold
 QUERY_CLASS = {"quora": "easy", "arguana": "easy", "scifact": "easy", "trec-covid": "inseparable"}
@@ -93,6 +115,8 @@ def probe_core_s(name: str, n: int, dim: int, q: int, whole_unit: float) -> floa
     if cls == "inseparable":
         return passes + INSEPARABLE_CORE_S_PER_UNIT * n * dim * q
     return passes + SOLVE_CORE_S[cls] * dim / 768 * q
+
+
 COLBERT_BYTES_PER_TOKEN = 1.5e9 / 6.05e6  # measured on limit-50k's encoded parts
 # measured on limit-50k (2 cores): faiss IVF token index 6.3 min over 6.05M tokens; candidate
 # retrieval + exact MaxSim re-scoring 2.4 min for 1,000 queries
@@ -117,8 +141,14 @@ def measure_cpu(mirror: Path, n_docs: int = 200) -> dict:
     t = time.perf_counter()
     enc.encode(texts)
     s = time.perf_counter() - t
-    return {"docs": n_docs, "tokens": real, "padded_tokens": tokens, "seconds": s, "tokens_per_s": real / s,
-            "gflops": 2 * MINILM_PARAMS * real / s / 1e9}
+    return {
+        "docs": n_docs,
+        "tokens": real,
+        "padded_tokens": tokens,
+        "seconds": s,
+        "tokens_per_s": real / s,
+        "gflops": 2 * MINILM_PARAMS * real / s / 1e9,
+    }
 
 
 def measure_shards(mirror: Path, nfcorpus: Path, n_docs: int = 512, probe_shards: int = 8, threads: int = 2) -> dict:
@@ -141,7 +171,13 @@ def measure_shards(mirror: Path, nfcorpus: Path, n_docs: int = 512, probe_shards
     load0, t = os.getloadavg()[0], time.perf_counter()
     enc.encode_documents(texts)
     s = time.perf_counter() - t
-    out["embed"] = {"docs": len(texts), "seconds": s, "docs_per_s": len(texts) / s, "load_before": load0, "load_after": os.getloadavg()[0]}
+    out["embed"] = {
+        "docs": len(texts),
+        "seconds": s,
+        "docs_per_s": len(texts) / s,
+        "load_before": load0,
+        "load_after": os.getloadavg()[0],
+    }
     rs = load_canonical(nfcorpus / "data")
     idx = load_index(nfcorpus / "minilm" / "index", corpus=rs.corpus)
     kw = probe_arguments(rs, idx, ProbeConfig(), [2, 10, 20, 100], 10)
@@ -150,10 +186,19 @@ def measure_shards(mirror: Path, nfcorpus: Path, n_docs: int = 512, probe_shards
     s = time.perf_counter() - t
     gold = [len(kw["gold_sets"][q]) for q in part.results]
     n, dim = idx.embeddings.shape
-    out["probe"] = {"n_docs": n, "dim": dim, "shard": f"1-of-{probe_shards}", "queries": len(part.results), "seconds": s,
-                    "queries_per_s": len(part.results) / s, "mean_gold": float(np.mean(gold)), "max_gold": int(max(gold)),
-                    "core_s_per_query_unit": s * threads / len(part.results) / (n * dim), "load_before": load0,
-                    "load_after": os.getloadavg()[0]}
+    out["probe"] = {
+        "n_docs": n,
+        "dim": dim,
+        "shard": f"1-of-{probe_shards}",
+        "queries": len(part.results),
+        "seconds": s,
+        "queries_per_s": len(part.results) / s,
+        "mean_gold": float(np.mean(gold)),
+        "max_gold": int(max(gold)),
+        "core_s_per_query_unit": s * threads / len(part.results) / (n * dim),
+        "load_before": load0,
+        "load_after": os.getloadavg()[0],
+    }
     return out
 
 
@@ -165,8 +210,9 @@ def _makespan(jobs: list[float], nodes: int) -> float:
     return max(loads)
 
 
-def project(shard: dict, gpu_tflops: float, doc_tokens: int, query_tokens: int, nodes: int, node_cores: int,
-            overhead_s: float) -> dict:
+def project(
+    shard: dict, gpu_tflops: float, doc_tokens: int, query_tokens: int, nodes: int, node_cores: int, overhead_s: float
+) -> dict:
     """The projected wall time (hours) of config/paper.yaml on ``nodes`` nodes with ``nodes``
     shards per index and per probe (module docstring, item 7): ``{"index_h", "gpu_h", "probe_h",
     "wall_h"}``."""
@@ -185,14 +231,33 @@ def project(shard: dict, gpu_tflops: float, doc_tokens: int, query_tokens: int, 
             cb += 3 * 2 * COLBERT_PARAMS * STEPS * BATCH * (32 + 2 * 300) / rate
         gpu_jobs.append(cb)
         if n > 20_000:
-            cpu_jobs.append((COLBERT_BUILD_CORE_S_PER_TOKEN * n * min(doc_tokens, 300) + COLBERT_SEARCH_CORE_S_PER_QUERY * q) / node_cores)
+            cpu_jobs.append(
+                (COLBERT_BUILD_CORE_S_PER_TOKEN * n * min(doc_tokens, 300) + COLBERT_SEARCH_CORE_S_PER_QUERY * q)
+                / node_cores
+            )
     a, g, c = _makespan(idx_jobs, nodes), _makespan(gpu_jobs, nodes), _makespan(cpu_jobs, nodes)
-    return {"nodes": nodes, "index_h": a / 3600, "gpu_h": g / 3600, "probe_h": c / 3600, "wall_h": (a + max(g, c)) / 3600}
+    return {
+        "nodes": nodes,
+        "index_h": a / 3600,
+        "gpu_h": g / 3600,
+        "probe_h": c / 3600,
+        "wall_h": (a + max(g, c)) / 3600,
+    }
 
 
 def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int, whole_unit: float) -> tuple[list[dict], dict]:
-    rows, tot = [], {"index_gpu_h": 0.0, "finetune_gpu_h": 0.0, "colbert_gpu_h": 0.0, "probe_cpu_core_h": 0.0, "colbert_cpu_core_h": 0.0,
-                     "index_gb": 0.0, "colbert_gb": 0.0}
+    rows, tot = (
+        [],
+        {
+            "index_gpu_h": 0.0,
+            "finetune_gpu_h": 0.0,
+            "colbert_gpu_h": 0.0,
+            "probe_cpu_core_h": 0.0,
+            "colbert_cpu_core_h": 0.0,
+            "index_gb": 0.0,
+            "colbert_gb": 0.0,
+        },
+    )
     rate = gpu_tflops * 1e12
     for name, (n, q) in DATASETS.items():
         row = {"dataset": name, "documents": n, "queries": q}
@@ -213,7 +278,11 @@ def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int, whole_unit: 
         row["colbert_gpu_h"] = cb
         tot["colbert_gpu_h"] += cb
         tokens = n * min(doc_tokens, 300)
-        cpu = (COLBERT_BUILD_CORE_S_PER_TOKEN * tokens + COLBERT_SEARCH_CORE_S_PER_QUERY * q) / 3600 if n > 20_000 else 0.0
+        cpu = (
+            (COLBERT_BUILD_CORE_S_PER_TOKEN * tokens + COLBERT_SEARCH_CORE_S_PER_QUERY * q) / 3600
+            if n > 20_000
+            else 0.0
+        )
         row["colbert_cpu_core_h"] = cpu
         tot["colbert_cpu_core_h"] += cpu
         tot["colbert_gb"] += n * min(doc_tokens, 300) * COLBERT_BYTES_PER_TOKEN / 1e9
@@ -225,52 +294,88 @@ def estimate(gpu_tflops: float, doc_tokens: int, query_tokens: int, whole_unit: 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu-tflops", type=float, default=300.0, help="assumed sustained bf16 TFLOP/s of one GPU")
-    ap.add_argument("--doc-tokens", type=int, default=200, help="assumed mean document length in tokens (capped at 512)")
+    ap.add_argument(
+        "--doc-tokens", type=int, default=200, help="assumed mean document length in tokens (capped at 512)"
+    )
     ap.add_argument("--query-tokens", type=int, default=128, help="assumed mean training-query length in tokens")
-    ap.add_argument("--mirror", type=Path, default=os.environ.get("CAPGAP_DATA_MIRROR"), required="CAPGAP_DATA_MIRROR" not in os.environ)
-    ap.add_argument("--nfcorpus", type=Path, default=Path("results/nfcorpus"),
-                    help="a run's NFCorpus folder (data/ and minilm/index/, e.g. of config/nfcorpus.yaml) for the shard measurement")
+    ap.add_argument(
+        "--mirror",
+        type=Path,
+        default=os.environ.get("CAPGAP_DATA_MIRROR"),
+        required="CAPGAP_DATA_MIRROR" not in os.environ,
+    )
+    ap.add_argument(
+        "--nfcorpus",
+        type=Path,
+        default=Path("results/nfcorpus"),
+        help="a run's NFCorpus folder (data/ and minilm/index/, e.g. of config/nfcorpus.yaml) for the shard measurement",
+    )
     ap.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32], help="node counts of the projection")
     ap.add_argument("--node-cores", type=int, default=16, help="CPU cores per node (profiles/gpu: probe_shard threads)")
-    ap.add_argument("--shard-overhead-s", type=float, default=60.0, help="assumed seconds per index shard job to load its model")
+    ap.add_argument(
+        "--shard-overhead-s", type=float, default=60.0, help="assumed seconds per index shard job to load its model"
+    )
     ap.add_argument("--threads", type=int, default=2, help="threads of the shard measurement")
     a = ap.parse_args()
     cpu = measure_cpu(a.mirror) if (a.mirror / "limit-small").is_dir() else None
     if cpu is None:
         print(f"no LIMIT-small under {a.mirror} (--mirror): CPU throughput not measured; estimates only")
     rows, tot = estimate(a.gpu_tflops, a.doc_tokens, a.query_tokens, WHOLE_CORE_S_PER_UNIT)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; assumptions: {a.gpu_tflops:.0f} TFLOP/s per GPU, "
-          f"{a.doc_tokens} tokens/document, {a.query_tokens} tokens/query, {STEPS} steps x batch {BATCH}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores; assumptions: {a.gpu_tflops:.0f} TFLOP/s per GPU, "
+        f"{a.doc_tokens} tokens/document, {a.query_tokens} tokens/query, {STEPS} steps x batch {BATCH}"
+    )
     if cpu:
-        print(f"measured here: MiniLM-L6 encodes {cpu['tokens_per_s']:.0f} tokens/s = {cpu['gflops']:.0f} GFLOP/s effective "
-              f"({cpu['docs']} LIMIT-small documents, {cpu['tokens']} tokens, {cpu['seconds']:.1f} s)")
-        cpu_h = 2 * ENCODERS["qwen3-4b"][0] * sum(n for n, _ in DATASETS.values()) * a.doc_tokens / (cpu["gflops"] * 1e9) / 3600
+        print(
+            f"measured here: MiniLM-L6 encodes {cpu['tokens_per_s']:.0f} tokens/s = {cpu['gflops']:.0f} GFLOP/s effective "
+            f"({cpu['docs']} LIMIT-small documents, {cpu['tokens']} tokens, {cpu['seconds']:.1f} s)"
+        )
+        cpu_h = (
+            2
+            * ENCODERS["qwen3-4b"][0]
+            * sum(n for n, _ in DATASETS.values())
+            * a.doc_tokens
+            / (cpu["gflops"] * 1e9)
+            / 3600
+        )
         print(f"at that rate, the Qwen3-4B indexes alone would take {cpu_h:,.0f} h on this CPU")
     print()
-    print("| dataset | documents | queries | DistilBERT index + fine-tune (GPU h) | Qwen3-4B index + fine-tune (GPU h) | ColBERT (GPU h) | probe, both encoders (CPU core-h) | ColBERT index + re-scoring (CPU core-h) |")
+    print(
+        "| dataset | documents | queries | DistilBERT index + fine-tune (GPU h) | Qwen3-4B index + fine-tune (GPU h) | ColBERT (GPU h) | probe, both encoders (CPU core-h) | ColBERT index + re-scoring (CPU core-h) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['dataset']} | {r['documents']:,} | {r['queries']:,} | {r['distilbert_index_gpu_h'] + r['distilbert_finetune_gpu_h']:.2f} | "
-              f"{r['qwen3-4b_index_gpu_h'] + r['qwen3-4b_finetune_gpu_h']:.2f} | {r['colbert_gpu_h']:.2f} | "
-              f"{r['distilbert_probe_cpu_core_h'] + r['qwen3-4b_probe_cpu_core_h']:.1f} | {r['colbert_cpu_core_h']:.1f} |")
+        print(
+            f"| {r['dataset']} | {r['documents']:,} | {r['queries']:,} | {r['distilbert_index_gpu_h'] + r['distilbert_finetune_gpu_h']:.2f} | "
+            f"{r['qwen3-4b_index_gpu_h'] + r['qwen3-4b_finetune_gpu_h']:.2f} | {r['colbert_gpu_h']:.2f} | "
+            f"{r['distilbert_probe_cpu_core_h'] + r['qwen3-4b_probe_cpu_core_h']:.1f} | {r['colbert_cpu_core_h']:.1f} |"
+        )
     gpu = tot["index_gpu_h"] + tot["finetune_gpu_h"] + tot["colbert_gpu_h"]
     print()
-    print(f"total GPU: {gpu:.1f} h (indexes {tot['index_gpu_h']:.1f}, fine-tuning {tot['finetune_gpu_h']:.1f}, ColBERT {tot['colbert_gpu_h']:.1f}); "
-          f"CPU: probe {tot['probe_cpu_core_h']:.0f} core-hours, ColBERT index + re-scoring {tot['colbert_cpu_core_h']:.0f} core-hours")
-    print(f"disk: frozen indexes {tot['index_gb']:.0f} GB, ColBERT token embeddings {tot['colbert_gb']:.0f} GB, models {tot['models_gb']:.1f} GB")
+    print(
+        f"total GPU: {gpu:.1f} h (indexes {tot['index_gpu_h']:.1f}, fine-tuning {tot['finetune_gpu_h']:.1f}, ColBERT {tot['colbert_gpu_h']:.1f}); "
+        f"CPU: probe {tot['probe_cpu_core_h']:.0f} core-hours, ColBERT index + re-scoring {tot['colbert_cpu_core_h']:.0f} core-hours"
+    )
+    print(
+        f"disk: frozen indexes {tot['index_gb']:.0f} GB, ColBERT token embeddings {tot['colbert_gb']:.0f} GB, models {tot['models_gb']:.1f} GB"
+    )
     shard = None
     if (a.nfcorpus / "minilm" / "index" / "fingerprint.json").is_file() and (a.mirror / "nfcorpus").is_dir():
         shard = measure_shards(a.mirror, a.nfcorpus, threads=a.threads)
         e, p = shard["embed"], shard["probe"]
         print()
-        print(f"one shard job here ({a.threads} threads): MiniLM embeds {e['docs_per_s']:.1f} NFCorpus documents/s "
-              f"({e['docs']} in {e['seconds']:.1f} s, load {e['load_before']:.1f} -> {e['load_after']:.1f}); the probe solves "
-              f"{p['queries_per_s']:.1f} queries/s on NFCorpus x MiniLM ({p['n_docs']} x {p['dim']}, shard {p['shard']}: "
-              f"{p['queries']} queries, mean gold {p['mean_gold']:.1f}, max {p['max_gold']}, {p['seconds']:.1f} s, "
-              f"load {p['load_before']:.1f} -> {p['load_after']:.1f}) = {p['core_s_per_query_unit']:.3g} core-s per query x doc x dim")
+        print(
+            f"one shard job here ({a.threads} threads): MiniLM embeds {e['docs_per_s']:.1f} NFCorpus documents/s "
+            f"({e['docs']} in {e['seconds']:.1f} s, load {e['load_before']:.1f} -> {e['load_after']:.1f}); the probe solves "
+            f"{p['queries_per_s']:.1f} queries/s on NFCorpus x MiniLM ({p['n_docs']} x {p['dim']}, shard {p['shard']}: "
+            f"{p['queries']} queries, mean gold {p['mean_gold']:.1f}, max {p['max_gold']}, {p['seconds']:.1f} s, "
+            f"load {p['load_before']:.1f} -> {p['load_after']:.1f}) = {p['core_s_per_query_unit']:.3g} core-s per query x doc x dim"
+        )
         print()
-        print(f"| nodes (1 GPU + {a.node_cores} cores each; shards per index and probe = nodes) | index shards (h) | "
-              "fine-tuning + ColBERT, GPU (h) | probe shards + ColBERT, CPU (h) | projected wall time (h) |")
+        print(
+            f"| nodes (1 GPU + {a.node_cores} cores each; shards per index and probe = nodes) | index shards (h) | "
+            "fine-tuning + ColBERT, GPU (h) | probe shards + ColBERT, CPU (h) | projected wall time (h) |"
+        )
         print("|---|---|---|---|---|")
         shard["projection"] = []
         for n in a.nodes:

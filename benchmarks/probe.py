@@ -138,10 +138,13 @@ def run_case(name, D, golds, args, threads, kw=None):
         soft = f"{(time.perf_counter() - t) / len(sub):.3f}"
     per = t_ours / len(golds)
     load1 = os.getloadavg()[0]
-    print(f"| {name} | {D.shape[0]} x {D.shape[1]} | {len(golds)} x {np.median([len(g) for g in golds]):.0f} | {t_ours:.2f} | {per:.4f} | "
-          f"{same:.4f} | {one:.4f} | {soft or '-'} | {ref} {per_ref:.3f} | {per_ref / same:.1f} ({min(ratios):.1f}-{max(ratios):.1f}) | "
-          f"{per_ref / one:.1f} | {s['certified']:.3f} | {s['outcomes']} | {s['it']} | "
-          f"{s['max_iter']} | {s['recall@G']:.3f} / {rec_ref:.3f} | {load0:.2f} / {load1:.2f} |", flush=True)
+    print(
+        f"| {name} | {D.shape[0]} x {D.shape[1]} | {len(golds)} x {np.median([len(g) for g in golds]):.0f} | {t_ours:.2f} | {per:.4f} | "
+        f"{same:.4f} | {one:.4f} | {soft or '-'} | {ref} {per_ref:.3f} | {per_ref / same:.1f} ({min(ratios):.1f}-{max(ratios):.1f}) | "
+        f"{per_ref / one:.1f} | {s['certified']:.3f} | {s['outcomes']} | {s['it']} | "
+        f"{s['max_iter']} | {s['recall@G']:.3f} / {rec_ref:.3f} | {load0:.2f} / {load1:.2f} |",
+        flush=True,
+    )
 
 
 def real_cases(results):
@@ -162,8 +165,12 @@ def real_cases(results):
         rs = load_canonical(folder / "data")
         idx = load_index(folder / enc / "index", corpus=rs.corpus)
         j = Judged.of(rs, list(rs.queries.ids), idx.doc_ids)
-        kw = {"grades": j.grades, "excluded_sets": j.excluded, "tie_groups": [text_key(x) for x in rs.queries.texts],
-              "duplicates": document_groups(rs.corpus)}
+        kw = {
+            "grades": j.grades,
+            "excluded_sets": j.excluded,
+            "tie_groups": [text_key(x) for x in rs.queries.texts],
+            "duplicates": document_groups(rs.corpus),
+        }
         yield f"{ds} x {enc}", np.asarray(idx.embeddings), j.gold, kw
 
 
@@ -173,20 +180,30 @@ def main():
     ap.add_argument("--dlib-queries", type=int, default=8)
     ap.add_argument("--C", type=float, default=1000.0)
     ap.add_argument("--results", default="results")
-    ap.add_argument("--repeats", type=int, default=3, help="capgap and the reference on the same queries, alternating, "
-                    "this many times each (medians reported)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="capgap and the reference on the same queries, alternating, this many times each (medians reported)",
+    )
     args = ap.parse_args()
     if args.repeats < 1:
         ap.error("--repeats must be at least 1")
     from threadpoolctl import threadpool_info
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; numpy {np.__version__}; BLAS: "
-          + ", ".join(f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas"))
-    print(f"C = {args.C} (pair-averaged, both solvers); capgap: shipped probe defaults; dlib: {args.dlib_queries} seeded queries\n")
-    print("| case | docs x dim | queries x gold | capgap total s | capgap s/query | capgap s/query on dlib's queries | "
-          "the same, one process | soft-margin only s/query | reference s/query | reference / capgap (same queries; "
-          "min-max over the repeats) | reference / capgap, one process | certified | outcomes | "
-          "iterations median / p90 / max | max_iter hits | recall@G capgap / reference | load before / after |")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores; numpy {np.__version__}; BLAS: "
+        + ", ".join(f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas")
+    )
+    print(
+        f"C = {args.C} (pair-averaged, both solvers); capgap: shipped probe defaults; dlib: {args.dlib_queries} seeded queries\n"
+    )
+    print(
+        "| case | docs x dim | queries x gold | capgap total s | capgap s/query | capgap s/query on dlib's queries | "
+        "the same, one process | soft-margin only s/query | reference s/query | reference / capgap (same queries; "
+        "min-max over the repeats) | reference / capgap, one process | certified | outcomes | "
+        "iterations median / p90 / max | max_iter hits | recall@G capgap / reference | load before / after |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     threads = os.cpu_count()  # worker processes, one BLAS thread each (capgap.probe)
     for name in args.cases.split(","):

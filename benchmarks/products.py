@@ -57,10 +57,18 @@ def main():
     ap.add_argument("--results", default="results")
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args()
-    blas = ", ".join(f"{i['internal_api']} {i['version']} ({i.get('architecture')})" for i in threadpool_info() if i["user_api"] == "blas")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; numpy {np.__version__}; BLAS: {blas}\n")
-    print("| index | docs x dim | rows | scores ms/row, row-major | column-major | speed-up | planes ms/row, row-major | column-major "
-          "| speed-up | max abs difference |")
+    blas = ", ".join(
+        f"{i['internal_api']} {i['version']} ({i.get('architecture')})"
+        for i in threadpool_info()
+        if i["user_api"] == "blas"
+    )
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; numpy {np.__version__}; BLAS: {blas}\n"
+    )
+    print(
+        "| index | docs x dim | rows | scores ms/row, row-major | column-major | speed-up | planes ms/row, row-major | column-major "
+        "| speed-up | max abs difference |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(1)
     with threadpool_limits(1):  # as in the probe's batches
@@ -73,10 +81,15 @@ def main():
                 s_col = ms_per_row(lambda: _scores32(D, W, DT), m, args.repeats)
                 p_row = ms_per_row(lambda: _planes32(D, Cm), m, args.repeats)
                 p_col = ms_per_row(lambda: _planes32(D, Cm, DT), m, args.repeats)
-                diff = max(float(np.abs(_scores32(D, W) - _scores32(D, W, DT)).max()),
-                           float(np.abs(_planes32(D, Cm) - _planes32(D, Cm, DT)).max()))
-                print(f"| {label} | {D.shape[0]} x {D.shape[1]} | {m} | {s_row:.3f} | {s_col:.3f} | {s_row / s_col:.1f}x | {p_row:.3f} | "
-                      f"{p_col:.3f} | {p_row / p_col:.1f}x | {diff:.1e} |", flush=True)
+                diff = max(
+                    float(np.abs(_scores32(D, W) - _scores32(D, W, DT)).max()),
+                    float(np.abs(_planes32(D, Cm) - _planes32(D, Cm, DT)).max()),
+                )
+                print(
+                    f"| {label} | {D.shape[0]} x {D.shape[1]} | {m} | {s_row:.3f} | {s_col:.3f} | {s_row / s_col:.1f}x | {p_row:.3f} | "
+                    f"{p_col:.3f} | {p_row / p_col:.1f}x | {diff:.1e} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,9 @@ def timed_probe(D, golds, excl, threads=2):
     res = probe(D, golds, excluded_sets=excl, threads=threads)
     wall = time.perf_counter() - t
     r1, c1 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) + (c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime)
+    cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) + (
+        c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+    )
     return res, wall, cpu
 
 
@@ -85,7 +87,9 @@ def describe(res) -> dict:
         "decided": np.mean([r.outcome != "undecided" for r in res]),
         "outcomes": ", ".join(f"{k} {v}" for k, v in sorted(out.items())),
         "iterations": f"{np.median([r.iterations for r in res]):.0f} / {max(r.iterations for r in res)}",
-        "rounds": f"{np.median([s['rounds'] for s in screen if s]):.0f} / {max(s['rounds'] for s in screen if s)}" if any(screen) else "-",
+        "rounds": f"{np.median([s['rounds'] for s in screen if s]):.0f} / {max(s['rounds'] for s in screen if s)}"
+        if any(screen)
+        else "-",
         "whole": sum(1 for s in screen if s and s["whole"]),
         "rprec": np.mean([r.recall_at(len(r.gold_ranks)) for r in res]),
     }
@@ -124,22 +128,35 @@ def one(args, n, dim, kind):
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
     d = describe(res)
-    print(f"| {n:,} x {dim} | {kind} | {len(golds):,} | {wall:.1f} ({cpu:.0f}) | {floor:.2f} | {wall / floor:.1f} | "
-          f"{rss:.2f} / {kids:.2f} ({D.nbytes / 2**30:.2f}) | {d['certified']:.3f} | {d['decided']:.3f} | "
-          f"{d['outcomes']} | {d['iterations']} | {d['rounds']} | {d['whole']} | {d['rprec']:.3f} |", flush=True)
+    print(
+        f"| {n:,} x {dim} | {kind} | {len(golds):,} | {wall:.1f} ({cpu:.0f}) | {floor:.2f} | {wall / floor:.1f} | "
+        f"{rss:.2f} / {kids:.2f} ({D.nbytes / 2**30:.2f}) | {d['certified']:.3f} | {d['decided']:.3f} | "
+        f"{d['outcomes']} | {d['iterations']} | {d['rounds']} | {d['whole']} | {d['rprec']:.3f} |",
+        flush=True,
+    )
     if args.whole:
         k = min(args.whole, len(golds))
         const.SCREEN_MIN_DOCS = 1 << 62
         ref, w_wall, w_cpu = timed_probe(D, golds[:k], excl[:k])
-        same = sum(a.outcome == b.outcome and a.certified == b.certified
-                   and a.recall_at(len(a.gold_ranks)) == b.recall_at(len(b.gold_ranks)) for a, b in zip(ref, res[:k]))
-        print(f"<!-- {n}x{dim} {kind}: whole-index probe (screening off), first {k} queries: {w_wall:.1f} s ({w_cpu:.0f} CPU s), "
-              f"{w_wall / k:.2f} s/query against screened {wall / len(golds):.3f} s/query; "
-              f"same outcome, certificate and R-precision: {same}/{k} -->", flush=True)
+        same = sum(
+            a.outcome == b.outcome
+            and a.certified == b.certified
+            and a.recall_at(len(a.gold_ranks)) == b.recall_at(len(b.gold_ranks))
+            for a, b in zip(ref, res[:k])
+        )
+        print(
+            f"<!-- {n}x{dim} {kind}: whole-index probe (screening off), first {k} queries: {w_wall:.1f} s ({w_cpu:.0f} CPU s), "
+            f"{w_wall / k:.2f} s/query against screened {wall / len(golds):.3f} s/query; "
+            f"same outcome, certificate and R-precision: {same}/{k} -->",
+            flush=True,
+        )
     if args.dlib:
         dl, dl_r, ours, ours_r = dlib_sample(D, golds, excl, args.dlib)
-        print(f"<!-- {n}x{dim} {kind}: dlib svm_rank_trainer on a 20k sample, {args.dlib} queries: {dl:.2f} s/query (R-prec "
-              f"{dl_r:.3f}); capgap soft-margin on the same: {ours:.3f} s/query (R-prec {ours_r:.3f}) -->", flush=True)
+        print(
+            f"<!-- {n}x{dim} {kind}: dlib svm_rank_trainer on a 20k sample, {args.dlib} queries: {dl:.2f} s/query (R-prec "
+            f"{dl_r:.3f}); capgap soft-margin on the same: {ours:.3f} s/query (R-prec {ours_r:.3f}) -->",
+            flush=True,
+        )
 
 
 def main():
@@ -159,10 +176,16 @@ def main():
         one(args, int(n), int(dim), kind)
         return
     Path(args.dir).mkdir(parents=True, exist_ok=True)
-    print(f"<!-- {platform.node()} {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}, "
-          f"load {os.getloadavg()[0]:.1f} -->", flush=True)
-    print("| index | set | queries | probe s (CPU s) | floor s | ratio | peak RSS GB: process / workers (index) | certified | "
-          "decided | outcomes | iterations med / max | rounds med / max | to whole | R-prec |", flush=True)
+    print(
+        f"<!-- {platform.node()} {platform.machine()}, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"load {os.getloadavg()[0]:.1f} -->",
+        flush=True,
+    )
+    print(
+        "| index | set | queries | probe s (CPU s) | floor s | ratio | peak RSS GB: process / workers (index) | certified | "
+        "decided | outcomes | iterations med / max | rounds med / max | to whole | R-prec |",
+        flush=True,
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for n in map(int, args.docs.split(",")):
         for dim in map(int, args.dims.split(",")):

@@ -32,7 +32,9 @@ def timed(fn, repeat=3):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mirror", default=os.environ.get("CAPGAP_DATA_MIRROR"), required="CAPGAP_DATA_MIRROR" not in os.environ)
+    ap.add_argument(
+        "--mirror", default=os.environ.get("CAPGAP_DATA_MIRROR"), required="CAPGAP_DATA_MIRROR" not in os.environ
+    )
     args = ap.parse_args()
     import faiss
 
@@ -56,23 +58,61 @@ def main():
         t_knn, (_, i_knn) = timed(lambda: faiss.knn(q, d, 100, metric=faiss.METRIC_INNER_PRODUCT))
         task = f"exact top-100, {n_q} queries x {n_docs} docs x {dim}-d"
         same = np.mean([set(a) == set(b) for a, b in zip(i_np, i_flat)])
-        rows.append((task, "numpy blocked matmul+argpartition", t_np, "faiss IndexFlatIP", t_flat, f"same top-100 sets: {same:.3f}"))
+        rows.append(
+            (
+                task,
+                "numpy blocked matmul+argpartition",
+                t_np,
+                "faiss IndexFlatIP",
+                t_flat,
+                f"same top-100 sets: {same:.3f}",
+            )
+        )
         same = np.mean([set(a) == set(b) for a, b in zip(i_knn, i_flat)])
-        rows.append((task, "faiss.knn (capgap before the tie rule)", t_knn, "faiss IndexFlatIP", t_flat, f"same top-100 sets: {same:.3f}"))
+        rows.append(
+            (
+                task,
+                "faiss.knn (capgap before the tie rule)",
+                t_knn,
+                "faiss IndexFlatIP",
+                t_flat,
+                f"same top-100 sets: {same:.3f}",
+            )
+        )
         gold = [rng.choice(n_docs, 2, replace=False) for _ in range(n_q)]
         grades = [np.ones(2) for _ in range(n_q)]
-        t_rank, (_, i_rank, _) = timed(lambda: rank_queries(dense_scores(q, d), n_q, gold, grades, None, 100, n_docs,
-                                                            duplicate_groups(d)))
+        t_rank, (_, i_rank, _) = timed(
+            lambda: rank_queries(dense_scores(q, d), n_q, gold, grades, None, 100, n_docs, duplicate_groups(d))
+        )
         same = np.mean([set(a) == set(b) for a, b in zip(i_rank, i_knn)])
-        rows.append((task, "rank_queries (capgap evaluation: gold ranks + top-100)", t_rank, "faiss.knn", t_knn,
-                     f"same top-100 sets: {same:.3f}"))
+        rows.append(
+            (
+                task,
+                "rank_queries (capgap evaluation: gold ranks + top-100)",
+                t_rank,
+                "faiss.knn",
+                t_knn,
+                f"same top-100 sets: {same:.3f}",
+            )
+        )
     rs = load_beir_dir(os.path.join(args.mirror, "scifact"))
     docs, queries = rs.corpus.passages(), list(rs.queries.texts)
     t_a, a = timed(lambda: BM25(docs, "bm25s", "robertson").search(queries, 100), repeat=1)
     t_b, b = timed(lambda: BM25(docs, "rank-bm25", "robertson").search(queries, 100), repeat=1)
     same = np.mean([set(x[:10]) == set(y[:10]) for x, y in zip(a[0], b[0])])
-    rows.append((f"BM25 index+search, SciFact {len(docs)} docs, {len(queries)} queries", "bm25s", t_a, "rank-bm25", t_b, f"same top-10 sets: {same:.3f}"))
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__}, faiss {faiss.__version__}\n")
+    rows.append(
+        (
+            f"BM25 index+search, SciFact {len(docs)} docs, {len(queries)} queries",
+            "bm25s",
+            t_a,
+            "rank-bm25",
+            t_b,
+            f"same top-10 sets: {same:.3f}",
+        )
+    )
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__}, faiss {faiss.__version__}\n"
+    )
     print("| task | ours | s | reference | s | agreement |")
     print("|---|---|---|---|---|---|")
     for task, a_name, ta, b_name, tb, agree in rows:

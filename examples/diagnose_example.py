@@ -53,7 +53,9 @@ def main(out: Path, n_docs: int = 2000, n_queries: int = 200, dim: int = 32, see
     scores, idx = ivf.search(Q, 10)
     with open(out / "ann.trec", "w") as fh:
         for i in range(n_queries):
-            fh.writelines(f"q{i} Q0 doc{j} {r + 1} {s:.6f} ivf\n" for r, (j, s) in enumerate(zip(idx[i], scores[i])) if j >= 0)
+            fh.writelines(
+                f"q{i} Q0 doc{j} {r + 1} {s:.6f} ivf\n" for r, (j, s) in enumerate(zip(idx[i], scores[i])) if j >= 0
+            )
     print(f"wrote {out}/: docs.npy {D.shape}, queries.npy {Q.shape}, doc_ids.txt, query_ids.txt, qrels.tsv, ann.trec")
 
 

@@ -70,8 +70,10 @@ def main(argv: list[str]) -> int:
     if allow and not missing_cols:
         kept = [key(r) for r in rows_b if key(r) in a]
         if all(k in b and b[k] == v for k, v in a.items()) and kept == [key(r) for r in rows_a]:
-            print(f"recorded rows identical: {len(a)} rows, same values and order; {len(b) - len(a)} rows added"
-                  + (f", columns added: {added_cols}" if added_cols else ""))
+            print(
+                f"recorded rows identical: {len(a)} rows, same values and order; {len(b) - len(a)} rows added"
+                + (f", columns added: {added_cols}" if added_cols else "")
+            )
             return 0
     if missing_cols:
         print("columns only in recorded:", missing_cols)

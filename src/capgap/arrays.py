@@ -53,17 +53,24 @@ def _what_it_is(head: bytes, size: int) -> str:
         text = head.decode("ascii", "replace")
         oid = re.search(r"oid (\S+)", text)
         real = re.search(r"size (\d+)", text)
-        about = ", ".join(x for x in (oid and "oid " + oid.group(1)[:19] + "...",
-                                      real and f"{real.group(1)} bytes kept in LFS") if x)
-        return (f": it is a git-LFS pointer{f' ({about})' if about else ''}, not the array: "
-                "fetch the file with 'git lfs pull'")
+        about = ", ".join(
+            x for x in (oid and "oid " + oid.group(1)[:19] + "...", real and f"{real.group(1)} bytes kept in LFS") if x
+        )
+        return (
+            f": it is a git-LFS pointer{f' ({about})' if about else ''}, not the array: "
+            "fetch the file with 'git lfs pull'"
+        )
     low = head.lstrip().lower()
     if low.startswith((b"<!doctype html", b"<html", b"<?xml", b"<head")):
-        return (f": it is an HTML/XML page (starts with {head[:16]!r}), e.g. a failed download's error page: "
-                "download the file again")
+        return (
+            f": it is an HTML/XML page (starts with {head[:16]!r}), e.g. a failed download's error page: "
+            "download the file again"
+        )
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
-        return (f": it is a Python pickle (starts with {head[:8]!r}), which capgap never loads: "
-                "save the array with numpy.save")
+        return (
+            f": it is a Python pickle (starts with {head[:8]!r}), which capgap never loads: "
+            "save the array with numpy.save"
+        )
     if head.startswith(b"PAR1"):
         return ": it is a Parquet file: name it .parquet"
     if head.startswith(b"ARROW1"):
@@ -71,13 +78,19 @@ def _what_it_is(head: bytes, size: int) -> str:
     text = _as_text(head, size)
     if text is not None:
         kind = "JSON text" if text.lstrip()[:1] in ("{", "[") else "text"
-        return (f": it is {kind} ({size} bytes, starts with {text[:40]!r}), not an array, e.g. a server's error reply "
-                "saved under the array's name: fetch or save the array again")
+        return (
+            f": it is {kind} ({size} bytes, starts with {text[:40]!r}), not an array, e.g. a server's error reply "
+            "saved under the array's name: fetch or save the array again"
+        )
     if size % 2:
-        return (f" (no \\x93NUMPY magic; it starts with {head[:16]!r}): {size} bytes, not a multiple of 2, 4 or 8, so "
-                "not raw float16/float32/float64 values either; save the array with numpy.save")
-    return (f" (no \\x93NUMPY magic; it starts with {head[:16]!r}): {size} bytes of raw data, as arr.tofile() writes, "
-            "with no dtype or shape; save the array with numpy.save")
+        return (
+            f" (no \\x93NUMPY magic; it starts with {head[:16]!r}): {size} bytes, not a multiple of 2, 4 or 8, so "
+            "not raw float16/float32/float64 values either; save the array with numpy.save"
+        )
+    return (
+        f" (no \\x93NUMPY magic; it starts with {head[:16]!r}): {size} bytes of raw data, as arr.tofile() writes, "
+        "with no dtype or shape; save the array with numpy.save"
+    )
 
 
 def _as_text(head: bytes, size: int) -> str | None:
@@ -129,8 +142,9 @@ def _read_header(fh: IO[bytes], path: Path, where: str = "") -> tuple[tuple[int,
         raise DataFormatError(path, None, None, f"{where}not a .npy (no \\x93NUMPY magic)")
     major, minor = pre[-2], pre[-1]
     if major not in (1, 2, 3):
-        raise DataFormatError(path, None, None,
-                              f"{where}.npy format version {major}.{minor} is unknown (1.0, 2.0 or 3.0)")
+        raise DataFormatError(
+            path, None, None, f"{where}.npy format version {major}.{minor} is unknown (1.0, 2.0 or 3.0)"
+        )
     size_fmt = "<H" if major == 1 else "<I"
     raw_len = fh.read(struct.calcsize(size_fmt))
     if len(raw_len) < struct.calcsize(size_fmt):
@@ -141,15 +155,20 @@ def _read_header(fh: IO[bytes], path: Path, where: str = "") -> tuple[tuple[int,
     raw = fh.read(hlen)
     offset = len(pre) + len(raw_len) + hlen
     if len(raw) < hlen:
-        raise DataFormatError(path, None, None,
-                              f"{where}truncated .npy header: it declares {hlen} bytes, {len(raw)} are there")
+        raise DataFormatError(
+            path, None, None, f"{where}truncated .npy header: it declares {hlen} bytes, {len(raw)} are there"
+        )
     try:
         d = ast.literal_eval(raw.decode("utf-8" if major == 3 else "latin1"))
     except (SyntaxError, ValueError, UnicodeDecodeError, MemoryError, RecursionError):
         raise DataFormatError(path, None, None, f"{where}malformed .npy header: {raw[:60]!r}") from None
     if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
-        raise DataFormatError(path, None, None, f"{where}malformed .npy header: expected the keys descr, fortran_order "
-                                                f"and shape, got {raw[:60]!r}")
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"{where}malformed .npy header: expected the keys descr, fortran_order and shape, got {raw[:60]!r}",
+        )
     shape = d["shape"]
     if not (isinstance(shape, tuple) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
         raise DataFormatError(path, None, None, f"{where}malformed .npy header: shape {shape!r}")
@@ -162,30 +181,52 @@ def _read_header(fh: IO[bytes], path: Path, where: str = "") -> tuple[tuple[int,
     return shape, d["fortran_order"], dtype, offset
 
 
-def _check_data(path: Path, where: str, shape: tuple, dtype: np.dtype, offset: int, data_bytes: int,
-                after: bytes = b"") -> None:
+def _check_data(
+    path: Path, where: str, shape: tuple, dtype: np.dtype, offset: int, data_bytes: int, after: bytes = b""
+) -> None:
     """Refuse an object dtype (pickled Python objects), or fewer or more data bytes than the
     header declares; ``after``: the first bytes after the declared data, to tell a second
     ``.npy`` header there."""
     if dtype.hasobject:
-        held = ("a pickled Python object (dtype object, shape ()), e.g. a dict or list saved whole "
-                "(np.savez(path, d) instead of np.savez(path, **d))" if shape == () else
-                f"pickled Python objects (dtype object, shape {shape}), e.g. a list of vectors saved without stacking")
-        raise DataFormatError(path, None, None, f"{where}holds {held}, not a (n, dim) float16/float32/float64 array; "
-                                                "capgap never loads pickled data: stack the vectors (numpy.vstack) and "
-                                                "save the array itself")
+        held = (
+            "a pickled Python object (dtype object, shape ()), e.g. a dict or list saved whole "
+            "(np.savez(path, d) instead of np.savez(path, **d))"
+            if shape == ()
+            else f"pickled Python objects (dtype object, shape {shape}), e.g. a list of vectors saved without stacking"
+        )
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"{where}holds {held}, not a (n, dim) float16/float32/float64 array; "
+            "capgap never loads pickled data: stack the vectors (numpy.vstack) and "
+            "save the array itself",
+        )
     need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if data_bytes < need:
-        raise DataFormatError(path, None, None, f"{where}truncated: the header declares shape {shape} {dtype.name} "
-                                                f"({need} bytes of data), the file holds {data_bytes} bytes after its "
-                                                f"{offset}-byte header")
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"{where}truncated: the header declares shape {shape} {dtype.name} "
+            f"({need} bytes of data), the file holds {data_bytes} bytes after its "
+            f"{offset}-byte header",
+        )
     if data_bytes > need:
-        joined = ("; a second .npy header (\\x93NUMPY) follows the data: two .npy files joined into one (e.g. with "
-                  "cat)? save the rows as one array (numpy.concatenate, numpy.save)" if after.startswith(MAGIC) else
-                  ": save the array again with numpy.save")
-        raise DataFormatError(path, None, None, f"{where}{data_bytes - need} bytes after the data: the header declares "
-                                                f"shape {shape} {dtype.name} ({need} bytes of data), the file holds "
-                                                f"{data_bytes} bytes after its {offset}-byte header{joined}")
+        joined = (
+            "; a second .npy header (\\x93NUMPY) follows the data: two .npy files joined into one (e.g. with "
+            "cat)? save the rows as one array (numpy.concatenate, numpy.save)"
+            if after.startswith(MAGIC)
+            else ": save the array again with numpy.save"
+        )
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"{where}{data_bytes - need} bytes after the data: the header declares "
+            f"shape {shape} {dtype.name} ({need} bytes of data), the file holds "
+            f"{data_bytes} bytes after its {offset}-byte header{joined}",
+        )
 
 
 def _native(a: np.ndarray) -> np.ndarray:
@@ -245,8 +286,9 @@ def _open_zip(path: Path) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise DataFormatError(path, None, None,
-                              f"not a readable .npz: the zip archive is damaged or truncated ({e})") from None
+        raise DataFormatError(
+            path, None, None, f"not a readable .npz: the zip archive is damaged or truncated ({e})"
+        ) from None
 
 
 def npz_names(path: str | Path) -> list[str]:
@@ -301,7 +343,11 @@ def read_npz(path: str | Path, names: Sequence[str] | None = None) -> dict[str, 
                 if isinstance(e, DataFormatError):
                     raise
                 why = f": {e}" if isinstance(e, zipfile.BadZipFile) else ""  # zipfile's reason; never numpy's text
-                raise DataFormatError(path, None, None, f"{where}cannot be read: the zip archive is damaged or "
-                                                        f"truncated ({type(e).__name__}{why})") from None
+                raise DataFormatError(
+                    path,
+                    None,
+                    None,
+                    f"{where}cannot be read: the zip archive is damaged or truncated ({type(e).__name__}{why})",
+                ) from None
             out[name] = _native(a)
     return out

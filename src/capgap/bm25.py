@@ -76,8 +76,14 @@ def tokenize(texts: list[str], stopwords: str | None = _D["stopwords"]) -> list[
     return bm25s.tokenize(texts, lower=True, stopwords=stopwords or [], return_ids=False, show_progress=False)
 
 
-def variant_name(backend: str = _D["backend"], method: str = _D["method"], k1: float = _D["k1"], b: float = _D["b"],
-                 epsilon: float = _D["epsilon"], stopwords: str | None = _D["stopwords"]) -> str:
+def variant_name(
+    backend: str = _D["backend"],
+    method: str = _D["method"],
+    k1: float = _D["k1"],
+    b: float = _D["b"],
+    epsilon: float = _D["epsilon"],
+    stopwords: str | None = _D["stopwords"],
+) -> str:
     """A one-line name of the BM25 function a config selects.
 
     E.g. ``"bm25s robertson (idf = ... clipped at 0), k1=1.5, b=0.75, stopwords=en"``; the
@@ -89,11 +95,14 @@ def variant_name(backend: str = _D["backend"], method: str = _D["method"], k1: f
         An unknown backend/method pair.
     """
     if (backend, method) not in IDF_RULES:
-        raise ValueError(f"bm25: backend {backend!r} has no method {method!r}; choose one of "
-                         f"{sorted(m for bk, m in IDF_RULES if bk == backend) or BACKENDS}")
+        raise ValueError(
+            f"bm25: backend {backend!r} has no method {method!r}; choose one of "
+            f"{sorted(m for bk, m in IDF_RULES if bk == backend) or BACKENDS}"
+        )
     eps = f", epsilon={epsilon:g}" if (backend, method) == ("rank-bm25", "robertson") else ""
-    return (f"{backend} {method} ({IDF_RULES[backend, method]}), k1={k1:g}, b={b:g}{eps}, "
-            f"stopwords={stopwords or 'none'}")
+    return (
+        f"{backend} {method} ({IDF_RULES[backend, method]}), k1={k1:g}, b={b:g}{eps}, stopwords={stopwords or 'none'}"
+    )
 
 
 class BM25:
@@ -107,9 +116,16 @@ class BM25:
     backend or a method the backend lacks.
     """
 
-    def __init__(self, doc_texts: list[str], backend: str = _D["backend"], method: str = _D["method"],
-                 k1: float = _D["k1"],
-                 b: float = _D["b"], epsilon: float = _D["epsilon"], stopwords: str | None = _D["stopwords"]):
+    def __init__(
+        self,
+        doc_texts: list[str],
+        backend: str = _D["backend"],
+        method: str = _D["method"],
+        k1: float = _D["k1"],
+        b: float = _D["b"],
+        epsilon: float = _D["epsilon"],
+        stopwords: str | None = _D["stopwords"],
+    ):
         if backend not in BACKENDS:
             raise ValueError(f"bm25 backend must be one of {BACKENDS}, got {backend!r}")
         self.variant = variant_name(backend, method, k1, b, epsilon, stopwords)
@@ -124,14 +140,20 @@ class BM25:
                 cols.append(self._vocab.setdefault(t, len(self._vocab)))
         from scipy.sparse import csr_matrix
 
-        self._terms = csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)),
-                                 shape=(self.n_docs, max(1, len(self._vocab))))
+        self._terms = csr_matrix(
+            (np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=(self.n_docs, max(1, len(self._vocab)))
+        )
         df = np.asarray(self._terms.sum(axis=0)).ravel()
         common = int((df > self.n_docs / 2).sum())
         if common and method == "robertson":
-            log.warning("bm25 %s: %d terms occur in more than half the documents (negative Robertson idf); "
-                        "bm25s clips their idf at 0, rank-bm25 replaces it by epsilon x mean idf (epsilon=%g): the two "
-                        "backends rank differently unless epsilon = 0", backend, common, epsilon)
+            log.warning(
+                "bm25 %s: %d terms occur in more than half the documents (negative Robertson idf); "
+                "bm25s clips their idf at 0, rank-bm25 replaces it by epsilon x mean idf (epsilon=%g): the two "
+                "backends rank differently unless epsilon = 0",
+                backend,
+                common,
+                epsilon,
+            )
         if backend == "bm25s":
             import bm25s
 
@@ -219,8 +241,18 @@ def evaluate(rs, cfg: Mapping, ks: Sequence[int], ndcg_k: int) -> tuple[list[dic
     bm = BM25(rs.corpus.passages(), **dict(cfg))
     log.info("bm25: %s", bm.variant)
     texts = list(rs.queries.texts)
-    return evaluate_scores(rs, lambda a, b: bm.scores_and_matches(texts[a:b]), rs.corpus.ids,
-                           document_groups(rs.corpus), ks, ndcg_k, "", "bm25", "bm25", block=256)
+    return evaluate_scores(
+        rs,
+        lambda a, b: bm.scores_and_matches(texts[a:b]),
+        rs.corpus.ids,
+        document_groups(rs.corpus),
+        ks,
+        ndcg_k,
+        "",
+        "bm25",
+        "bm25",
+        block=256,
+    )
 
 
 def bm25_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:

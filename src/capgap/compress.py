@@ -135,11 +135,14 @@ def parse_variant(variant: str, dim: int | None = None, n_docs: int | None = Non
             if d < 1:
                 raise ValueError(f"compression variant {variant!r}: the output dimension must be >= 1")
             if dim is not None and d > dim:
-                raise ValueError(f"compression variant {variant!r}: output dimension {d} exceeds the index's dimension "
-                                 f"{dim}")
+                raise ValueError(
+                    f"compression variant {variant!r}: output dimension {d} exceeds the index's dimension {dim}"
+                )
             if family == "pca" and n_docs is not None and n_docs < d + 1:
-                raise ValueError(f"compression variant {variant!r}: PCA to {d} dimensions needs at least {d + 1} "
-                                 f"documents (the centred corpus has rank <= n_docs - 1), got {n_docs}")
+                raise ValueError(
+                    f"compression variant {variant!r}: PCA to {d} dimensions needs at least {d + 1} "
+                    f"documents (the centred corpus has rank <= n_docs - 1), got {n_docs}"
+                )
             return VariantSpec(variant, family, d=d)
     mt = _RE["pq"].fullmatch(variant)
     if mt:
@@ -152,8 +155,10 @@ def parse_variant(variant: str, dim: int | None = None, n_docs: int | None = Non
         if dim is not None and dim % m:
             raise ValueError(f"compression variant {variant!r}: m = {m} does not divide the index's dimension {dim}")
         if n_docs is not None and n_docs < 2**nbits:
-            raise ValueError(f"compression variant {variant!r}: PQ training needs at least 2^{nbits} = {2**nbits} "
-                             f"documents (one per centroid of each sub-quantizer's k-means), got {n_docs}")
+            raise ValueError(
+                f"compression variant {variant!r}: PQ training needs at least 2^{nbits} = {2**nbits} "
+                f"documents (one per centroid of each sub-quantizer's k-means), got {n_docs}"
+            )
         return VariantSpec(variant, "pq", m=m, nbits=nbits)
     raise ValueError(f"unknown compression variant {variant!r}; valid forms: {_forms()}")
 
@@ -296,9 +301,11 @@ def _normalize_rows(X: np.ndarray, what: str = "rows") -> None:
     naming ``what`` and the rows (0-based), never a silent zero row scored 0."""
     zero = zero_norm_rows(X, _BLOCK)
     if len(zero):
-        raise ValueError(f"{what}: {describe_rows(zero)} {'has' if len(zero) == 1 else 'have'} norm 0 (<= "
-                         f"{ZERO_NORM:g}) after truncation, so re-normalising cannot give a cosine: the variant is "
-                         "undefined for them")
+        raise ValueError(
+            f"{what}: {describe_rows(zero)} {'has' if len(zero) == 1 else 'have'} norm 0 (<= "
+            f"{ZERO_NORM:g}) after truncation, so re-normalising cannot give a cosine: the variant is "
+            "undefined for them"
+        )
     for b0 in range(0, len(X), _BLOCK):
         blk = X[b0 : b0 + _BLOCK]
         n = np.sqrt(np.einsum("ij,ij->i", blk, blk, dtype=np.float64))
@@ -404,8 +411,10 @@ def compress(D: np.ndarray, variant: str, seed: int = _SEED, threads: int | None
             pca.train(X)
             A = faiss.vector_to_array(pca.A).reshape(spec.d, dim)
             if not np.allclose(A @ A.T, np.eye(spec.d), atol=1e-3):
-                raise ValueError(f"compression variant {variant!r}: the centred corpus spans fewer than {spec.d} "
-                                 "dimensions (faiss's PCA axes are not orthonormal)")
+                raise ValueError(
+                    f"compression variant {variant!r}: the centred corpus spans fewer than {spec.d} "
+                    "dimensions (faiss's PCA axes are not orthonormal)"
+                )
             P = np.ascontiguousarray(A.T, dtype=np.float32)
             docs = np.ascontiguousarray(X @ P, dtype=np.float32)
             return Compressed(variant, "pca", 4.0 * spec.d, docs, None, dim, projection=P)
@@ -421,8 +430,13 @@ def compress(D: np.ndarray, variant: str, seed: int = _SEED, threads: int | None
             # centroid (the threshold only gates that message); warn once through logging instead.
             index.pq.cp.min_points_per_centroid = 1
             if n < PQ_MIN_POINTS_PER_CENTROID * 2**spec.nbits:
-                log.warning("%s: %d training points for %d centroids per sub-quantizer (faiss recommends >= %d)",
-                            variant, n, 2**spec.nbits, PQ_MIN_POINTS_PER_CENTROID * 2**spec.nbits)
+                log.warning(
+                    "%s: %d training points for %d centroids per sub-quantizer (faiss recommends >= %d)",
+                    variant,
+                    n,
+                    2**spec.nbits,
+                    PQ_MIN_POINTS_PER_CENTROID * 2**spec.nbits,
+                )
             cs = index.sa_code_size()
             _code_size_check(variant, cs, math.ceil(spec.m * spec.nbits / 8))
         index.train(X)
@@ -432,8 +446,18 @@ def compress(D: np.ndarray, variant: str, seed: int = _SEED, threads: int | None
         return Compressed(variant, spec.family, float(cs), np.ascontiguousarray(docs, dtype=np.float32), codes, dim)
 
 
-def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | None, probe_cfg, encoder_name: str,
-                      ks: Sequence[int], ndcg_k: int, seed: int = _SEED, threads: int | None = 1) -> list[dict]:
+def evaluate_variants(
+    rs,
+    index,
+    queries: np.ndarray,
+    variants: Sequence[str] | None,
+    probe_cfg,
+    encoder_name: str,
+    ks: Sequence[int],
+    ndcg_k: int,
+    seed: int = _SEED,
+    threads: int | None = 1,
+) -> list[dict]:
     """Capacity and pre-trained recall on every compressed variant of a frozen index: the
     results.csv rows of rule ``compress``.
 
@@ -471,8 +495,12 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
         variants = default_variants(dim, n)
         unfit = [v for v in default_variants(dim) if v not in variants]
         if unfit:
-            log.warning("compress: %d documents are too few to fit %s (PCA to d' needs d' + 1 documents, 8-bit PQ "
-                        "256): left out of the default variants", n, ", ".join(unfit))
+            log.warning(
+                "compress: %d documents are too few to fit %s (PCA to d' needs d' + 1 documents, 8-bit PQ "
+                "256): left out of the default variants",
+                n,
+                ", ".join(unfit),
+            )
     names = list(dict.fromkeys(["float32", *variants]))  # each variant once, in order
     for v in names:
         parse_variant(v, dim, n)  # every variant checked before any work
@@ -484,13 +512,24 @@ def evaluate_variants(rs, index, queries: np.ndarray, variants: Sequence[str] | 
         docs = SimpleNamespace(embeddings=c.documents, doc_ids=index.doc_ids)
         probe_rows, _, _ = probe_evaluate(rs, docs, probe_cfg, encoder_name, ks, ndcg_k, threads)
         t_p = time.perf_counter() - t - t_c
-        enc_rows, _ = evaluate_queries(rs, c.queries(queries), c.documents, index.doc_ids, ks, ndcg_k, encoder_name,
-                                       "pretrained", threads)
+        enc_rows, _ = evaluate_queries(
+            rs, c.queries(queries), c.documents, index.doc_ids, ks, ndcg_k, encoder_name, "pretrained", threads
+        )
         log.info("compress %s: %s bytes/doc, compressed in %.1f s, probe %.1f s", v, c.bytes_per_doc, t_c, t_p)
         for method, rs_rows in (("probe", probe_rows), ("pretrained", enc_rows)):
             rows += [{**r, "compression": v} for r in rs_rows]
-            rows.append({"dataset": rs.name, "encoder": encoder_name, "method": method, "split": "all",
-                         "metric": "bytes_per_doc", "k": "", "value": float(c.bytes_per_doc), "compression": v})
+            rows.append(
+                {
+                    "dataset": rs.name,
+                    "encoder": encoder_name,
+                    "method": method,
+                    "split": "all",
+                    "metric": "bytes_per_doc",
+                    "k": "",
+                    "value": float(c.bytes_per_doc),
+                    "compression": v,
+                }
+            )
     return rows
 
 
@@ -509,7 +548,17 @@ def compress_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
 
     rs, idx, q = load_with_queries(inputs)
     cfg = params.compress
-    rows = evaluate_variants(rs, idx, q, cfg["variants"], ProbeConfig.from_config(params.probe), params.encoder_name, params.ks,
-                             params.ndcg_k, seed=cfg["seed"], threads=threads)
+    rows = evaluate_variants(
+        rs,
+        idx,
+        q,
+        cfg["variants"],
+        ProbeConfig.from_config(params.probe),
+        params.encoder_name,
+        params.ks,
+        params.ndcg_k,
+        seed=cfg["seed"],
+        threads=threads,
+    )
     write_rows(outputs.metrics, rows)
     return rows

@@ -67,28 +67,52 @@ def _section(cfg: Mapping, name: str) -> Mapping:
 
 NAME_REFERENCES: tuple[tuple[str, str, Callable, Callable], ...] = (
     # (kind of name, config key in messages, names used, names that exist)
-    ("encoder", "datasets.<name>.encoders",
-     lambda c: ((f"datasets.{d}.encoders", e) for d, s in (c.get("datasets") or {}).items()
-                for e in _items((s or {}).get("encoders"))),
-     _encoders),
-    ("encoder", "finetune.steps_by_encoder",
-     lambda c: (("finetune.steps_by_encoder", e) for e in _keys(_section(c, "finetune").get("steps_by_encoder"))),
-     _encoders),
-    ("dataset", "colbert.steps_by_dataset",
-     lambda c: (("colbert.steps_by_dataset", d) for d in _keys(_section(c, "colbert").get("steps_by_dataset"))),
-     _datasets),
-    ("dataset", "colbert.datasets",
-     lambda c: (("colbert.datasets", d) for d in _items(_section(c, "colbert").get("datasets"))),
-     _datasets),
-    ("dataset", "compress.datasets",
-     lambda c: (("compress.datasets", d) for d in _items(_section(c, "compress").get("datasets"))),
-     _datasets),
-    ("dataset", "twin_negatives.datasets",
-     lambda c: (("twin_negatives.datasets", d) for d in _items(_section(c, "twin_negatives").get("datasets"))),
-     _datasets),
-    ("dataset", "twin_negatives.transfer",
-     lambda c: (("twin_negatives.transfer", d) for d in _items(_section(c, "twin_negatives").get("transfer"))),
-     _datasets),
+    (
+        "encoder",
+        "datasets.<name>.encoders",
+        lambda c: (
+            (f"datasets.{d}.encoders", e)
+            for d, s in (c.get("datasets") or {}).items()
+            for e in _items((s or {}).get("encoders"))
+        ),
+        _encoders,
+    ),
+    (
+        "encoder",
+        "finetune.steps_by_encoder",
+        lambda c: (("finetune.steps_by_encoder", e) for e in _keys(_section(c, "finetune").get("steps_by_encoder"))),
+        _encoders,
+    ),
+    (
+        "dataset",
+        "colbert.steps_by_dataset",
+        lambda c: (("colbert.steps_by_dataset", d) for d in _keys(_section(c, "colbert").get("steps_by_dataset"))),
+        _datasets,
+    ),
+    (
+        "dataset",
+        "colbert.datasets",
+        lambda c: (("colbert.datasets", d) for d in _items(_section(c, "colbert").get("datasets"))),
+        _datasets,
+    ),
+    (
+        "dataset",
+        "compress.datasets",
+        lambda c: (("compress.datasets", d) for d in _items(_section(c, "compress").get("datasets"))),
+        _datasets,
+    ),
+    (
+        "dataset",
+        "twin_negatives.datasets",
+        lambda c: (("twin_negatives.datasets", d) for d in _items(_section(c, "twin_negatives").get("datasets"))),
+        _datasets,
+    ),
+    (
+        "dataset",
+        "twin_negatives.transfer",
+        lambda c: (("twin_negatives.transfer", d) for d in _items(_section(c, "twin_negatives").get("transfer"))),
+        _datasets,
+    ),
 )
 """Every config value that names an encoder or a dataset: (kind, key, names used, names that
 exist). A name used that does not exist is a ``ConfigError`` naming the key, the name and the
@@ -122,21 +146,29 @@ def name_problem(kind: str, name: str) -> str | None:
         return f"{kind} name {name!r} starts or ends with whitespace"
     bad = sorted({c for c in name if c in _NAME_FORBIDDEN})
     if bad:
-        return (f"{kind} name {name!r} holds {', '.join(repr(c) for c in bad)}: a name is a folder under results/ and "
-                "a Snakemake wildcard value (no path separators, braces or control characters)")
+        return (
+            f"{kind} name {name!r} holds {', '.join(repr(c) for c in bad)}: a name is a folder under results/ and "
+            "a Snakemake wildcard value (no path separators, braces or control characters)"
+        )
     return None
 
 
 def _other_problems(cfg: Mapping) -> list[str]:
-    out = [p for kind, names in (("dataset", _datasets(cfg)), ("encoder", _encoders(cfg)))
-           for p in (name_problem(kind, str(n)) for n in names) if p]
+    out = [
+        p
+        for kind, names in (("dataset", _datasets(cfg)), ("encoder", _encoders(cfg)))
+        for p in (name_problem(kind, str(n)) for n in names)
+        if p
+    ]
     for d in _datasets(cfg):
         if d in RESERVED_DATASET_NAMES:
             out.append(f"dataset name {d!r} is reserved (results/{d}/ holds the parity task)")
     for e in _encoders(cfg):
         if e in RESERVED_ENCODER_NAMES:
-            out.append(f"encoder name {e!r} is reserved (used as a results/ folder name); reserved: "
-                       f"{list(RESERVED_ENCODER_NAMES)}")
+            out.append(
+                f"encoder name {e!r} is reserved (used as a results/ folder name); reserved: "
+                f"{list(RESERVED_ENCODER_NAMES)}"
+            )
     variants = _section(cfg, "compress").get("variants") or []
     if variants:
         for v in variants:
@@ -148,8 +180,10 @@ def _other_problems(cfg: Mapping) -> list[str]:
     for d in _items(_section(cfg, "twin_negatives").get("datasets")):
         spec = specs.get(d)
         if spec is not None and spec.get("source") != "near-miss" and "near_miss" not in spec:
-            out.append(f"twin_negatives.datasets names {d!r}, which has no near-miss twins (give it source: "
-                       "near-miss or a near_miss key)")
+            out.append(
+                f"twin_negatives.datasets names {d!r}, which has no near-miss twins (give it source: "
+                "near-miss or a near_miss key)"
+            )
     hd = _section(cfg, "hardness")
     sweep = hd.get("m_sweep") or {}
     if hd.get("enabled") and "P" in sweep and sweep["P"] not in (hd.get("P") or []):
@@ -191,9 +225,11 @@ def _max_length_unchecked(cfg: Mapping) -> list[str]:
         except (TypeError, ValueError):
             continue  # reported as a problem by _max_length_problems
         if spec.max_length and read_model_config(spec) is None:
-            out.append(f"encoders.{name}.max_length {spec.max_length} is not checked against {spec.model}'s positions "
-                       "now: its config.json is not found offline (local path, bundled package or HF cache); it is "
-                       "checked when the model loads")
+            out.append(
+                f"encoders.{name}.max_length {spec.max_length} is not checked against {spec.model}'s positions "
+                "now: its config.json is not found offline (local path, bundled package or HF cache); it is "
+                "checked when the model loads"
+            )
     return out
 
 
@@ -217,8 +253,10 @@ def check_config(cfg: Mapping, models: bool = True) -> list[str]:
     if models:
         warnings += _max_length_unchecked(cfg)
     if _section(cfg, "twin_negatives").get("enabled") and not _section(cfg, "finetune").get("enabled"):
-        warnings.append("twin_negatives is enabled but finetune is not; twin_negatives compares against the "
-                        "finetune rule's adapter, so it does not run")
+        warnings.append(
+            "twin_negatives is enabled but finetune is not; twin_negatives compares against the "
+            "finetune rule's adapter, so it does not run"
+        )
     return warnings
 
 

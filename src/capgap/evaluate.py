@@ -70,8 +70,10 @@ class Judged:
         unfindable gold. What every metric is computed from."""
         if not self.unfindable:
             return list(ranks), list(self.grades)
-        r = [np.concatenate([np.asarray(x, dtype=np.float64), np.full(len(u), np.inf)])
-             for x, u in zip(ranks, self.unfindable)]
+        r = [
+            np.concatenate([np.asarray(x, dtype=np.float64), np.full(len(u), np.inf)])
+            for x, u in zip(ranks, self.unfindable)
+        ]
         g = [np.concatenate([np.asarray(x, dtype=np.float64), u]) for x, u in zip(self.grades, self.unfindable)]
         return r, g
 
@@ -155,12 +157,14 @@ def rows_from_ranks(
         g = [grades[at[q]] for q in qids]
         for k in ks:
             rows.append({**base, "metric": "recall", "k": int(k), "value": float(recall_from_ranks(r, int(k)).mean())})
-        rows.append({**base, "metric": "ndcg", "k": int(ndcg_k),
-                     "value": float(ndcg_from_ranks(r, g, int(ndcg_k)).mean())})
+        rows.append(
+            {**base, "metric": "ndcg", "k": int(ndcg_k), "value": float(ndcg_from_ranks(r, g, int(ndcg_k)).mean())}
+        )
         rows.append({**base, "metric": "rprec", "k": "", "value": float(rprec_from_ranks(r).mean())})
         for k in ks:
-            rows.append({**base, "metric": "recall_cap", "k": int(k),
-                         "value": float(recall_cap_from_ranks(r, int(k)).mean())})
+            rows.append(
+                {**base, "metric": "recall_cap", "k": int(k), "value": float(recall_cap_from_ranks(r, int(k)).mean())}
+            )
     return rows
 
 
@@ -171,7 +175,6 @@ def write_rows(path: str | Path, rows: list[dict]) -> None:
         w.writeheader()
         for r in rows:
             w.writerow({c: r.get(c, "") for c in COLUMNS})
-
 
 
 def write_outputs(outputs, rows: list[dict], run=None) -> list[dict]:
@@ -201,8 +204,17 @@ def write_curve(path: str | Path, curve: list[dict]) -> None:
         w.writerows(curve)
 
 
-def evaluate_encoder(rs: RetrievalSet, encoder, index, ks: Sequence[int], ndcg_k: int, encoder_name: str, method: str,
-                     threads: int | None = 1, queries: np.ndarray | None = None) -> tuple[list[dict], Run]:
+def evaluate_encoder(
+    rs: RetrievalSet,
+    encoder,
+    index,
+    ks: Sequence[int],
+    ndcg_k: int,
+    encoder_name: str,
+    method: str,
+    threads: int | None = 1,
+    queries: np.ndarray | None = None,
+) -> tuple[list[dict], Run]:
     """A single-vector query encoder on its frozen index: encode every query, then
     ``evaluate_queries`` on ``index.embeddings``.
 
@@ -216,14 +228,23 @@ def evaluate_encoder(rs: RetrievalSet, encoder, index, ks: Sequence[int], ndcg_k
     if q is None:
         q = encoder.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
     elif q.shape != (len(rs.queries.ids), index.embeddings.shape[1]):
-        raise ValueError(f"evaluate_encoder: queries {q.shape}, expected "
-                         f"{(len(rs.queries.ids), index.embeddings.shape[1])}")
+        raise ValueError(
+            f"evaluate_encoder: queries {q.shape}, expected {(len(rs.queries.ids), index.embeddings.shape[1])}"
+        )
     return evaluate_queries(rs, q, index.embeddings, index.doc_ids, ks, ndcg_k, encoder_name, method, threads)
 
 
-def evaluate_queries(rs: RetrievalSet, queries: np.ndarray, documents: np.ndarray, doc_ids: Sequence[str],
-                     ks: Sequence[int],
-                     ndcg_k: int, encoder_name: str, method: str, threads: int | None = 1) -> tuple[list[dict], Run]:
+def evaluate_queries(
+    rs: RetrievalSet,
+    queries: np.ndarray,
+    documents: np.ndarray,
+    doc_ids: Sequence[str],
+    ks: Sequence[int],
+    ndcg_k: int,
+    encoder_name: str,
+    method: str,
+    threads: int | None = 1,
+) -> tuple[list[dict], Run]:
     """Query vectors against a document matrix by inner product: rank the whole matrix exactly
     (``capgap.retrieval.rank_queries`` with ``dense_scores``: the evaluation tie rule, identical
     texts and bit-identical rows tied) and evaluate every split.
@@ -233,15 +254,31 @@ def evaluate_queries(rs: RetrievalSet, queries: np.ndarray, documents: np.ndarra
     Returns the result rows (``rows_from_ranks``, method ``method``) and the run of depth
     ``eval_depth(ks, ndcg_k)``, tagged ``{encoder_name}-{method}``.
     """
-    return evaluate_scores(rs, dense_scores(queries, documents, threads), doc_ids,
-                           document_groups(rs.corpus, documents), ks,
-                           ndcg_k, encoder_name, method, f"{encoder_name}-{method}")
+    return evaluate_scores(
+        rs,
+        dense_scores(queries, documents, threads),
+        doc_ids,
+        document_groups(rs.corpus, documents),
+        ks,
+        ndcg_k,
+        encoder_name,
+        method,
+        f"{encoder_name}-{method}",
+    )
 
 
-def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], groups: Sequence[np.ndarray],
-                    ks: Sequence[int],
-                    ndcg_k: int, encoder: str, method: str, tag: str,
-                    block: int | None = None) -> tuple[list[dict], Run]:
+def evaluate_scores(
+    rs: RetrievalSet,
+    score_block,
+    doc_ids: Sequence[str],
+    groups: Sequence[np.ndarray],
+    ks: Sequence[int],
+    ndcg_k: int,
+    encoder: str,
+    method: str,
+    tag: str,
+    block: int | None = None,
+) -> tuple[list[dict], Run]:
     """Any method's scores, ranked and evaluated the one way (``capgap.retrieval``'s tie rule):
     ``rank_queries(score_block, ...)`` over every query of ``rs`` against ``doc_ids`` (``groups``:
     documents that must tie, ``retrieval.document_groups``; ``block``: queries per score block),
@@ -258,8 +295,18 @@ def evaluate_scores(rs: RetrievalSet, score_block, doc_ids: Sequence[str], group
     j = Judged.of(rs, qids, doc_ids)
     pairs = TwinPairs.of(rs, qids, doc_ids) if rs.twins else None
     seen = None if pairs is None else PairScores(pairs.query, pairs.gold, pairs.twin)
-    ranks, top, top_s = rank_queries(score_block, len(qids), j.gold, j.grades, j.excluded, eval_depth(ks, ndcg_k),
-                                     len(doc_ids), groups, block=block, observe=None if seen is None else seen.observe)
+    ranks, top, top_s = rank_queries(
+        score_block,
+        len(qids),
+        j.gold,
+        j.grades,
+        j.excluded,
+        eval_depth(ks, ndcg_k),
+        len(doc_ids),
+        groups,
+        block=block,
+        observe=None if seen is None else seen.observe,
+    )
     rows = rows_from_ranks(rs, j, ranks, ks, ndcg_k, encoder=encoder, method=method)
     if pairs is not None:
         base = {"dataset": rs.name, "encoder": encoder, "method": method}
@@ -307,8 +354,14 @@ def split_members(rs: RetrievalSet) -> dict[str, list[str]]:
     return {"train": list(rs.split.train), "heldout": list(rs.split.heldout), "all": list(rs.queries.ids)}
 
 
-def twin_rows(pairs: TwinPairs, gold_scores: np.ndarray, twin_scores: np.ndarray, query_ids: Sequence[str],
-              split_ids: Mapping[str, Sequence[str]], base: Mapping) -> list[dict]:
+def twin_rows(
+    pairs: TwinPairs,
+    gold_scores: np.ndarray,
+    twin_scores: np.ndarray,
+    query_ids: Sequence[str],
+    split_ids: Mapping[str, Sequence[str]],
+    base: Mapping,
+) -> list[dict]:
     """Result rows (``k`` empty) per split of ``split_ids`` (name -> query ids) and twin type
     present: ``twin_pairs``, ``twin_win``, ``twin_tie``, ``twin_gap``, ``twin_gap_p25``,
     ``twin_gap_p75`` with the type after a colon (``capgap.nearmiss``'s docstring). ``gold_scores`` /
@@ -336,6 +389,7 @@ def twin_rows(pairs: TwinPairs, gold_scores: np.ndarray, twin_scores: np.ndarray
             out.append({**b, "metric": f"twin_win:{kind}", "value": float(np.mean(g > t))})
             out.append({**b, "metric": f"twin_tie:{kind}", "value": float(np.mean(g == t))})
             for name, qn in (("twin_gap", 50), ("twin_gap_p25", 25), ("twin_gap_p75", 75)):
-                out.append({**b, "metric": f"{name}:{kind}",
-                            "value": float(np.percentile(finite, qn)) if len(finite) else ""})
+                out.append(
+                    {**b, "metric": f"{name}:{kind}", "value": float(np.percentile(finite, qn)) if len(finite) else ""}
+                )
     return out

@@ -18,8 +18,14 @@ from .data import TWIN_TYPES
 from .io import atomic_open
 
 HARDNESS_PREFIX = "parity-P"
-METHOD_NAMES = {"probe": "capacity (probe)", "pretrained": "pre-trained", "finetuned": "fine-tuned",
-                "bm25": "BM25", "colbert": "ColBERT", "finetuned-no-twins": "fine-tuned without twins"}
+METHOD_NAMES = {
+    "probe": "capacity (probe)",
+    "pretrained": "pre-trained",
+    "finetuned": "fine-tuned",
+    "bm25": "BM25",
+    "colbert": "ColBERT",
+    "finetuned-no-twins": "fine-tuned without twins",
+}
 
 
 def _mpl():
@@ -54,9 +60,21 @@ def plot_recall_curves(df: pd.DataFrame, path: str | Path) -> bool:
         return False
     d["method"] = [_label(m, e) for m, e in zip(d["method"], d["encoder"])]
     d["k"] = d["k"].astype(int)
-    g = sns.relplot(data=d, x="k", y="value", hue="method", style="method", col="dataset", kind="line", markers=True,
-                    dashes=True, alpha=0.8, col_wrap=min(3, d["dataset"].nunique()), height=3.2,
-                    facet_kws={"sharex": False})
+    g = sns.relplot(
+        data=d,
+        x="k",
+        y="value",
+        hue="method",
+        style="method",
+        col="dataset",
+        kind="line",
+        markers=True,
+        dashes=True,
+        alpha=0.8,
+        col_wrap=min(3, d["dataset"].nunique()),
+        height=3.2,
+        facet_kws={"sharex": False},
+    )
     g.set(xscale="log", ylim=(0, 1.02), ylabel="held-out recall@k")
     _save(g.figure, path)
     return True
@@ -69,19 +87,32 @@ def plot_gap(summary_rows: pd.DataFrame, path: str | Path) -> bool:
 
     ``summary_rows``: capgap.report.summary_table's frame at the stated k only."""
     plt, sns = _mpl()
-    cols = {"capacity": "capacity (probe)", "pretrained": "pre-trained", "finetuned_heldout": "fine-tuned",
-            "colbert": "ColBERT", "bm25": "BM25"}
+    cols = {
+        "capacity": "capacity (probe)",
+        "pretrained": "pre-trained",
+        "finetuned_heldout": "fine-tuned",
+        "colbert": "ColBERT",
+        "bm25": "BM25",
+    }
     if summary_rows.empty or summary_rows["capacity"].isna().all():
         _placeholder(path, "no capacity probe results (probe not run)")
         return False
     s = summary_rows.copy()
-    s["run"] = [f"{d}\n{e} " + ("(R-precision)" if k == "rprec" else f"(k={k})")  # rprec: report.RPREC
-                for d, e, k in zip(s["dataset"], s["encoder"], s["k"])]
+    s["run"] = [
+        f"{d}\n{e} " + ("(R-precision)" if k == "rprec" else f"(k={k})")  # rprec: report.RPREC
+        for d, e, k in zip(s["dataset"], s["encoder"], s["k"])
+    ]
     long = s.melt(id_vars=["run"], value_vars=list(cols), var_name="method", value_name="recall").dropna()
     long["method"] = long["method"].map(cols)
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * s["run"].nunique()), 4))
-    sns.barplot(data=long, x="run", y="recall", hue="method",
-                hue_order=[c for c in cols.values() if c in set(long["method"])], ax=ax)
+    sns.barplot(
+        data=long,
+        x="run",
+        y="recall",
+        hue="method",
+        hue_order=[c for c in cols.values() if c in set(long["method"])],
+        ax=ax,
+    )
     ax.set(ylim=(0, 1.05), xlabel="", ylabel="held-out recall@k", title="Capacity vs what the encoders reach (the gap)")
     ax.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1.0, -0.18), ncol=5)
     _save(fig, path)
@@ -97,30 +128,62 @@ def plot_train_vs_heldout(summary_rows: pd.DataFrame, paper_points: Sequence[Map
     pts = []
     for r in summary_rows.itertuples(index=False):
         if pd.notna(r.finetuned_train) and pd.notna(r.finetuned_heldout):
-            pts.append({"run": f"{r.dataset} / {r.encoder}", "train": r.finetuned_train, "heldout": r.finetuned_heldout,
-                        "model": "fine-tuned single-vector"})
+            pts.append(
+                {
+                    "run": f"{r.dataset} / {r.encoder}",
+                    "train": r.finetuned_train,
+                    "heldout": r.finetuned_heldout,
+                    "model": "fine-tuned single-vector",
+                }
+            )
     for r in summary_rows.drop_duplicates(["dataset"]).itertuples(index=False):
         if pd.notna(r.colbert_train) and pd.notna(r.colbert):
-            pts.append({"run": f"{r.dataset} / ColBERT", "train": r.colbert_train, "heldout": r.colbert,
-                        "model": "fine-tuned ColBERT"})
+            pts.append(
+                {
+                    "run": f"{r.dataset} / ColBERT",
+                    "train": r.colbert_train,
+                    "heldout": r.colbert,
+                    "model": "fine-tuned ColBERT",
+                }
+            )
     if not pts:
         _placeholder(path, "no fine-tuned runs (finetune and colbert not run)")
         return False
     p = pd.DataFrame(pts)
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
-    sns.scatterplot(data=p, x="train", y="heldout", hue="run", style="model", s=70, ax=ax,
-                    markers={"fine-tuned single-vector": "o", "fine-tuned ColBERT": "s"})
+    sns.scatterplot(
+        data=p,
+        x="train",
+        y="heldout",
+        hue="run",
+        style="model",
+        s=70,
+        ax=ax,
+        markers={"fine-tuned single-vector": "o", "fine-tuned ColBERT": "s"},
+    )
     for q in paper_points:
         ax.scatter([q["train"]], [q["heldout"]], marker="x", color="black", s=50)
-        ax.annotate(f"paper: {q['label']}", (q["train"], q["heldout"]), fontsize=7, xytext=(-8, 0),
-                    textcoords="offset points",
-                    ha="right", va="center", zorder=1,
-                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
+        ax.annotate(
+            f"paper: {q['label']}",
+            (q["train"], q["heldout"]),
+            fontsize=7,
+            xytext=(-8, 0),
+            textcoords="offset points",
+            ha="right",
+            va="center",
+            zorder=1,
+            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6},
+        )
     for c in ax.collections[:1]:  # our points above the paper's labels
         c.set_zorder(5)
-    ax.set(xlim=(0, 1.05), ylim=(0, 1.08), xlabel="train recall@k", ylabel="held-out recall@k",
-           title="Fitting vs generalising (x: the paper)")
+    ax.set(
+        xlim=(0, 1.05),
+        ylim=(0, 1.08),
+        xlabel="train recall@k",
+        ylabel="held-out recall@k",
+        title="Fitting vs generalising (x: the paper)",
+    )
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     _save(fig, path)
     return True
@@ -157,10 +220,14 @@ def plot_slack(per_query_paths: Sequence[str | Path], path: str | Path, eps: flo
             h.set_linestyle(styles[i % len(styles)])
     if eps:
         ax.axvline(float(eps), color="grey", linestyle=":", linewidth=1)
-        ax.annotate(f"eps = {eps:g}", (float(eps), 0.02), fontsize=8, color="grey", xytext=(3, 0),
-                    textcoords="offset points")
-    ax.set(xlabel="per-query slack (1-slack cutting plane, at the final C)", ylabel="fraction of queries",
-           title="Capacity probe: slack distribution")
+        ax.annotate(
+            f"eps = {eps:g}", (float(eps), 0.02), fontsize=8, color="grey", xytext=(3, 0), textcoords="offset points"
+        )
+    ax.set(
+        xlabel="per-query slack (1-slack cutting plane, at the final C)",
+        ylabel="fraction of queries",
+        title="Capacity probe: slack distribution",
+    )
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, title=None)
     _save(fig, path)
     return True
@@ -197,8 +264,17 @@ def plot_curves(curve_paths: Sequence[str | Path], path: str | Path) -> bool:
     long = c.melt(id_vars=["run", "step"], value_vars=cols, var_name="split", value_name="recall@2").dropna()
     if long.empty:
         return placeholder("fine-tuning curves have no recall@2 points")
-    g = sns.relplot(data=long, x="step", y="recall@2", hue="split", col="run", kind="line", marker="o",
-                    col_wrap=min(3, long["run"].nunique()), height=3.0)
+    g = sns.relplot(
+        data=long,
+        x="step",
+        y="recall@2",
+        hue="split",
+        col="run",
+        kind="line",
+        marker="o",
+        col_wrap=min(3, long["run"].nunique()),
+        height=3.0,
+    )
     g.set(ylim=(0, 1.02))
     _save(g.figure, path)
     return True
@@ -235,8 +311,9 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     fig, ax = plt.subplots(figsize=(7, 4))
     sns.lineplot(data=main[main["split"] != "train"], x="P", y="value", hue="curve", palette=palette, marker="o", ax=ax)
     tr = main[(main["split"] == "train") & (main["method"] == "trained")]
-    sns.lineplot(data=tr, x="P", y="value", hue="curve", palette=palette, marker="x", linestyle="--", ax=ax,
-                 legend=False)
+    sns.lineplot(
+        data=tr, x="P", y="value", hue="curve", palette=palette, marker="x", linestyle="--", ax=ax, legend=False
+    )
     ax.set(ylabel="recall@k (k = ball size); dashed: train", ylim=(0, 1.02), title="Parity task: held-out recall vs P")
     sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     _save(fig, out_p)
@@ -250,8 +327,9 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
     base = r[(r["method"] == "random") & (r["dataset"].isin(sw["dataset"]))]["value"]
     if len(base):
         ax.axhline(float(base.iloc[0]), color="grey", linestyle=":", label="random k/n")
-    ax.set(xscale="log", ylabel="recall@k", ylim=(0, 1.02),
-           title=f"{sw['dataset'].iloc[0]}: recall vs training queries")
+    ax.set(
+        xscale="log", ylabel="recall@k", ylim=(0, 1.02), title=f"{sw['dataset'].iloc[0]}: recall vs training queries"
+    )
     ax.legend()
     _save(fig, out_m)
 
@@ -259,9 +337,11 @@ def plot_hardness(hdf: pd.DataFrame, out_p: str | Path, out_m: str | Path) -> No
 # capgap.compress.FAMILIES (less float32) plus "other"; not imported: the report env has no faiss/quadprog
 COMPRESSION_FAMILIES = ("truncation", "pca", "sq", "binary", "pq", "other")
 COMPRESSION_MARKERS = {"truncation": "o", "pca": "s", "sq": "^", "binary": "D", "pq": "v", "other": "X"}
-COMPRESSION_QUANTITIES = {"capacity": ("capacity (probe recall@k)", "-"),
-                          "certified": ("certified fraction (probe)", ":"),
-                          "pretrained": ("pre-trained recall@k", "--")}
+COMPRESSION_QUANTITIES = {
+    "capacity": ("capacity (probe recall@k)", "-"),
+    "certified": ("certified fraction (probe)", ":"),
+    "pretrained": ("pre-trained recall@k", "--"),
+}
 
 
 def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
@@ -294,25 +374,48 @@ def plot_compression(table: pd.DataFrame, path: str | Path) -> bool:
                 p = pts[pts[col].notna()]
                 ax.plot(p["bytes_per_doc"], p[col], linestyle=style, color=colours[fam], linewidth=1.3, alpha=0.85)
                 v = p[p["family"] != "float32"]
-                ax.plot(v["bytes_per_doc"], v[col], linestyle="none", marker=COMPRESSION_MARKERS[fam],
-                        color=colours[fam], markersize=5 if col != "certified" else 4, alpha=0.9)
+                ax.plot(
+                    v["bytes_per_doc"],
+                    v[col],
+                    linestyle="none",
+                    marker=COMPRESSION_MARKERS[fam],
+                    color=colours[fam],
+                    markersize=5 if col != "certified" else 4,
+                    alpha=0.9,
+                )
         for col in COMPRESSION_QUANTITIES:
             r = ref[ref[col].notna()]
             ax.plot(r["bytes_per_doc"], r[col], linestyle="none", marker="*", color="black", markersize=11, zorder=5)
         if not ref.empty:
-            ax.annotate("float32", (float(ref["bytes_per_doc"].iloc[0]), 1.02), fontsize=7, ha="right", va="bottom",
-                        xytext=(-4, 0), textcoords="offset points")
+            ax.annotate(
+                "float32",
+                (float(ref["bytes_per_doc"].iloc[0]), 1.02),
+                fontsize=7,
+                ha="right",
+                va="bottom",
+                xytext=(-4, 0),
+                textcoords="offset points",
+            )
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-        ax.set(ylim=(0, 1.08), xlabel="bytes per document (log scale)", ylabel="fraction of all queries",
-               title=f"{d} × {e} (recall@{int(cell['k'].iloc[0])})")
+        ax.set(
+            ylim=(0, 1.08),
+            xlabel="bytes per document (log scale)",
+            ylabel="fraction of all queries",
+            title=f"{d} × {e} (recall@{int(cell['k'].iloc[0])})",
+        )
         ax.grid(True, which="major", alpha=0.3)
-    handles = [Line2D([], [], color=colours[f], marker=COMPRESSION_MARKERS[f], label=f)
-               for f in COMPRESSION_FAMILIES if f in seen]
-    handles += [Line2D([], [], color="grey", linestyle=style, label=name)
-                for name, style in COMPRESSION_QUANTITIES.values()]
-    handles.append(Line2D([], [], color="black", marker="*", linestyle="none", markersize=11,
-                          label="float32 (uncompressed)"))
+    handles = [
+        Line2D([], [], color=colours[f], marker=COMPRESSION_MARKERS[f], label=f)
+        for f in COMPRESSION_FAMILIES
+        if f in seen
+    ]
+    handles += [
+        Line2D([], [], color="grey", linestyle=style, label=name) for name, style in COMPRESSION_QUANTITIES.values()
+    ]
+    handles.append(
+        Line2D([], [], color="black", marker="*", linestyle="none", markersize=11, label="float32 (uncompressed)")
+    )
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(5, len(handles)), fontsize=8)
     fig.suptitle("Capacity under index compression (all queries)", y=1.0)
     fig.tight_layout()
@@ -331,26 +434,41 @@ def near_miss_points(df: pd.DataFrame) -> pd.DataFrame:
     median and quartiles of score(gold) - score(twin), cosine), y, y25, y75 (the probe's
     geometric margin, witness scaled to unit norm); quartiles nan when not recorded."""
     cols = ["dataset", "encoder", "type", "x", "x25", "x75", "y", "y25", "y75"]
-    d = df[(df["split"] == "heldout") & df["method"].isin(["pretrained", "probe"])
-           & df["metric"].astype(str).str.startswith("twin_gap")]
+    d = df[
+        (df["split"] == "heldout")
+        & df["method"].isin(["pretrained", "probe"])
+        & df["metric"].astype(str).str.startswith("twin_gap")
+    ]
     if d.empty:
         return pd.DataFrame(columns=cols)
     d = d.assign(name=d["metric"].str.split(":", n=1).str[0], type=d["metric"].str.split(":", n=1).str[1])
-    wide = d.pivot_table(index=["dataset", "encoder", "type"], columns=["method", "name"], values="value",
-                         aggfunc="first")
+    wide = d.pivot_table(
+        index=["dataset", "encoder", "type"], columns=["method", "name"], values="value", aggfunc="first"
+    )
     order = {t: i for i, t in enumerate(TWIN_TYPES)}
     rows = []
     for (ds, enc, t), r in wide.iterrows():
+
         def g(method, name):
             return float(r.get((method, name), float("nan")))
 
-        if (g("pretrained", "twin_gap") == g("pretrained", "twin_gap")
-                and g("probe", "twin_gap") == g("probe", "twin_gap")):
-            rows.append({"dataset": ds, "encoder": enc, "type": t, "x": g("pretrained", "twin_gap"),
-                         "x25": g("pretrained", "twin_gap_p25"), "x75": g("pretrained", "twin_gap_p75"),
-                         "y": g("probe", "twin_gap"),
-                         "y25": g("probe", "twin_gap_p25"), "y75": g("probe", "twin_gap_p75"),
-                         "_o": (order.get(t, len(order)), t)})
+        if g("pretrained", "twin_gap") == g("pretrained", "twin_gap") and g("probe", "twin_gap") == g(
+            "probe", "twin_gap"
+        ):
+            rows.append(
+                {
+                    "dataset": ds,
+                    "encoder": enc,
+                    "type": t,
+                    "x": g("pretrained", "twin_gap"),
+                    "x25": g("pretrained", "twin_gap_p25"),
+                    "x75": g("pretrained", "twin_gap_p75"),
+                    "y": g("probe", "twin_gap"),
+                    "y25": g("probe", "twin_gap_p25"),
+                    "y75": g("probe", "twin_gap_p75"),
+                    "_o": (order.get(t, len(order)), t),
+                }
+            )
     p = pd.DataFrame(rows, columns=cols + ["_o"])
     firsts = list(dict.fromkeys(zip(df["dataset"], df["encoder"])))  # cells in results.csv order
     p["_c"] = [firsts.index((a, b)) for a, b in zip(p["dataset"], p["encoder"])]
@@ -385,8 +503,17 @@ def plot_near_miss(df: pd.DataFrame, path: str | Path) -> bool:
     ax.axhline(0, color="grey", linestyle="--", linewidth=1)
     for cell in cells:
         q = p[(p["dataset"] == cell[0]) & (p["encoder"] == cell[1])]
-        ax.errorbar(q["x"], q["y"], xerr=_bars(q["x"], q["x25"], q["x75"]), yerr=_bars(q["y"], q["y25"], q["y75"]),
-                    fmt="o", color=colours[cell], capsize=3, markersize=6, label=f"{cell[0]} / {cell[1]}")
+        ax.errorbar(
+            q["x"],
+            q["y"],
+            xerr=_bars(q["x"], q["x25"], q["x75"]),
+            yerr=_bars(q["y"], q["y25"], q["y75"]),
+            fmt="o",
+            color=colours[cell],
+            capsize=3,
+            markersize=6,
+            label=f"{cell[0]} / {cell[1]}",
+        )
         for r in q.itertuples(index=False):
             ax.annotate(r.type.replace("_", " "), (r.x, r.y), fontsize=8, xytext=(5, 4), textcoords="offset points")
     ax.set(xlabel=NEAR_MISS_X, ylabel=NEAR_MISS_Y, title="Near-miss twins: geometry vs encoder (held-out, p25-p75)")
@@ -405,7 +532,7 @@ def _index_panels(plt, frame: pd.DataFrame, size: tuple[float, float]):
     ncols = min(3, len(cells))
     nrows = -(-len(cells) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), squeeze=False)
-    for ax in list(axes.flat)[len(cells):]:
+    for ax in list(axes.flat)[len(cells) :]:
         ax.set_visible(False)
     return fig, axes, cells
 
@@ -444,21 +571,39 @@ def plot_ladder(points: pd.DataFrame, path: str | Path) -> bool:
                 sel = [(xi, yi) for xi, yi, h in zip(x, y, c["not_converged"].astype(bool)) if h == hollow]
                 if sel:
                     hollow_here |= hollow
-                    ax.plot(*zip(*sel), linestyle="none", marker=marker, markersize=6, color=colour,
-                            markerfacecolor="white" if hollow else colour, markeredgewidth=1.4)
+                    ax.plot(
+                        *zip(*sel),
+                        linestyle="none",
+                        marker=marker,
+                        markersize=6,
+                        color=colour,
+                        markerfacecolor="white" if hollow else colour,
+                        markeredgewidth=1.4,
+                    )
         ax.set_xticks(range(len(rungs)))
         ax.set_xticklabels(rungs, rotation=45, ha="right", fontsize=7)
         ax.set(ylim=(0, 1.02), ylabel=str(cell["metric"].iloc[0]), title=f"{d} × {e}")
         ax.yaxis.label.set_size(8)
         ax.grid(True, alpha=0.3)
-        handles = [Line2D([], [], linestyle=st, marker=mk, color=col,
-                          label=split) for split, (st, mk, col) in looks.items()]
+        handles = [
+            Line2D([], [], linestyle=st, marker=mk, color=col, label=split) for split, (st, mk, col) in looks.items()
+        ]
         if hollow_here:
-            handles.append(Line2D([], [], linestyle="none", marker="o", color="grey", markerfacecolor="white",
-                                  label="hollow: not converged"))
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    linestyle="none",
+                    marker="o",
+                    color="grey",
+                    markerfacecolor="white",
+                    label="hollow: not converged",
+                )
+            )
         ax.legend(handles=handles, fontsize=7)
-    fig.suptitle("The learnability ladder: oracle to pre-trained (train dashed, held-out solid; hollow: not converged)",
-                 y=1.0)
+    fig.suptitle(
+        "The learnability ladder: oracle to pre-trained (train dashed, held-out solid; hollow: not converged)", y=1.0
+    )
     fig.tight_layout()
     _save(fig, path)
     return True

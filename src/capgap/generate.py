@@ -21,12 +21,68 @@ from .data.twins import twin_id
 _NM = item_defaults("datasets", "near_miss")  # the schema holds every default (capgap.config)
 
 _STOP = {
-    "about", "above", "after", "again", "against", "also", "because", "before", "being", "below",
-    "between", "both", "could", "does", "doing", "down", "during", "each", "from", "further",
-    "have", "having", "here", "into", "just", "like", "likes", "more", "most", "must", "only",
-    "other", "over", "same", "should", "some", "such", "than", "that", "their", "them", "then",
-    "there", "these", "they", "this", "those", "through", "under", "until", "very", "what",
-    "when", "where", "which", "while", "whom", "will", "with", "would", "your", "yourself",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "also",
+    "because",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "could",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "from",
+    "further",
+    "have",
+    "having",
+    "here",
+    "into",
+    "just",
+    "like",
+    "likes",
+    "more",
+    "most",
+    "must",
+    "only",
+    "other",
+    "over",
+    "same",
+    "should",
+    "some",
+    "such",
+    "than",
+    "that",
+    "their",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "under",
+    "until",
+    "very",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "whom",
+    "will",
+    "with",
+    "would",
+    "your",
+    "yourself",
 }
 
 
@@ -68,8 +124,9 @@ def generate_limit_style(
         raise ValueError("generator: need pool_size >= 2, n_queries >= 1, n_distractors >= 0, attributes_per_doc >= 1")
     pairs = list(itertools.combinations(range(pool_size), 2))
     if n_queries > len(pairs):
-        raise ValueError(f"generator: {n_queries} queries need distinct gold pairs but a pool of {pool_size} has only "
-                         f"{len(pairs)}")
+        raise ValueError(
+            f"generator: {n_queries} queries need distinct gold pairs but a pool of {pool_size} has only {len(pairs)}"
+        )
     rng = random.Random(seed)
     from faker import Faker
 
@@ -160,8 +217,9 @@ def expand_limit(
     for doc_id, text in zip(corpus.ids, corpus.texts):
         p = parse_likes(text)
         if p is None:
-            raise ValueError(f"expand_limit: document {doc_id!r} does not follow the LIMIT template '<name> likes A, B "
-                             "and C.'")
+            raise ValueError(
+                f"expand_limit: document {doc_id!r} does not follow the LIMIT template '<name> likes A, B and C.'"
+            )
         parsed.append(p)
     vocab = sorted({a for _, attrs in parsed for a in attrs})
     qtexts = [q.lower() for q in queries.texts]
@@ -175,8 +233,9 @@ def expand_limit(
     allowed = [a for a in vocab if not any(a.lower() in q for q in qtexts) and not contains_asked(a)]
     per_doc = attributes_per_doc or int(statistics.median(len(a) for _, a in parsed))
     if len(allowed) < per_doc:
-        raise ValueError(f"expand_limit: only {len(allowed)} attributes are liked by no query; need {per_doc} per "
-                         "distractor")
+        raise ValueError(
+            f"expand_limit: only {len(allowed)} attributes are liked by no query; need {per_doc} per distractor"
+        )
     rng = random.Random(seed)
     from faker import Faker
 
@@ -199,8 +258,14 @@ def expand_limit(
     order = list(range(len(ids)))
     rng.shuffle(order)
     out = Corpus(tuple(ids[i] for i in order), tuple(titles[i] for i in order), tuple(alltexts[i] for i in order))
-    info = {"n_docs": n_docs, "n_real": n_real, "seed": seed, "attributes_per_doc": per_doc,
-            "vocabulary": len(vocab), "allowed_attributes": len(allowed)}
+    info = {
+        "n_docs": n_docs,
+        "n_real": n_real,
+        "seed": seed,
+        "attributes_per_doc": per_doc,
+        "vocabulary": len(vocab),
+        "allowed_attributes": len(allowed),
+    }
     return out, info
 
 
@@ -208,10 +273,21 @@ def expand_limit(
 # person singular; the paraphrase shares no word with the statement's verb phrase but the function
 # words "is" / "of" (English stopwords, which BM25 drops).
 NEAR_MISS_RELATIONS = (
-    ("trusts", "has faith in"), ("admires", "looks up to"), ("helps", "assists"), ("teaches", "instructs"),
-    ("pays", "gives money to"), ("visits", "goes to see"), ("hires", "employs"), ("fears", "is afraid of"),
-    ("thanks", "expresses gratitude to"), ("warns", "alerts"), ("envies", "is jealous of"), ("rescues", "saves"),
-    ("calls", "phones"), ("ignores", "disregards"), ("forgives", "pardons"),
+    ("trusts", "has faith in"),
+    ("admires", "looks up to"),
+    ("helps", "assists"),
+    ("teaches", "instructs"),
+    ("pays", "gives money to"),
+    ("visits", "goes to see"),
+    ("hires", "employs"),
+    ("fears", "is afraid of"),
+    ("thanks", "expresses gratitude to"),
+    ("warns", "alerts"),
+    ("envies", "is jealous of"),
+    ("rescues", "saves"),
+    ("calls", "phones"),
+    ("ignores", "disregards"),
+    ("forgives", "pardons"),
 )
 # Spatial / order relations, in families of two opposites (a pair of people is used once per
 # family, so a flip or swap twin is never another statement).
@@ -272,8 +348,9 @@ def generate_near_miss(
     families = [((v, p),) for v, p in NEAR_MISS_RELATIONS] + list(NEAR_MISS_SPATIAL)
     n_total = n_train + n_heldout
     n_spatial = int(round(spatial_fraction * n_total))
-    reserved = {f: set(rng.sample(people, max(2, int(round(heldout_people_fraction * n_people)))))
-                for f in range(len(families))}
+    reserved = {
+        f: set(rng.sample(people, max(2, int(round(heldout_people_fraction * n_people))))) for f in range(len(families))
+    }
     free = {}
     for f in range(len(families)):
         for split, pool in (("train", [p for p in people if p not in reserved[f]]), ("heldout", sorted(reserved[f]))):
@@ -287,8 +364,10 @@ def generate_near_miss(
         for i in range(n):
             f = spatial_f[i % len(spatial_f)] if i < n_sp else verb_f[(i - n_sp) % len(verb_f)]
             if not free[f, split]:
-                raise ValueError(f"generate_near_miss: relation family {families[f][0][0]!r} has no {split} pair of "
-                                 f"people left; raise n_people or lower n_{split}")
+                raise ValueError(
+                    f"generate_near_miss: relation family {families[f][0][0]!r} has no {split} pair of "
+                    f"people left; raise n_people or lower n_{split}"
+                )
             a, b = free[f, split].pop()
             if rng.random() < 0.5:
                 a, b = b, a
@@ -317,18 +396,29 @@ def generate_near_miss(
     qids = tuple(f"q{i:04d}" for i in range(len(statements)))
     queries = Queries(qids, tuple(qtexts))
     qrels = Qrels({q: {f"s{i:04d}": 1} for i, q in enumerate(qids)})
-    split = Split(tuple(q for q in qids if split_of[q] == "train"), tuple(q for q in qids if split_of[q] == "heldout"),
-                  rule=f"near-miss entity-relation split: per relation family a seeded {heldout_people_fraction} of "
-                       f"the people is reserved for held-out statements (seed={seed})")
+    split = Split(
+        tuple(q for q in qids if split_of[q] == "train"),
+        tuple(q for q in qids if split_of[q] == "heldout"),
+        rule=f"near-miss entity-relation split: per relation family a seeded {heldout_people_fraction} of "
+        f"the people is reserved for held-out statements (seed={seed})",
+    )
     train_people = {p for s, f, r, a, b in statements if s == "train" for p in (a, b)}
     train_fams = {f for s, f, *_ in statements if s == "train"}
     held = [(f, a, b) for s, f, r, a, b in statements if s == "heldout"]
-    info = {"kind": "generated", "generator": "near-miss", "n_people": n_people, "n_train": n_train,
-            "n_heldout": n_heldout,
-            "spatial_fraction": spatial_fraction, "heldout_people_fraction": heldout_people_fraction, "seed": seed,
-            "types": list(types),
-            "heldout_people_seen_in_train": sum(a in train_people and b in train_people for _, a, b in held),
-            "heldout_relations_seen_in_train": sum(f in train_fams for f, _, _ in held)}
-    rs = RetrievalSet("near-miss", corpus, queries, qrels, split, source=info,
-                      twins={d: tuple(v) for d, v in twins.items()})
+    info = {
+        "kind": "generated",
+        "generator": "near-miss",
+        "n_people": n_people,
+        "n_train": n_train,
+        "n_heldout": n_heldout,
+        "spatial_fraction": spatial_fraction,
+        "heldout_people_fraction": heldout_people_fraction,
+        "seed": seed,
+        "types": list(types),
+        "heldout_people_seen_in_train": sum(a in train_people and b in train_people for _, a, b in held),
+        "heldout_relations_seen_in_train": sum(f in train_fams for f, _, _ in held),
+    }
+    rs = RetrievalSet(
+        "near-miss", corpus, queries, qrels, split, source=info, twins={d: tuple(v) for d, v in twins.items()}
+    )
     return rs, info

@@ -204,12 +204,22 @@ def ball_recall_at_k(codes: np.ndarray, gold: list[np.ndarray], d: int) -> np.nd
     return np.array([float(np.mean(rank_gold(s, np.asarray(g)) <= k)) for s, g in zip(scores, gold)])
 
 
-def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, arch: str = "mlp",
-                  loss: str = "infonce", steps: int = _D["steps"], lr: float = _D["lr"],
-                  temperature: float = _D["temperature"],
-                  width_factor: int = _D["width_factor"], seed: int = _D["seed"], init: ReluEncoder | None = None,
-                  eval_every: int = _D["eval_every"], tol: float = _D["tol"],
-                  n_iter_no_change: int = _D["n_iter_no_change"]) -> dict:
+def train_encoder(
+    task: ParityTask,
+    q_train: np.ndarray,
+    q_heldout: np.ndarray,
+    arch: str = "mlp",
+    loss: str = "infonce",
+    steps: int = _D["steps"],
+    lr: float = _D["lr"],
+    temperature: float = _D["temperature"],
+    width_factor: int = _D["width_factor"],
+    seed: int = _D["seed"],
+    init: ReluEncoder | None = None,
+    eval_every: int = _D["eval_every"],
+    tol: float = _D["tol"],
+    n_iter_no_change: int = _D["n_iter_no_change"],
+) -> dict:
     """Train a query encoder q -> R^d by full-batch Adam on ``q_train`` and measure recall@k
     (arXiv 2610.02749: gradient learners on the parity task; defaults: config ``hardness``).
 
@@ -274,8 +284,16 @@ def train_encoder(task: ParityTask, q_train: np.ndarray, q_heldout: np.ndarray, 
             converged = rule.converged(objectives)
     state = rule.state(objectives, step, converged)
     if not state.converged:
-        log.warning("hardness: P = %d, %s %s encoder (seed %d): not converged: %s (tol %g over %d checks)", task.P,
-                    arch, loss, seed, state.describe(), tol, n_iter_no_change)
+        log.warning(
+            "hardness: P = %d, %s %s encoder (seed %d): not converged: %s (tol %g over %d checks)",
+            task.P,
+            arch,
+            loss,
+            seed,
+            state.describe(),
+            tol,
+            n_iter_no_change,
+        )
     with torch.no_grad():
         codes_tr = net(qt).numpy()
         codes_ho = net(torch.from_numpy(q_heldout.astype(np.float64))).numpy()
@@ -311,8 +329,15 @@ def sizes(P: int, d: int, rho: int) -> dict:
     lower bound's order as the paper states it (2^Omega(P) statistical queries to beat k/n by an
     inverse-polynomial margin)."""
     k = ball_size(d, rho)
-    return {"P": P, "d": d, "n": 2**d, "k": k, "k_over_n": k / 2**d, "log2_intents": d * P,
-            "sq_lower_bound": "2^Omega(P)"}
+    return {
+        "P": P,
+        "d": d,
+        "n": 2**d,
+        "k": k,
+        "k_over_n": k / 2**d,
+        "log2_intents": d * P,
+        "sq_lower_bound": "2^Omega(P)",
+    }
 
 
 def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
@@ -334,13 +359,29 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
     seed = int(cfg["seed"])
     rho = int(cfg["rho"])
     rows, table, chance = [], [], []
-    learner = dict(steps=int(cfg["steps"]), lr=float(cfg["lr"]), temperature=float(cfg["temperature"]),
-                   width_factor=int(cfg["width_factor"]), seed=seed, eval_every=int(cfg["eval_every"]),
-                   tol=float(cfg["tol"]), n_iter_no_change=int(cfg["n_iter_no_change"]))
+    learner = dict(
+        steps=int(cfg["steps"]),
+        lr=float(cfg["lr"]),
+        temperature=float(cfg["temperature"]),
+        width_factor=int(cfg["width_factor"]),
+        seed=seed,
+        eval_every=int(cfg["eval_every"]),
+        tol=float(cfg["tol"]),
+        n_iter_no_change=int(cfg["n_iter_no_change"]),
+    )
 
     def row(ds, enc, method, split, metric, k, value):
-        rows.append({"dataset": ds, "encoder": enc, "method": method, "split": split, "metric": metric, "k": k,
-                     "value": float(value)})
+        rows.append(
+            {
+                "dataset": ds,
+                "encoder": enc,
+                "method": method,
+                "split": split,
+                "metric": metric,
+                "k": k,
+                "value": float(value),
+            }
+        )
 
     def train_rows(task, ds, tr, ho, enc_name, arch, loss):
         out = train_encoder(task, tr, ho, arch=arch, loss=loss, **learner)
@@ -357,14 +398,22 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
         same learner on train queries only (``head-mlp``: the ``mlp-infonce`` run itself)."""
         # "train": all queries
         fit = train_encoder(task, np.concatenate([tr, ho]), ho, arch="mlp", loss="infonce", **learner)
-        only = train_only if train_only is not None else train_encoder(task, tr, ho, arch="mlp", loss="infonce",
-                                                                       **learner)
+        only = (
+            train_only if train_only is not None else train_encoder(task, tr, ho, arch="mlp", loss="infonce", **learner)
+        )
         # fit-all: every query was fitted; its held-out rows are the held-out queries' fit (not a generalisation
         # result); the train queries' mean from the means over all and over held-out (the splits are disjoint)
         n_tr, n_ho = len(tr), len(ho)
         row(ds, "", "head-mlp-all", "all", "recall", task.k, fit["train_recall"])
-        row(ds, "", "head-mlp-all", "train", "recall", task.k,
-            ((n_tr + n_ho) * fit["train_recall"] - n_ho * fit["heldout_recall"]) / n_tr)
+        row(
+            ds,
+            "",
+            "head-mlp-all",
+            "train",
+            "recall",
+            task.k,
+            ((n_tr + n_ho) * fit["train_recall"] - n_ho * fit["heldout_recall"]) / n_tr,
+        )
         row(ds, "", "head-mlp-all", "heldout", "recall", task.k, fit["heldout_recall"])
         row(ds, "", "head-mlp", "train", "recall", task.k, only["train_recall"])
         row(ds, "", "head-mlp", "heldout", "recall", task.k, only["heldout_recall"])
@@ -406,8 +455,16 @@ def run_grid(cfg: dict, probe_cfg=None) -> tuple[list[dict], dict]:
             B = rng.integers(0, 2, size=(d, P), dtype=np.uint8)
             measured, theory = chance_agreement(A, B, qs)
             chance.append({"P": P, "d": d, "measured": measured, "theory": theory})
-        table.append({**sizes(P, d, rho), "perfect_hidden": enc.hidden, "perfect_parameters": enc.parameters,
-                      "n_train": len(tr), "n_heldout": len(ho), "probe_balls": len(balls)})
+        table.append(
+            {
+                **sizes(P, d, rho),
+                "perfect_hidden": enc.hidden,
+                "perfect_parameters": enc.parameters,
+                "n_train": len(tr),
+                "n_heldout": len(ho),
+                "probe_balls": len(balls),
+            }
+        )
     return rows, {"sizes": table, "chance_agreement": chance}
 
 

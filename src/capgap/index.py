@@ -70,8 +70,9 @@ def index_fingerprint(encoder_fp: dict, corpus: Corpus) -> dict:
 CHUNK_SIZE = 2048  # documents per encode call: the unit a build resumes by and a shard is made of
 
 
-def build_index(corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | None = None,
-                progress: bool = True) -> FrozenIndex:
+def build_index(
+    corpus: Corpus, encoder, out_dir: str | Path, chunk_size: int | None = None, progress: bool = True
+) -> FrozenIndex:
     """Embed ``corpus`` with ``encoder`` into the index folder ``out_dir``.
 
     Resumes from ``out_dir/parts/`` when a previous build with the same fingerprint was killed.
@@ -146,8 +147,15 @@ def shard_chunks(n_docs: int, n_shards: int, shard: int, chunk_size: int | None 
     return range(shard * n_chunks // n_shards, (shard + 1) * n_chunks // n_shards)
 
 
-def build_index_shard(corpus: Corpus, encoder, out_file: str | Path, n_shards: int, shard: int,
-                      chunk_size: int | None = None, progress: bool = True) -> np.ndarray:
+def build_index_shard(
+    corpus: Corpus,
+    encoder,
+    out_file: str | Path,
+    n_shards: int,
+    shard: int,
+    chunk_size: int | None = None,
+    progress: bool = True,
+) -> np.ndarray:
     """Embed shard ``shard`` of ``n_shards`` of ``corpus`` (``shard_chunks``) into ``out_file``.
 
     Writes ``out_file`` (``.npy``: ``(n_shard_docs, dim) float32``, the rows of the shard's
@@ -175,11 +183,15 @@ def build_index_shard(corpus: Corpus, encoder, out_file: str | Path, n_shards: i
     emb = _embed_chunks(corpus, encoder, fp, parts, chunks, chunk_size, progress)
     start, stop = min(chunks.start * chunk_size, len(corpus)), min(chunks.stop * chunk_size, len(corpus))
     if emb.shape != (stop - start, fp["dim"]):
-        raise ValueError(f"index shard {shard} of {n_shards}: embeddings have shape {emb.shape}, expected "
-                         f"{(stop - start, fp['dim'])}")
+        raise ValueError(
+            f"index shard {shard} of {n_shards}: embeddings have shape {emb.shape}, expected "
+            f"{(stop - start, fp['dim'])}"
+        )
     save_npy(out_file, emb)
-    write_json(out_file.with_suffix(".json"),
-               {"fingerprint": fp, "shard": shard, "n_shards": n_shards, "start": start, "stop": stop})
+    write_json(
+        out_file.with_suffix(".json"),
+        {"fingerprint": fp, "shard": shard, "n_shards": n_shards, "start": start, "stop": stop},
+    )
     shutil.rmtree(parts)
     return emb
 
@@ -218,12 +230,17 @@ def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenInde
         meta = json.loads(meta_file.read_text())
         fp = meta["fingerprint"] if fp is None else fp
         if meta["fingerprint"] != fp:
-            raise DataFormatError(meta_file, None, "fingerprint",
-                                  "differs from the first shard's: the shards are of different builds")
+            raise DataFormatError(
+                meta_file, None, "fingerprint", "differs from the first shard's: the shards are of different builds"
+            )
         if (meta["shard"], meta["n_shards"], meta["start"]) != (i, len(shard_files), row):
-            raise DataFormatError(meta_file, None, "start",
-                                  f"shard {meta['shard']} of {meta['n_shards']} starts at row {meta['start']}; "
-                                  f"expected shard {i} of {len(shard_files)} starting at row {row}")
+            raise DataFormatError(
+                meta_file,
+                None,
+                "start",
+                f"shard {meta['shard']} of {meta['n_shards']} starts at row {meta['start']}; "
+                f"expected shard {i} of {len(shard_files)} starting at row {row}",
+            )
         emb = read_npy(f, mmap=False)
         if emb.shape[0] != meta["stop"] - meta["start"]:
             raise DataFormatError(f, None, None, f"{emb.shape[0]} rows, its .json says {meta['stop'] - meta['start']}")
@@ -232,29 +249,37 @@ def gather_index(corpus: Corpus, shard_files, out_dir: str | Path) -> FrozenInde
     if fp is None:
         raise ValueError("gather_index: no shard files")
     if any(fp.get(k) != v for k, v in index_fingerprint({}, corpus).items()) or row != len(corpus):
-        raise DataFormatError(Path(shard_files[-1]).with_suffix(".json"), None, "corpus_sha256",
-                              f"the shards cover {row} rows of a corpus with hash {fp.get('corpus_sha256')}; this "
-                              f"corpus has {len(corpus)} documents, hash {corpus_hash(corpus)}")
-    return _write_index(corpus, fp, np.concatenate(chunks) if chunks else np.zeros((0, fp["dim"]), np.float32),
-                        Path(out_dir))
+        raise DataFormatError(
+            Path(shard_files[-1]).with_suffix(".json"),
+            None,
+            "corpus_sha256",
+            f"the shards cover {row} rows of a corpus with hash {fp.get('corpus_sha256')}; this "
+            f"corpus has {len(corpus)} documents, hash {corpus_hash(corpus)}",
+        )
+    return _write_index(
+        corpus, fp, np.concatenate(chunks) if chunks else np.zeros((0, fp["dim"]), np.float32), Path(out_dir)
+    )
 
 
-def _embed_chunks(corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range, chunk_size: int,
-                  progress: bool) -> np.ndarray:
+def _embed_chunks(
+    corpus: Corpus, encoder, fp: dict, parts: Path, chunks: range, chunk_size: int, progress: bool
+) -> np.ndarray:
     """Chunks ``chunks`` of ``corpus`` embedded, one ``encode_documents`` call per chunk of
     ``chunk_size`` documents, each saved as ``parts/part_<chunk>.npy`` (reused when ``parts``
     holds a build of fingerprint ``fp``: a killed build resumes), concatenated:
     ``(rows, dim) float32``."""
-    if parts.is_dir() and (not (parts / "fingerprint.json").is_file()
-                           or json.loads((parts / "fingerprint.json").read_text()) != fp):
+    if parts.is_dir() and (
+        not (parts / "fingerprint.json").is_file() or json.loads((parts / "fingerprint.json").read_text()) != fp
+    ):
         shutil.rmtree(parts)  # parts of another build: never trust them
     parts.mkdir(parents=True, exist_ok=True)
     write_json(parts / "fingerprint.json", fp)
     texts = corpus.passages()
     out = []
     total = sum(len(texts[i * chunk_size : (i + 1) * chunk_size]) for i in chunks)
-    bar = tqdm(total=total, desc=f"index {fp.get('model', '')}".strip(), unit="doc", unit_scale=True,
-               disable=not progress)
+    bar = tqdm(
+        total=total, desc=f"index {fp.get('model', '')}".strip(), unit="doc", unit_scale=True, disable=not progress
+    )
     for i in chunks:
         start = i * chunk_size
         f = parts / f"part_{i:06d}.npy"
@@ -333,12 +358,16 @@ def load_index(folder: str | Path, expected: dict | None = None, corpus: Corpus 
             raise FingerprintMismatch(folder, want, got)
     emb = read_npy(folder / "embeddings.npy")  # memory-mapped; a big-endian copy is byte-swapped
     if emb.dtype != np.float32 or emb.ndim != 2:
-        raise DataFormatError(folder / "embeddings.npy", None, None,
-                              f"expected 2-d float32, got {emb.dtype} {emb.shape}")
+        raise DataFormatError(
+            folder / "embeddings.npy", None, None, f"expected 2-d float32, got {emb.dtype} {emb.shape}"
+        )
     if emb.shape != (fp["n_docs"], fp["dim"]) or len(ids) != fp["n_docs"]:
-        raise DataFormatError(folder / "embeddings.npy", None, "dim",
-                              f"shape {emb.shape} / {len(ids)} ids do not match fingerprint ({fp['n_docs']}, "
-                              f"{fp['dim']})")
+        raise DataFormatError(
+            folder / "embeddings.npy",
+            None,
+            "dim",
+            f"shape {emb.shape} / {len(ids)} ids do not match fingerprint ({fp['n_docs']}, {fp['dim']})",
+        )
     if not np.isfinite(emb).all():
         raise DataFormatError(folder / "embeddings.npy", None, None, "NaN or inf in embeddings")
     try:
@@ -359,9 +388,11 @@ def _check_zero_norm(emb: np.ndarray, fp: dict, ids, start: int = 0) -> None:
     zero = zero_norm_rows(emb)
     if len(zero):
         rows = zero + start
-        raise ValueError(f"index ({fp.get('model')}, normalised embeddings): document {describe_rows(rows, ids)} "
-                         f"{'has' if len(rows) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}), so cosine is undefined; an "
-                         "empty or untokenisable document text is the usual cause")
+        raise ValueError(
+            f"index ({fp.get('model')}, normalised embeddings): document {describe_rows(rows, ids)} "
+            f"{'has' if len(rows) == 1 else 'have'} norm 0 (<= {ZERO_NORM:g}), so cosine is undefined; an "
+            "empty or untokenisable document text is the usual cause"
+        )
 
 
 # --------------------------------------------------------------------------- the rules' stages
@@ -375,9 +406,8 @@ def index_stage(inputs, outputs, params, threads: int = 1) -> dict:
     ``outputs.fingerprint`` (``build_index``); or, when ``inputs.shards`` lists the
     ``index_shard`` jobs' files (``index.shards`` > 1), gather them into the same files
     (``gather_index``). Returns the index fingerprint."""
-    from .encoders import (
-        encoder_from_params,  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
-    )
+    # the probe's env reads indexes without torch / sentence-transformers
+    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers
 
     rs = load_canonical(inputs.data)
     shards = list(getattr(inputs, "shards", None) or [])
@@ -397,9 +427,8 @@ def index_shard_stage(inputs, outputs, params, threads: int = 1) -> dict:
     of the corpus of ``inputs.data`` embedded with encoder ``params.encoder_name`` (config
     ``params.encoder``) into ``outputs.embeddings`` and its ``outputs.meta``
     (``build_index_shard``). Returns the shard's metadata."""
-    from .encoders import (
-        encoder_from_params,  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
-    )
+    # the probe's env reads indexes without torch / sentence-transformers
+    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers
 
     k, n = shard_of(params.shard)
     rs = load_canonical(inputs.data)
@@ -419,9 +448,13 @@ def pretrained_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
     match this encoder and corpus (else ``FingerprintMismatch``)."""
     rs, enc, idx = load_with_encoder(inputs, params, threads)
     q = enc.encode_queries(list(rs.queries.texts), progress=True, ids=rs.queries.ids, what=f"{rs.name} queries")
-    rows, run = evaluate_queries(rs, q, idx.embeddings, idx.doc_ids, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads)
+    rows, run = evaluate_queries(
+        rs, q, idx.embeddings, idx.doc_ids, params.ks, params.ndcg_k, params.encoder_name, "pretrained", threads
+    )
     if getattr(outputs, "queries", None):
-        save_npz(outputs.queries, q=np.asarray(q, dtype=np.float32), query_ids=np.array(list(rs.queries.ids), dtype=str))
+        save_npz(
+            outputs.queries, q=np.asarray(q, dtype=np.float32), query_ids=np.array(list(rs.queries.ids), dtype=str)
+        )
     return write_outputs(outputs, rows, run)
 
 
@@ -429,9 +462,8 @@ def load_with_encoder(inputs, params, threads):
     """A rule's canonical dataset (``inputs.data``), its encoder (``params.encoder_name``, config
     ``params.encoder``) and that encoder's frozen index (``inputs.fingerprint``'s folder,
     fingerprint-checked: else ``FingerprintMismatch``)."""
-    from .encoders import (
-        encoder_from_params,  # lazy: torch, sentence-transformers (the probe's env reads indexes without them)
-    )
+    # the probe's env reads indexes without torch / sentence-transformers
+    from .encoders import encoder_from_params  # lazy: torch, sentence-transformers
 
     rs = load_canonical(inputs.data)
     enc = encoder_from_params(params, threads)
@@ -447,5 +479,7 @@ def load_with_queries(inputs):
     idx = load_index(Path(inputs.fingerprint).parent, corpus=rs.corpus)
     q = load_query_embeddings(inputs.queries, list(rs.queries.ids))
     if q.shape[1] != idx.embeddings.shape[1]:
-        raise DataFormatError(inputs.queries, None, "q", f"dimension {q.shape[1]}, the index's is {idx.embeddings.shape[1]}")
+        raise DataFormatError(
+            inputs.queries, None, "q", f"dimension {q.shape[1]}, the index's is {idx.embeddings.shape[1]}"
+        )
     return rs, idx, q

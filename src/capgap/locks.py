@@ -57,17 +57,24 @@ def main(argv: list[str] | None = None) -> int:
     state = stale(workdir)
     if state is False:
         if lock_files(workdir):
-            print(f"capgap: another Snakemake run is working in {workdir} (pids {snakemake_running_in(workdir)}); "
-                  "wait for it, or stop it and run: make run", file=sys.stderr)
+            print(
+                f"capgap: another Snakemake run is working in {workdir} (pids {snakemake_running_in(workdir)}); "
+                "wait for it, or stop it and run: make run",
+                file=sys.stderr,
+            )
         return 0
     cmd = [smk, "--unlock", "--cores", "1", *args[2:]]
     if state is None:
-        print(f"capgap: {workdir} is locked by a Snakemake run; if none is running (a killed run), unlock it with: "
-              f"{shlex.join(cmd)}", file=sys.stderr)
+        print(
+            f"capgap: {workdir} is locked by a Snakemake run; if none is running (a killed run), unlock it with: "
+            f"{shlex.join(cmd)}",
+            file=sys.stderr,
+        )
         return 0
-    print(f"capgap: removing the stale lock a killed run left in {workdir / '.snakemake' / 'locks'} "
-          f"({shlex.join(cmd)})",
-          file=sys.stderr)
+    print(
+        f"capgap: removing the stale lock a killed run left in {workdir / '.snakemake' / 'locks'} ({shlex.join(cmd)})",
+        file=sys.stderr,
+    )
     return subprocess.run(cmd, cwd=workdir).returncode
 
 

@@ -51,8 +51,9 @@ _FAISS_NOISE = (
     re.compile(r"^Could not load library with [\w-]+ support due to:\s*ModuleNotFoundError\("),
 )
 
-_V4_UNUSED = re.compile(r"^Some weights of the model checkpoint at .* were not used when initializing \w+: \[(.*?)\]",
-                        re.S)
+_V4_UNUSED = re.compile(
+    r"^Some weights of the model checkpoint at .* were not used when initializing \w+: \[(.*?)\]", re.S
+)
 
 
 class _FaissLoaderNoise(logging.Filter):
@@ -103,8 +104,10 @@ class _TransformersLoadNoise(logging.Filter):
             return True
 
 
-_FILTERS: dict[str, type[logging.Filter]] = {FAISS_LOGGER: _FaissLoaderNoise,
-                                             TRANSFORMERS_LOGGER: _TransformersLoadNoise}
+_FILTERS: dict[str, type[logging.Filter]] = {
+    FAISS_LOGGER: _FaissLoaderNoise,
+    TRANSFORMERS_LOGGER: _TransformersLoadNoise,
+}
 
 
 def quiet_known_noise() -> list[str]:
@@ -156,13 +159,17 @@ def log_to(path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     sys.stderr = open(path, "w", buffering=1)
     sys.excepthook = capgap_excepthook
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        force=True)
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
     quiet_known_noise()
     log = logging.getLogger("capgap.stages")
     v = code_version()
     log.info("capgap code: %s", code_summary(v))
     if v["matches"] is False:
-        log.warning("the imported capgap (%s) is not the workflow's checkout %s: this job runs other code than the "
-                    "Snakefile's; reinstall (pip install -e .) or put the checkout's src/ first on PYTHONPATH",
-                    v["path"], v["expected"])
+        log.warning(
+            "the imported capgap (%s) is not the workflow's checkout %s: this job runs other code than the "
+            "Snakefile's; reinstall (pip install -e .) or put the checkout's src/ first on PYTHONPATH",
+            v["path"],
+            v["expected"],
+        )

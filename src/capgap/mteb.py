@@ -78,8 +78,9 @@ def parse_reference(text: str, path: str | Path) -> dict:
         ref = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        raise DataFormatError(path, mark.line + 1 if mark else None, None,
-                              f"not YAML: {getattr(e, 'problem', e)}") from e
+        raise DataFormatError(
+            path, mark.line + 1 if mark else None, None, f"not YAML: {getattr(e, 'problem', e)}"
+        ) from e
     if not isinstance(ref, dict):
         raise DataFormatError(path, None, None, "expected a mapping with keys source, split, tolerance, models")
 
@@ -141,13 +142,20 @@ def mteb_split(status: Mapping) -> str | None:
 
 
 def _value(df: pd.DataFrame, dataset: str, encoder: str, split: str, metric: str, k: int) -> float | None:
-    sel = df[(df["dataset"] == dataset) & (df["encoder"] == encoder) & (df["method"] == "pretrained")
-             & (df["split"] == split) & (df["metric"] == metric) & (df["k"] == k)]
+    sel = df[
+        (df["dataset"] == dataset)
+        & (df["encoder"] == encoder)
+        & (df["method"] == "pretrained")
+        & (df["split"] == split)
+        & (df["metric"] == metric)
+        & (df["k"] == k)
+    ]
     return float(sel["value"].iloc[0]) if len(sel) else None
 
 
-def compare(df: pd.DataFrame, statuses: Sequence[Mapping], models: Mapping[str, str],
-            reference: Mapping | None = None) -> list[dict]:
+def compare(
+    df: pd.DataFrame, statuses: Sequence[Mapping], models: Mapping[str, str], reference: Mapping | None = None
+) -> list[dict]:
     """MTEB's published values beside capgap's pre-trained rows of the same model and dataset.
 
     Parameters
@@ -188,24 +196,44 @@ def compare(df: pd.DataFrame, statuses: Sequence[Mapping], models: Mapping[str, 
                 split = mteb_split(by_ds.get(ds, {}))
                 for m in (m for m in METRICS if m in vals):
                     metric, k = METRICS[m]
-                    row = dict(dataset=ds, encoder=enc, model=model, task=task, metric=m, split=split or "–",
-                               mteb=float(vals[m]),
-                               ours=None, diff=None, flagged=False, source=source_path(model, entry["revision"], task),
-                               revision=entry["revision"])
+                    row = dict(
+                        dataset=ds,
+                        encoder=enc,
+                        model=model,
+                        task=task,
+                        metric=m,
+                        split=split or "–",
+                        mteb=float(vals[m]),
+                        ours=None,
+                        diff=None,
+                        flagged=False,
+                        source=source_path(model, entry["revision"], task),
+                        revision=entry["revision"],
+                    )
                     if split is None:
                         rule = by_ds.get(ds, {}).get("split_rule", "not recorded")
                         row["verdict"] = f"not comparable (no capgap split is BEIR's test qrels; split rule: {rule})"
                     elif (ours := _value(pre, ds, enc, split, metric, k)) is None:
-                        row["verdict"] = ("not computed (eval.ndcg_k is not 10)" if metric == "ndcg"
-                                          else f"not computed (eval.ks has no {k})")
+                        row["verdict"] = (
+                            "not computed (eval.ndcg_k is not 10)"
+                            if metric == "ndcg"
+                            else f"not computed (eval.ks has no {k})"
+                        )
                     elif not math.isfinite(ours):  # NaN compares False with everything: it must never read as agreeing
                         row["verdict"] = f"not computed (capgap's value is {ours})"
                     else:
                         diff = ours - row["mteb"]
                         flagged = not math.isclose(abs(diff), tol) and abs(diff) > tol
-                        row.update(ours=ours, diff=diff, flagged=flagged,
-                                   verdict=(f"differs by {diff:+.5f}: likely an index or evaluation error" if flagged
-                                            else f"agrees (within {tol:g})"))
+                        row.update(
+                            ours=ours,
+                            diff=diff,
+                            flagged=flagged,
+                            verdict=(
+                                f"differs by {diff:+.5f}: likely an index or evaluation error"
+                                if flagged
+                                else f"agrees (within {tol:g})"
+                            ),
+                        )
                     rows.append(row)
     return rows
 

@@ -36,8 +36,17 @@ from .finetune.stage import train_adapter
 from .index import index_fingerprint, load_index, load_with_encoder
 
 
-def twin_negative_rows(rs, index, without_twins, with_twins, targets, ks: Sequence[int], ndcg_k: int, encoder_name: str,
-                       threads: int | None = 1) -> list[dict]:
+def twin_negative_rows(
+    rs,
+    index,
+    without_twins,
+    with_twins,
+    targets,
+    ks: Sequence[int],
+    ndcg_k: int,
+    encoder_name: str,
+    threads: int | None = 1,
+) -> list[dict]:
     """Twins as hard negatives or not, measured (Ralev et al. 2026, Table 1: structure-targeted
     negatives cut MiniLM-L6's zero-shot NanoBEIR nDCG@10 from 0.439 to 0.401; here in capgap's
     setting, a LoRA query adapter against a frozen index).

@@ -68,7 +68,7 @@ class DatasetInfo:
         return self.gold_k is None and self.gold_range is not None and self.gold_range[0] != self.gold_range[1]
 
     def gold_varies_text(self) -> str:
-        """"gold sets vary 1–475" (only meaningful where ``gold_varies``)."""
+        """ "gold sets vary 1–475" (only meaningful where ``gold_varies``)."""
         lo, hi = self.gold_range or ("?", "?")
         return f"gold sets vary {lo}–{hi}"
 
@@ -77,8 +77,9 @@ def reads_rprec(info: DatasetInfo | None, df: pd.DataFrame, dataset: str) -> boo
     """Whether a dataset's "k = gold-set size" numbers are read at R-precision: its gold-set
     sizes vary (``info.gold_varies``) and ``df`` (results.csv rows) has its ``rprec`` rows
     (results written before R-precision existed keep the fixed fallback k)."""
-    return bool(info is not None and info.gold_varies
-                and ((df["dataset"] == dataset) & (df["metric"] == "rprec")).any())
+    return bool(
+        info is not None and info.gold_varies and ((df["dataset"] == dataset) & (df["metric"] == "rprec")).any()
+    )
 
 
 def claim_k(info: DatasetInfo | None, k, rprec: bool = False) -> tuple[int | str, str]:
@@ -101,8 +102,13 @@ def _at(df: pd.DataFrame, k) -> pd.Series:
 
 
 def _get(df: pd.DataFrame, dataset, encoder, method, split, k):
-    sel = df[(df["dataset"] == dataset) & (df["encoder"] == encoder) & (df["method"] == method)
-             & (df["split"] == split) & _at(df, k)]
+    sel = df[
+        (df["dataset"] == dataset)
+        & (df["encoder"] == encoder)
+        & (df["method"] == method)
+        & (df["split"] == split)
+        & _at(df, k)
+    ]
     return float(sel["value"].iloc[0]) if len(sel) else None
 
 
@@ -110,8 +116,9 @@ def _fmt(v) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
-def _pattern(kind: str, df: pd.DataFrame, ds: str, enc: str, method: str, k: int,
-             ours: Mapping[str, float | None]) -> str:
+def _pattern(
+    kind: str, df: pd.DataFrame, ds: str, enc: str, method: str, k: int, ours: Mapping[str, float | None]
+) -> str:
     """Whether the claim's qualitative finding holds on one run, with the numbers."""
     if kind == "generalization_gap":
         tr, ho = ours.get("train"), ours.get("heldout")
@@ -119,8 +126,10 @@ def _pattern(kind: str, df: pd.DataFrame, ds: str, enc: str, method: str, k: int
         if tr is None or ho is None:
             return "not measured"
         if tr < FIT:
-            return (f"not tested: the encoder did not fit its train queries (train {tr:.3f} < {FIT}; "
-                    "more fine-tuning steps needed before the pattern can show)")
+            return (
+                f"not tested: the encoder did not fit its train queries (train {tr:.3f} < {FIT}; "
+                "more fine-tuning steps needed before the pattern can show)"
+            )
         parts = [f"train − held-out {tr - ho:+.3f}"]
         ok = tr - ho >= GAP
         if cap is not None:
@@ -131,17 +140,20 @@ def _pattern(kind: str, df: pd.DataFrame, ds: str, enc: str, method: str, k: int
         return ("holds" if ok else "does not hold") + f" ({', '.join(parts)}; threshold {GAP})"
     if kind == "late_interaction":
         ho = ours.get("heldout")
-        sv = df[(df["dataset"] == ds) & (df["method"] == "finetuned") & (df["split"] == "heldout")
-                & _at(df, k)]["value"]
+        sv = df[(df["dataset"] == ds) & (df["method"] == "finetuned") & (df["split"] == "heldout") & _at(df, k)][
+            "value"
+        ]
         if ho is None:
             return "not measured"
         if sv.empty:
-            return ("holds" if ho >= LATE
-                    else "does not hold") + f" (held-out {ho:.3f} vs {LATE}; no single-vector run to compare)"
+            return (
+                "holds" if ho >= LATE else "does not hold"
+            ) + f" (held-out {ho:.3f} vs {LATE}; no single-vector run to compare)"
         best = float(sv.max())
         ok = ho >= LATE and ho - best >= GAP
-        return (("holds" if ok else "does not hold")
-                + f" (held-out {ho:.3f}; best fine-tuned single-vector held-out {best:.3f}, {ho - best:+.3f})")
+        return (
+            "holds" if ok else "does not hold"
+        ) + f" (held-out {ho:.3f}; best fine-tuned single-vector held-out {best:.3f}, {ho - best:+.3f})"
     if kind == "capacity_high":
         v = ours.get("heldout")
         if v is None:
@@ -168,9 +180,11 @@ def _numeric_verdict(claim: dict, ours: Mapping, paper: Mapping) -> str:
     diffs = {s: ours[s] - paper[s] for s in paper}
     if all(abs(d) <= tol + 1e-12 for d in diffs.values()):
         return f"reproduced (within ±{tol})"
-    return ("not reproduced: "
-            + ", ".join(f"{_key(s)} {d:+.3f}" for s, d in diffs.items() if abs(d) > tol + 1e-12)
-            + f" (ours − paper, beyond ±{tol})")
+    return (
+        "not reproduced: "
+        + ", ".join(f"{_key(s)} {d:+.3f}" for s, d in diffs.items() if abs(d) > tol + 1e-12)
+        + f" (ours − paper, beyond ±{tol})"
+    )
 
 
 def compare(df: pd.DataFrame, infos: Mapping[str, DatasetInfo], models: Mapping[tuple[str, str], str]) -> list[dict]:
@@ -192,11 +206,18 @@ def compare(df: pd.DataFrame, infos: Mapping[str, DatasetInfo], models: Mapping[
             runs.append((ds, enc))
         if not runs:
             fam = "any" if c["family"] == "all" else f"no {c['family'].upper()}"
-            rows.append(dict(claim=c["claim"], source=c["source"], run="–", k="–", paper=_paper_text(c, None),
-                             ours="–",
-                             verdict=f"not comparable: not run here ({fam} dataset with method {c['method']} in this "
-                                     "config)",
-                             pattern="–"))
+            rows.append(
+                dict(
+                    claim=c["claim"],
+                    source=c["source"],
+                    run="–",
+                    k="–",
+                    paper=_paper_text(c, None),
+                    ours="–",
+                    verdict=f"not comparable: not run here ({fam} dataset with method {c['method']} in this config)",
+                    pattern="–",
+                )
+            )
             continue
         # Aggregated claims (BRIGHT means): comparable runs are averaged per model.
         groups: dict = {}
@@ -213,16 +234,25 @@ def compare(df: pd.DataFrame, infos: Mapping[str, DatasetInfo], models: Mapping[
             k, k_note = claim_k(info, c.get("k", "gold"), reads_rprec(info, df, ds0)) if "values" in c else (None, "")
             if "values" in c:
                 paper = {s: float(v) for s, v in c["values"].items()}
-                per = [{s: _get(df, d, enc, c["method"], s,
-                                claim_k(i, c.get("k", "gold"), reads_rprec(i, df, d))[0]) for s in paper}
-                       for d, _, _, i, _ in members]
-                ours = {s: (sum(p[s] for p in per) / len(per) if all(p[s] is not None for p in per) else None)
-                        for s in paper}
+                per = [
+                    {
+                        s: _get(df, d, enc, c["method"], s, claim_k(i, c.get("k", "gold"), reads_rprec(i, df, d))[0])
+                        for s in paper
+                    }
+                    for d, _, _, i, _ in members
+                ]
+                ours = {
+                    s: (sum(p[s] for p in per) / len(per) if all(p[s] is not None for p in per) else None)
+                    for s in paper
+                }
             else:
                 paper = {int(kk): float(v) for kk, v in c["values_at_k"].items()}
                 ours = {kk: _get(df, ds0, enc, c["method"], c.get("split", "all"), kk) for kk in paper}
-            run = (f"{ds0} / {enc or c['method']}" if len(members) == 1
-                   else f"mean of {len(members)}/{len(c['datasets'])} categories / {enc}")
+            run = (
+                f"{ds0} / {enc or c['method']}"
+                if len(members) == 1
+                else f"mean of {len(members)}/{len(c['datasets'])} categories / {enc}"
+            )
             if comparable:
                 verdict = _numeric_verdict(c, ours, paper)
             else:
@@ -237,9 +267,18 @@ def compare(df: pd.DataFrame, infos: Mapping[str, DatasetInfo], models: Mapping[
                 verdict = "not comparable: " + "; ".join(why)
             pk = k if k is not None else min(paper)
             pattern = _pattern(c["pattern"], df, ds0, enc, c["method"], pk, ours)
-            rows.append(dict(claim=c["claim"], source=c["source"], run=run,
-                             k=(k_note or f"k = {k}") if k is not None else "k = " + " / ".join(map(str, paper)),
-                             paper=_paper_text(c, paper), ours=_ours_text(ours), verdict=verdict, pattern=pattern))
+            rows.append(
+                dict(
+                    claim=c["claim"],
+                    source=c["source"],
+                    run=run,
+                    k=(k_note or f"k = {k}") if k is not None else "k = " + " / ".join(map(str, paper)),
+                    paper=_paper_text(c, paper),
+                    ours=_ours_text(ours),
+                    verdict=verdict,
+                    pattern=pattern,
+                )
+            )
     return rows
 
 

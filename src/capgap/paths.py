@@ -30,8 +30,14 @@ from pathlib import Path
 
 # what bash splits a word at, or expands, quotes or globs in it
 SHELL_SPECIAL = frozenset(" \t\n\r\v\f'\"`$\\!*?[](){}<>|&;#~")
-_NAMES = {" ": "a space", "\t": "a tab", "\n": "a newline", "\r": "a carriage return", "\v": "a vertical tab",
-          "\f": "a form feed"}
+_NAMES = {
+    " ": "a space",
+    "\t": "a tab",
+    "\n": "a newline",
+    "\r": "a carriage return",
+    "\v": "a vertical tab",
+    "\f": "a form feed",
+}
 
 
 class PathError(ValueError):
@@ -58,8 +64,10 @@ def shell_special(path: str | os.PathLike) -> list[str]:
     return list(dict.fromkeys(c for c in str(path) if c in SHELL_SPECIAL))
 
 
-REASON = ("Snakemake runs every job's script as '<python> <script>' without quoting the interpreter's path "
-          "(snakemake/script/__init__.py), so each job would fail with exit status 127")
+REASON = (
+    "Snakemake runs every job's script as '<python> <script>' without quoting the interpreter's path "
+    "(snakemake/script/__init__.py), so each job would fail with exit status 127"
+)
 
 
 def check_interpreter(executable: str | os.PathLike | None = None) -> None:
@@ -75,9 +83,14 @@ def check_interpreter(executable: str | os.PathLike | None = None) -> None:
     exe = str(executable if executable is not None else sys.executable)
     bad = shell_special(exe)
     if bad:
-        raise UnsafePath(exe, "Python interpreter", bad, REASON,
-                         "Make the virtualenv at a path without spaces, quotes or shell characters "
-                         "(make run VENV=/path/to/venv; the checkout, data and results folders may keep their names).")
+        raise UnsafePath(
+            exe,
+            "Python interpreter",
+            bad,
+            REASON,
+            "Make the virtualenv at a path without spaces, quotes or shell characters "
+            "(make run VENV=/path/to/venv; the checkout, data and results folders may keep their names).",
+        )
 
 
 MIRROR_ENV = "CAPGAP_DATA_MIRROR"
@@ -101,25 +114,35 @@ def check_mirror(value: str | None = None) -> None:
         return
     if Path(value).is_dir():
         if (Path(value) / "corpus.jsonl").is_file():  # one dataset's own folder, one level too deep
-            raise PathError(value, "data mirror", f"capgap: ${MIRROR_ENV} is {value!r}, which holds corpus.jsonl "
-                            "itself: it is one dataset's folder; point it at the folder above "
-                            f"({str(Path(value).parent)!r}), which holds one BEIR-layout folder per dataset")
+            raise PathError(
+                value,
+                "data mirror",
+                f"capgap: ${MIRROR_ENV} is {value!r}, which holds corpus.jsonl "
+                "itself: it is one dataset's folder; point it at the folder above "
+                f"({str(Path(value).parent)!r}), which holds one BEIR-layout folder per dataset",
+            )
         return
     if value != value.strip():
         why = "it has leading or trailing whitespace, which is part of the path"
     elif value[0] in "'\"" and value[-1] == value[0]:
         why = "the quotes around it are part of the value (an env file, a Makefile or nested quoting keeps them)"
     elif value.startswith("~"):
-        why = ("'~' is not expanded here (the shell expands it only unquoted); "
-               f"did you mean {os.path.expanduser(value)!r}?")
+        why = (
+            "'~' is not expanded here (the shell expands it only unquoted); "
+            f"did you mean {os.path.expanduser(value)!r}?"
+        )
     elif Path(value).exists():
         why = "it is a file, not a folder"
     elif not os.path.isabs(value):
         why = f"no such folder, relative to the current folder {os.getcwd()!r}"
     else:
         why = "no such folder"
-    raise PathError(value, "data mirror", f"capgap: ${MIRROR_ENV} is {value!r}, which is not a folder: {why}. Point it "
-                    "at the folder holding one BEIR-layout folder per dataset, or unset it to run without a mirror.")
+    raise PathError(
+        value,
+        "data mirror",
+        f"capgap: ${MIRROR_ENV} is {value!r}, which is not a folder: {why}. Point it "
+        "at the folder holding one BEIR-layout folder per dataset, or unset it to run without a mirror.",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,10 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     path = str(Path(os.path.abspath(venv)))
     bad = shell_special(path)
     if bad:
-        print(UnsafePath(path, "virtualenv", bad, REASON,
-                         "Put the virtualenv at a path without spaces, quotes or shell characters: "
-                         "make run VENV=/path/without/spaces/venv (the same VENV= for make test); "
-                         "the checkout itself may keep its path."), file=sys.stderr)
+        print(
+            UnsafePath(
+                path,
+                "virtualenv",
+                bad,
+                REASON,
+                "Put the virtualenv at a path without spaces, quotes or shell characters: "
+                "make run VENV=/path/without/spaces/venv (the same VENV= for make test); "
+                "the checkout itself may keep its path.",
+            ),
+            file=sys.stderr,
+        )
         return 2
     return 0
 

@@ -19,8 +19,23 @@ from typing import Mapping, Sequence
 
 from .paths import shard_labels
 
-PACKAGES = ("capgap", "torch", "transformers", "sentence-transformers", "peft", "pylate", "faiss-cpu", "bm25s",
-            "numpy", "scipy", "pandas", "quadprog", "snakemake", "dvc", "seaborn")
+PACKAGES = (
+    "capgap",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "peft",
+    "pylate",
+    "faiss-cpu",
+    "bm25s",
+    "numpy",
+    "scipy",
+    "pandas",
+    "quadprog",
+    "snakemake",
+    "dvc",
+    "seaborn",
+)
 
 
 def config_hash(config: Mapping) -> str:
@@ -83,8 +98,11 @@ def use_checkout(root: str | Path) -> str:
 def code_summary(v: Mapping | None = None) -> str:
     """One line for the report: ``commit 1a2b3c4d5e6f (modified) from /path/src/capgap``."""
     v = code_version() if v is None else v
-    commit = f"commit {v['commit'][:12]}" + (" (with uncommitted changes)" if v.get("dirty")
-                                             else "") if v.get("commit") else "no git commit"
+    commit = (
+        f"commit {v['commit'][:12]}" + (" (with uncommitted changes)" if v.get("dirty") else "")
+        if v.get("commit")
+        else "no git commit"
+    )
     warn = f"; NOT the workflow's checkout {v['expected']}" if v.get("matches") is False else ""
     return f"{commit} from {v['path']}{warn}"
 
@@ -101,7 +119,7 @@ def job_code(benchmark_files: Sequence[str | Path]) -> dict[str, list[str]]:
             continue
         i = parts.index("rules")
         # the last part plus ".log", not with_suffix: an encoder named "bge-v1.5" keeps its ".5"
-        log_path = Path(*parts[:i - 1], "logs", *parts[i + 1 : -1], parts[-1] + ".log")
+        log_path = Path(*parts[: i - 1], "logs", *parts[i + 1 : -1], parts[-1] + ".log")
         try:
             with open(log_path, encoding="utf-8", errors="replace") as fh:
                 for line in fh:
@@ -135,8 +153,14 @@ def machine() -> dict[str, str]:
             gpu = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
     except Exception as exc:  # torch missing or broken: say so rather than fail the report
         gpu = f"unknown ({type(exc).__name__})"
-    return {"os": platform.platform(), "python": platform.python_version(), "cpu": cpu or "unknown",
-            "logical cores": str(os.cpu_count()), "memory": mem, "gpu": gpu}
+    return {
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": cpu or "unknown",
+        "logical cores": str(os.cpu_count()),
+        "memory": mem,
+        "gpu": gpu,
+    }
 
 
 def read_benchmark(path: str | Path) -> dict[str, float]:
@@ -159,8 +183,9 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
     return {"s": num(r.get("s")), "max_rss": num(r.get("max_rss")), "cpu_time": num(r.get("cpu_time"))}
 
 
-STAGE_RULES = frozenset({"finetune", "pretrained", "probe", "index", "ladder", "bm25", "colbert", "compress",
-                         "twin_negatives"})
+STAGE_RULES = frozenset(
+    {"finetune", "pretrained", "probe", "index", "ladder", "bm25", "colbert", "compress", "twin_negatives"}
+)
 
 
 SHARDED_RULES = ("index", "probe")  # rules whose work config <rule>.shards > 1 scatters over <rule>_shard jobs
@@ -193,7 +218,7 @@ def benchmark_paths(result_paths: Sequence[str | Path], shards: Mapping[str, int
         elif len(rest) >= 3 and rest[1] in STAGE_RULES:
             out.append(f"benchmarks/rules/{rest[1]}/{rest[0]}.tsv")
         elif len(rest) >= 4 and rest[2].startswith("finetune-"):
-            out.append(f"benchmarks/rules/finetune_regime/{rest[0]}/{rest[1]}/{rest[2][len('finetune-'):]}.tsv")
+            out.append(f"benchmarks/rules/finetune_regime/{rest[0]}/{rest[1]}/{rest[2][len('finetune-') :]}.tsv")
         elif len(rest) >= 4 and rest[2] in STAGE_RULES:
             out.append(f"benchmarks/rules/{rest[2]}/{rest[0]}/{rest[1]}.tsv")
             labels = shard_labels(shards.get(rest[2], 1)) if rest[2] in SHARDED_RULES else []
@@ -211,7 +236,7 @@ def stage_times(paths: Sequence[str | Path]) -> list[dict]:
             continue
         parts = p.with_suffix("").parts
         i = parts.index("rules") if "rules" in parts else len(parts) - 2
-        out.append({"rule": parts[i + 1], "job": "/".join(parts[i + 2:]) or parts[i + 1], **read_benchmark(p)})
+        out.append({"rule": parts[i + 1], "job": "/".join(parts[i + 2 :]) or parts[i + 1], **read_benchmark(p)})
     return out
 
 

@@ -123,8 +123,9 @@ def duplicate_groups(keys) -> list[np.ndarray]:
         # multipliers, summed mod 2^64), vectorised; only rows sharing a hash are compared byte for byte
         n, width = keys.shape[0], keys.shape[1] * keys.dtype.itemsize
         word = next(w for w in (np.uint64, np.uint32, np.uint16, np.uint8) if width % np.dtype(w).itemsize == 0)
-        mult = np.random.default_rng(0).integers(1, 2**63, size=width // np.dtype(word).itemsize,
-                                                 dtype=np.uint64) | np.uint64(1)
+        mult = np.random.default_rng(0).integers(
+            1, 2**63, size=width // np.dtype(word).itemsize, dtype=np.uint64
+        ) | np.uint64(1)
         h = np.empty(n, dtype=np.uint64)
         for b0 in range(0, n, 4096):
             block = np.ascontiguousarray(keys[b0 : b0 + 4096]).view(np.uint8).reshape(-1, width).view(word)
@@ -164,8 +165,11 @@ def duplicate_summary(ids: Sequence[str], texts: Sequence[str], examples: int = 
     """Groups of identical ``texts`` for a dataset's status: ``{"groups": int, "items": int
     (items in groups), "examples": [[id, ...] (first 4 ids), ...] (first ``examples`` groups)}``."""
     groups = duplicate_groups(list(texts))
-    return {"groups": len(groups), "items": int(sum(len(g) for g in groups)),
-            "examples": [[ids[i] for i in g[:4]] for g in groups[:examples]]}
+    return {
+        "groups": len(groups),
+        "items": int(sum(len(g) for g in groups)),
+        "examples": [[ids[i] for i in g[:4]] for g in groups[:examples]],
+    }
 
 
 def merge_groups(n: int, *group_lists: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -193,12 +197,14 @@ def merge_groups(n: int, *group_lists: Sequence[np.ndarray]) -> list[np.ndarray]
         for grp in g:
             for i in grp:
                 out.setdefault(root(int(i)), []).append(int(i))
-    return sorted((np.unique(np.asarray(v, dtype=np.int64)) for v in out.values() if len(set(v)) > 1),
-                  key=lambda a: a[0])
+    return sorted(
+        (np.unique(np.asarray(v, dtype=np.int64)) for v in out.values() if len(set(v)) > 1), key=lambda a: a[0]
+    )
 
 
-def tie_duplicates(scores: np.ndarray, groups: Sequence[np.ndarray],
-                   index: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def tie_duplicates(
+    scores: np.ndarray, groups: Sequence[np.ndarray], index: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
     """Give every member of each duplicate group its first member's score, in place.
 
     Identical documents can otherwise differ by one ulp when a BLAS kernel treats their rows
@@ -246,8 +252,9 @@ def _order_keys(s: np.ndarray, rows: np.ndarray, is_gold: np.ndarray, grade: np.
     return (rows, grade, is_gold, -s.astype(np.float64))
 
 
-def rank_gold(scores: np.ndarray, gold: np.ndarray, grades: np.ndarray | None = None,
-              valid: np.ndarray | None = None) -> np.ndarray:
+def rank_gold(
+    scores: np.ndarray, gold: np.ndarray, grades: np.ndarray | None = None, valid: np.ndarray | None = None
+) -> np.ndarray:
     """1-based rank of each gold document under the pessimistic tie rule (module docstring).
 
     A gold document's rank is 1 + the valid non-gold documents scoring at least as high + the
@@ -293,14 +300,20 @@ def rank_gold(scores: np.ndarray, gold: np.ndarray, grades: np.ndarray | None = 
     sv, gv, rv = sg[ok], grades[ok], gold[ok]
     ahead = (sv[None, :] > sv[:, None]) | (
         (sv[None, :] == sv[:, None])
-        & ((gv[None, :] < gv[:, None]) | ((gv[None, :] == gv[:, None]) & (rv[None, :] < rv[:, None]))))
+        & ((gv[None, :] < gv[:, None]) | ((gv[None, :] == gv[:, None]) & (rv[None, :] < rv[:, None])))
+    )
     ranks = np.full(len(gold), np.inf)
     ranks[ok] = above_ng[ok] + ahead.sum(1) + 1
     return ranks
 
 
-def rank_top(scores: np.ndarray, depth: int, gold: np.ndarray | None = None, grades: np.ndarray | None = None,
-             valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def rank_top(
+    scores: np.ndarray,
+    depth: int,
+    gold: np.ndarray | None = None,
+    grades: np.ndarray | None = None,
+    valid: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The first ``depth`` valid documents under the pessimistic tie rule (module docstring).
 
     A gold document's position here + 1 equals its ``rank_gold``.
@@ -346,9 +359,18 @@ def rank_top(scores: np.ndarray, depth: int, gold: np.ndarray | None = None, gra
     return out_i, out_s
 
 
-def rank_queries(score_block, n_queries: int, gold: Sequence[np.ndarray], grades: Sequence[np.ndarray],
-                 excluded: Sequence[Sequence[int]] | None, depth: int, n_docs: int,
-                 groups: Sequence[np.ndarray] = (), block: int | None = None, observe=None):
+def rank_queries(
+    score_block,
+    n_queries: int,
+    gold: Sequence[np.ndarray],
+    grades: Sequence[np.ndarray],
+    excluded: Sequence[Sequence[int]] | None,
+    depth: int,
+    n_docs: int,
+    groups: Sequence[np.ndarray] = (),
+    block: int | None = None,
+    observe=None,
+):
     """Rank every query's documents with the evaluation tie rule, block by block.
 
     Parameters
@@ -457,8 +479,9 @@ def dense_scores(queries: np.ndarray, docs: np.ndarray, threads: int | None = No
                 for r0 in range(0, docs32.shape[0], step):
                     S[:, r0 : r0 + step] = queries[a:b] @ np.ascontiguousarray(docs32[r0 : r0 + step]).T
         if not np.isfinite(S).all():
-            raise ValueError(f"scores overflow float32 (max |score| {float(np.nanmax(np.abs(S))):g}): rescale the "
-                             "vectors")
+            raise ValueError(
+                f"scores overflow float32 (max |score| {float(np.nanmax(np.abs(S))):g}): rescale the vectors"
+            )
         return S
 
     return score_block

@@ -40,7 +40,9 @@ STAGES = {
 def __getattr__(rule: str):
     """``capgap.stages.<rule>``: the stage function of ``rule`` (``STAGES``), imported now."""
     if rule not in STAGES:
-        raise AttributeError(f"module 'capgap.stages' has no attribute {rule!r} (the rules with a stage: {', '.join(STAGES)})")
+        raise AttributeError(
+            f"module 'capgap.stages' has no attribute {rule!r} (the rules with a stage: {', '.join(STAGES)})"
+        )
     module, name = STAGES[rule]
     return getattr(importlib.import_module(module), name)
 

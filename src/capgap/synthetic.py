@@ -57,8 +57,15 @@ def _centres(n_clusters: int, dim: int, rank: int, seed: int) -> tuple[np.ndarra
     return C, T, p / p.sum()
 
 
-def structured_index(n_docs: int, dim: int, seed: int = 0, path: str | Path | None = None, cluster_size: int = 500,
-                     rank: int = 16, dup_rate: float = 0.002) -> tuple[np.ndarray, np.ndarray]:
+def structured_index(
+    n_docs: int,
+    dim: int,
+    seed: int = 0,
+    path: str | Path | None = None,
+    cluster_size: int = 500,
+    rank: int = 16,
+    dup_rate: float = 0.002,
+) -> tuple[np.ndarray, np.ndarray]:
     """A structured index (module docstring) and each document's topic.
 
     Parameters
@@ -130,8 +137,9 @@ def structured_index(n_docs: int, dim: int, seed: int = 0, path: str | Path | No
     return embeddings, labels
 
 
-def query_set(kind: str, labels: np.ndarray, seed: int = 0, n_queries: int | None = None
-              ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def query_set(
+    kind: str, labels: np.ndarray, seed: int = 0, n_queries: int | None = None
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Gold sets (and excluded documents) of a query set shaped like ``kind`` (module docstring).
 
     ``labels``: ``(n_docs,) int`` the topics of ``structured_index``; ``n_queries``: default the
@@ -154,14 +162,18 @@ def query_set(kind: str, labels: np.ndarray, seed: int = 0, n_queries: int | Non
             size = int(rng.integers(2, 9))
             other = members(int(rng.choice(topics)))
             n_other = min(int(rng.integers(1, 3)), size - 1, len(other))
-            g = np.union1d(rng.choice(own, size=min(size - n_other, len(own)), replace=False),
-                           rng.choice(other, size=n_other, replace=False))
+            g = np.union1d(
+                rng.choice(own, size=min(size - n_other, len(own)), replace=False),
+                rng.choice(other, size=n_other, replace=False),
+            )
             pool = np.setdiff1d(own, g)
             e = rng.choice(pool, size=min(int(rng.integers(0, 6)), len(pool)), replace=False)
         elif kind == "trec-covid":
             other = members(int(rng.choice(topics)))
-            g = np.union1d(rng.choice(own, size=min(225, len(own)), replace=False),
-                           rng.choice(other, size=min(225, len(other)), replace=False))
+            g = np.union1d(
+                rng.choice(own, size=min(225, len(own)), replace=False),
+                rng.choice(other, size=min(225, len(other)), replace=False),
+            )
             g = np.union1d(g, rng.choice(n, size=50, replace=False))
             e = np.zeros(0, dtype=np.int64)
         else:

@@ -43,6 +43,7 @@ def note_run_pair(first: dict, path, lineno: int, q: str, d: str) -> None:
         raise DataFormatError(path, lineno, "doc-id", f"document {d!r} of query {q!r} repeats line {first[q, d]}")
     first[q, d] = lineno
 
+
 def _needs_escape(ch: str) -> bool:
     return ch == "%" or ch.isspace()
 
@@ -90,8 +91,14 @@ class Run:
         write_run(path, self.query_ids, self.rows, self.scores, self.doc_ids, self.tag)
 
 
-def write_run(path: str | Path, query_ids: Sequence[str], indices: np.ndarray, scores: np.ndarray,
-              doc_ids: Sequence[str], tag: str) -> None:
+def write_run(
+    path: str | Path,
+    query_ids: Sequence[str],
+    indices: np.ndarray,
+    scores: np.ndarray,
+    doc_ids: Sequence[str],
+    tag: str,
+) -> None:
     """Atomically write a TREC run file: one ``qid Q0 docid rank score tag`` line per result.
 
     ``indices``/``scores``: ``(n_queries, k) int64`` row indices into ``doc_ids`` and their
@@ -132,8 +139,9 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
         if not cols:
             continue
         if len(cols) != 6:
-            raise DataFormatError(path, lineno, None,
-                                  f"expected 6 columns (qid Q0 docid rank score tag), got {len(cols)}")
+            raise DataFormatError(
+                path, lineno, None, f"expected 6 columns (qid Q0 docid rank score tag), got {len(cols)}"
+            )
         try:
             q = decode_id(cols[0])
         except ValueError as e:

@@ -18,7 +18,10 @@ def _clustered_corpus():
     """400 documents of 12 tokens (32-d) drawn around 20 shared centres: near-ties for ANN."""
     rng = np.random.default_rng(0)
     centers = _unit(rng.standard_normal((20, 32)))
-    return rng, [_unit(centers[rng.integers(20, size=12)] + 0.3 * rng.standard_normal((12, 32))).astype(np.float32) for _ in range(400)]
+    return rng, [
+        _unit(centers[rng.integers(20, size=12)] + 0.3 * rng.standard_normal((12, 32))).astype(np.float32)
+        for _ in range(400)
+    ]
 
 
 def test_maxsim_hand_example():
@@ -102,7 +105,13 @@ def test_plaid_candidates_rescored_agree_with_exact(tmp_path):
     tokens, offsets = cb.pack_documents(docs, dtype=np.float32)
     q = np.stack([_unit(d[:6] + 0.1 * rng.standard_normal((6, 32))) for d in docs[:25]]).astype(np.float32)
     exact, _ = cb.maxsim_topk(q, tokens, offsets, k=10)
-    index = cb.PlaidIndex(tmp_path / "plaid", ROOT / ".cache" / "torch_extensions", candidates=100, ncells=32, centroid_score_threshold=0.0)
+    index = cb.PlaidIndex(
+        tmp_path / "plaid",
+        ROOT / ".cache" / "torch_extensions",
+        candidates=100,
+        ncells=32,
+        centroid_score_threshold=0.0,
+    )
     index.build(tokens, offsets)
     cand = index.search(q, 100)
     assert all(len(c) > 10 for c in cand)
@@ -113,8 +122,17 @@ def test_plaid_candidates_rescored_agree_with_exact(tmp_path):
 
 
 def _tiny_model(tmp_path):
-    cfg = cb.ColbertConfig(steps=2, batch_size=2, lr=1e-4, n_negatives=1, query_length=8, document_length=24,
-                           checkpoint_every=1, eval_every=1, seed=3)
+    cfg = cb.ColbertConfig(
+        steps=2,
+        batch_size=2,
+        lr=1e-4,
+        n_negatives=1,
+        query_length=8,
+        document_length=24,
+        checkpoint_every=1,
+        eval_every=1,
+        seed=3,
+    )
     return cfg, cb.load_colbert(cfg)
 
 
@@ -144,7 +162,11 @@ def test_train_colbert_deterministic_and_resumes(tmp_path):
     assert not torch.equal(m0.state_dict()["1.linear.weight"], s1["1.linear.weight"])
     # documents of the trained model pack into the float16 layout
     toks, offs = cb.encode_documents(m1, docs, tmp_path / "parts", chunk=3)
-    assert toks.dtype == np.float16 and len(offs) == 5 and sorted((tmp_path / "parts").iterdir())[0].name == "part-000000000.npz"
+    assert (
+        toks.dtype == np.float16
+        and len(offs) == 5
+        and sorted((tmp_path / "parts").iterdir())[0].name == "part-000000000.npz"
+    )
 
 
 def test_faiss_token_index_candidates_rescored_agree_with_exact():
@@ -177,12 +199,19 @@ def test_work_folder_key_covers_the_training_data():
     from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
     from capgap.data import query_records as run_data
 
-    rs = RetrievalSet("t", Corpus(("a", "b"), ("", ""), ("x", "y")), Queries(("q1", "q2"), ("find x", "find y")),
-                      Qrels({"q1": {"a": 1}, "q2": {"b": 1}}), Split(("q1",), ("q2",)))
+    rs = RetrievalSet(
+        "t",
+        Corpus(("a", "b"), ("", ""), ("x", "y")),
+        Queries(("q1", "q2"), ("find x", "find y")),
+        Qrels({"q1": {"a": 1}, "q2": {"b": 1}}),
+        Split(("q1",), ("q2",)),
+    )
     base = run_data(rs)
     assert base == [["train", "q1", "find x", [("a", 1)], []], ["heldout", "q2", "find y", [("b", 1)], []]]
     assert run_data(replace(rs, queries=Queries(("q1", "q2"), ("find x please", "find y")))) != base
-    assert run_data(replace(rs, queries=Queries(("q1", "q2"), ("find x", "find y please")))) != base  # held-out: the curve
+    assert (
+        run_data(replace(rs, queries=Queries(("q1", "q2"), ("find x", "find y please")))) != base
+    )  # held-out: the curve
     assert run_data(replace(rs, qrels=Qrels({"q1": {"b": 1}, "q2": {"b": 1}}))) != base
     assert run_data(replace(rs, excluded={"q1": ("b",)})) != base
 
@@ -235,7 +264,13 @@ def test_settings_that_decide_where_training_stops_are_in_the_training_digest():
     from capgap.colbert import ColbertConfig
 
     base = ColbertConfig().training_digest()
-    for change in ({"stop_at_convergence": False}, {"eval_every": 25}, {"eval_max_queries": 100}, {"tol": 0.001},
-                   {"n_iter_no_change": 3}, {"steps": 7}):
+    for change in (
+        {"stop_at_convergence": False},
+        {"eval_every": 25},
+        {"eval_max_queries": 100},
+        {"tol": 0.001},
+        {"n_iter_no_change": 3},
+        {"steps": 7},
+    ):
         assert ColbertConfig(**change).training_digest() != base, change
     assert ColbertConfig(curve_max_docs=10).training_digest() == base  # evaluation only

@@ -215,7 +215,8 @@ def test_pq_warns_once_below_faiss_recommendation(caplog):
     with caplog.at_level(logging.WARNING, logger="capgap.compress"):
         compress(X, "pq-4x2")
     assert [r.getMessage() for r in caplog.records] == [
-        "pq-4x2: 20 training points for 4 centroids per sub-quantizer (faiss recommends >= 156)"]
+        "pq-4x2: 20 training points for 4 centroids per sub-quantizer (faiss recommends >= 156)"
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,9 +247,15 @@ def test_binary_sign_of_zero_is_plus_one():
 
 
 BYTES_64 = {  # dim 64, by hand
-    "float32": ("float32", 256.0, 64), "trunc-16": ("truncation", 64.0, 16), "pca-16": ("pca", 64.0, 16),
-    "sq8": ("sq", 64.0, 64), "sq4": ("sq", 32.0, 64), "binary": ("binary", 8.0, 64),
-    "pq-16x8": ("pq", 16.0, 64), "pq-8x4": ("pq", 4.0, 64), "pq-4x3": ("pq", 2.0, 64),  # 12 bits -> 2 bytes
+    "float32": ("float32", 256.0, 64),
+    "trunc-16": ("truncation", 64.0, 16),
+    "pca-16": ("pca", 64.0, 16),
+    "sq8": ("sq", 64.0, 64),
+    "sq4": ("sq", 32.0, 64),
+    "binary": ("binary", 8.0, 64),
+    "pq-16x8": ("pq", 16.0, 64),
+    "pq-8x4": ("pq", 4.0, 64),
+    "pq-4x3": ("pq", 2.0, 64),  # 12 bits -> 2 bytes
 }
 
 
@@ -285,20 +292,29 @@ def test_float32_is_the_input(D64):
     assert c.documents is D64 and c.codes is None
 
 
-@pytest.mark.parametrize("bad,msg", [
-    ("int8", "unknown compression variant 'int8'; valid forms: float32, trunc-<d>, pca-<d>, sq8, sq4, binary, pq-<m>x<nbits>"),
-    ("sq16", "unknown compression variant 'sq16'"), ("PQ-8x8", "unknown compression variant 'PQ-8x8'"),
-    (" sq8", "unknown compression variant ' sq8'"), ("pca-x", "unknown compression variant 'pca-x'"),
-    ("pq-8", "unknown compression variant 'pq-8'"),
-    ("trunc-0", "'trunc-0': the output dimension must be >= 1"),
-    ("trunc-65", "'trunc-65': output dimension 65 exceeds the index's dimension 64"),
-    ("pca-300", "'pca-300': output dimension 300 exceeds"),
-    ("trunc-08", "'trunc-08': dimension '08' has leading zeros"),
-    ("pq-7x8", "'pq-7x8': m = 7 does not divide the index's dimension 64"),
-    ("pq-0x8", "'pq-0x8': the number of sub-quantizers m must be >= 1"),
-    ("pq-8x0", "'pq-8x0': nbits must be in 1..16, got 0"), ("pq-8x17", "'pq-8x17': nbits must be in 1..16, got 17"),
-    ("pq-8x9", "'pq-8x9': PQ training needs at least 2^9 = 512 documents"),
-])
+@pytest.mark.parametrize(
+    "bad,msg",
+    [
+        (
+            "int8",
+            "unknown compression variant 'int8'; valid forms: float32, trunc-<d>, pca-<d>, sq8, sq4, binary, pq-<m>x<nbits>",
+        ),
+        ("sq16", "unknown compression variant 'sq16'"),
+        ("PQ-8x8", "unknown compression variant 'PQ-8x8'"),
+        (" sq8", "unknown compression variant ' sq8'"),
+        ("pca-x", "unknown compression variant 'pca-x'"),
+        ("pq-8", "unknown compression variant 'pq-8'"),
+        ("trunc-0", "'trunc-0': the output dimension must be >= 1"),
+        ("trunc-65", "'trunc-65': output dimension 65 exceeds the index's dimension 64"),
+        ("pca-300", "'pca-300': output dimension 300 exceeds"),
+        ("trunc-08", "'trunc-08': dimension '08' has leading zeros"),
+        ("pq-7x8", "'pq-7x8': m = 7 does not divide the index's dimension 64"),
+        ("pq-0x8", "'pq-0x8': the number of sub-quantizers m must be >= 1"),
+        ("pq-8x0", "'pq-8x0': nbits must be in 1..16, got 0"),
+        ("pq-8x17", "'pq-8x17': nbits must be in 1..16, got 17"),
+        ("pq-8x9", "'pq-8x9': PQ training needs at least 2^9 = 512 documents"),
+    ],
+)
 def test_bad_variants_name_the_string(D64, bad, msg):
     with pytest.raises(ValueError) as e:
         compress(D64, bad)
@@ -342,16 +358,66 @@ def test_threads_restored(D64):
     assert faiss.omp_get_max_threads() == before == 1
 
 
-@pytest.mark.parametrize("dim,want", [
-    (384, ["trunc-192", "trunc-96", "trunc-48", "trunc-32", "pca-192", "pca-96", "pca-48", "pca-32",
-           "sq8", "sq4", "binary", "pq-96x8", "pq-48x8", "pq-24x8"]),
-    (64, ["trunc-32", "trunc-16", "trunc-8", "pca-32", "pca-16", "pca-8", "sq8", "sq4", "binary",
-          "pq-16x8", "pq-8x8", "pq-4x8"]),
-    (100, ["trunc-50", "trunc-32", "trunc-25", "trunc-12", "pca-50", "pca-32", "pca-25", "pca-12",
-           "sq8", "sq4", "binary", "pq-25x8"]),
-    (8, ["trunc-4", "trunc-2", "trunc-1", "pca-4", "pca-2", "pca-1", "sq8", "sq4", "binary", "pq-2x8", "pq-1x8"]),
-    (1, ["sq8", "sq4", "binary"]),
-])
+@pytest.mark.parametrize(
+    "dim,want",
+    [
+        (
+            384,
+            [
+                "trunc-192",
+                "trunc-96",
+                "trunc-48",
+                "trunc-32",
+                "pca-192",
+                "pca-96",
+                "pca-48",
+                "pca-32",
+                "sq8",
+                "sq4",
+                "binary",
+                "pq-96x8",
+                "pq-48x8",
+                "pq-24x8",
+            ],
+        ),
+        (
+            64,
+            [
+                "trunc-32",
+                "trunc-16",
+                "trunc-8",
+                "pca-32",
+                "pca-16",
+                "pca-8",
+                "sq8",
+                "sq4",
+                "binary",
+                "pq-16x8",
+                "pq-8x8",
+                "pq-4x8",
+            ],
+        ),
+        (
+            100,
+            [
+                "trunc-50",
+                "trunc-32",
+                "trunc-25",
+                "trunc-12",
+                "pca-50",
+                "pca-32",
+                "pca-25",
+                "pca-12",
+                "sq8",
+                "sq4",
+                "binary",
+                "pq-25x8",
+            ],
+        ),
+        (8, ["trunc-4", "trunc-2", "trunc-1", "pca-4", "pca-2", "pca-1", "sq8", "sq4", "binary", "pq-2x8", "pq-1x8"]),
+        (1, ["sq8", "sq4", "binary"]),
+    ],
+)
 def test_default_variants(dim, want):
     got = default_variants(dim)
     assert got == want

@@ -13,8 +13,12 @@ import yaml
 from capgap.config import SCHEMA_PATH, field_defaults, item_defaults, schema, section_defaults
 
 # keys the workflow consumes itself (switches, per-dataset / per-encoder overrides)
-DAG_ONLY = {"probe": {"enabled", "shards"}, "finetune": {"enabled", "steps_by_encoder"}, "colbert": {"enabled", "datasets", "steps_by_dataset"},
-            "ladder": {"enabled", "regimes", "regime_datasets"}}
+DAG_ONLY = {
+    "probe": {"enabled", "shards"},
+    "finetune": {"enabled", "steps_by_encoder"},
+    "colbert": {"enabled", "datasets", "steps_by_dataset"},
+    "ladder": {"enabled", "regimes", "regime_datasets"},
+}
 
 
 def _props(section):
@@ -34,7 +38,9 @@ def _dataclasses():
 def test_settings_dataclass_defaults_are_the_schema_defaults(section):
     cls = _dataclasses()[section]
     props = _props(section)
-    assert set(cls.__dataclass_fields__) == set(props) - DAG_ONLY[section], "a key the schema has and the dataclass lacks, or the reverse"
+    assert set(cls.__dataclass_fields__) == set(props) - DAG_ONLY[section], (
+        "a key the schema has and the dataclass lacks, or the reverse"
+    )
     # every field has a schema default, and they are equal (the raw YAML, not the module's cache)
     raw = yaml.safe_load(SCHEMA_PATH.read_text())["properties"][section]["properties"]
     want = {k: raw[k]["default"] for k in cls.__dataclass_fields__}
@@ -74,7 +80,9 @@ def test_encoder_spec_defaults_are_the_schema_defaults():
     want = item_defaults("encoders")
     got = field_defaults(EncoderSpec)
     assert {k: got[k] for k in want} == want
-    assert set(EncoderSpec.__dataclass_fields__) - {"name"} == set(schema()["properties"]["encoders"]["additionalProperties"]["properties"])
+    assert set(EncoderSpec.__dataclass_fields__) - {"name"} == set(
+        schema()["properties"]["encoders"]["additionalProperties"]["properties"]
+    )
     assert got["dtype"] is None  # the only key without a schema default: unset means float32
 
 
@@ -94,8 +102,17 @@ def test_hardness_takes_missing_keys_from_the_schema():
     from capgap.hardness import run_grid
 
     d = section_defaults("hardness")
-    cfg = {**{k: d[k] for k in ("rho", "steps", "lr", "temperature", "width_factor")}, "P": [4], "m_train": 4, "m_heldout": 4,
-           "archs": ["perfect"], "losses": ["regression"], "chance_pairs": 0, "chance_queries": 8, "steps": 1}
+    cfg = {
+        **{k: d[k] for k in ("rho", "steps", "lr", "temperature", "width_factor")},
+        "P": [4],
+        "m_train": 4,
+        "m_heldout": 4,
+        "archs": ["perfect"],
+        "losses": ["regression"],
+        "chance_pairs": 0,
+        "chance_queries": 8,
+        "steps": 1,
+    }
     rows, summary = run_grid(cfg)  # no seed, no d_rule: the schema's (seed 0, d = ceil(log2 4) + 1 = 3)
     assert summary["sizes"][0]["d"] == 3
     assert run_grid({**cfg, "seed": d["seed"], "d_rule": d["d_rule"]}) == (rows, summary)
@@ -114,8 +131,9 @@ def test_hardness_train_encoder_defaults_are_the_schema_defaults():
 
     sig = inspect.signature(train_encoder).parameters
     d = section_defaults("hardness")
-    assert {k: sig[k].default for k in ("steps", "lr", "temperature", "width_factor", "seed")} == \
-        {k: d[k] for k in ("steps", "lr", "temperature", "width_factor", "seed")}
+    assert {k: sig[k].default for k in ("steps", "lr", "temperature", "width_factor", "seed")} == {
+        k: d[k] for k in ("steps", "lr", "temperature", "width_factor", "seed")
+    }
 
 
 def test_helper_function_defaults_are_the_schema_defaults():
@@ -123,7 +141,9 @@ def test_helper_function_defaults_are_the_schema_defaults():
     from capgap import bm25, compress, finetune, generate, hardness, ladder
     from capgap.colbert import FaissTokenIndex, PlaidIndex, encode_documents
 
-    b, c, f, h, cb, la = (section_defaults(s) for s in ("bm25", "compress", "finetune", "hardness", "colbert", "ladder"))
+    b, c, f, h, cb, la = (
+        section_defaults(s) for s in ("bm25", "compress", "finetune", "hardness", "colbert", "ladder")
+    )
     want = [
         (bm25.tokenize, {"stopwords": b["stopwords"]}),
         (bm25.variant_name, {k: b[k] for k in ("backend", "method", "k1", "b", "epsilon", "stopwords")}),
@@ -138,10 +158,25 @@ def test_helper_function_defaults_are_the_schema_defaults():
         (hardness.sample_queries, {"seed": h["seed"]}),
         (hardness.split_parity_queries, {"seed": h["seed"]}),
         (generate.expand_limit, {"seed": item_defaults("datasets", "expand")["seed"]}),
-        (FaissTokenIndex.__init__, {"nlist": cb["faiss_nlist"], "nprobe": cb["faiss_nprobe"], "k_tokens": cb["faiss_k_tokens"],
-                                    "seed": cb["seed"]}),
-        (PlaidIndex.__init__, {"nbits": cb["plaid_nbits"], "candidates": cb["candidates"], "ncells": cb["plaid_ncells"],
-                               "ndocs": cb["plaid_ndocs"], "centroid_score_threshold": cb["plaid_centroid_score_threshold"]}),
+        (
+            FaissTokenIndex.__init__,
+            {
+                "nlist": cb["faiss_nlist"],
+                "nprobe": cb["faiss_nprobe"],
+                "k_tokens": cb["faiss_k_tokens"],
+                "seed": cb["seed"],
+            },
+        ),
+        (
+            PlaidIndex.__init__,
+            {
+                "nbits": cb["plaid_nbits"],
+                "candidates": cb["candidates"],
+                "ncells": cb["plaid_ncells"],
+                "ndocs": cb["plaid_ndocs"],
+                "centroid_score_threshold": cb["plaid_centroid_score_threshold"],
+            },
+        ),
         (encode_documents, {"batch_size": cb["encode_batch_size"]}),
     ]
     raw = yaml.safe_load(SCHEMA_PATH.read_text())["properties"]
@@ -171,15 +206,23 @@ def test_enabled_is_the_dags_one_switch():
     twin_negatives' dependence on finetune and twins, the ladder's regimes and their datasets."""
     from capgap.config import enabled
 
-    cfg = {"bm25": {"enabled": True}, "finetune": {"enabled": True},
-           "compress": {"enabled": True, "datasets": ["a"]}, "colbert": {"enabled": False, "datasets": None},
-           "twin_negatives": {"enabled": True, "datasets": None},
-           "ladder": {"enabled": True, "regimes": {"r4": {"lora_rank": 4}}, "regime_datasets": ["b"]},
-           "datasets": {"a": {"source": "near-miss"}, "b": {"source": "local", "near_miss": {}}, "c": {"source": "local"}}}
+    cfg = {
+        "bm25": {"enabled": True},
+        "finetune": {"enabled": True},
+        "compress": {"enabled": True, "datasets": ["a"]},
+        "colbert": {"enabled": False, "datasets": None},
+        "twin_negatives": {"enabled": True, "datasets": None},
+        "ladder": {"enabled": True, "regimes": {"r4": {"lora_rank": 4}}, "regime_datasets": ["b"]},
+        "datasets": {"a": {"source": "near-miss"}, "b": {"source": "local", "near_miss": {}}, "c": {"source": "local"}},
+    }
     assert enabled(cfg, "bm25") and enabled(cfg, "bm25", "c")
     assert enabled(cfg, "compress") and enabled(cfg, "compress", "a") and not enabled(cfg, "compress", "b")
     assert not enabled(cfg, "colbert") and not enabled(cfg, "colbert", "a")
-    assert enabled(cfg, "twin_negatives", "a") and enabled(cfg, "twin_negatives", "b") and not enabled(cfg, "twin_negatives", "c")
+    assert (
+        enabled(cfg, "twin_negatives", "a")
+        and enabled(cfg, "twin_negatives", "b")
+        and not enabled(cfg, "twin_negatives", "c")
+    )
     assert enabled(cfg, "finetune_regime", "b") and not enabled(cfg, "finetune_regime", "a")
     cfg["finetune"]["enabled"] = False  # twin_negatives compares against rule finetune's adapter
     assert not enabled(cfg, "twin_negatives", "a")

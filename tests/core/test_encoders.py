@@ -88,9 +88,12 @@ def test_max_length_above_positions_is_a_load_time_error():
     """max_length 1024 on MiniLM (512 positions) fails at load time, naming the encoder, the
     configured value and the model's limit, instead of a tensor-size traceback mid-index."""
     spec = EncoderSpec.from_config("minilm1024", {"model": MINILM, "max_length": 1024})
-    with pytest.raises(ValueError, match=r"^encoder 'minilm1024': max_length 1024 exceeds "
-                                         r"sentence-transformers/all-MiniLM-L6-v2's 512 position embeddings; "
-                                         r"set encoders\.minilm1024\.max_length to at most 512"):
+    with pytest.raises(
+        ValueError,
+        match=r"^encoder 'minilm1024': max_length 1024 exceeds "
+        r"sentence-transformers/all-MiniLM-L6-v2's 512 position embeddings; "
+        r"set encoders\.minilm1024\.max_length to at most 512",
+    ):
         load_encoder(spec, device="cpu", threads=2)
 
 
@@ -143,7 +146,10 @@ def test_checkpoint_default_above_positions_is_clamped_with_a_warning(tmp_path, 
     with caplog.at_level(logging.WARNING, logger="capgap.encoders"):
         enc = load_encoder(EncoderSpec("local", MINILM, path=str(folder)), device="cpu", threads=2)
     assert enc.max_length == 512 and enc.model.max_seq_length == 512
-    assert any("max_seq_length 1024 exceeds its 512 position embeddings; clamped to 512" in r.getMessage() for r in caplog.records)
+    assert any(
+        "max_seq_length 1024 exceeds its 512 position embeddings; clamped to 512" in r.getMessage()
+        for r in caplog.records
+    )
     assert enc.encode_documents([LONG_DOC]).shape == (1, 384)
 
 
@@ -165,7 +171,9 @@ def test_zero_norm_embedding_of_a_normalising_encoder_is_an_error():
     out[1] = 0.0
     spec = EncoderSpec("stub", "stub/model")
     enc = Encoder(spec, Stub(out), None, "mean", True, 4, 16)
-    with pytest.raises(ValueError, match=r"encoder 'stub' embedded 1 scifact queries to norm 0 .*row 1 \(0-based; ids \['q1'\]\)"):
+    with pytest.raises(
+        ValueError, match=r"encoder 'stub' embedded 1 scifact queries to norm 0 .*row 1 \(0-based; ids \['q1'\]\)"
+    ):
         enc.encode_queries(["a", "", "c"], ids=["q0", "q1", "q2"], what="scifact queries")
     out[1, 2] = np.nan
     with pytest.raises(ValueError, match=r"NaN/inf embeddings for queries: row 1 \(0-based; ids \['q1'\]\)"):

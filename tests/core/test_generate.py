@@ -8,7 +8,9 @@ from capgap.generate import generate_limit_style
 
 
 def test_construction_invariants():
-    corpus, queries, qrels = generate_limit_style(n_queries=60, pool_size=15, n_distractors=40, attributes_per_doc=10, seed=3)
+    corpus, queries, qrels = generate_limit_style(
+        n_queries=60, pool_size=15, n_distractors=40, attributes_per_doc=10, seed=3
+    )
     assert len(corpus) == 55 and len(queries) == 60
     text = dict(zip(corpus.ids, corpus.texts))
     pairs = set()

@@ -15,7 +15,15 @@ class HashEncoder:
         self.dim, self.calls, self.fail_after = dim, 0, fail_after
 
     def fingerprint(self):
-        return {"model": "hash", "weights_sha256": "0", "pooling": "none", "normalize": False, "max_length": 0, "dim": self.dim, "document_prompt": ""}
+        return {
+            "model": "hash",
+            "weights_sha256": "0",
+            "pooling": "none",
+            "normalize": False,
+            "max_length": 0,
+            "dim": self.dim,
+            "document_prompt": "",
+        }
 
     def vec(self, t):
         return np.random.default_rng(sum(map(ord, t))).standard_normal(self.dim).astype(np.float32)
@@ -84,6 +92,7 @@ def test_zero_norm_document_under_cosine_names_the_document(tmp_path):
     """An encoder that normalises scores by cosine: a document embedded to the zero vector has no
     cosine (0/0), so the build stops naming its corpus row and id; an inner-product encoder's
     zero row scores 0, which is defined, and is kept."""
+
     class ZeroEncoder(HashEncoder):
         normalize = True
 
@@ -105,6 +114,7 @@ def test_zero_norm_document_under_cosine_names_the_document(tmp_path):
     # an index of normalised embeddings holding a zero row (e.g. written by an older build) is refused on load
     fp = {**idx.fingerprint, "normalize": True}
     import json
+
     (tmp_path / "ip" / "fingerprint.json").write_text(json.dumps(fp))
     with pytest.raises(DataFormatError, match=r"embeddings.npy: .*row 7 \(0-based; ids \['d7'\]\) has norm 0"):
         load_index(tmp_path / "ip")

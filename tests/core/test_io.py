@@ -73,9 +73,21 @@ def _inputs(tmp_path: Path) -> list[str]:
     (tmp_path / "qrels.tsv").write_text("q0\td0\t1\nq1\td2\t1\n")
     (tmp_path / "doc_ids.txt").write_text("d0\nd1\nd2\nd3\n")
     (tmp_path / "query_ids.txt").write_text("q0\nq1\n")
-    return ["diagnose", "--doc-embeddings", str(tmp_path / "docs.npy"), "--query-embeddings", str(tmp_path / "queries.npy"),
-            "--qrels", str(tmp_path / "qrels.tsv"), "--doc-ids", str(tmp_path / "doc_ids.txt"),
-            "--query-ids", str(tmp_path / "query_ids.txt"), "--k", "1"]
+    return [
+        "diagnose",
+        "--doc-embeddings",
+        str(tmp_path / "docs.npy"),
+        "--query-embeddings",
+        str(tmp_path / "queries.npy"),
+        "--qrels",
+        str(tmp_path / "qrels.tsv"),
+        "--doc-ids",
+        str(tmp_path / "doc_ids.txt"),
+        "--query-ids",
+        str(tmp_path / "query_ids.txt"),
+        "--k",
+        "1",
+    ]
 
 
 @pytest.mark.parametrize("name", OUTPUTS)
@@ -221,7 +233,19 @@ def test_the_dags_writers_name_the_file_on_a_full_disk(tmp_path, disk_full_at, m
     out = tmp_path / "d"
     disk_full_at("queries.jsonl")
     with pytest.raises(OutputWriteError) as e:
-        stages.data(None, [out], NS(dataset="a", spec={"source": "local", "path": str(ROOT / "tests" / "data" / "source-edit"),
-                                                       "split": {"heldout_fraction": 0.5, "seed": 0}}))
+        stages.data(
+            None,
+            [out],
+            NS(
+                dataset="a",
+                spec={
+                    "source": "local",
+                    "path": str(ROOT / "tests" / "data" / "source-edit"),
+                    "split": {"heldout_fraction": 0.5, "seed": 0},
+                },
+            ),
+        )
     assert str(e.value) == f"cannot write {out / 'queries.jsonl'}: {FULL}"
-    assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl"]  # no temporary file; status.json (the mark) not written
+    assert sorted(p.name for p in out.iterdir()) == [
+        "corpus.jsonl"
+    ]  # no temporary file; status.json (the mark) not written

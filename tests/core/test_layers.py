@@ -21,12 +21,31 @@ DOC = ROOT / "docs" / "architecture.md"
 # layer -> units; a unit covers itself and every module below it (``capgap.data`` covers
 # ``capgap.data.corpus``). A module may import its own layer and any layer below, never above.
 LAYERS = {
-    0: ("capgap.errors", "capgap.arrays", "capgap.config", "capgap.io", "capgap.locks", "capgap.logs", "capgap.paths", "capgap.provenance",
-        "capgap.metrics", "capgap.retrieval"),
+    0: (
+        "capgap.errors",
+        "capgap.arrays",
+        "capgap.config",
+        "capgap.io",
+        "capgap.locks",
+        "capgap.logs",
+        "capgap.paths",
+        "capgap.provenance",
+        "capgap.metrics",
+        "capgap.retrieval",
+    ),
     1: ("capgap.data", "capgap.trec", "capgap.generate", "capgap.sources", "capgap.synthetic"),
     2: ("capgap.evaluate", "capgap.index", "capgap.encoders", "capgap.training", "capgap.figures"),
-    3: ("capgap.probe", "capgap.bm25", "capgap.finetune", "capgap.colbert", "capgap.compress", "capgap.hardness",
-        "capgap.nearmiss", "capgap.diagnosis", "capgap.ladder"),
+    3: (
+        "capgap.probe",
+        "capgap.bm25",
+        "capgap.finetune",
+        "capgap.colbert",
+        "capgap.compress",
+        "capgap.hardness",
+        "capgap.nearmiss",
+        "capgap.diagnosis",
+        "capgap.ladder",
+    ),
     4: ("capgap", "capgap.report", "capgap.paper", "capgap.mteb", "capgap.stages", "capgap.config_check", "capgap.cli"),
 }
 # Units exempt from the '# lazy:' rule (none: the splits of issue 28 have landed)
@@ -125,7 +144,7 @@ def _cycle(nodes, succ):
                 stack.pop()
                 path.pop()
             elif color.get(nxt, 2) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             elif color.get(nxt) == 0:
                 color[nxt] = 1
                 stack.append((nxt, iter(sorted(succ.get(nxt, ())))))
@@ -166,8 +185,10 @@ def test_function_level_imports_say_why(graph):
         for t, line, inside in imps:
             if inside and not LAZY.search(lines[line - 1]):
                 bad.append(f"{mods[m].relative_to(ROOT)}:{line} imports {t} inside a function")
-    assert not bad, ("function-level capgap imports without a '# lazy: <heavy package>' comment (import it at "
-                     "module level, or say which heavy package it keeps out of a rule's env):\n" + "\n".join(bad))
+    assert not bad, (
+        "function-level capgap imports without a '# lazy: <heavy package>' comment (import it at "
+        "module level, or say which heavy package it keeps out of a rule's env):\n" + "\n".join(bad)
+    )
 
 
 def test_the_layer_table_is_the_one_in_docs():

@@ -40,13 +40,25 @@ def capture():
 
 # verbatim from faiss-cpu 1.15.1's faiss/loader.py
 FAISS_NOISE = [
-    (logging.DEBUG, "Environment variable FAISS_OPT_LEVEL is not set, so let's pick the instruction set according to the current CPU"),
+    (
+        logging.DEBUG,
+        "Environment variable FAISS_OPT_LEVEL is not set, so let's pick the instruction set according to the current CPU",
+    ),
     (logging.INFO, "Loading faiss with AVX512-SPR support."),
-    (logging.INFO, "Could not load library with AVX512-SPR support due to:\nModuleNotFoundError(\"No module named 'faiss.swigfaiss_avx512_spr'\")"),
+    (
+        logging.INFO,
+        "Could not load library with AVX512-SPR support due to:\nModuleNotFoundError(\"No module named 'faiss.swigfaiss_avx512_spr'\")",
+    ),
     (logging.INFO, "Loading faiss with AVX512 support."),
-    (logging.INFO, "Could not load library with AVX512 support due to:\nModuleNotFoundError(\"No module named 'faiss.swigfaiss_avx512'\")"),
+    (
+        logging.INFO,
+        "Could not load library with AVX512 support due to:\nModuleNotFoundError(\"No module named 'faiss.swigfaiss_avx512'\")",
+    ),
     (logging.INFO, "Loading faiss with AVX2 support."),
-    (logging.INFO, "Could not load library with AVX2 support due to:\nModuleNotFoundError(\"No module named 'faiss.swigfaiss_avx2'\")"),
+    (
+        logging.INFO,
+        "Could not load library with AVX2 support due to:\nModuleNotFoundError(\"No module named 'faiss.swigfaiss_avx2'\")",
+    ),
     (logging.INFO, "Loading faiss."),
 ]
 
@@ -58,8 +70,14 @@ def test_faiss_loader_noise_dropped_real_messages_kept(capture):
     assert capture.messages == []
     kept = [
         (logging.INFO, "Successfully loaded faiss with AVX2 support."),  # which build runs: one line
-        (logging.INFO, "Could not load library with AVX2 support due to:\nImportError('undefined symbol: _ZN5faiss')"),  # broken install
-        (logging.WARNING, "Could not load library with AVX2 support due to:\nModuleNotFoundError(\"x\")"),  # WARNING: never hidden
+        (
+            logging.INFO,
+            "Could not load library with AVX2 support due to:\nImportError('undefined symbol: _ZN5faiss')",
+        ),  # broken install
+        (
+            logging.WARNING,
+            'Could not load library with AVX2 support due to:\nModuleNotFoundError("x")',
+        ),  # WARNING: never hidden
         (logging.ERROR, "No module named 'faiss.swigfaiss' found. To fix this, you must do both of the following:"),
     ]
     for level, msg in kept:
@@ -70,10 +88,20 @@ def test_faiss_loader_noise_dropped_real_messages_kept(capture):
 def _report(unexpected=(), missing=(), mismatched=()):
     """A load report exactly as transformers formats it (utils.loading_report)."""
     tl = pytest.importorskip("transformers.utils.loading_report")
-    info = tl.LoadStateDictInfo(missing_keys=set(missing), unexpected_keys=set(unexpected), mismatched_keys=set(mismatched),
-                                error_msgs=[], conversion_errors={})
-    tl.log_state_dict_report(_Named(), "/models/minilm", ignore_mismatched_sizes=True, loading_info=info,
-                             logger=logging.getLogger(TRANSFORMERS_LOGGER))
+    info = tl.LoadStateDictInfo(
+        missing_keys=set(missing),
+        unexpected_keys=set(unexpected),
+        mismatched_keys=set(mismatched),
+        error_msgs=[],
+        conversion_errors={},
+    )
+    tl.log_state_dict_report(
+        _Named(),
+        "/models/minilm",
+        ignore_mismatched_sizes=True,
+        loading_info=info,
+        logger=logging.getLogger(TRANSFORMERS_LOGGER),
+    )
 
 
 class _Named:
@@ -84,14 +112,18 @@ def test_transformers_position_ids_report_dropped_real_warnings_kept(capture):
     _report(unexpected=["embeddings.position_ids"])
     _report(unexpected=["bert.embeddings.position_ids"])
     log = logging.getLogger(TRANSFORMERS_LOGGER)
-    log.warning("Some weights of the model checkpoint at /m were not used when initializing BertModel: "
-                "['embeddings.position_ids']\n- This IS expected if you are initializing BertModel from ...")  # transformers 4
+    log.warning(
+        "Some weights of the model checkpoint at /m were not used when initializing BertModel: "
+        "['embeddings.position_ids']\n- This IS expected if you are initializing BertModel from ..."
+    )  # transformers 4
     assert capture.messages == []
     _report(unexpected=["embeddings.position_ids"], missing=["pooler.dense.weight"])  # MISSING: a real problem
     _report(unexpected=["embeddings.position_ids", "classifier.weight"])  # another unexpected key
     _report(mismatched=[("embeddings.word_embeddings.weight", (10, 4), (12, 4))])
-    log.warning("Some weights of the model checkpoint at /m were not used when initializing BertModel: "
-                "['embeddings.position_ids', 'cls.predictions.bias']")
+    log.warning(
+        "Some weights of the model checkpoint at /m were not used when initializing BertModel: "
+        "['embeddings.position_ids', 'cls.predictions.bias']"
+    )
     log.warning("A genuine transformers warning about embeddings.position_ids")
     assert len(capture.messages) == 5
     assert "pooler.dense.weight" in capture.messages[0] and "MISSING" in capture.messages[0]
@@ -142,8 +174,15 @@ def test_job_log_without_the_noise(tmp_path):
     assert "faiss.loader: Loading faiss" in plain
     if int(transformers.__version__.split(".")[0]) >= 5:
         assert "LOAD REPORT" in plain and "embeddings.position_ids" in plain
-    for noise in ("Loading faiss", "Could not load library", "FAISS_OPT_LEVEL", "LOAD REPORT", "UNEXPECTED",
-                  "position_ids", "were not used"):
+    for noise in (
+        "Loading faiss",
+        "Could not load library",
+        "FAISS_OPT_LEVEL",
+        "LOAD REPORT",
+        "UNEXPECTED",
+        "position_ids",
+        "were not used",
+    ):
         assert noise not in quiet, noise
     assert "Successfully loaded faiss" in quiet
     assert "genuine transformers warning" in quiet and "genuine faiss warning" in quiet

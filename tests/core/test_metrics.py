@@ -141,7 +141,9 @@ def test_rows_from_ranks_adds_rprec_and_recall_cap_after_the_older_rows():
     from capgap.data import load_beir_dir
     from capgap.evaluate import EVAL_SPLITS, Judged, rows_from_ranks
 
-    rs = load_beir_dir(Path(__file__).parents[1] / "data" / "tie-handling-inconsistent", split_cfg={"heldout_fraction": 0.5, "seed": 0})
+    rs = load_beir_dir(
+        Path(__file__).parents[1] / "data" / "tie-handling-inconsistent", split_cfg={"heldout_fraction": 0.5, "seed": 0}
+    )
     qids, dids = list(rs.queries.ids), list(rs.corpus.ids)
     j = Judged.of(rs, qids, dids)
     rng = np.random.default_rng(2)
@@ -151,7 +153,13 @@ def test_rows_from_ranks_adds_rprec_and_recall_cap_after_the_older_rows():
     at = {q: i for i, q in enumerate(qids)}
     for split in EVAL_SPLITS:
         mine = [(r["metric"], r["k"]) for r in rows if r["split"] == split]
-        assert mine == [("n_queries", ""), *(("recall", k) for k in ks), ("ndcg", 3), ("rprec", ""), *(("recall_cap", k) for k in ks)]
+        assert mine == [
+            ("n_queries", ""),
+            *(("recall", k) for k in ks),
+            ("ndcg", 3),
+            ("rprec", ""),
+            *(("recall_cap", k) for k in ks),
+        ]
         sel = [ranks[at[q]] for q in (qids if split == "all" else rs.split.ids(split))]
         got = {(r["metric"], r["k"]): r["value"] for r in rows if r["split"] == split}
         assert got[("rprec", "")] == pytest.approx(rprec_from_ranks(sel).mean())

@@ -29,7 +29,7 @@ def test_shell_special_characters_are_named_and_letters_are_not():
         check_interpreter("/x/my data/ünï 'q'/.venv/bin/python")
     msg = str(e.value)
     assert "'/x/my data/ünï \\'q\\'/.venv/bin/python'" in msg or "\"/x/my data/ünï 'q'/.venv/bin/python\"" in msg
-    assert "holds a space, \"'\"" in msg and "without quoting the interpreter's path" in msg and "VENV=" in msg
+    assert 'holds a space, "\'"' in msg and "without quoting the interpreter's path" in msg and "VENV=" in msg
 
 
 def test_a_data_mirror_that_names_no_folder_is_refused_with_its_likely_cause(tmp_path, monkeypatch):
@@ -42,14 +42,18 @@ def test_a_data_mirror_that_names_no_folder_is_refused_with_its_likely_cause(tmp
     monkeypatch.chdir(tmp_path)
     check_mirror(str(ODD))  # relative to the current folder (Snakemake's working directory)
     monkeypatch.setenv("HOME", str(tmp_path))
-    for value, cause in ((f"'{mirror}'", "the quotes around it are part of the value"),
-                         (f"{mirror} ", "leading or trailing whitespace"),
-                         (f"~/{ODD}", f"did you mean {str(mirror)!r}"),
-                         (str(mirror / "nope"), "no such folder"),
-                         ("nope", f"relative to the current folder {str(tmp_path)!r}")):
+    for value, cause in (
+        (f"'{mirror}'", "the quotes around it are part of the value"),
+        (f"{mirror} ", "leading or trailing whitespace"),
+        (f"~/{ODD}", f"did you mean {str(mirror)!r}"),
+        (str(mirror / "nope"), "no such folder"),
+        ("nope", f"relative to the current folder {str(tmp_path)!r}"),
+    ):
         with pytest.raises(PathError) as e:
             check_mirror(value)
-        assert str(e.value).startswith(f"capgap: $CAPGAP_DATA_MIRROR is {value!r}, which is not a folder: ") and cause in str(e.value), str(e.value)
+        assert str(e.value).startswith(
+            f"capgap: $CAPGAP_DATA_MIRROR is {value!r}, which is not a folder: "
+        ) and cause in str(e.value), str(e.value)
     (mirror / "f").write_text("")
     with pytest.raises(PathError, match="it is a file, not a folder"):
         check_mirror(str(mirror / "f"))
@@ -74,17 +78,52 @@ def test_diagnose_reads_and_writes_files_under_such_a_path(tmp_path):
     (d / "doc_ids.txt").write_text("d0\nd1\nd2\nd3\nd4\n")
     (d / "query_ids.txt").write_text("qa\nqb\nqc\nqd\n")
     (d / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nqa\td2\t1\nqb\td0\t1\nqc\td1\t1\nqd\td0\t1\n")
-    (d / "ann run ü.trec").write_text("qa Q0 d2 1 1.0 ann\nqb Q0 d1 1 1.0 ann\nqc Q0 d0 1 1.0 ann\nqd Q0 d0 1 1.0 ann\n")
+    (d / "ann run ü.trec").write_text(
+        "qa Q0 d2 1 1.0 ann\nqb Q0 d1 1 1.0 ann\nqc Q0 d0 1 1.0 ann\nqd Q0 d0 1 1.0 ann\n"
+    )
     out = d / "out 'ü'"
-    cmd = [sys.executable, "-m", "capgap.cli", "diagnose", "--doc-embeddings", str(d / "docs.npy"), "--query-embeddings",
-           str(d / "queries.npy"), "--qrels", str(d / "qrels.tsv"), "--doc-ids", str(d / "doc_ids.txt"), "--query-ids",
-           str(d / "query_ids.txt"), "--ann-run", str(d / "ann run ü.trec"), "--k", "1", "--out", str(out)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    cmd = [
+        sys.executable,
+        "-m",
+        "capgap.cli",
+        "diagnose",
+        "--doc-embeddings",
+        str(d / "docs.npy"),
+        "--query-embeddings",
+        str(d / "queries.npy"),
+        "--qrels",
+        str(d / "qrels.tsv"),
+        "--doc-ids",
+        str(d / "doc_ids.txt"),
+        "--query-ids",
+        str(d / "query_ids.txt"),
+        "--ann-run",
+        str(d / "ann run ü.trec"),
+        "--k",
+        "1",
+        "--out",
+        str(out),
+    ]
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     s = json.loads((out / "summary.json").read_text())
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+    assert s["verdicts"] == {
+        "index-limited": 1,
+        "compression-limited": 0,
+        "undetermined": 0,
+        "encoder-limited": 1,
+        "ann-limited": 1,
+        "ok": 1,
+    }
     rows = list(csv.DictReader((out / "per_query.tsv").open(), delimiter="\t"))
-    assert {r["query_id"]: r["verdict"] for r in rows} == {"qa": "index-limited", "qb": "encoder-limited", "qc": "ann-limited", "qd": "ok"}
+    assert {r["query_id"]: r["verdict"] for r in rows} == {
+        "qa": "index-limited",
+        "qb": "encoder-limited",
+        "qc": "ann-limited",
+        "qd": "ok",
+    }
     assert str(out) in r.stdout  # the paths it wrote, named as they are
 
 
@@ -100,4 +139,11 @@ def test_unlock_command_printed_for_the_user_can_be_pasted_under_such_a_path(tmp
     line = capsys.readouterr().err.strip()
     import shlex
 
-    assert shlex.split(line.split("unlock it with: ", 1)[1]) == [smk, "--unlock", "--cores", "1", "--configfile", "my config ü.yaml"]
+    assert shlex.split(line.split("unlock it with: ", 1)[1]) == [
+        smk,
+        "--unlock",
+        "--cores",
+        "1",
+        "--configfile",
+        "my config ü.yaml",
+    ]

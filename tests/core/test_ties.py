@@ -39,7 +39,14 @@ def values(path, split="all"):
 def pipeline(tmp, case, ks, ndcg_k, methods=("probe", "pretrained", "bm25")):
     """Run the DAG's stage functions on tests/data/<case>: {method: metrics.csv path}."""
     data = tmp / "data"
-    stages.data(None, [data], NS(dataset=case, spec={"source": "local", "path": str(DATA / case), "split": {"heldout_fraction": 0.5, "seed": 0}}))
+    stages.data(
+        None,
+        [data],
+        NS(
+            dataset=case,
+            spec={"source": "local", "path": str(DATA / case), "split": {"heldout_fraction": 0.5, "seed": 0}},
+        ),
+    )
     index = NS(data=data, fingerprint=tmp / "index" / "fingerprint.json")
     enc = dict(encoder_name="minilm", encoder=MINILM, ks=ks, ndcg_k=ndcg_k)
     out = {}
@@ -50,11 +57,16 @@ def pipeline(tmp, case, ks, ndcg_k, methods=("probe", "pretrained", "bm25")):
         stages.pretrained(index, NS(metrics=out["pretrained"], run=tmp / "pretrained.trec"), NS(**enc))
     if "probe" in methods:
         out["probe"] = tmp / "probe.csv"
-        stages.probe(index, NS(metrics=out["probe"], per_query=tmp / "probe.jsonl", run=tmp / "probe.trec", w=tmp / "probe_w.npz"),
-                     NS(**enc, probe=PROBE_CFG))
+        stages.probe(
+            index,
+            NS(metrics=out["probe"], per_query=tmp / "probe.jsonl", run=tmp / "probe.trec", w=tmp / "probe_w.npz"),
+            NS(**enc, probe=PROBE_CFG),
+        )
     if "bm25" in methods:
         out["bm25"] = tmp / "bm25.csv"
-        stages.bm25(NS(data=data), NS(metrics=out["bm25"], run=tmp / "bm25.trec"), NS(bm25=BM25_CFG, ks=ks, ndcg_k=ndcg_k))
+        stages.bm25(
+            NS(data=data), NS(metrics=out["bm25"], run=tmp / "bm25.trec"), NS(bm25=BM25_CFG, ks=ks, ndcg_k=ndcg_k)
+        )
     return out
 
 
@@ -124,7 +136,9 @@ def test_tie_index_ties_every_group_in_one_step():
     assert np.array_equal(tie_duplicates(S.copy(), []), S) and [len(x) for x in tie_index([])] == [0, 0]
     # groups sharing a row (a caller's own) are one document: every row takes the merged group's first
     S = np.array([[1.0, 2.0, 3.0, 0.0, 5.0, 6.0]])
-    assert tie_duplicates(S.copy(), [np.array([1, 2]), np.array([0, 1]), np.array([4, 5])]).tolist() == [[1.0, 1.0, 1.0, 0.0, 5.0, 5.0]]
+    assert tie_duplicates(S.copy(), [np.array([1, 2]), np.array([0, 1]), np.array([4, 5])]).tolist() == [
+        [1.0, 1.0, 1.0, 0.0, 5.0, 5.0]
+    ]
 
 
 def test_duplicate_groups_compare_bits_whatever_the_row_width():
@@ -153,8 +167,9 @@ def test_duplicate_groups_compare_bits_whatever_the_row_width():
 def test_unretrieved_documents_never_count():
     # scores exist for every row, but only rows 0 and 1 are retrieved: gold row 3 has no rank
     S = np.array([[0.0, 0.0, 0.0, 0.0]])
-    ranks, rows, _ = rank_queries(lambda a, b: (S[a:b], np.array([[True, True, False, False]])), 1, [np.array([3])],
-                                  [np.array([1.0])], None, 4, 4)
+    ranks, rows, _ = rank_queries(
+        lambda a, b: (S[a:b], np.array([[True, True, False, False]])), 1, [np.array([3])], [np.array([1.0])], None, 4, 4
+    )
     assert ranks[0].tolist() == [np.inf] and rows[0].tolist() == [0, 1, -1, -1]
 
 
@@ -290,8 +305,13 @@ def test_near_identical_text_twins_are_twins():
 def test_document_groups_merge_text_and_rows():
     from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
 
-    rs = RetrievalSet("t", Corpus(("a", "b", "c", "d"), ("", "", "", ""), ("x", "y", "x", "z")), Queries(("q",), ("x",)),
-                      Qrels({"q": {"a": 1}}), Split(("q",), ()))
+    rs = RetrievalSet(
+        "t",
+        Corpus(("a", "b", "c", "d"), ("", "", "", ""), ("x", "y", "x", "z")),
+        Queries(("q",), ("x",)),
+        Qrels({"q": {"a": 1}}),
+        Split(("q",), ()),
+    )
     E = np.eye(4, dtype=np.float32)
     E[3] = E[1]  # rows b and d are bit-identical, texts a and c are identical
     assert [g.tolist() for g in document_groups(rs.corpus, E)] == [[0, 2], [1, 3]]
@@ -300,8 +320,14 @@ def test_document_groups_merge_text_and_rows():
 
 def test_rank_bm25_robertson_epsilon0_equals_bm25s_with_empty_documents():
     # documents that are empty after stopword removal must not change rank-bm25's avgdl
-    docs = ["bird", "dog fish bird cat bird cat", "fish", "dog dog fish", "bird bird dog cat dog",
-            "cat dog fish bird dog dog fish bird"] + ["the of and"] * 8
+    docs = [
+        "bird",
+        "dog fish bird cat bird cat",
+        "fish",
+        "dog dog fish",
+        "bird bird dog cat dog",
+        "cat dog fish bird dog dog fish bird",
+    ] + ["the of and"] * 8
     a = BM25(docs, backend="bm25s", method="robertson").scores(["cat fish"])[0]
     b = BM25(docs, backend="rank-bm25", method="robertson", epsilon=0.0).scores(["cat fish"])[0]
     assert np.allclose(2.5 * a, b, rtol=1e-5, atol=1e-6)

@@ -19,20 +19,31 @@ from capgap.sources import bright_to_beir, download_beir, download_bright, obtai
 
 # One BRIGHT category in the layout of HF xlangai/BRIGHT (configs `examples` and `documents`,
 # one parquet file per category, the columns of the real files).
-EXAMPLES = pd.DataFrame({
-    "query": ["Why do cats purr?", "How do bees see colour?", "What makes leaves fall?"],
-    "reasoning": ["r1", "r2", "r3"],
-    "id": ["0", "1", "2"],
-    "excluded_ids": [["N/A"], ["doc_cat_2", "doc_ghost"], ["doc_bee"]],
-    "gold_ids_long": [["cat.txt"], ["bee.txt"], ["leaf.txt"]],
-    # query 2 repeats its gold id, as theoremqa_questions does
-    "gold_ids": [["doc_cat_1", "doc_cat_2"], ["doc_bee"], ["doc_leaf", "doc_leaf"]],
-    "gold_answer": ["a", "b", "c"],
-})
-DOCUMENTS = pd.DataFrame({
-    "id": ["doc_cat_1", "doc_cat_2", "doc_bee", "doc_leaf", "doc_empty", "doc_other"],
-    "content": ["Cats purr when content.", "Purring is a vibration.", "Bees see ultraviolet.", "Abscission layers form.", "", "Unrelated."],
-})
+EXAMPLES = pd.DataFrame(
+    {
+        "query": ["Why do cats purr?", "How do bees see colour?", "What makes leaves fall?"],
+        "reasoning": ["r1", "r2", "r3"],
+        "id": ["0", "1", "2"],
+        "excluded_ids": [["N/A"], ["doc_cat_2", "doc_ghost"], ["doc_bee"]],
+        "gold_ids_long": [["cat.txt"], ["bee.txt"], ["leaf.txt"]],
+        # query 2 repeats its gold id, as theoremqa_questions does
+        "gold_ids": [["doc_cat_1", "doc_cat_2"], ["doc_bee"], ["doc_leaf", "doc_leaf"]],
+        "gold_answer": ["a", "b", "c"],
+    }
+)
+DOCUMENTS = pd.DataFrame(
+    {
+        "id": ["doc_cat_1", "doc_cat_2", "doc_bee", "doc_leaf", "doc_empty", "doc_other"],
+        "content": [
+            "Cats purr when content.",
+            "Purring is a vibration.",
+            "Bees see ultraviolet.",
+            "Abscission layers form.",
+            "",
+            "Unrelated.",
+        ],
+    }
+)
 
 
 @pytest.fixture
@@ -49,7 +60,12 @@ def test_bright_download_and_conversion(bright_repo, tmp_path):
     base = bright_repo.as_uri() + "/{revision}/{config}/{category}-00000-of-00001.parquet"
     folder = download_bright("biology", tmp_path / "cache", base_url=base)
     assert folder.name == "bright-biology"
-    rs = obtain("bright-biology", {"source": "bright", "split": {"heldout_fraction": 0.5, "seed": 0}}, mirror=None, cache_dir=tmp_path / "cache")
+    rs = obtain(
+        "bright-biology",
+        {"source": "bright", "split": {"heldout_fraction": 0.5, "seed": 0}},
+        mirror=None,
+        cache_dir=tmp_path / "cache",
+    )
     # the empty document is left out; every other document is kept, with its id
     assert list(rs.corpus.ids) == ["doc_cat_1", "doc_cat_2", "doc_bee", "doc_leaf", "doc_other"]
     assert rs.qrels.gold("2") == {"doc_leaf": 1}  # the duplicated gold id counted once
@@ -58,7 +74,10 @@ def test_bright_download_and_conversion(bright_repo, tmp_path):
     assert dict(rs.excluded) == {"1": ("doc_cat_2",), "2": ("doc_bee",)}
     assert rs.source["kind"] == "download:bright"
     # converted once: a second call reuses the folder without fetching
-    assert download_bright("biology", tmp_path / "cache", base_url="file:///nonexistent/{revision}/{config}/{category}") == folder
+    assert (
+        download_bright("biology", tmp_path / "cache", base_url="file:///nonexistent/{revision}/{config}/{category}")
+        == folder
+    )
 
 
 def test_bright_gold_and_excluded_is_gold_never_found(tmp_path):
@@ -96,20 +115,33 @@ def _zip(tmp_path, name, files):
 def test_beir_self_retrieval_and_score_zero(tmp_path):
     """An ArguAna-layout archive: queries are also corpus documents (same ids); BEIR ignores a
     retrieved document whose id equals the query id. A score-0 qrels row is not gold."""
-    corpus = "".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, t in
-                     (("a1", "Cats are good."), ("a2", "Cats are bad."), ("a3", "Dogs are loyal."), ("a4", "Dogs are loud.")))
-    queries = "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in (("a1", "Cats are good."), ("a3", "Dogs are loyal.")))
+    corpus = "".join(
+        json.dumps({"_id": d, "title": "", "text": t}) + "\n"
+        for d, t in (
+            ("a1", "Cats are good."),
+            ("a2", "Cats are bad."),
+            ("a3", "Dogs are loyal."),
+            ("a4", "Dogs are loud."),
+        )
+    )
+    queries = "".join(
+        json.dumps({"_id": q, "text": t}) + "\n" for q, t in (("a1", "Cats are good."), ("a3", "Dogs are loyal."))
+    )
     qrels = "query-id\tcorpus-id\tscore\na1\ta2\t1\na3\ta4\t1\na3\ta2\t0\n"
     z = _zip(tmp_path, "arguana", {"corpus.jsonl": corpus, "queries.jsonl": queries, "qrels/test.tsv": qrels})
     md5 = hashlib.md5(z.read_bytes()).hexdigest()
     download_beir("arguana", tmp_path / "cache", url=z.as_uri(), md5=md5)
-    rs = obtain("arguana", {"source": "beir", "split": {"heldout_fraction": 0.5, "seed": 0}}, cache_dir=tmp_path / "cache")
+    rs = obtain(
+        "arguana", {"source": "beir", "split": {"heldout_fraction": 0.5, "seed": 0}}, cache_dir=tmp_path / "cache"
+    )
     assert rs.qrels.gold("a3") == {"a4": 1}  # score 0: judged, not relevant
     assert dict(rs.excluded) == {"a1": ("a1",), "a3": ("a3",)} and rs.source["ignore_identical_ids"] == 2
     # the convention is per dataset: off for a set not in BEIR_SELF_RETRIEVAL unless asked
     rs2 = obtain("other", {"source": "local", "path": str(tmp_path / "cache" / "arguana")})
     assert not rs2.excluded
-    rs3 = obtain("other", {"source": "local", "path": str(tmp_path / "cache" / "arguana"), "ignore_identical_ids": True})
+    rs3 = obtain(
+        "other", {"source": "local", "path": str(tmp_path / "cache" / "arguana"), "ignore_identical_ids": True}
+    )
     assert dict(rs3.excluded) == {"a1": ("a1",), "a3": ("a3",)}
     assert sources.BEIR_SELF_RETRIEVAL == {"arguana", "quora"}
     assert set(sources.BEIR_MD5) == {"trec-covid", "nfcorpus", "fiqa", "arguana", "scidocs", "scifact", "quora"}
@@ -166,7 +198,10 @@ def test_probe_excluded_duplicate_is_no_conflict():
     rng = np.random.default_rng(1)
     D = rng.standard_normal((30, 8)).astype(np.float32)
     D[7] = D[3]
-    plain, with_excl = probe(D, [[3]], lp_check_max_docs=100, C_max=None)[0], probe(D, [[3]], lp_check_max_docs=100, excluded_sets=[[7]], C_max=None)[0]
+    plain, with_excl = (
+        probe(D, [[3]], lp_check_max_docs=100, C_max=None)[0],
+        probe(D, [[3]], lp_check_max_docs=100, excluded_sets=[[7]], C_max=None)[0],
+    )
     assert plain.duplicate_conflict and not plain.certified
     assert not with_excl.duplicate_conflict and with_excl.certified and with_excl.gold_ranks.tolist() == [1]
     with pytest.raises(ValueError, match="both gold and excluded"):
@@ -195,12 +230,23 @@ def test_bm25_stage_removes_excluded_before_top_k(tmp_path):
     from capgap import stages
     from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
 
-    corpus = Corpus(("d_excl", "d_gold", "d_x", "d_y"), ("", "", "", ""), ("apple apple apple", "apple pie", "banana", "cherry"))
-    rs = RetrievalSet("t", corpus, Queries(("q",), ("apple",)), Qrels({"q": {"d_gold": 1}}), Split(("q",), ()),
-                      excluded={"q": ("d_excl",)})
+    corpus = Corpus(
+        ("d_excl", "d_gold", "d_x", "d_y"), ("", "", "", ""), ("apple apple apple", "apple pie", "banana", "cherry")
+    )
+    rs = RetrievalSet(
+        "t",
+        corpus,
+        Queries(("q",), ("apple",)),
+        Qrels({"q": {"d_gold": 1}}),
+        Split(("q",), ()),
+        excluded={"q": ("d_excl",)},
+    )
     write_canonical(rs, tmp_path / "data")
-    rows = stages.bm25(NS(data=tmp_path / "data"), NS(metrics=tmp_path / "m.csv", run=tmp_path / "run.trec"),
-                       NS(bm25={"backend": "bm25s"}, ks=[1, 2], ndcg_k=2))
+    rows = stages.bm25(
+        NS(data=tmp_path / "data"),
+        NS(metrics=tmp_path / "m.csv", run=tmp_path / "run.trec"),
+        NS(bm25={"backend": "bm25s"}, ks=[1, 2], ndcg_k=2),
+    )
     r1 = [r["value"] for r in rows if r["metric"] == "recall" and r["k"] == 1 and r["split"] == "all"]
     assert r1 == [1.0]
     assert "d_excl" not in (tmp_path / "run.trec").read_text()

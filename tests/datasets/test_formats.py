@@ -35,12 +35,15 @@ DATA = Path(__file__).parents[1] / "data"
 def _strict_loads(text: str):
     def reject(name):
         raise ValueError(f"non-standard JSON constant {name}")
+
     return json.loads(text, parse_constant=reject)
 
 
 # --------------------------------------------------------------------------- item 5: Unicode
 def test_nfd_texts_load_as_nfc(tmp_path):
-    raw = [json.loads(line) for line in (DATA / "nfd-unicode" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    raw = [
+        json.loads(line) for line in (DATA / "nfd-unicode" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert any(r["text"] != unicodedata.normalize("NFC", r["text"]) for r in raw)  # the input really is NFD
     corpus = load_corpus(DATA / "nfd-unicode" / "corpus.jsonl")
     assert list(corpus.texts) == [unicodedata.normalize("NFC", r["text"]) for r in raw]
@@ -64,15 +67,29 @@ def test_tab_in_id_is_an_error_naming_file_line_field():
     with pytest.raises(DataFormatError) as e:
         load_beir_dir(DATA / "tab-in-ids")
     assert (e.value.line, e.value.field) == (3, "_id")
-    assert str(e.value) == (f"{DATA / 'tab-in-ids' / 'corpus.jsonl'}:3: field '_id': id 'piano\\td9' contains a control "
-                            "character U+0009 (TAB); ids are written to TSV and TREC files")
+    assert str(e.value) == (
+        f"{DATA / 'tab-in-ids' / 'corpus.jsonl'}:3: field '_id': id 'piano\\td9' contains a control "
+        "character U+0009 (TAB); ids are written to TSV and TREC files"
+    )
 
 
-@pytest.mark.parametrize("ch,name", [("\t", "U+0009 (TAB)"), ("\n", "U+000A (LF)"), ("\r", "U+000D (CR)"), ("\x00", "U+0000 (NUL)"),
-                                     ("\x7f", "U+007F (DEL)"), ("\x85", "U+0085 (NEL)"), ("\u2028", "U+2028 (LINE SEPARATOR)"),
-                                     ("\u2029", "U+2029 (PARAGRAPH SEPARATOR)")])
+@pytest.mark.parametrize(
+    "ch,name",
+    [
+        ("\t", "U+0009 (TAB)"),
+        ("\n", "U+000A (LF)"),
+        ("\r", "U+000D (CR)"),
+        ("\x00", "U+0000 (NUL)"),
+        ("\x7f", "U+007F (DEL)"),
+        ("\x85", "U+0085 (NEL)"),
+        ("\u2028", "U+2028 (LINE SEPARATOR)"),
+        ("\u2029", "U+2029 (PARAGRAPH SEPARATOR)"),
+    ],
+)
 def test_check_id_rejects_control_characters(ch, name):
-    with pytest.raises(DataFormatError, match=rf"f.tsv:7: field 'corpus-id': id .* contains a control character {re.escape(name)}"):
+    with pytest.raises(
+        DataFormatError, match=rf"f.tsv:7: field 'corpus-id': id .* contains a control character {re.escape(name)}"
+    ):
         check_id("f.tsv", 7, "corpus-id", f"d{ch}1")
 
 
@@ -89,7 +106,9 @@ def test_every_tsv_reader_checks_ids(tmp_path):
     (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\x0b\t1\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"qrels.tsv:2: field 'corpus-id': .*U\+000B"):
         load_qrels(tmp_path / "qrels.tsv")
-    (tmp_path / "qrels.jsonl").write_text('{"query-id": "q1\\u2028", "corpus-id": "d1", "score": 1}\n', encoding="utf-8")
+    (tmp_path / "qrels.jsonl").write_text(
+        '{"query-id": "q1\\u2028", "corpus-id": "d1", "score": 1}\n', encoding="utf-8"
+    )
     with pytest.raises(DataFormatError, match=r"qrels.jsonl:1: field 'query-id': .*U\+2028"):
         load_qrels(tmp_path / "qrels.jsonl")
     (tmp_path / "split.tsv").write_text("query-id\tsplit\nq1\x00\ttrain\n", encoding="utf-8")
@@ -116,12 +135,17 @@ def test_ids_round_trip_through_the_canonical_copy(tmp_path):
     write_canonical(rs, tmp_path / "canon")
     back = load_canonical(tmp_path / "canon")
     assert back.corpus == rs.corpus and back.queries == rs.queries and back.split == rs.split
-    assert {q: dict(v) for q, v in back.qrels.judgements.items()} == {q: dict(v) for q, v in rs.qrels.judgements.items()}
+    assert {q: dict(v) for q, v in back.qrels.judgements.items()} == {
+        q: dict(v) for q, v in rs.qrels.judgements.items()
+    }
     # ids with spaces at their ends are kept too: TSV columns are split on TAB, never stripped
     ds = tmp_path / "ends"
     write_jsonl(ds / "corpus.jsonl", [{"_id": " d1", "text": "apple"}, {"_id": "d1", "text": "pear"}])
     write_jsonl(ds / "queries.jsonl", [{"_id": "q1 ", "text": "apple?"}, {"_id": "q1", "text": "pear?"}])
-    write_jsonl(ds / "qrels.jsonl", [{"query-id": "q1 ", "corpus-id": " d1", "score": 1}, {"query-id": "q1", "corpus-id": "d1", "score": 1}])
+    write_jsonl(
+        ds / "qrels.jsonl",
+        [{"query-id": "q1 ", "corpus-id": " d1", "score": 1}, {"query-id": "q1", "corpus-id": "d1", "score": 1}],
+    )
     rs2 = load_beir_dir(ds, split_cfg={"heldout_fraction": 0.5})
     write_canonical(rs2, tmp_path / "canon2")
     back2 = load_canonical(tmp_path / "canon2")
@@ -152,11 +176,15 @@ def test_run_ids_round_trip(tmp_path):
     assert lines[0] == f"q%201 Q0 doc%200 1 {float(np.float32(0.9))!r} test"
     assert all(len(line.split()) == 6 for line in lines) and len(lines) == 5
     run = trec.read_run(tmp_path / "run.trec")
-    assert run == {"q 1": [("doc 0", float(sc[0, 0])), ("doc_0", float(sc[0, 1])), ("a%b", float(sc[0, 2]))],
-                   "q2": [("d3", float(sc[1, 0])), ("doc_0", float(sc[1, 1]))]}
+    assert run == {
+        "q 1": [("doc 0", float(sc[0, 0])), ("doc_0", float(sc[0, 1])), ("a%b", float(sc[0, 2]))],
+        "q2": [("d3", float(sc[1, 0])), ("doc_0", float(sc[1, 1]))],
+    }
     # neighbouring float32 scores stay distinct in the text (full precision)
     s = np.nextafter(np.float32(0.5), np.float32(0))
-    trec.write_run(tmp_path / "close.trec", ["q"], np.array([[0, 1]]), np.array([[0.5, s]], dtype=np.float32), doc_ids, "t")
+    trec.write_run(
+        tmp_path / "close.trec", ["q"], np.array([[0, 1]]), np.array([[0.5, s]], dtype=np.float32), doc_ids, "t"
+    )
     (a, sa), (b, sb) = trec.read_run(tmp_path / "close.trec")["q"]
     assert sa == 0.5 and sb == float(s) and sa != sb
     with pytest.raises(ValueError, match="NaN"):
@@ -177,8 +205,12 @@ def test_pytrec_eval_on_written_run_matches_recall_by_hand(tmp_path):
     rng = np.random.default_rng(0)
     k = 5
     order = {q: list(rng.permutation(len(doc_ids))[:k]) for q in rs.queries.ids}
-    order["q1"] = [doc_ids.index("doc_0"), doc_ids.index("doc 0")] + [i for i in order["q1"] if doc_ids[i] not in ("doc 0", "doc_0")][:k - 2]
-    order["q2"] = [doc_ids.index("doc 0"), doc_ids.index("doc_0")] + [i for i in order["q2"] if doc_ids[i] not in ("doc 0", "doc_0")][:k - 2]
+    order["q1"] = [doc_ids.index("doc_0"), doc_ids.index("doc 0")] + [
+        i for i in order["q1"] if doc_ids[i] not in ("doc 0", "doc_0")
+    ][: k - 2]
+    order["q2"] = [doc_ids.index("doc 0"), doc_ids.index("doc_0")] + [
+        i for i in order["q2"] if doc_ids[i] not in ("doc 0", "doc_0")
+    ][: k - 2]
     qids = list(rs.queries.ids)
     idx = np.array([order[q] for q in qids])
     col = [np.float32(0.5)]
@@ -223,11 +255,21 @@ def test_non_finite_qrels_score(case, raw):
 
 
 def test_non_finite_json_numbers(tmp_path):
-    for text, match in (('{"query-id": "q1", "corpus-id": "d1", "score": NaN}', r"q.jsonl:2: NaN is not valid JSON"),
-                        ('{"query-id": "q1", "corpus-id": "d1", "score": -Infinity}', r"q.jsonl:2: -Infinity is not valid JSON"),
-                        ('{"query-id": "q1", "corpus-id": "d1", "score": 1e400}', r"q.jsonl:2: field 'score': not a finite number: '1e400'"),
-                        ('{"query-id": "q1", "corpus-id": "d1", "score": 1' + "0" * 400 + "}", r"q.jsonl:2: field 'score': not a finite number")):
-        (tmp_path / "q.jsonl").write_text('{"query-id": "q0", "corpus-id": "d0", "score": 1}\n' + text + "\n", encoding="utf-8")
+    for text, match in (
+        ('{"query-id": "q1", "corpus-id": "d1", "score": NaN}', r"q.jsonl:2: NaN is not valid JSON"),
+        ('{"query-id": "q1", "corpus-id": "d1", "score": -Infinity}', r"q.jsonl:2: -Infinity is not valid JSON"),
+        (
+            '{"query-id": "q1", "corpus-id": "d1", "score": 1e400}',
+            r"q.jsonl:2: field 'score': not a finite number: '1e400'",
+        ),
+        (
+            '{"query-id": "q1", "corpus-id": "d1", "score": 1' + "0" * 400 + "}",
+            r"q.jsonl:2: field 'score': not a finite number",
+        ),
+    ):
+        (tmp_path / "q.jsonl").write_text(
+            '{"query-id": "q0", "corpus-id": "d0", "score": 1}\n' + text + "\n", encoding="utf-8"
+        )
         with pytest.raises(DataFormatError, match=match):
             load_qrels(tmp_path / "q.jsonl")
 
@@ -246,9 +288,15 @@ def test_latin1_byte_names_line(tmp_path):
     line9 = (DATA / "latin1" / "corpus.jsonl").read_bytes().split(b"\n")[8]
     col = line9.index(b"\xe9") + 1
     assert (e.value.line, e.value.field) == (9, None)
-    assert str(e.value) == f"{DATA / 'latin1' / 'corpus.jsonl'}:9: not valid UTF-8 (byte 0xe9 at column {col}); save the file as UTF-8"
-    for reader, content in ((load_qrels, b"q1\td0\t1\nq1\tcaf\xe9\t1\n"), (load_run_file, b"q1 d0 1\nq1 caf\xe9 0.5\n"),
-                            (load_ids, b"d0\n\t  caf\xe9\n")):
+    assert (
+        str(e.value)
+        == f"{DATA / 'latin1' / 'corpus.jsonl'}:9: not valid UTF-8 (byte 0xe9 at column {col}); save the file as UTF-8"
+    )
+    for reader, content in (
+        (load_qrels, b"q1\td0\t1\nq1\tcaf\xe9\t1\n"),
+        (load_run_file, b"q1 d0 1\nq1 caf\xe9 0.5\n"),
+        (load_ids, b"d0\n\t  caf\xe9\n"),
+    ):
         (tmp_path / "f.tsv").write_bytes(content)
         with pytest.raises(DataFormatError, match=r"f.tsv:2: not valid UTF-8 \(byte 0xe9 at column 7\)"):
             reader(tmp_path / "f.tsv")
@@ -287,8 +335,10 @@ def test_a_qrels_comment_line_is_refused_not_read_as_query_hash(tmp_path):
     p.write_text("q1 d0 1\n# comment 1\n")
     with pytest.raises(DataFormatError) as e:
         load_qrels(p)
-    assert str(e.value) == (f"{p}:2: '# comment 1' is a comment: qrels have no comment lines (it would be a judgement of "
-                            "query '#'); remove the line")
+    assert str(e.value) == (
+        f"{p}:2: '# comment 1' is a comment: qrels have no comment lines (it would be a judgement of "
+        "query '#'); remove the line"
+    )
     p.write_text("#12 d0 1\n")
     assert [r[1:] for r in iter_qrels(p)] == [("#12", "d0", 1)]
 
@@ -334,16 +384,35 @@ def test_diagnose_names_run_ids_that_meet_nothing():
     from capgap.diagnosis import diagnose
 
     D = np.eye(3, dtype=np.float32)
-    diag = diagnose(D, D[:2], {"a": {"x": 1}, "b": {"y": 1}}, ["x", "y", "z"], ["a", "b"], k=1,
-                    ann_run={"a": ["x"], "b%20": ["y"], "c": ["w"]})
+    diag = diagnose(
+        D,
+        D[:2],
+        {"a": {"x": 1}, "b": {"y": 1}},
+        ["x", "y", "z"],
+        ["a", "b"],
+        k=1,
+        ann_run={"a": ["x"], "b%20": ["y"], "c": ["w"]},
+    )
     notes = " ".join(diag.notes)
     assert "2 ANN-run queries are not judged queries" in notes and "['b%20', 'c']" in notes
-    assert "1 judged queries are missing from the ANN run" in notes and "1 ANN-run documents are not in the document ids" in notes
+    assert (
+        "1 judged queries are missing from the ANN run" in notes
+        and "1 ANN-run documents are not in the document ids" in notes
+    )
 
 
 # --------------------------------------------------------------------------- qrels headers
-@pytest.mark.parametrize("header", ["QueryID\tDocID\tRelevance", "topic\tdocno\trel", "q\td\tscore", "query-id\tcorpus-id\tscore",
-                                    "Query_Id\tCorpus-ID\tLabel", "query\tpassage\trelevance_label"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "QueryID\tDocID\tRelevance",
+        "topic\tdocno\trel",
+        "q\td\tscore",
+        "query-id\tcorpus-id\tscore",
+        "Query_Id\tCorpus-ID\tLabel",
+        "query\tpassage\trelevance_label",
+    ],
+)
 def test_a_first_line_whose_last_column_is_not_a_number_is_a_header(tmp_path, header):
     """docs/evaluation.md's rule, in every qrels reader: the DAG's (load_qrels) and diagnose's."""
     from capgap.diagnosis import load_qrels_file
@@ -353,7 +422,9 @@ def test_a_first_line_whose_last_column_is_not_a_number_is_a_header(tmp_path, he
     want = {"q0": {"d0": 1, "d3": 2}, "q1": {"d1": 0}}
     assert load_qrels(p).judgements == want
     assert load_qrels_file(p) == want
-    p.write_text(header.replace("\t", " ") + "\nq0 0 d0 1\nq0 0 d3 2\nq1 0 d1 0\n")  # TREC lines under a whitespace header
+    p.write_text(
+        header.replace("\t", " ") + "\nq0 0 d0 1\nq0 0 d3 2\nq1 0 d1 0\n"
+    )  # TREC lines under a whitespace header
     assert load_qrels(p).judgements == want
 
 
@@ -380,9 +451,11 @@ def test_header_names_that_contradict_the_order_are_refused_naming_it(tmp_path):
     p.write_text("corpus-id\tfoo\tscore\nd0\tq0\t1\n")
     with pytest.raises(DataFormatError) as e:
         load_qrels(p)
-    assert str(e.value) == (f"{p}:1: header 'corpus-id' (document) 'foo' (unknown) 'score' (score): the columns are in "
-                            "another order than query document score and not every name is known; name them query-id, "
-                            "corpus-id, score (any order), or write them in the order query, document, score")
+    assert str(e.value) == (
+        f"{p}:1: header 'corpus-id' (document) 'foo' (unknown) 'score' (score): the columns are in "
+        "another order than query document score and not every name is known; name them query-id, "
+        "corpus-id, score (any order), or write them in the order query, document, score"
+    )
     p.write_text("qid\tquery\tscore\nq0\td0\t1\n")
     with pytest.raises(DataFormatError) as e:
         load_qrels(p)
@@ -395,8 +468,10 @@ def test_a_first_line_of_unknown_names_is_no_header(tmp_path):
     p.write_text("q0\td0\thigh\nq1\td1\t1\n")
     with pytest.raises(DataFormatError) as e:
         load_qrels(p)
-    assert str(e.value) == (f"{p}:1: field 'score': not a number: 'high', and as a header none of its names is a qrels "
-                            "column name (query-id, qid, topic, q; corpus-id, docid, docno, d; score, rel, relevance, label)")
+    assert str(e.value) == (
+        f"{p}:1: field 'score': not a number: 'high', and as a header none of its names is a qrels "
+        "column name (query-id, qid, topic, q; corpus-id, docid, docno, d; score, rel, relevance, label)"
+    )
     p.write_text("q0\td0\t1\nq1\td1\thigh\n")  # a non-number below line 1 is still an error naming the field
     with pytest.raises(DataFormatError, match=r"qrels.tsv:2: field 'score': not a number: 'high'"):
         load_qrels(p)

@@ -21,7 +21,11 @@ N10 = Path(__file__).parents[1] / "data" / "n10-bright-gold-dropped" / "parquet"
 
 
 def _value(rows, method, metric, k, split="all"):
-    return next(r["value"] for r in rows if r["method"] == method and r["metric"] == metric and r["k"] == k and r["split"] == split)
+    return next(
+        r["value"]
+        for r in rows
+        if r["method"] == method and r["metric"] == metric and r["k"] == k and r["split"] == split
+    )
 
 
 def _bright_ground_truth():
@@ -65,25 +69,51 @@ def test_bright_case_n10_matches_brights_own_evaluation(tmp_path):
             assert (by_q["q8"]["n_gold"], by_q["q8"]["n_unfindable"], by_q["q8"]["recall@10"]) == (4, 1, 0.75)
             assert sum(r["recall@10"] for r in records) / len(records) == pytest.approx(23 / 24)
         # the run as a pytrec_eval dict: rank r gets score depth - r (the run's own order); excluded ids are not in it
-        trec = {q: {run.doc_ids[j]: float(len(row) - r) for r, j in enumerate(row) if j >= 0}
-                for q, row in zip(run.query_ids, run.rows)}
+        trec = {
+            q: {run.doc_ids[j]: float(len(row) - r) for r, j in enumerate(row) if j >= 0}
+            for q, row in zip(run.query_ids, run.rows)
+        }
         for q, docs in rs.excluded.items():
             assert not set(docs) & set(trec[q])
         want = _pytrec(trec, truth)
         assert _value(rows, method, "recall", 10) == pytest.approx(want["recall_10"], abs=1e-9)
         assert _value(rows, method, "ndcg", 10) == pytest.approx(want["ndcg_cut_10"], abs=1e-9)
         assert want["recall_10"] < 1.0  # d24 and d99 can never be found
-    pre = _pytrec({q: {run.doc_ids[j]: float(-r) for r, j in enumerate(row) if j >= 0} for q, row in zip(run.query_ids, run.rows)}, truth)
+    pre = _pytrec(
+        {
+            q: {run.doc_ids[j]: float(-r) for r, j in enumerate(row) if j >= 0}
+            for q, row in zip(run.query_ids, run.rows)
+        },
+        truth,
+    )
     assert pre["recall_10"] == pytest.approx(23 / 24)  # the probe finds every findable gold: (10 + 3/4 + 3/4) / 12
 
 
 def _beir_folder(root, qrels_name="qrels/test.tsv", qrels_text=None, excluded=None):
-    write_jsonl(root / "corpus.jsonl", [{"_id": "d1", "title": "", "text": "apple pie"}, {"_id": "d2", "title": "", "text": "pear"},
-                                       {"_id": "d3", "title": "", "text": ""}, {"_id": "d4", "title": "", "text": "plum"}])
-    write_jsonl(root / "queries.jsonl", [{"_id": "q1", "text": "apple?"}, {"_id": "q2", "text": "pear?"}, {"_id": "q3", "text": "plum?"}])
+    write_jsonl(
+        root / "corpus.jsonl",
+        [
+            {"_id": "d1", "title": "", "text": "apple pie"},
+            {"_id": "d2", "title": "", "text": "pear"},
+            {"_id": "d3", "title": "", "text": ""},
+            {"_id": "d4", "title": "", "text": "plum"},
+        ],
+    )
+    write_jsonl(
+        root / "queries.jsonl",
+        [{"_id": "q1", "text": "apple?"}, {"_id": "q2", "text": "pear?"}, {"_id": "q3", "text": "plum?"}],
+    )
     p = root / qrels_name
     p.parent.mkdir(parents=True, exist_ok=True)
-    rows = [("q1", "d1", 1), ("q1", "d3", 2), ("q2", "d2", 1), ("q2", "ghost", 1), ("q2", "ghost0", 0), ("q3", "d4", 1), ("q3", "d2", 1)]
+    rows = [
+        ("q1", "d1", 1),
+        ("q1", "d3", 2),
+        ("q2", "d2", 1),
+        ("q2", "ghost", 1),
+        ("q2", "ghost0", 0),
+        ("q3", "d4", 1),
+        ("q3", "d2", 1),
+    ]
     if p.suffix == ".jsonl":
         write_jsonl(p, [{"query-id": q, "corpus-id": d, "score": g} for q, d, g in rows])
     else:
@@ -117,8 +147,10 @@ def test_every_beir_layout_loader_keeps_unfindable_gold(tmp_path, layout):
     # the canonical copy keeps them (unfindable.tsv)
     write_canonical(rs, tmp_path / "canon")
     back = load_canonical(tmp_path / "canon", name="ds")
-    assert dict(back.unfindable) == WANT and rows_from_ranks(back, Judged.of(back, list(back.queries.ids), back.corpus.ids),
-                                                             ranks, [1], 10) == rows
+    assert (
+        dict(back.unfindable) == WANT
+        and rows_from_ranks(back, Judged.of(back, list(back.queries.ids), back.corpus.ids), ranks, [1], 10) == rows
+    )
 
 
 def test_bright_loader_and_generated_follow_the_same_rule(tmp_path):
@@ -139,15 +171,30 @@ def test_query_with_only_unfindable_gold_is_dropped_and_counted(tmp_path):
 
 
 def test_report_dataset_section_counts_unfindable_gold():
-    status = {"dataset": "n10", "n_docs": 24, "n_queries": 12, "n_train": 6, "n_heldout": 6, "dropped_queries_without_gold": 0,
-              "source": {"kind": "path"}, "split_rule": "r", "text_normalization": "NFC",
-              "unfindable_gold": {"train": {"gold_pairs": 8, "absent": 0, "empty": 0, "excluded": 0},
-                                  "heldout": {"gold_pairs": 13, "absent": 1, "empty": 1, "excluded": 0},
-                                  "all": {"gold_pairs": 21, "absent": 1, "empty": 1, "excluded": 0}}}
+    status = {
+        "dataset": "n10",
+        "n_docs": 24,
+        "n_queries": 12,
+        "n_train": 6,
+        "n_heldout": 6,
+        "dropped_queries_without_gold": 0,
+        "source": {"kind": "path"},
+        "split_rule": "r",
+        "text_normalization": "NFC",
+        "unfindable_gold": {
+            "train": {"gold_pairs": 8, "absent": 0, "empty": 0, "excluded": 0},
+            "heldout": {"gold_pairs": 13, "absent": 1, "empty": 1, "excluded": 0},
+            "all": {"gold_pairs": 21, "absent": 1, "empty": 1, "excluded": 0},
+        },
+    }
     cell = "2 of 21 gold pairs (absent 1, empty 1; train 0, held-out 2)"
     assert _unfindable_cell(status) == cell
     assert _unfindable_cell({}) == "not recorded"
-    text = "\n".join(render_datasets([status], pd.DataFrame({"dataset": [], "method": [], "split": [], "metric": [], "value": []}), {}))
+    text = "\n".join(
+        render_datasets(
+            [status], pd.DataFrame({"dataset": [], "method": [], "split": [], "metric": [], "value": []}), {}
+        )
+    )
     assert "gold no method can find" in text and cell in text
 
 

@@ -49,7 +49,9 @@ def test_canonical_roundtrip(mirror, tmp_path):
     back = load_canonical(tmp_path, "limit-small")
     assert back.corpus == rs.corpus and back.queries == rs.queries
     assert back.split.train == rs.split.train and back.split.heldout == rs.split.heldout
-    assert {q: dict(v) for q, v in back.qrels.judgements.items()} == {q: dict(v) for q, v in rs.qrels.judgements.items()}
+    assert {q: dict(v) for q, v in back.qrels.judgements.items()} == {
+        q: dict(v) for q, v in rs.qrels.judgements.items()
+    }
 
 
 # ---------------------------------------------------------------- split rule
@@ -67,7 +69,10 @@ def test_split_is_seeded_stable_and_exact():
 # ---------------------------------------------------------------- bad input
 def _dataset(tmp_path, corpus=None, queries=None, qrels=None):
     d = tmp_path / "ds"
-    write_jsonl(d / "corpus.jsonl", corpus or ['{"_id": "d1", "title": "", "text": "apple"}', '{"_id": "d2", "title": "T", "text": "pear"}'])
+    write_jsonl(
+        d / "corpus.jsonl",
+        corpus or ['{"_id": "d1", "title": "", "text": "apple"}', '{"_id": "d2", "title": "T", "text": "pear"}'],
+    )
     write_jsonl(d / "queries.jsonl", queries or ['{"_id": "q1", "text": "apple?"}', '{"_id": "q2", "text": "pear?"}'])
     (d / "qrels").mkdir(exist_ok=True)
     (d / "qrels" / "test.tsv").write_text(qrels or "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
@@ -90,7 +95,9 @@ def test_missing_id(tmp_path):
 
 
 def test_duplicate_ids(tmp_path):
-    d = _dataset(tmp_path, corpus=['{"_id": "d1", "text": "a"}', '{"_id": "d2", "text": "b"}', '{"_id": "d1", "text": "c"}'])
+    d = _dataset(
+        tmp_path, corpus=['{"_id": "d1", "text": "a"}', '{"_id": "d2", "text": "b"}', '{"_id": "d1", "text": "c"}']
+    )
     with pytest.raises(DataFormatError) as e:
         load_beir_dir(d)
     assert (e.value.line, e.value.field) == (3, "_id") and "first on line 1" in str(e.value)
@@ -154,7 +161,12 @@ def test_trec_qrels_and_jsonl_qrels(tmp_path):
     p.write_text("q1 0 d1 1\nq1 0 d2 0\n")
     assert dict(load_qrels(p).judgements["q1"]) == {"d1": 1, "d2": 0}
     j = tmp_path / "qrels.jsonl"
-    j.write_text(json.dumps({"query-id": "q1", "corpus-id": "d1", "score": 1}) + "\n" + json.dumps({"query-id": "q1", "corpus-id": "d2"}) + "\n")
+    j.write_text(
+        json.dumps({"query-id": "q1", "corpus-id": "d1", "score": 1})
+        + "\n"
+        + json.dumps({"query-id": "q1", "corpus-id": "d2"})
+        + "\n"
+    )
     with pytest.raises(DataFormatError) as e:
         load_qrels(j)
     assert (e.value.line, e.value.field) == (2, "score")
@@ -169,7 +181,9 @@ def test_numeric_ids_are_strings(tmp_path):
 def _beir(tmp_path, qrels: dict[str, bytes], corpus=None, queries=None):
     """A BEIR folder whose qrels files are written byte for byte (CRLF where given)."""
     d = tmp_path / "beir"
-    write_jsonl(d / "corpus.jsonl", corpus or [f'{{"_id": "d{i}", "title": "", "text": "doc {i}"}}' for i in range(1, 6)])
+    write_jsonl(
+        d / "corpus.jsonl", corpus or [f'{{"_id": "d{i}", "title": "", "text": "doc {i}"}}' for i in range(1, 6)]
+    )
     write_jsonl(d / "queries.jsonl", queries or [f'{{"_id": "q{i}", "text": "query {i}"}}' for i in range(1, 6)])
     (d / "qrels").mkdir()
     for stem, raw in qrels.items():
@@ -182,8 +196,13 @@ FILES_SPLIT = {"train_qrels": ["train"], "heldout_qrels": ["test"]}
 
 def test_crlf_graded_qrels_keep_ids_and_grades(tmp_path):
     # NFCorpus's qrels end every line with CRLF (the last one too) and grade 2 / 1
-    d = _beir(tmp_path, {"train": b"query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq1\td2\t1\r\n",
-                         "test": b"query-id\tcorpus-id\tscore\r\nq2\td3\t2\r\nq2\td4\t1\r\nq2\td5\t0\r\nq3\td1\t1"})
+    d = _beir(
+        tmp_path,
+        {
+            "train": b"query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq1\td2\t1\r\n",
+            "test": b"query-id\tcorpus-id\tscore\r\nq2\td3\t2\r\nq2\td4\t1\r\nq2\td5\t0\r\nq3\td1\t1",
+        },
+    )
     rs = load_beir_dir(d, split_cfg=FILES_SPLIT)
     ids = set(rs.queries.ids) | {doc for q in rs.queries.ids for doc in rs.qrels.judgements[q]}
     assert ids == {"q1", "q2", "q3", "d1", "d2", "d3", "d4", "d5"}  # no id carries the '\r'
@@ -200,7 +219,10 @@ def test_dev_only_queries_are_dropped_from_both_splits_and_counted(tmp_path):
     from capgap.data import describe
 
     # q1 train, q2 test, q3 and q4 only in dev, q5 judged nowhere
-    d = _beir(tmp_path, {"train": b"q1\td1\t1\r\n", "dev": b"q3\td2\t2\r\nq4\td3\t1\r\nq4\td4\t1\r\n", "test": b"q2\td1\t1\r\n"})
+    d = _beir(
+        tmp_path,
+        {"train": b"q1\td1\t1\r\n", "dev": b"q3\td2\t2\r\nq4\td3\t1\r\nq4\td4\t1\r\n", "test": b"q2\td1\t1\r\n"},
+    )
     rs = load_beir_dir(d, split_cfg=FILES_SPLIT)
     assert rs.split.train == ("q1",) and rs.split.heldout == ("q2",)
     assert rs.queries.ids == ("q1", "q2")
@@ -215,8 +237,14 @@ def test_dev_only_queries_are_dropped_from_both_splits_and_counted(tmp_path):
 
 def test_grade_conflict_across_qrels_files_names_both_files_and_lines(tmp_path):
     # (q1, d2) is 1 in train (line 3) and 2 in dev (line 2): merged, that used to be last-file-wins
-    d = _beir(tmp_path, {"train": b"query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq1\td2\t1\r\n",
-                         "dev": b"query-id\tcorpus-id\tscore\r\nq1\td2\t2\r\n", "test": b"q2\td1\t1\r\n"})
+    d = _beir(
+        tmp_path,
+        {
+            "train": b"query-id\tcorpus-id\tscore\r\nq1\td1\t1\r\nq1\td2\t1\r\n",
+            "dev": b"query-id\tcorpus-id\tscore\r\nq1\td2\t2\r\n",
+            "test": b"q2\td1\t1\r\n",
+        },
+    )
     with pytest.raises(DataFormatError) as e:
         load_beir_dir(d, split_cfg={"train_qrels": ["train", "dev"], "heldout_qrels": ["test"]})
     msg = str(e.value)
@@ -255,9 +283,17 @@ def test_duplicate_documents_and_queries_are_counted(tmp_path):
     from capgap.data import describe
 
     # d1/d4 identical passages (title + text); q1/q3 equal after whitespace collapsing
-    corpus = ['{"_id": "d1", "title": "T", "text": "same"}', '{"_id": "d2", "title": "", "text": "other"}',
-              '{"_id": "d3", "title": "", "text": "third"}', '{"_id": "d4", "title": "T", "text": "same"}']
-    queries = ['{"_id": "q1", "text": "what  is x"}', '{"_id": "q2", "text": "y"}', '{"_id": "q3", "text": "what is x"}']
+    corpus = [
+        '{"_id": "d1", "title": "T", "text": "same"}',
+        '{"_id": "d2", "title": "", "text": "other"}',
+        '{"_id": "d3", "title": "", "text": "third"}',
+        '{"_id": "d4", "title": "T", "text": "same"}',
+    ]
+    queries = [
+        '{"_id": "q1", "text": "what  is x"}',
+        '{"_id": "q2", "text": "y"}',
+        '{"_id": "q3", "text": "what is x"}',
+    ]
     d = _beir(tmp_path, {"train": b"q1\td1\t1\r\nq2\td2\t1\r\n", "test": b"q3\td4\t2\r\n"}, corpus, queries)
     st = describe(load_beir_dir(d, split_cfg=FILES_SPLIT))
     assert st["duplicate_documents"] == {"groups": 1, "items": 2, "examples": [["d1", "d4"]]}

@@ -25,11 +25,18 @@ def _beir(tmp_path, qrels: dict[str, bytes]):
 
 # --- kind 5 --------------------------------------------------------------------------------
 
+
 def test_a_grade_conflict_with_a_file_the_split_does_not_use_names_both_files_and_lines(tmp_path):
     """(q2, d2) is grade 2 in test.tsv line 2 and grade 1 in dev.tsv line 3 (counted by hand);
     dev is not used by the split, but the dataset states two grades: an error."""
-    d = _beir(tmp_path, {"train.tsv": b"q1\td1\t1\n", "test.tsv": b"q2\td1\t1\nq2\td2\t2\n",
-                         "dev.tsv": b"q3\td3\t1\nq3\td4\t1\nq2\td2\t1\n"})
+    d = _beir(
+        tmp_path,
+        {
+            "train.tsv": b"q1\td1\t1\n",
+            "test.tsv": b"q2\td1\t1\nq2\td2\t2\n",
+            "dev.tsv": b"q3\td3\t1\nq3\td4\t1\nq2\td2\t1\n",
+        },
+    )
     with pytest.raises(DataFormatError) as e:
         load_beir_dir(d, split_cfg=FILES_SPLIT)
     assert e.value.path.endswith("dev.tsv") and e.value.line == 3 and e.value.field == "score"
@@ -56,8 +63,14 @@ def test_two_splits_claiming_one_query_name_both_files_and_lines(tmp_path):
 
 def test_two_qrels_files_for_one_split_are_an_error(tmp_path):
     """qrels/test.tsv and qrels/test.jsonl: which one counted used to depend on sort order."""
-    d = _beir(tmp_path, {"train.tsv": b"q1\td1\t1\n", "test.tsv": b"q2\td1\t1\n",
-                         "test.jsonl": b'{"query-id": "q2", "corpus-id": "d2", "score": 1}\n'})
+    d = _beir(
+        tmp_path,
+        {
+            "train.tsv": b"q1\td1\t1\n",
+            "test.tsv": b"q2\td1\t1\n",
+            "test.jsonl": b'{"query-id": "q2", "corpus-id": "d2", "score": 1}\n',
+        },
+    )
     with pytest.raises(DataFormatError, match=r"two qrels files for split 'test': .*test\.jsonl and .*test\.tsv"):
         load_beir_dir(d, split_cfg=FILES_SPLIT)
 
@@ -93,6 +106,7 @@ def test_diagnose_qrels_with_one_pair_graded_twice_is_an_error(tmp_path):
 
 # --- kind 7: a trailing TAB is named as such -------------------------------------------------
 
+
 def test_a_qrels_line_with_a_trailing_tab_names_the_empty_field(tmp_path):
     """BEIR line 'q1<TAB>d1<TAB>1<TAB>': 4 columns, the 4th empty. It used to read as TREC
     (qid, iter, docid, rel) and fail with "score: not a number: ''"."""
@@ -105,12 +119,15 @@ def test_a_qrels_line_with_a_trailing_tab_names_the_empty_field(tmp_path):
     assert "not a number" not in str(e.value)
 
 
-@pytest.mark.parametrize("line, col, why", [
-    (b"q1\td1\t1\t \n", 4, "ends in a TAB and spaces"),
-    (b"q1\t0\td1\t1\t\n", 5, "ends in a TAB"),          # TREC 4 columns + a trailing TAB
-    (b"q1\t\td1\t1\n", 2, "two TABs in a row after column 1"),
-    (b"\tq1\td1\t1\n", 1, "starts with a TAB"),
-])
+@pytest.mark.parametrize(
+    "line, col, why",
+    [
+        (b"q1\td1\t1\t \n", 4, "ends in a TAB and spaces"),
+        (b"q1\t0\td1\t1\t\n", 5, "ends in a TAB"),  # TREC 4 columns + a trailing TAB
+        (b"q1\t\td1\t1\n", 2, "two TABs in a row after column 1"),
+        (b"\tq1\td1\t1\n", 1, "starts with a TAB"),
+    ],
+)
 def test_every_empty_column_is_named(tmp_path, line, col, why):
     p = tmp_path / "q.tsv"
     p.write_bytes(line)
@@ -134,6 +151,7 @@ def test_split_tsv_keeps_ids_with_spaces():
 
 
 # --- kind 7: docs/diagnose.md's statement of how diagnose's recall relates to the pipeline's ----
+
 
 def test_diagnose_recall_is_capped_recall():
     """On a random index with |gold| from 1 to 6 and k = 3: diagnose's encoder recall equals
@@ -164,5 +182,7 @@ def test_diagnose_recall_is_capped_recall():
     assert diag.summary[f"encoder_recall@{k}"] == pytest.approx(np.mean(list(got.values())))
     from capgap.metrics import recall_cap_from_ranks
 
-    ranks = [np.array([1 + np.sum(S[i] > S[i, int(d[1:])]) for d in qrels[q]], dtype=float) for i, q in enumerate(query_ids)]
+    ranks = [
+        np.array([1 + np.sum(S[i] > S[i, int(d[1:])]) for d in qrels[q]], dtype=float) for i, q in enumerate(query_ids)
+    ]
     assert recall_cap_from_ranks(ranks, k) == pytest.approx([got[q] for q in query_ids], abs=1e-6)

@@ -45,49 +45,58 @@ SMALL = {"n_people": 12, "n_train": 30, "n_heldout": 20}
 
 
 # ---------------------------------------------------------------- edit rules
-@pytest.mark.parametrize("sentence,expected", [
-    ("Alice trusts Bob.", "Alice does not trust Bob."),
-    ("Alice is left of Bob.", "Alice is not left of Bob."),
-    ("Mary Jane teaches Tom.", "Mary Jane does not teach Tom."),
-    ("Alice watches Bob.", "Alice does not watch Bob."),
-    ("Alice carries Bob.", "Alice does not carry Bob."),
-    ("Alice has Bob.", "Alice does not have Bob."),
-    ("Alice goes with Bob.", "Alice does not go with Bob."),
-    ("Alice misses Bob.", "Alice does not miss Bob."),
-    ("Alice arrives before Bob.", "Alice does not arrive before Bob."),
-    ("Alice can see Bob!", "Alice can not see Bob!"),
-    ("Alice was behind Bob", "Alice was not behind Bob"),  # no terminal punctuation: none added
-    ("Alice has seen Bob.", "Alice has not seen Bob."),  # the perfect: has is the auxiliary
-    ("Alice had helped Bob.", "Alice had not helped Bob."),
-    ("Alice unties Bob.", "Alice does not untie Bob."),  # IE_VERBS: not "unty"
-    ("Jean-Luc trusts O'Brien.", "Jean-Luc does not trust O'Brien."),  # hyphen and apostrophe names
-    ("Zoë trusts Élodie.", "Zoë does not trust Élodie."),
-    ("Alice helps Charles.", "Alice does not help Charles."),  # a name ending in -s is not a second verb
-])
+@pytest.mark.parametrize(
+    "sentence,expected",
+    [
+        ("Alice trusts Bob.", "Alice does not trust Bob."),
+        ("Alice is left of Bob.", "Alice is not left of Bob."),
+        ("Mary Jane teaches Tom.", "Mary Jane does not teach Tom."),
+        ("Alice watches Bob.", "Alice does not watch Bob."),
+        ("Alice carries Bob.", "Alice does not carry Bob."),
+        ("Alice has Bob.", "Alice does not have Bob."),
+        ("Alice goes with Bob.", "Alice does not go with Bob."),
+        ("Alice misses Bob.", "Alice does not miss Bob."),
+        ("Alice arrives before Bob.", "Alice does not arrive before Bob."),
+        ("Alice can see Bob!", "Alice can not see Bob!"),
+        ("Alice was behind Bob", "Alice was not behind Bob"),  # no terminal punctuation: none added
+        ("Alice has seen Bob.", "Alice has not seen Bob."),  # the perfect: has is the auxiliary
+        ("Alice had helped Bob.", "Alice had not helped Bob."),
+        ("Alice unties Bob.", "Alice does not untie Bob."),  # IE_VERBS: not "unty"
+        ("Jean-Luc trusts O'Brien.", "Jean-Luc does not trust O'Brien."),  # hyphen and apostrophe names
+        ("Zoë trusts Élodie.", "Zoë does not trust Élodie."),
+        ("Alice helps Charles.", "Alice does not help Charles."),  # a name ending in -s is not a second verb
+    ],
+)
 def test_negate(sentence, expected):
     assert negate(sentence) == expected
     assert why_not(sentence, "negation") is None
 
 
-@pytest.mark.parametrize("sentence,expected", [
-    ("Alice trusts Bob Smith.", "Bob Smith trusts Alice."),
-    ("Alice trusts Bob.", "Bob trusts Alice."),
-    ("Mary Jane is in front of Tom.", "Tom is in front of Mary Jane."),
-    ("Alice does not trust Bob.", "Bob does not trust Alice."),
-])
+@pytest.mark.parametrize(
+    "sentence,expected",
+    [
+        ("Alice trusts Bob Smith.", "Bob Smith trusts Alice."),
+        ("Alice trusts Bob.", "Bob trusts Alice."),
+        ("Mary Jane is in front of Tom.", "Tom is in front of Mary Jane."),
+        ("Alice does not trust Bob.", "Bob does not trust Alice."),
+    ],
+)
 def test_swap_roles(sentence, expected):
     assert swap_roles(sentence) == expected
     assert swap_roles(swap_roles(sentence)) == sentence
 
 
-@pytest.mark.parametrize("a,b", [
-    ("Alice is left of Bob.", "Alice is right of Bob."),
-    ("Alice is in front of Bob.", "Alice is behind Bob."),
-    ("Alice is above Bob.", "Alice is below Bob."),
-    ("Alice arrives before Bob.", "Alice arrives after Bob."),
-    ("Alice lives north of Bob.", "Alice lives south of Bob."),
-    ("Before noon Alice calls Bob.", "After noon Alice calls Bob."),  # capitalisation kept
-])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ("Alice is left of Bob.", "Alice is right of Bob."),
+        ("Alice is in front of Bob.", "Alice is behind Bob."),
+        ("Alice is above Bob.", "Alice is below Bob."),
+        ("Alice arrives before Bob.", "Alice arrives after Bob."),
+        ("Alice lives north of Bob.", "Alice lives south of Bob."),
+        ("Before noon Alice calls Bob.", "After noon Alice calls Bob."),  # capitalisation kept
+    ],
+)
 def test_flip_spatial_both_ways(a, b):
     assert flip_spatial(a) == b and flip_spatial(b) == a
     assert flip_spatial(flip_spatial(a)) == a
@@ -97,38 +106,41 @@ NOT_NAMES = "not '<Name> <lower-case words> <Name>'"
 NO_VERB = "no auxiliary or third-person verb right after a capitalised subject"
 
 
-@pytest.mark.parametrize("sentence,kind,reason", [
-    ("Alice does not trust Bob.", "negation", "already negated"),
-    ("Alice never trusts Bob.", "negation", "already negated"),
-    ("Alice isn't left of Bob.", "negation", "already negated"),
-    ("Alice trusts Bob. Bob trusts Carl.", "negation", "not one sentence"),
-    ("Alice trusts Bob. Bob trusts Carl.", "role_swap", "not one sentence"),
-    ("Alice is left of Bob; Bob is left of Carl.", "spatial_flip", "not one sentence"),
-    ("the cat chases the mouse.", "negation", NO_VERB),
-    ("the cat chases the mouse.", "role_swap", NOT_NAMES),
-    ("Alice kiss Bob.", "negation", NO_VERB),  # "kiss" ends in "ss": not third person
-    ("Alice always trusts Bob.", "negation", NO_VERB),  # an adverb in -s is not a verb
-    ("Alice perhaps trusts Bob.", "negation", NO_VERB),
-    ("Alice as a child trusted Bob.", "negation", NO_VERB),
-    ("Alice helps trusts Bob.", "negation", "two verb candidates after the subject (an adverb before the verb?)"),
-    ("The box is above Alice.", "negation", NO_VERB),  # "The" is not a name: no name subject
-    ("The box is above Alice.", "role_swap", NOT_NAMES),
-    ("Yesterday Alice met Bob.", "role_swap", NOT_NAMES),
-    ("In Paris Alice trusts Bob.", "role_swap", NOT_NAMES),
-    ("Alice's dog bites Bob.", "role_swap", NOT_NAMES),  # a possessive is not a name
-    ("Alice, a nurse, trusts Bob.", "role_swap", NOT_NAMES),  # punctuation glued to a name
-    ("Alice is LEFT OF Bob.", "role_swap", NOT_NAMES),  # capitals in the middle
-    ("Alice focuses Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # focus / focuse?
-    ("Alice quizzes Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # quiz / quizze?
-    ("Alice canoes past Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # canoe / cano?
-    ("Alice trusts the dog.", "role_swap", NOT_NAMES),  # no name at the end
-    ("Alice trusts Bob and Carl.", "role_swap", NOT_NAMES),  # a name in the middle
-    ("Alice Bob.", "role_swap", NOT_NAMES),  # empty middle
-    ("Alice trusts Alice.", "role_swap", "both arguments are the same"),
-    ("Alice trusts Bob.", "spatial_flip", "no spatial or order phrase"),
-    ("Alice is leftist of Bob.", "spatial_flip", "no spatial or order phrase"),  # whole words only
-    ("Alice is left of Bob and above Carl.", "spatial_flip", "several spatial or order phrases"),
-])
+@pytest.mark.parametrize(
+    "sentence,kind,reason",
+    [
+        ("Alice does not trust Bob.", "negation", "already negated"),
+        ("Alice never trusts Bob.", "negation", "already negated"),
+        ("Alice isn't left of Bob.", "negation", "already negated"),
+        ("Alice trusts Bob. Bob trusts Carl.", "negation", "not one sentence"),
+        ("Alice trusts Bob. Bob trusts Carl.", "role_swap", "not one sentence"),
+        ("Alice is left of Bob; Bob is left of Carl.", "spatial_flip", "not one sentence"),
+        ("the cat chases the mouse.", "negation", NO_VERB),
+        ("the cat chases the mouse.", "role_swap", NOT_NAMES),
+        ("Alice kiss Bob.", "negation", NO_VERB),  # "kiss" ends in "ss": not third person
+        ("Alice always trusts Bob.", "negation", NO_VERB),  # an adverb in -s is not a verb
+        ("Alice perhaps trusts Bob.", "negation", NO_VERB),
+        ("Alice as a child trusted Bob.", "negation", NO_VERB),
+        ("Alice helps trusts Bob.", "negation", "two verb candidates after the subject (an adverb before the verb?)"),
+        ("The box is above Alice.", "negation", NO_VERB),  # "The" is not a name: no name subject
+        ("The box is above Alice.", "role_swap", NOT_NAMES),
+        ("Yesterday Alice met Bob.", "role_swap", NOT_NAMES),
+        ("In Paris Alice trusts Bob.", "role_swap", NOT_NAMES),
+        ("Alice's dog bites Bob.", "role_swap", NOT_NAMES),  # a possessive is not a name
+        ("Alice, a nurse, trusts Bob.", "role_swap", NOT_NAMES),  # punctuation glued to a name
+        ("Alice is LEFT OF Bob.", "role_swap", NOT_NAMES),  # capitals in the middle
+        ("Alice focuses Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # focus / focuse?
+        ("Alice quizzes Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # quiz / quizze?
+        ("Alice canoes past Bob.", "negation", "ambiguous verb ending (-ses, -zes, -oes)"),  # canoe / cano?
+        ("Alice trusts the dog.", "role_swap", NOT_NAMES),  # no name at the end
+        ("Alice trusts Bob and Carl.", "role_swap", NOT_NAMES),  # a name in the middle
+        ("Alice Bob.", "role_swap", NOT_NAMES),  # empty middle
+        ("Alice trusts Alice.", "role_swap", "both arguments are the same"),
+        ("Alice trusts Bob.", "spatial_flip", "no spatial or order phrase"),
+        ("Alice is leftist of Bob.", "spatial_flip", "no spatial or order phrase"),  # whole words only
+        ("Alice is left of Bob and above Carl.", "spatial_flip", "several spatial or order phrases"),
+    ],
+)
 def test_skips_and_reasons(sentence, kind, reason):
     assert why_not(sentence, kind) == reason
     assert EDITS[kind](sentence) is None
@@ -170,12 +182,22 @@ def test_generate_is_seeded():
 
 def test_generate_same_across_processes():
     # no set iteration order leaks into the output: two hash seeds, one data set
-    code = ("import hashlib; from capgap.generate import generate_near_miss as g; rs, _ = g(n_people=12, n_train=30, "
-            "n_heldout=20); print(hashlib.sha256(repr((rs.corpus, rs.queries, rs.qrels, rs.split, sorted(rs.twins.items())))"
-            ".encode()).hexdigest())")
+    code = (
+        "import hashlib; from capgap.generate import generate_near_miss as g; rs, _ = g(n_people=12, n_train=30, "
+        "n_heldout=20); print(hashlib.sha256(repr((rs.corpus, rs.queries, rs.qrels, rs.split, sorted(rs.twins.items())))"
+        ".encode()).hexdigest())"
+    )
     src = str(Path(capgap.__file__).resolve().parents[1])
-    out = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": src},
-                          capture_output=True, text=True, check=True).stdout for seed in ("1", "2")}
+    out = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": src},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert len(out) == 1
 
 
@@ -245,8 +267,14 @@ def _tiny(twins=None):
     corpus = Corpus(("d1", "d1~negation", "d2"), ("", "", ""), ("Alice trusts Bob.", "Alice does not trust Bob.", "x"))
     queries = Queries(("q1", "q2"), ("Alice has faith in Bob", "x"))
     qrels = Qrels({"q1": {"d1": 1}, "q2": {"d2": 1}})
-    return RetrievalSet("tiny", corpus, queries, qrels, Split(("q1",), ("q2",)),
-                        twins={"d1": (("d1~negation", "negation"),)} if twins is None else twins)
+    return RetrievalSet(
+        "tiny",
+        corpus,
+        queries,
+        qrels,
+        Split(("q1",), ("q2",)),
+        twins={"d1": (("d1~negation", "negation"),)} if twins is None else twins,
+    )
 
 
 def test_canonical_roundtrip_keeps_twins(tmp_path):
@@ -264,13 +292,16 @@ def test_canonical_without_twins_file(tmp_path):
     assert load_canonical(tmp_path).twins == {}
 
 
-@pytest.mark.parametrize("body,line,field,words", [
-    ("d1\tnope\tnegation\n", 3, "twin-id", "unknown document id"),
-    ("nope\td1~negation\tnegation\n", 3, "corpus-id", "unknown document id"),
-    ("d1\td1~negation\tparaphrase\n", 3, "type", "expected one of"),
-    ("d1\td1~negation\n", 3, None, "3 tab-separated columns"),
-    ("d1\td1~negation\tnegation\textra\n", 3, None, "3 tab-separated columns"),
-])
+@pytest.mark.parametrize(
+    "body,line,field,words",
+    [
+        ("d1\tnope\tnegation\n", 3, "twin-id", "unknown document id"),
+        ("nope\td1~negation\tnegation\n", 3, "corpus-id", "unknown document id"),
+        ("d1\td1~negation\tparaphrase\n", 3, "type", "expected one of"),
+        ("d1\td1~negation\n", 3, None, "3 tab-separated columns"),
+        ("d1\td1~negation\tnegation\textra\n", 3, None, "3 tab-separated columns"),
+    ],
+)
 def test_bad_twins_file(tmp_path, body, line, field, words):
     write_canonical(_tiny(), tmp_path)
     p = tmp_path / "twins.tsv"
@@ -287,26 +318,31 @@ def test_twin_that_is_gold_is_rejected():
     corpus = Corpus(("d1", "d2"), ("", ""), ("Alice trusts Bob.", "Alice does not trust Bob."))
     qrels = Qrels({"q1": {"d1": 1, "d2": 1}})
     with pytest.raises(ValueError, match="both 'd1' and its negation twin 'd2' as gold"):
-        RetrievalSet("t", corpus, Queries(("q1",), ("a",)), qrels, Split(("q1",), ()), twins={"d1": (("d2", "negation"),)})
+        RetrievalSet(
+            "t", corpus, Queries(("q1",), ("a",)), qrels, Split(("q1",), ()), twins={"d1": (("d2", "negation"),)}
+        )
     with pytest.raises(ValueError, match="unknown document"):
         _tiny(twins={"d1": (("zz", "negation"),)})
 
 
 # ---------------------------------------------------------------- the near_miss hook
 CORPUS = {
-    "d1": "Alice trusts Bob.",            # gold q1: negation added; role swap = d5's text: skipped
-    "d2": "Carl is left of Dana.",        # gold q2: both added
-    "d3": "the cat chases the mouse.",    # gold q3: neither applies
-    "d4": "Eve does not trust Frank.",    # gold q4: already negated; role swap added
-    "d5": "Bob trusts Alice.",            # not gold: no twins
-    "d6": "Gina helps Hank.",             # not gold: no twins
-    "d7": "Ivy trusts Ivy.",              # gold q5: negation added; same argument both sides
+    "d1": "Alice trusts Bob.",  # gold q1: negation added; role swap = d5's text: skipped
+    "d2": "Carl is left of Dana.",  # gold q2: both added
+    "d3": "the cat chases the mouse.",  # gold q3: neither applies
+    "d4": "Eve does not trust Frank.",  # gold q4: already negated; role swap added
+    "d5": "Bob trusts Alice.",  # not gold: no twins
+    "d6": "Gina helps Hank.",  # not gold: no twins
+    "d7": "Ivy trusts Ivy.",  # gold q5: negation added; same argument both sides
     "d8": "Jack helps Kim. Kim helps Jack.",  # gold q6: not one sentence
 }
 
 
 def _beir(folder, corpus=CORPUS):
-    write_jsonl(folder / "corpus.jsonl", [json.dumps({"_id": d, "title": "T" if d == "d2" else "", "text": t}) for d, t in corpus.items()])
+    write_jsonl(
+        folder / "corpus.jsonl",
+        [json.dumps({"_id": d, "title": "T" if d == "d2" else "", "text": t}) for d, t in corpus.items()],
+    )
     write_jsonl(folder / "queries.jsonl", [json.dumps({"_id": f"q{i}", "text": f"query {i}"}) for i in range(1, 7)])
     (folder / "qrels").mkdir(exist_ok=True)
     gold = {"q1": "d1", "q2": "d2", "q3": "d3", "q4": "d4", "q5": "d7", "q6": "d8"}
@@ -339,9 +375,15 @@ def test_hook_adds_twins_of_gold_documents(tmp_path):
     assert rs.source["near_miss"] == {
         "types": ["negation", "role_swap"],
         "added": {"negation": 3, "role_swap": 2},
-        "skipped": {"negation": {NO_VERB: 1, "already negated": 1, "not one sentence": 1},
-                    "role_swap": {"same text as a document": 1, NOT_NAMES: 1, "both arguments are the same": 1,
-                                  "not one sentence": 1}},
+        "skipped": {
+            "negation": {NO_VERB: 1, "already negated": 1, "not one sentence": 1},
+            "role_swap": {
+                "same text as a document": 1,
+                NOT_NAMES: 1,
+                "both arguments are the same": 1,
+                "not one sentence": 1,
+            },
+        },
     }
     for q in rs.queries.ids:  # twins are never gold; gold sets unchanged
         assert not any("~" in d for d in rs.qrels.gold(q))
@@ -360,9 +402,17 @@ def test_hook_twin_duplicating_a_document_up_to_whitespace_is_skipped(tmp_path):
     spaces) block the role swaps of d1 and d3, which would otherwise be their exact
     duplicates, tied with them by every method. d2's twin keeps d2's title "T", so it is
     "T Dana helps Carl." and d9 "Dana helps Carl." does not block it."""
-    corpus = {"d1": "Alice trusts Bob.", "d2": "Carl helps Dana.", "d3": "Eve pays Frank.", "d4": "Gina helps Hank.",
-              "d5": "Bob trusts Alice. ", "d6": "Frank  pays Eve.", "d7": "Ivy helps Jack.", "d8": "Kim helps Lee.",
-              "d9": "Dana helps Carl."}
+    corpus = {
+        "d1": "Alice trusts Bob.",
+        "d2": "Carl helps Dana.",
+        "d3": "Eve pays Frank.",
+        "d4": "Gina helps Hank.",
+        "d5": "Bob trusts Alice. ",
+        "d6": "Frank  pays Eve.",
+        "d7": "Ivy helps Jack.",
+        "d8": "Kim helps Lee.",
+        "d9": "Dana helps Carl.",
+    }
     folder = _beir(tmp_path / "ds", corpus)
     rs = obtain("x", {"source": "local", "path": str(folder), "near_miss": {"types": ["role_swap"]}})
     # gold: q1 d1, q2 d2 (title "T"), q3 d3, q4 d4, q5 d7, q6 d8 (see _beir)
@@ -413,8 +463,14 @@ def test_probe_twin_margin_by_hand():
     D = np.array([[1, 0, 0], [1, 0.5, 0], [-10, 2, 0], [-10, 3, 1], [-10, 3, -1], [-12, 2.5, 0]], dtype=np.float32)
     ids = ("g", "t", "o1", "o2", "o3", "o4")
     corpus = Corpus(ids, ("",) * 6, tuple(f"doc {i}" for i in ids))
-    rs = RetrievalSet("toy", corpus, Queries(("q1",), ("query",)), Qrels({"q1": {"g": 1}}), Split(("q1",), ()),
-                      twins={"g": (("t", "negation"),)})
+    rs = RetrievalSet(
+        "toy",
+        corpus,
+        Queries(("q1",), ("query",)),
+        Qrels({"q1": {"g": 1}}),
+        Split(("q1",), ()),
+        twins={"g": (("t", "negation"),)},
+    )
     index = SimpleNamespace(embeddings=D, doc_ids=list(ids))
     rows, records, _ = probe_mod.evaluate(rs, index, probe_mod.ProbeConfig(), "toy-enc", [1, 2], 2)
     got = {(r["split"], r["metric"]): r["value"] for r in rows}
@@ -442,17 +498,19 @@ def _scored_set():
     ids = ("d1", "d1~negation", "d1~role_swap", "d2", "d2~negation", "d3", "d3~negation")
     corpus = Corpus(ids, ("",) * 7, tuple(f"text {i}" for i in range(7)))
     qrels = Qrels({"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}})
-    twins = {"d1": (("d1~negation", "negation"), ("d1~role_swap", "role_swap")), "d2": (("d2~negation", "negation"),),
-             "d3": (("d3~negation", "negation"),)}
-    return RetrievalSet("s", corpus, Queries(("q1", "q2", "q3"), ("a", "b", "c")), qrels, Split(("q1", "q2"), ("q3",)),
-                        twins=twins)
+    twins = {
+        "d1": (("d1~negation", "negation"), ("d1~role_swap", "role_swap")),
+        "d2": (("d2~negation", "negation"),),
+        "d3": (("d3~negation", "negation"),),
+    }
+    return RetrievalSet(
+        "s", corpus, Queries(("q1", "q2", "q3"), ("a", "b", "c")), qrels, Split(("q1", "q2"), ("q3",)), twins=twins
+    )
 
 
 # rows: q1, q2, q3; columns as _scored_set's ids. Gold - twin (negation): q1 3 - 1 = 2 (win),
 # q2 2 - 2 = 0 (tie), q3 1 - 4 = -3 (loss). Role swap (q1 only): 3 - 3 = 0 (tie).
-SCORES = np.array([[3, 1, 3, 0, 0, 0, 0],
-                   [0, 0, 0, 2, 2, 0, 0],
-                   [0, 0, 0, 0, 0, 1, 4]], dtype=np.float32)
+SCORES = np.array([[3, 1, 3, 0, 0, 0, 0], [0, 0, 0, 2, 2, 0, 0], [0, 0, 0, 0, 0, 1, 4]], dtype=np.float32)
 
 
 def _twin_values(rows):
@@ -466,22 +524,43 @@ def test_evaluate_scores_twin_rows_by_hand():
     # numpy's linear percentiles: train gaps [0, 2] -> p25 0.5, median 1, p75 1.5;
     # all gaps [-3, 0, 2] -> p25 -1.5, median 0, p75 1; held out [-3].
     expected = {
-        ("train", "twin_pairs:negation"): 2, ("train", "twin_win:negation"): 0.5, ("train", "twin_tie:negation"): 0.5,
-        ("train", "twin_gap:negation"): 1.0, ("train", "twin_gap_p25:negation"): 0.5, ("train", "twin_gap_p75:negation"): 1.5,
-        ("train", "twin_pairs:role_swap"): 1, ("train", "twin_win:role_swap"): 0.0, ("train", "twin_tie:role_swap"): 1.0,
-        ("train", "twin_gap:role_swap"): 0.0, ("train", "twin_gap_p25:role_swap"): 0.0, ("train", "twin_gap_p75:role_swap"): 0.0,
-        ("heldout", "twin_pairs:negation"): 1, ("heldout", "twin_win:negation"): 0.0, ("heldout", "twin_tie:negation"): 0.0,
-        ("heldout", "twin_gap:negation"): -3.0, ("heldout", "twin_gap_p25:negation"): -3.0,
+        ("train", "twin_pairs:negation"): 2,
+        ("train", "twin_win:negation"): 0.5,
+        ("train", "twin_tie:negation"): 0.5,
+        ("train", "twin_gap:negation"): 1.0,
+        ("train", "twin_gap_p25:negation"): 0.5,
+        ("train", "twin_gap_p75:negation"): 1.5,
+        ("train", "twin_pairs:role_swap"): 1,
+        ("train", "twin_win:role_swap"): 0.0,
+        ("train", "twin_tie:role_swap"): 1.0,
+        ("train", "twin_gap:role_swap"): 0.0,
+        ("train", "twin_gap_p25:role_swap"): 0.0,
+        ("train", "twin_gap_p75:role_swap"): 0.0,
+        ("heldout", "twin_pairs:negation"): 1,
+        ("heldout", "twin_win:negation"): 0.0,
+        ("heldout", "twin_tie:negation"): 0.0,
+        ("heldout", "twin_gap:negation"): -3.0,
+        ("heldout", "twin_gap_p25:negation"): -3.0,
         ("heldout", "twin_gap_p75:negation"): -3.0,
-        ("all", "twin_pairs:negation"): 3, ("all", "twin_win:negation"): 1 / 3, ("all", "twin_tie:negation"): 1 / 3,
-        ("all", "twin_gap:negation"): 0.0, ("all", "twin_gap_p25:negation"): -1.5, ("all", "twin_gap_p75:negation"): 1.0,
-        ("all", "twin_pairs:role_swap"): 1, ("all", "twin_win:role_swap"): 0.0, ("all", "twin_tie:role_swap"): 1.0,
-        ("all", "twin_gap:role_swap"): 0.0, ("all", "twin_gap_p25:role_swap"): 0.0, ("all", "twin_gap_p75:role_swap"): 0.0,
+        ("all", "twin_pairs:negation"): 3,
+        ("all", "twin_win:negation"): 1 / 3,
+        ("all", "twin_tie:negation"): 1 / 3,
+        ("all", "twin_gap:negation"): 0.0,
+        ("all", "twin_gap_p25:negation"): -1.5,
+        ("all", "twin_gap_p75:negation"): 1.0,
+        ("all", "twin_pairs:role_swap"): 1,
+        ("all", "twin_win:role_swap"): 0.0,
+        ("all", "twin_tie:role_swap"): 1.0,
+        ("all", "twin_gap:role_swap"): 0.0,
+        ("all", "twin_gap_p25:role_swap"): 0.0,
+        ("all", "twin_gap_p75:role_swap"): 0.0,
     }
     assert got.keys() == expected.keys()
     for key, v in expected.items():
         assert got[key] == pytest.approx(v, abs=1e-12), key
-    assert all(r["k"] == "" and r["method"] == "m" and r["encoder"] == "enc" for r in rows if r["metric"].startswith("twin_"))
+    assert all(
+        r["k"] == "" and r["method"] == "m" and r["encoder"] == "enc" for r in rows if r["metric"].startswith("twin_")
+    )
     # the twin rows follow each split's own rows
     splits = [r["split"] for r in rows]
     assert splits == sorted(splits, key=["train", "heldout", "all"].index)

@@ -50,7 +50,14 @@ def test_each_verdict_by_construction():
     # qd: everything finds d0 (d4 is judged, grade 0: not gold)
     assert by["qd"]["verdict"] == "ok" and by["qd"]["n_gold"] == 1 and by["qd"]["best_gold_rank"] == 1
     s = diag.summary
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+    assert s["verdicts"] == {
+        "index-limited": 1,
+        "compression-limited": 0,
+        "undetermined": 0,
+        "encoder-limited": 1,
+        "ann-limited": 1,
+        "ok": 1,
+    }
     assert s["probe_recall@1"] == 0.75 and s["encoder_recall@1"] == 0.5 and s["unused_capacity"] == 0.25
     assert s["ann_recall@1"] == 0.5 and "limited by" in s["reading"]
 
@@ -69,7 +76,14 @@ def test_capgap_diagnose_stays_the_function_once_the_package_is_imported():
     for _ in range(2):
         assert callable(capgap.diagnose)
         s = capgap.diagnose(D, Q, QRELS, DOCS, QIDS, k=1, ann_run=ANN).summary
-        assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+        assert s["verdicts"] == {
+            "index-limited": 1,
+            "compression-limited": 0,
+            "undetermined": 0,
+            "encoder-limited": 1,
+            "ann-limited": 1,
+            "ok": 1,
+        }
 
 
 def test_capped_recall_and_no_ann():
@@ -88,23 +102,32 @@ def test_input_formats(tmp_path):
     index.add(D)
     faiss.write_index(index, str(tmp_path / "d.faiss"))
     assert isinstance(load_matrix(tmp_path / "d.npy"), np.memmap)  # memory-mapped, not copied
-    for m in (load_matrix(tmp_path / "d.npy"), load_matrix(tmp_path / "d16.npy"), load_matrix(tmp_path / "one.npz"),
-              load_matrix(tmp_path / "two.npz", "docs"), load_matrix(tmp_path / "d.faiss")):
+    for m in (
+        load_matrix(tmp_path / "d.npy"),
+        load_matrix(tmp_path / "d16.npy"),
+        load_matrix(tmp_path / "one.npz"),
+        load_matrix(tmp_path / "two.npz", "docs"),
+        load_matrix(tmp_path / "d.faiss"),
+    ):
         assert np.array_equal(np.asarray(m, dtype=np.float32), D)
     (tmp_path / "ids.txt").write_text("\n".join(DOCS) + "\n")
     assert load_ids(tmp_path / "ids.txt") == DOCS
     want = {"q1": {"d0": 1, "d2": 0}, "q2": {"d1": 2}}
-    forms = {"beir_header.tsv": "query-id\tcorpus-id\tscore\nq1\td0\t1\nq1\td2\t0\nq2\td1\t2\n",
-             "beir.tsv": "q1\td0\t1\nq1\td2\t0\nq2\td1\t2\n",
-             "trec.txt": "q1 0 d0 1\nq1 0 d2 0\nq2 Q0 d1 2\n"}
+    forms = {
+        "beir_header.tsv": "query-id\tcorpus-id\tscore\nq1\td0\t1\nq1\td2\t0\nq2\td1\t2\n",
+        "beir.tsv": "q1\td0\t1\nq1\td2\t0\nq2\td1\t2\n",
+        "trec.txt": "q1 0 d0 1\nq1 0 d2 0\nq2 Q0 d1 2\n",
+    }
     for name, text in forms.items():
         (tmp_path / name).write_text(text)
         assert load_qrels_file(tmp_path / name) == want, name
     (tmp_path / "pairs.tsv").write_text("qid\tdocid\nq1\td0\nq2\td1\n")
     assert load_qrels_file(tmp_path / "pairs.tsv") == {"q1": {"d0": 1}, "q2": {"d1": 1}}
-    runs = {"run.trec": "q1 Q0 d2 1 0.9 x\nq1 Q0 d0 2 0.5 x\n",
-            "run_scores.tsv": "q1\td0\t0.5\nq1\td2\t0.9\n",  # ordered by score, not by line
-            "run_plain.tsv": "q1\td2\nq1\td0\n"}  # file order
+    runs = {
+        "run.trec": "q1 Q0 d2 1 0.9 x\nq1 Q0 d0 2 0.5 x\n",
+        "run_scores.tsv": "q1\td0\t0.5\nq1\td2\t0.9\n",  # ordered by score, not by line
+        "run_plain.tsv": "q1\td2\nq1\td0\n",
+    }  # file order
     for name, text in runs.items():
         (tmp_path / name).write_text(text)
         assert load_run_file(tmp_path / name) == {"q1": ["d2", "d0"]}, name
@@ -143,20 +166,52 @@ def test_command_line(tmp_path):
     np.save(tmp_path / "queries.npy", Q)
     (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
     (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
-    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, r in QRELS.items() for d, g in r.items()))
+    (tmp_path / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, r in QRELS.items() for d, g in r.items())
+    )
     (tmp_path / "ann.trec").write_text("".join(f"{q} Q0 {d} 1 1.0 ann\n" for q, ds in ANN.items() for d in ds))
-    args = ["diagnose", "--doc-embeddings", str(tmp_path / "docs.npy"), "--query-embeddings", str(tmp_path / "queries.npy"),
-            "--qrels", str(tmp_path / "qrels.tsv"), "--doc-ids", str(tmp_path / "doc_ids.txt"), "--query-ids", str(tmp_path / "query_ids.txt"),
-            "--ann-run", str(tmp_path / "ann.trec"), "--k", "1", "--out", str(tmp_path / "out")]
+    args = [
+        "diagnose",
+        "--doc-embeddings",
+        str(tmp_path / "docs.npy"),
+        "--query-embeddings",
+        str(tmp_path / "queries.npy"),
+        "--qrels",
+        str(tmp_path / "qrels.tsv"),
+        "--doc-ids",
+        str(tmp_path / "doc_ids.txt"),
+        "--query-ids",
+        str(tmp_path / "query_ids.txt"),
+        "--ann-run",
+        str(tmp_path / "ann.trec"),
+        "--k",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 1, "ok": 1}
+    assert s["verdicts"] == {
+        "index-limited": 1,
+        "compression-limited": 0,
+        "undetermined": 0,
+        "encoder-limited": 1,
+        "ann-limited": 1,
+        "ok": 1,
+    }
     lines = (tmp_path / "out" / "per_query.tsv").read_text().splitlines()
     assert lines[0].split("\t")[0] == "query_id" and len(lines) == 5
-    assert (tmp_path / "out" / "verdicts.png").read_bytes()[:4] == b"\x89PNG" and "| ok | 1 |" in (tmp_path / "out" / "summary.md").read_text()
-    bad = CliRunner().invoke(main, args[:-2] + ["--doc-ids", str(tmp_path / "query_ids.txt"), "--out", str(tmp_path / "o2")])
-    assert bad.exit_code != 0 and f"{tmp_path / 'query_ids.txt'}: 4 document ids for the 5 rows of {tmp_path / 'docs.npy'}" in bad.output
+    assert (tmp_path / "out" / "verdicts.png").read_bytes()[:4] == b"\x89PNG" and "| ok | 1 |" in (
+        tmp_path / "out" / "summary.md"
+    ).read_text()
+    bad = CliRunner().invoke(
+        main, args[:-2] + ["--doc-ids", str(tmp_path / "query_ids.txt"), "--out", str(tmp_path / "o2")]
+    )
+    assert (
+        bad.exit_code != 0
+        and f"{tmp_path / 'query_ids.txt'}: 4 document ids for the 5 rows of {tmp_path / 'docs.npy'}" in bad.output
+    )
 
 
 def test_bundled_example_shows_every_verdict(tmp_path):
@@ -167,34 +222,71 @@ def test_bundled_example_shows_every_verdict(tmp_path):
 
     from ..conftest import ROOT
 
-    subprocess.run([sys.executable, str(ROOT / "examples" / "diagnose_example.py"), str(tmp_path / "ex")], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "diagnose_example.py"), str(tmp_path / "ex")],
+        check=True,
+        capture_output=True,
+    )
     ex = tmp_path / "ex"
-    diag = diagnose(load_matrix(ex / "docs.npy"), load_matrix(ex / "queries.npy"), load_qrels_file(ex / "qrels.tsv"),
-                    load_ids(ex / "doc_ids.txt"), load_ids(ex / "query_ids.txt"), k=10, ann_run=load_run_file(ex / "ann.trec"))
+    diag = diagnose(
+        load_matrix(ex / "docs.npy"),
+        load_matrix(ex / "queries.npy"),
+        load_qrels_file(ex / "qrels.tsv"),
+        load_ids(ex / "doc_ids.txt"),
+        load_ids(ex / "query_ids.txt"),
+        k=10,
+        ann_run=load_run_file(ex / "ann.trec"),
+    )
     by = {r["query_id"]: r["verdict"] for r in diag.rows}
     assert all(by[f"q{i}"] == "index-limited" for i in range(5))
     assert all(diag.summary["verdicts"][v] > 0 for v in ("index-limited", "encoder-limited", "ann-limited", "ok"))
 
 
 def _diagnose_cli(out, docs, queries, qrels, *extra):
-    args = ["diagnose", "--doc-embeddings", str(docs), "--query-embeddings", str(queries), "--qrels", str(qrels),
-            "--out", str(out), *map(str, extra)]
+    args = [
+        "diagnose",
+        "--doc-embeddings",
+        str(docs),
+        "--query-embeddings",
+        str(queries),
+        "--qrels",
+        str(qrels),
+        "--out",
+        str(out),
+        *map(str, extra),
+    ]
     return CliRunner().invoke(main, args)
 
 
 def test_query_ids_that_meet_no_judgement_are_an_error(tmp_path):
     """Query ids "1", "2" against qrels naming "q1", "q2": an error naming both sides, not a NaN report."""
     case = DATA / "diagnose-id-mismatch-nan"
-    r = _diagnose_cli(tmp_path / "out", case / "docs.npy", case / "queries.npy", case / "qrels.tsv", "--doc-ids", case / "doc_ids.txt",
-                      "--query-ids", case / "query_ids.txt", "--k", 2)
+    r = _diagnose_cli(
+        tmp_path / "out",
+        case / "docs.npy",
+        case / "queries.npy",
+        case / "qrels.tsv",
+        "--doc-ids",
+        case / "doc_ids.txt",
+        "--query-ids",
+        case / "query_ids.txt",
+        "--k",
+        2,
+    )
     assert r.exit_code != 0
-    assert "none of the 2 query ids (e.g. ['1', '2']) appears in the qrels, whose query ids look like ['q1', 'q2']" in r.output
+    assert (
+        "none of the 2 query ids (e.g. ['1', '2']) appears in the qrels, whose query ids look like ['q1', 'q2']"
+        in r.output
+    )
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="the qrels judge no query"):
         diagnose(D, Q, {}, DOCS, QIDS)
     # documents: the error shows what the document ids look like (row numbers when --doc-ids is missing)
-    with pytest.raises(ValueError, match=r"qrels name 4 documents not in the document ids, e.g. \['d0', 'd1', 'd2'\]; "
-                                         r"the document ids look like \['0', '1', '2'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"qrels name 4 documents not in the document ids, e.g. \['d0', 'd1', 'd2'\]; "
+        r"the document ids look like \['0', '1', '2'\]",
+    ):
         diagnose(D, Q, QRELS, [str(i) for i in range(5)], QIDS)
 
 
@@ -209,31 +301,49 @@ def test_qrels_errors_name_the_qrels_file_and_line(tmp_path):
 
     def run(text, *extra):
         qrels.write_text(text)
-        return _diagnose_cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", qrels, "--query-ids",
-                             tmp_path / "query_ids.txt", "--k", 1, *extra)
+        return _diagnose_cli(
+            tmp_path / "out",
+            tmp_path / "docs.npy",
+            tmp_path / "queries.npy",
+            qrels,
+            "--query-ids",
+            tmp_path / "query_ids.txt",
+            "--k",
+            1,
+            *extra,
+        )
 
     for text in ("", "\n\n", "query-id\tcorpus-id\tscore\n"):
         r = run(text, "--doc-ids", tmp_path / "doc_ids.txt")
-        assert r.exit_code == 1 and r.output == (f"Error: {qrels}: judges no query: the file holds no judgement line (it is "
-                                                 "empty, blank or only a header)\n"), text
+        assert r.exit_code == 1 and r.output == (
+            f"Error: {qrels}: judges no query: the file holds no judgement line (it is empty, blank or only a header)\n"
+        ), text
     for text in ("qa d2\n# comment\nqb d0\n", "qa\td2\t1\n  #\tcomment\t1\n"):
         r = run(text, "--doc-ids", tmp_path / "doc_ids.txt")
-        assert r.exit_code == 1 and r.output == (f"Error: {qrels}:2: {text.splitlines()[1].strip()!r} is a comment: qrels "
-                                                 "have no comment lines (it would be a judgement of query '#'); remove the "
-                                                 "line\n"), text
+        assert r.exit_code == 1 and r.output == (
+            f"Error: {qrels}:2: {text.splitlines()[1].strip()!r} is a comment: qrels "
+            "have no comment lines (it would be a judgement of query '#'); remove the "
+            "line\n"
+        ), text
     r = run("qa d2\nqb d0\nqc dX\nqd dA\nqd dX\n", "--doc-ids", tmp_path / "doc_ids.txt")
-    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:3: field 'corpus-id': document 'dX' (query 'qc') is not in the "
-                                             "document ids (nor are 1 more documents the qrels name, e.g. ['dA']); the "
-                                             "document ids look like ['d0', 'd1', 'd2']\n")
+    assert r.exit_code == 1 and r.output == (
+        f"Error: {qrels}:3: field 'corpus-id': document 'dX' (query 'qc') is not in the "
+        "document ids (nor are 1 more documents the qrels name, e.g. ['dA']); the "
+        "document ids look like ['d0', 'd1', 'd2']\n"
+    )
     r = run("qa d2\n#qb d9\n", "--doc-ids", tmp_path / "doc_ids.txt")
-    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:2: field 'corpus-id': document 'd9' (query '#qb') is not in the "
-                                             "document ids; the document ids look like ['d0', 'd1', 'd2']; a line starting "
-                                             "with '#' is a judgement: qrels have no comment lines\n")
+    assert r.exit_code == 1 and r.output == (
+        f"Error: {qrels}:2: field 'corpus-id': document 'd9' (query '#qb') is not in the "
+        "document ids; the document ids look like ['d0', 'd1', 'd2']; a line starting "
+        "with '#' is a judgement: qrels have no comment lines\n"
+    )
     r = run("qa d2\nqb d0\n")  # no --doc-ids: the default the ids came from is named too
-    assert r.exit_code == 1 and r.output == (f"Error: {qrels}:1: field 'corpus-id': document 'd2' (query 'qa') is not in the "
-                                             "document ids (nor are 1 more documents the qrels name, e.g. ['d0']); the "
-                                             "document ids look like ['0', '1', '2'] (no document ids given: document row i "
-                                             "is document id 'i' (the row number, 0-based) (row 0 = '0', row 1 = '1'))\n")
+    assert r.exit_code == 1 and r.output == (
+        f"Error: {qrels}:1: field 'corpus-id': document 'd2' (query 'qa') is not in the "
+        "document ids (nor are 1 more documents the qrels name, e.g. ['d0']); the "
+        "document ids look like ['0', '1', '2'] (no document ids given: document row i "
+        "is document id 'i' (the row number, 0-based) (row 0 = '0', row 1 = '1'))\n"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -254,11 +364,25 @@ def test_partial_id_mismatch_is_counted_and_logged(tmp_path, caplog):
     (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t{g}\n" for q, r in qrels.items() for d, g in r.items()))
     (tmp_path / "doc_ids.txt").write_text("\n".join(DOCS) + "\n")
     (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
-    r = _diagnose_cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv",
-                      "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--k", 1)
+    r = _diagnose_cli(
+        tmp_path / "out",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        1,
+    )
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["rows_without_judgements"]["count"] == 1 and s["judged_queries_without_row"]["count"] == 2 and s["queries"] == 3
+    assert (
+        s["rows_without_judgements"]["count"] == 1
+        and s["judged_queries_without_row"]["count"] == 2
+        and s["queries"] == 3
+    )
 
 
 def test_cosine_never_writes_its_inputs(tmp_path):
@@ -270,22 +394,50 @@ def test_cosine_never_writes_its_inputs(tmp_path):
     index = faiss.IndexFlatIP(Dn.shape[1])
     index.add(Dn)
     faiss.write_index(index, str(tmp_path / "docs.faiss"))
-    inputs = [(case / "docs.npy", case / "queries.npy"), (case / "docs_unit.npy", case / "queries_unit.npy"),
-              (tmp_path / "docs.npz", case / "queries.npy"), (tmp_path / "docs.faiss", case / "queries.npy")]
+    inputs = [
+        (case / "docs.npy", case / "queries.npy"),
+        (case / "docs_unit.npy", case / "queries_unit.npy"),
+        (tmp_path / "docs.npz", case / "queries.npy"),
+        (tmp_path / "docs.faiss", case / "queries.npy"),
+    ]
     for i, (docs, queries) in enumerate(inputs):
         before = {p: p.read_bytes() for p in (docs, queries)}
-        r = _diagnose_cli(tmp_path / f"out{i}", docs, queries, case / "qrels.tsv", "--query-ids", case / "query_ids.txt",
-                          "--k", 2, "--metric", "cosine")
+        r = _diagnose_cli(
+            tmp_path / f"out{i}",
+            docs,
+            queries,
+            case / "qrels.tsv",
+            "--query-ids",
+            case / "query_ids.txt",
+            "--k",
+            2,
+            "--metric",
+            "cosine",
+        )
         assert r.exit_code == 0, (docs, r.output)
         s = json.loads((tmp_path / f"out{i}" / "summary.json").read_text())
         assert s["metric"] == "cosine" and s["encoder_recall@2"] == 0.5 and s["probe_recall@2"] == 1.0, docs
-        assert s["verdicts"] == {"index-limited": 0, "compression-limited": 0, "undetermined": 0, "encoder-limited": 1, "ann-limited": 0, "ok": 1}, docs
+        assert s["verdicts"] == {
+            "index-limited": 0,
+            "compression-limited": 0,
+            "undetermined": 0,
+            "encoder-limited": 1,
+            "ann-limited": 0,
+            "ok": 1,
+        }, docs
         assert all(p.read_bytes() == b for p, b in before.items()), docs
     # the Python API on the read-only memory map, and the original arrays are untouched
     Dm = load_matrix(case / "docs.npy")
     assert not Dm.flags.writeable
-    diag = diagnose(Dm, load_matrix(case / "queries.npy"), load_qrels_file(case / "qrels.tsv"), [str(i) for i in range(8)],
-                    load_ids(case / "query_ids.txt"), k=2, metric="cosine")
+    diag = diagnose(
+        Dm,
+        load_matrix(case / "queries.npy"),
+        load_qrels_file(case / "qrels.tsv"),
+        [str(i) for i in range(8)],
+        load_ids(case / "query_ids.txt"),
+        k=2,
+        metric="cosine",
+    )
     assert {r["query_id"]: r["verdict"] for r in diag.rows} == {"q1": "encoder-limited", "q2": "ok"}
     assert np.array_equal(Dm, Dn) and any("were not unit length" in n for n in diag.notes)
 
@@ -296,13 +448,27 @@ def test_faiss_l2_index_is_scored_by_its_own_metric(tmp_path):
     assert e.metric == "l2" and e.matrix.shape == (10, 4) and e.matrix.dtype == np.float32
     assert load_embeddings(case / "queries.npy").metric is None
     assert np.array_equal(load_matrix(case / "docs_l2.faiss"), e.matrix)  # load_matrix: the matrix, as before
-    args = (case / "docs_l2.faiss", case / "queries.npy", case / "qrels.tsv", "--query-ids", case / "query_ids.txt",
-            "--ann-run", case / "l2_exact.trec", "--k", 1)
+    args = (
+        case / "docs_l2.faiss",
+        case / "queries.npy",
+        case / "qrels.tsv",
+        "--query-ids",
+        case / "query_ids.txt",
+        "--ann-run",
+        case / "l2_exact.trec",
+        "--k",
+        1,
+    )
     for i, extra in enumerate([(), ("--metric", "l2")]):
         r = _diagnose_cli(tmp_path / f"out{i}", *args, *extra)
         assert r.exit_code == 0, r.output
         s = json.loads((tmp_path / f"out{i}" / "summary.json").read_text())
-        assert s["metric"] == "l2" and s["encoder_recall@1"] == 1.0 and s["ann_vs_exact@1"] == 1.0 and s["probe_recall@1"] == 1.0
+        assert (
+            s["metric"] == "l2"
+            and s["encoder_recall@1"] == 1.0
+            and s["ann_vs_exact@1"] == 1.0
+            and s["probe_recall@1"] == 1.0
+        )
         assert s["verdicts"]["ok"] == 3 and s["probe_not_l2_query"] == 0
         lines = (tmp_path / f"out{i}" / "per_query.tsv").read_text().splitlines()
         col = lines[0].split("\t").index("probe_l2_query")
@@ -310,8 +476,15 @@ def test_faiss_l2_index_is_scored_by_its_own_metric(tmp_path):
     # another metric than the index's own is an error
     for m in ("ip", "cosine"):
         r = _diagnose_cli(tmp_path / "bad", *args, "--metric", m)
-        assert r.exit_code != 0 and f"docs_l2.faiss is a faiss index that searches by L2 distance; --metric {m} would" in r.output
-    assert resolve_metric(None, None) == "ip" and resolve_metric(None, "l2") == "l2" and resolve_metric("cosine", "ip") == "cosine"
+        assert (
+            r.exit_code != 0
+            and f"docs_l2.faiss is a faiss index that searches by L2 distance; --metric {m} would" in r.output
+        )
+    assert (
+        resolve_metric(None, None) == "ip"
+        and resolve_metric(None, "l2") == "l2"
+        and resolve_metric("cosine", "ip") == "cosine"
+    )
     assert resolve_metric("l2", None) == "l2"
     with pytest.raises(ValueError, match="searches by inner product; --metric l2"):
         resolve_metric("l2", "ip", "d.faiss")
@@ -366,14 +539,23 @@ def test_every_matrix_is_validated(tmp_path, monkeypatch):
     index = faiss.IndexFlatL2(3)
     index.add(bad_d)
     faiss.write_index(index, str(tmp_path / "docs_nan.faiss"))
-    for name, row, col, value in (("docs_nan.npy", 3, 1, "nan"), ("queries_inf.npy", 3, 0, "inf"), ("queries_inf16.npy", 3, 0, "inf"),
-                                  ("docs_nan.npz", 3, 1, "nan"), ("docs_nan.faiss", 3, 1, "nan")):
-        with pytest.raises(DataFormatError, match=rf"{name}: row {row} \(0-based\) is not finite: column {col} holds {value}"):
+    for name, row, col, value in (
+        ("docs_nan.npy", 3, 1, "nan"),
+        ("queries_inf.npy", 3, 0, "inf"),
+        ("queries_inf16.npy", 3, 0, "inf"),
+        ("docs_nan.npz", 3, 1, "nan"),
+        ("docs_nan.faiss", 3, 1, "nan"),
+    ):
+        with pytest.raises(
+            DataFormatError, match=rf"{name}: row {row} \(0-based\) is not finite: column {col} holds {value}"
+        ):
             load_matrix(tmp_path / name)
     assert load_matrix(_save(tmp_path / "f64.npy", D.astype(np.float64))).dtype == np.float64  # numpy's default: taken
-    for name, arr, reason in (("i32.npy", D.astype(np.int32), "expected float16, float32 or float64, got int32"),
-                              ("flat.npy", D[0], r"expected a 2-d \(n, dim\) array, got shape \(3,\)"),
-                              ("empty.npy", D[:0], "expected at least one row and one column")):
+    for name, arr, reason in (
+        ("i32.npy", D.astype(np.int32), "expected float16, float32 or float64, got int32"),
+        ("flat.npy", D[0], r"expected a 2-d \(n, dim\) array, got shape \(3,\)"),
+        ("empty.npy", D[:0], "expected at least one row and one column"),
+    ):
         np.save(tmp_path / name, arr)
         with pytest.raises(DataFormatError, match=rf"{name}: {reason}"):
             load_matrix(tmp_path / name)
@@ -382,9 +564,11 @@ def test_every_matrix_is_validated(tmp_path, monkeypatch):
     faiss.write_index(other, str(tmp_path / "l1.faiss"))
     (tmp_path / "junk.faiss").write_bytes(b"not an index")
     np.savez(tmp_path / "two.npz", a=D, b=Q)
-    for path, key, reason in ((tmp_path / "l1.faiss", None, "faiss metric_type 2 is not supported"),
-                              (tmp_path / "junk.faiss", None, "faiss cannot read it as an index"),
-                              (tmp_path / "two.npz", "c", r"holds arrays \['a', 'b'\], not 'c': name one with --key")):
+    for path, key, reason in (
+        (tmp_path / "l1.faiss", None, "faiss metric_type 2 is not supported"),
+        (tmp_path / "junk.faiss", None, "faiss cannot read it as an index"),
+        (tmp_path / "two.npz", "c", r"holds arrays \['a', 'b'\], not 'c': name one with --key"),
+    ):
         with pytest.raises(DataFormatError, match=reason):
             load_matrix(path, key)
     # the command line: the file and the row, and a dimension mismatch names both files
@@ -392,9 +576,23 @@ def test_every_matrix_is_validated(tmp_path, monkeypatch):
     np.save(tmp_path / "q2d.npy", Q[:, :2])
     (tmp_path / "qrels.tsv").write_text("qa\t0\t1\n")
     (tmp_path / "qids.txt").write_text("\n".join(QIDS) + "\n")
-    r = _diagnose_cli(tmp_path / "o", tmp_path / "docs.npy", tmp_path / "queries_inf.npy", tmp_path / "qrels.tsv", "--query-ids", tmp_path / "qids.txt")
+    r = _diagnose_cli(
+        tmp_path / "o",
+        tmp_path / "docs.npy",
+        tmp_path / "queries_inf.npy",
+        tmp_path / "qrels.tsv",
+        "--query-ids",
+        tmp_path / "qids.txt",
+    )
     assert r.exit_code != 0 and "queries_inf.npy: row 3 (0-based) is not finite: column 0 holds inf" in r.output
-    r = _diagnose_cli(tmp_path / "o", tmp_path / "docs.npy", tmp_path / "q2d.npy", tmp_path / "qrels.tsv", "--query-ids", tmp_path / "qids.txt")
+    r = _diagnose_cli(
+        tmp_path / "o",
+        tmp_path / "docs.npy",
+        tmp_path / "q2d.npy",
+        tmp_path / "qrels.tsv",
+        "--query-ids",
+        tmp_path / "qids.txt",
+    )
     assert r.exit_code != 0 and "docs.npy has dim 3" in r.output and "q2d.npy has dim 2" in r.output
     # the Python API names the array and the row; float64 is taken, integers are not
     with pytest.raises(ValueError, match=r"documents: row 3 \(0-based\) is not finite: column 1 holds nan"):
@@ -415,7 +613,9 @@ def test_ann_run_ids_that_meet_nothing_are_an_error(tmp_path):
     no row."""
     with pytest.raises(ValueError, match=r"none of the ANN run's 1 query ids \(e.g. \['x0'\]\) is a judged query"):
         diagnose(D, Q, QRELS, DOCS, QIDS, k=1, ann_run={"x0": ["d0"]})
-    with pytest.raises(ValueError, match=r"none of the ANN run's 2 document ids \(e.g. \['0', '1'\]\) is a document id"):
+    with pytest.raises(
+        ValueError, match=r"none of the ANN run's 2 document ids \(e.g. \['0', '1'\]\) is a document id"
+    ):
         diagnose(D, Q, QRELS, DOCS, QIDS, k=1, ann_run={"qa": ["0"], "qb": ["1"]})
     (tmp_path / "ids.txt").write_text("d0\nd1\n\n\n")
     assert load_ids(tmp_path / "ids.txt") == ["d0", "d1"]
@@ -433,12 +633,31 @@ def test_an_ann_run_repeating_a_document_is_refused_on_the_command_line(tmp_path
     (tmp_path / "query_ids.txt").write_text("\n".join(QIDS) + "\n")
     (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t{g}\n" for q, r in QRELS.items() for d, g in r.items()))
     (tmp_path / "run.tsv").write_text("qd d0 5\nqd d0 4\nqd d1 3\n")
-    r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", str(tmp_path / "docs.npy"), "--query-embeddings",
-                                  str(tmp_path / "queries.npy"), "--qrels", str(tmp_path / "qrels.tsv"), "--doc-ids",
-                                  str(tmp_path / "doc_ids.txt"), "--query-ids", str(tmp_path / "query_ids.txt"),
-                                  "--ann-run", str(tmp_path / "run.tsv"), "--k", "2", "--out", str(tmp_path / "out")])
-    assert r.exit_code == 1 and r.output == (f"Error: {tmp_path / 'run.tsv'}:2: field 'doc-id': document 'd0' of query 'qd' "
-                                             "repeats line 1\n")
+    r = CliRunner().invoke(
+        main,
+        [
+            "diagnose",
+            "--doc-embeddings",
+            str(tmp_path / "docs.npy"),
+            "--query-embeddings",
+            str(tmp_path / "queries.npy"),
+            "--qrels",
+            str(tmp_path / "qrels.tsv"),
+            "--doc-ids",
+            str(tmp_path / "doc_ids.txt"),
+            "--query-ids",
+            str(tmp_path / "query_ids.txt"),
+            "--ann-run",
+            str(tmp_path / "run.tsv"),
+            "--k",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert r.exit_code == 1 and r.output == (
+        f"Error: {tmp_path / 'run.tsv'}:2: field 'doc-id': document 'd0' of query 'qd' repeats line 1\n"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -518,7 +737,10 @@ def test_ivf_without_direct_map_and_faiss_ids(tmp_path):
     assert document_ids(e)[:2] == ["3", "10"]
     listed = [f"doc{i}" for i in range(1400)]
     assert document_ids(e, listed)[:2] == ["doc3", "doc10"]
-    with pytest.raises(ValueError, match=r"holds faiss ids up to 1396, taken as line numbers \(0-based\) of ids.txt, which names only 5"):
+    with pytest.raises(
+        ValueError,
+        match=r"holds faiss ids up to 1396, taken as line numbers \(0-based\) of ids.txt, which names only 5",
+    ):
         document_ids(e, listed[:5], "ids.txt")
     # IndexIDMap around PQ: ids from id_map; a permutation of 0..n-1 is row numbers again
     pq = faiss.IndexPQ(8, 4, 4, faiss.METRIC_INNER_PRODUCT)
@@ -546,10 +768,12 @@ def test_unsupported_or_ambiguous_faiss_indexes_are_errors(tmp_path):
     dup.add_with_ids(X, np.r_[np.arange(49), 3].astype(np.int64))
     neg = faiss.IndexIDMap(faiss.IndexFlatIP(8))
     neg.add_with_ids(X, np.arange(-1, 49, dtype=np.int64))
-    for name, index, reason in (("lsh", lsh, "faiss IndexLSH is not supported: capgap reconstructs the vectors of IndexFlat"),
-                                ("idlsh", idlsh, "faiss IndexLSH is not supported"),
-                                ("dup", dup, r"faiss IndexIDMap\(IndexFlatIP\) holds id 3 2 times"),
-                                ("neg", neg, r"faiss IndexIDMap\(IndexFlatIP\) holds a negative id \(-1\): ids must be >= 0")):
+    for name, index, reason in (
+        ("lsh", lsh, "faiss IndexLSH is not supported: capgap reconstructs the vectors of IndexFlat"),
+        ("idlsh", idlsh, "faiss IndexLSH is not supported"),
+        ("dup", dup, r"faiss IndexIDMap\(IndexFlatIP\) holds id 3 2 times"),
+        ("neg", neg, r"faiss IndexIDMap\(IndexFlatIP\) holds a negative id \(-1\): ids must be >= 0"),
+    ):
         with pytest.raises(DataFormatError, match=rf"{name}.faiss: {reason}"):
             load_embeddings(_write(index, tmp_path / f"{name}.faiss"))
 
@@ -587,15 +811,29 @@ def test_compression_limited_by_construction(tmp_path):
     diag = diagnose(e.matrix, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1, uncompressed=SQ4_D, index_info=e.info())
     by = {r["query_id"]: r for r in diag.rows}
     assert {q: r["verdict"] for q, r in by.items()} == SQ4_COMPRESSED
-    assert by["q_twin"]["cause"] == "duplicate" and by["q_twin"]["probe_recall@1"] == 0.0 and not by["q_twin"]["certified"]
+    assert (
+        by["q_twin"]["cause"] == "duplicate" and by["q_twin"]["probe_recall@1"] == 0.0 and not by["q_twin"]["certified"]
+    )
     assert by["q_twin"]["uncompressed_certified"] and by["q_twin"]["uncompressed_probe_recall@1"] == 1.0
     assert by["q_twin"]["best_gold_rank"] == 2  # tied with its twin: pessimistic rank 2
     assert not by["q_inside"]["certified"] and not by["q_inside"]["uncompressed_certified"]
     s = diag.summary
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 1, "undetermined": 0, "encoder-limited": 0, "ann-limited": 0, "ok": 2}
+    assert s["verdicts"] == {
+        "index-limited": 1,
+        "compression-limited": 1,
+        "undetermined": 0,
+        "encoder-limited": 0,
+        "ann-limited": 0,
+        "ok": 2,
+    }
     assert s["index"]["kind"] == "sq4" and s["index"]["bytes_per_vector"] == 1.0
     u = s["uncompressed"]
-    assert (u["admitted"], u["admitted_by_index"], u["lost_to_compression"], u["admitted_only_by_index"]) == (3, 2, 1, 0)
+    assert (u["admitted"], u["admitted_by_index"], u["lost_to_compression"], u["admitted_only_by_index"]) == (
+        3,
+        2,
+        1,
+        0,
+    )
     assert u["probe_recall@1"] == 0.75 and u["kind"] == "float32" and u["bytes_per_vector"] == 8.0
     assert "lose 1 queries to compression" in s["reading"]
     # without the uncompressed vectors nothing tells compression from geometry: index-limited
@@ -609,7 +847,15 @@ def test_compression_limited_by_construction(tmp_path):
     with pytest.raises(ValueError, match=r"uncompressed documents have shape \(5, 2\), documents \(6, 2\)"):
         diagnose(e.matrix, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1, uncompressed=SQ4_D[:5])
     with pytest.raises(ValueError, match=r"uncompressed documents: row 2 \(0-based\) is not finite"):
-        diagnose(e.matrix, SQ4_Q, SQ4_QRELS, SQ4_DOCS, SQ4_QIDS, k=1, uncompressed=np.where(np.arange(6)[:, None] == 2, np.nan, SQ4_D))
+        diagnose(
+            e.matrix,
+            SQ4_Q,
+            SQ4_QRELS,
+            SQ4_DOCS,
+            SQ4_QIDS,
+            k=1,
+            uncompressed=np.where(np.arange(6)[:, None] == 2, np.nan, SQ4_D),
+        )
 
 
 def test_compression_limited_on_the_command_line(tmp_path):
@@ -621,8 +867,17 @@ def test_compression_limited_on_the_command_line(tmp_path):
     (tmp_path / "doc_ids.txt").write_text("\n".join(SQ4_DOCS) + "\n")
     (tmp_path / "query_ids.txt").write_text("\n".join(SQ4_QIDS) + "\n")
     (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, r in SQ4_QRELS.items() for d in r))
-    base = (tmp_path / "sq4.faiss", tmp_path / "queries.npy", tmp_path / "qrels.tsv", "--doc-ids", tmp_path / "doc_ids.txt",
-            "--query-ids", tmp_path / "query_ids.txt", "--k", 1)
+    base = (
+        tmp_path / "sq4.faiss",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        1,
+    )
 
     def per_query(out):
         lines = (out / "per_query.tsv").read_text().splitlines()
@@ -632,9 +887,22 @@ def test_compression_limited_on_the_command_line(tmp_path):
     r = _diagnose_cli(tmp_path / "with", *base, "--uncompressed-embeddings", tmp_path / "docs.npy")
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "with" / "summary.json").read_text())
-    assert s["verdicts"] == {"index-limited": 1, "compression-limited": 1, "undetermined": 0, "encoder-limited": 0, "ann-limited": 0, "ok": 2}
-    assert s["index"] == {"path": str(tmp_path / "sq4.faiss"), "kind": "sq4", "faiss_type": "IndexScalarQuantizer",
-                          "bytes_per_vector": 1.0, "n": 6, "dim": 2}
+    assert s["verdicts"] == {
+        "index-limited": 1,
+        "compression-limited": 1,
+        "undetermined": 0,
+        "encoder-limited": 0,
+        "ann-limited": 0,
+        "ok": 2,
+    }
+    assert s["index"] == {
+        "path": str(tmp_path / "sq4.faiss"),
+        "kind": "sq4",
+        "faiss_type": "IndexScalarQuantizer",
+        "bytes_per_vector": 1.0,
+        "n": 6,
+        "dim": 2,
+    }
     assert s["uncompressed"]["kind"] == "float32" and s["uncompressed"]["lost_to_compression"] == 1
     assert "NaN" not in (tmp_path / "with" / "summary.json").read_text()
     md = (tmp_path / "with" / "summary.md").read_text()
@@ -643,15 +911,25 @@ def test_compression_limited_on_the_command_line(tmp_path):
     r = _diagnose_cli(tmp_path / "without", *base)
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "without" / "summary.json").read_text())
-    assert s["verdicts"]["index-limited"] == 2 and s["verdicts"]["compression-limited"] == 0 and s["uncompressed"] is None
+    assert (
+        s["verdicts"]["index-limited"] == 2 and s["verdicts"]["compression-limited"] == 0 and s["uncompressed"] is None
+    )
     assert "| compression-limited | not measured" in (tmp_path / "without" / "summary.md").read_text()
     # the uncompressed file must be the same documents: rows and dimension, both files named
     np.save(tmp_path / "five.npy", SQ4_D[:5])
     np.save(tmp_path / "wide.npy", np.c_[SQ4_D, SQ4_D])
     r = _diagnose_cli(tmp_path / "bad", *base, "--uncompressed-embeddings", tmp_path / "five.npy")
-    assert r.exit_code != 0 and "sq4.faiss holds 6 documents" in r.output and "five.npy (the uncompressed documents) 5" in r.output
+    assert (
+        r.exit_code != 0
+        and "sq4.faiss holds 6 documents" in r.output
+        and "five.npy (the uncompressed documents) 5" in r.output
+    )
     r = _diagnose_cli(tmp_path / "bad", *base, "--uncompressed-embeddings", tmp_path / "wide.npy")
-    assert r.exit_code != 0 and "sq4.faiss has dim 2" in r.output and "wide.npy (the uncompressed documents) has dim 4" in r.output
+    assert (
+        r.exit_code != 0
+        and "sq4.faiss has dim 2" in r.output
+        and "wide.npy (the uncompressed documents) has dim 4" in r.output
+    )
     assert not (tmp_path / "bad").exists()
     # IndexIDMap: the index holds corpus rows 1, 3, ..., 11 (faiss ids), in reverse order; the
     # uncompressed corpus has 12 rows (even rows: other documents, not in the index)
@@ -664,10 +942,23 @@ def test_compression_limited_on_the_command_line(tmp_path):
     corpus[1::2] = SQ4_D
     np.save(tmp_path / "corpus.npy", corpus)
     (tmp_path / "corpus_ids.txt").write_text("".join(f"c{i}\n" for i in range(12)))
-    (tmp_path / "qrels_c.tsv").write_text("".join(f"{q}\tc{2 * int(d[1:]) + 1}\t1\n" for q, r in SQ4_QRELS.items() for d in r))
-    r = _diagnose_cli(tmp_path / "idmap", tmp_path / "idmap.faiss", tmp_path / "queries.npy", tmp_path / "qrels_c.tsv",
-                      "--doc-ids", tmp_path / "corpus_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--k", 1,
-                      "--uncompressed-embeddings", tmp_path / "corpus.npy")
+    (tmp_path / "qrels_c.tsv").write_text(
+        "".join(f"{q}\tc{2 * int(d[1:]) + 1}\t1\n" for q, r in SQ4_QRELS.items() for d in r)
+    )
+    r = _diagnose_cli(
+        tmp_path / "idmap",
+        tmp_path / "idmap.faiss",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels_c.tsv",
+        "--doc-ids",
+        tmp_path / "corpus_ids.txt",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        1,
+        "--uncompressed-embeddings",
+        tmp_path / "corpus.npy",
+    )
     assert r.exit_code == 0, r.output
     assert per_query(tmp_path / "idmap") == SQ4_COMPRESSED
     s = json.loads((tmp_path / "idmap" / "summary.json").read_text())
@@ -697,8 +988,17 @@ def test_uncompressed_rows_are_matched_to_the_documents_by_id(tmp_path):
     np.save(tmp_path / "u.npy", SQ4_D)
     (tmp_path / "query_ids.txt").write_text("\n".join(SQ4_QIDS) + "\n")
     (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, r in SQ4_QRELS.items() for d in r))
-    base = (tmp_path / "docs.parquet", tmp_path / "queries.npy", tmp_path / "qrels.tsv", "--id-column", "id",
-            "--query-ids", tmp_path / "query_ids.txt", "--k", 1)
+    base = (
+        tmp_path / "docs.parquet",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels.tsv",
+        "--id-column",
+        "id",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        1,
+    )
 
     def verdicts(out):
         lines = (out / "per_query.tsv").read_text().splitlines()
@@ -722,7 +1022,8 @@ def test_uncompressed_rows_are_matched_to_the_documents_by_id(tmp_path):
     assert r.exit_code == 1 and r.output == (
         f"Error: {tmp_path / 'foreign.parquet'} (the uncompressed documents) is matched to {tmp_path / 'docs.parquet'} by "
         f"document id (its id column), but 1 of its 6 ids name no document of {tmp_path / 'docs.parquet'} (e.g. ['dX']) "
-        "and 1 of the 6 documents have no row in it (e.g. ['d5']): they must be the same documents\n")
+        "and 1 of the 6 documents have no row in it (e.g. ['d5']): they must be the same documents\n"
+    )
     assert not (tmp_path / "bad").exists()
     # no ids: by position, recorded
     r = _diagnose_cli(tmp_path / "npy", *base, "--uncompressed-embeddings", tmp_path / "u.npy")
@@ -730,7 +1031,8 @@ def test_uncompressed_rows_are_matched_to_the_documents_by_id(tmp_path):
     assert verdicts(tmp_path / "npy") == SQ4_COMPRESSED
     assert json.loads((tmp_path / "npy" / "summary.json").read_text())["id_defaults"]["uncompressed"] == {
         "rule": f"row j of {tmp_path / 'u.npy'} is the document of row j of {tmp_path / 'docs.parquet'}",
-        "first": ["d0", "d1", "d2"]}
+        "first": ["d0", "d1", "d2"],
+    }
     # a table whose ids sit in another column than the documents': refused by position, matched by id with the option
     pq.write_table(table([SQ4_DOCS[i] for i in perm], SQ4_D[perm], "doc"), tmp_path / "u_doc.parquet")
     r = _diagnose_cli(tmp_path / "bad", *base, "--uncompressed-embeddings", tmp_path / "u_doc.parquet")
@@ -738,9 +1040,16 @@ def test_uncompressed_rows_are_matched_to_the_documents_by_id(tmp_path):
         f"Error: {tmp_path / 'u_doc.parquet'}: its rows are paired with the documents of {tmp_path / 'docs.parquet'} by "
         f"position (no --uncompressed-id-column), but its column 'doc' holds the document ids of "
         f"{tmp_path / 'docs.parquet'} and names row 0 'd5', not 'd0': pass --uncompressed-id-column doc to pair the rows "
-        "by that column\n")
-    r = _diagnose_cli(tmp_path / "doc", *base, "--uncompressed-embeddings", tmp_path / "u_doc.parquet",
-                      "--uncompressed-id-column", "doc")
+        "by that column\n"
+    )
+    r = _diagnose_cli(
+        tmp_path / "doc",
+        *base,
+        "--uncompressed-embeddings",
+        tmp_path / "u_doc.parquet",
+        "--uncompressed-id-column",
+        "doc",
+    )
     assert r.exit_code == 0, r.output
     assert verdicts(tmp_path / "doc") == SQ4_COMPRESSED
 
@@ -763,9 +1072,22 @@ def test_compression_limited_under_l2(tmp_path):
     np.save(tmp_path / "queries.npy", np.zeros((1, 2), np.float32))
     (tmp_path / "qrels.tsv").write_text("q0\t0\t1\n")
     (tmp_path / "qids.txt").write_text("q0\n")
-    args = ["diagnose", "--doc-embeddings", str(tmp_path / "sq4.faiss"), "--query-embeddings", str(tmp_path / "queries.npy"),
-            "--qrels", str(tmp_path / "qrels.tsv"), "--query-ids", str(tmp_path / "qids.txt"), "--k", "1"]
-    r = CliRunner().invoke(main, args + ["--uncompressed-embeddings", str(tmp_path / "docs.npy"), "--out", str(tmp_path / "o")])
+    args = [
+        "diagnose",
+        "--doc-embeddings",
+        str(tmp_path / "sq4.faiss"),
+        "--query-embeddings",
+        str(tmp_path / "queries.npy"),
+        "--qrels",
+        str(tmp_path / "qrels.tsv"),
+        "--query-ids",
+        str(tmp_path / "qids.txt"),
+        "--k",
+        "1",
+    ]
+    r = CliRunner().invoke(
+        main, args + ["--uncompressed-embeddings", str(tmp_path / "docs.npy"), "--out", str(tmp_path / "o")]
+    )
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["verdicts"]["compression-limited"] == 1 and s["verdicts"]["index-limited"] == 0
@@ -777,9 +1099,26 @@ N8 = DATA / "n8-zero-norm-cosine"  # docs.npy row 4 and queries.npy row 2 are al
 
 
 def _n8_args(out, *extra):
-    return ["diagnose", "--doc-embeddings", str(N8 / "docs.npy"), "--doc-ids", str(N8 / "doc_ids.txt"),
-            "--query-embeddings", str(N8 / "queries.npy"), "--query-ids", str(N8 / "query_ids.txt"),
-            "--qrels", str(N8 / "qrels.tsv"), "--k", "4", "--metric", "cosine", "--out", str(out), *extra]
+    return [
+        "diagnose",
+        "--doc-embeddings",
+        str(N8 / "docs.npy"),
+        "--doc-ids",
+        str(N8 / "doc_ids.txt"),
+        "--query-embeddings",
+        str(N8 / "queries.npy"),
+        "--query-ids",
+        str(N8 / "query_ids.txt"),
+        "--qrels",
+        str(N8 / "qrels.tsv"),
+        "--k",
+        "4",
+        "--metric",
+        "cosine",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_zero_norm_rows_under_cosine_are_an_error_naming_file_and_rows(tmp_path):
@@ -817,7 +1156,9 @@ def test_zero_norm_rows_set_apart_rank_gold_among_defined_cosines(tmp_path):
     want = {}
     for q, g in gold.items():
         i = int(q[1:])
-        c = (D @ Q[i]) / (np.linalg.norm(D, axis=1) * np.linalg.norm(Q[i]) + (np.arange(12) == 4))  # d4: 0/1, dropped below
+        c = (D @ Q[i]) / (
+            np.linalg.norm(D, axis=1) * np.linalg.norm(Q[i]) + (np.arange(12) == 4)
+        )  # d4: 0/1, dropped below
         c = np.delete(c, 4)
         want[q] = int((c > c[g - (g > 4)]).sum()) + 1
     assert want == {"q0": 4, "q1": 9, "q3": 5}
@@ -841,8 +1182,16 @@ def test_zero_norm_gold_set_apart_stays_in_the_denominator():
     gold set (1 of 2 found = 0.5, by hand); a query whose only gold is zero is set apart too."""
     D = np.array([[1, 0], [0, 0], [0, 1], [-1, 0]], dtype=np.float32)
     Q = np.array([[1, 0.1], [0, 1]], dtype=np.float32)
-    d = diagnose(D, Q, {"a": {"d0": 1, "d1": 1}, "b": {"d1": 1}}, ["d0", "d1", "d2", "d3"], ["a", "b"], k=2,
-                 metric="cosine", zero_norm="set-apart")
+    d = diagnose(
+        D,
+        Q,
+        {"a": {"d0": 1, "d1": 1}, "b": {"d1": 1}},
+        ["d0", "d1", "d2", "d3"],
+        ["a", "b"],
+        k=2,
+        metric="cosine",
+        zero_norm="set-apart",
+    )
     assert [r["query_id"] for r in d.rows] == ["a"]
     assert d.rows[0]["encoder_recall@2"] == 0.5 and d.rows[0]["probe_recall@2"] == 0.5 and d.rows[0]["n_gold"] == 2
     assert d.summary["zero_norm"]["queries_with_only_zero_gold"] == {"count": 1, "ids": ["b"]}
@@ -865,15 +1214,55 @@ def test_id_counts_that_do_not_fit_the_rows_name_both_files(tmp_path):
     (tmp_path / "qids.txt").write_text("".join(f"q{i}\n" for i in range(3)))
     (tmp_path / "qrels.tsv").write_text("q0\td0\t1\nq1\td1\t1\nq2\td2\t1\n")
     t = str(tmp_path)
-    r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", f"{t}/d.npy", "--query-embeddings", f"{t}/q.npy", "--qrels",
-                                  f"{t}/qrels.tsv", "--doc-ids", f"{t}/dids.txt", "--query-ids", f"{t}/qids.txt", "--k", "1",
-                                  "--out", f"{t}/o"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "diagnose",
+            "--doc-embeddings",
+            f"{t}/d.npy",
+            "--query-embeddings",
+            f"{t}/q.npy",
+            "--qrels",
+            f"{t}/qrels.tsv",
+            "--doc-ids",
+            f"{t}/dids.txt",
+            "--query-ids",
+            f"{t}/qids.txt",
+            "--k",
+            "1",
+            "--out",
+            f"{t}/o",
+        ],
+    )
     assert r.exit_code != 0 and f"Error: {t}/dids.txt: 5 document ids for the 6 rows of {t}/d.npy" in r.output
-    r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", f"{t}/both.npz", "--query-embeddings", f"{t}/both.npz",
-                                  "--key", "docs", "--qrels", f"{t}/qrels.tsv", "--query-ids", f"{t}/qids.txt", "--k", "1",
-                                  "--out", f"{t}/o"])
-    assert r.exit_code != 0 and (f"Error: {t}/qids.txt: 3 query ids for the 6 rows of {t}/both.npz['docs']; --key names the "
-                                 "array in both files: --doc-key and --query-key name one each") in r.output
+    r = CliRunner().invoke(
+        main,
+        [
+            "diagnose",
+            "--doc-embeddings",
+            f"{t}/both.npz",
+            "--query-embeddings",
+            f"{t}/both.npz",
+            "--key",
+            "docs",
+            "--qrels",
+            f"{t}/qrels.tsv",
+            "--query-ids",
+            f"{t}/qids.txt",
+            "--k",
+            "1",
+            "--out",
+            f"{t}/o",
+        ],
+    )
+    assert (
+        r.exit_code != 0
+        and (
+            f"Error: {t}/qids.txt: 3 query ids for the 6 rows of {t}/both.npz['docs']; --key names the "
+            "array in both files: --doc-key and --query-key name one each"
+        )
+        in r.output
+    )
 
 
 def test_a_flat_faiss_index_is_memory_mapped_to_the_same_vectors(tmp_path):

@@ -77,7 +77,10 @@ def test_l2_same_vectors_up_to_a_power_of_two_give_identical_rows():
     Q = rng.integers(0, 256, (12, 6)).astype(np.float32)
     docs, qids = [f"d{i}" for i in range(60)], [f"q{i}" for i in range(12)]
     qrels = {q: {f"d{(5 * i + j) % 60}": 1 for j in range(3)} for i, q in enumerate(qids)}
-    out = [diagnose(D * np.float32(f), Q * np.float32(f), qrels, docs, qids, k=5, metric="l2") for f in (1.0, 2.0**-8, 2.0**20)]
+    out = [
+        diagnose(D * np.float32(f), Q * np.float32(f), qrels, docs, qids, k=5, metric="l2")
+        for f in (1.0, 2.0**-8, 2.0**20)
+    ]
     keys = ("probe_recall@5", "certified", "cause", "encoder_recall@5", "capacity@5", "proof", "verdict", "slack")
     for other in out[1:]:
         for key in keys:
@@ -96,7 +99,9 @@ def test_float64_outside_float32_is_scaled_not_zeroed(metric, exp):
     D, Q = np.ldexp(D0.astype(np.float64), exp), np.ldexp(Q0.astype(np.float64), exp)
     diag = diagnose(D, Q, QRELS, DOCS, QIDS, k=2, metric=metric)
     expect = _recall64(D0, Q0, GOLDS, 2, metric)
-    assert _col(diag, "encoder_recall@2") == expect and diag.summary["encoder_recall@2"] == pytest.approx(np.mean(expect))
+    assert _col(diag, "encoder_recall@2") == expect and diag.summary["encoder_recall@2"] == pytest.approx(
+        np.mean(expect)
+    )
     assert all(_col(diag, "certified")) and diag.summary["probe_recall@2"] == 1.0
     assert _col(diag, "verdict") == ["ok" if e == 1 else "encoder-limited" for e in expect]
     assert any("changes no ranking" in n for n in diag.notes)
@@ -131,8 +136,10 @@ def test_failing_dual_qp_gives_undetermined_not_a_crash(monkeypatch, metric):
     diag = diagnose(D, Q, qrels, docs, qids, k=2, metric=metric, probe_cfg={"lp_check_max_docs": 0})
     enc = _recall64(D, Q, golds, 2, metric)
     assert _col(diag, "encoder_recall@2") == enc
-    assert _col(diag, "verdict") == [("ok" if e == 1 else "encoder-limited") if r["certified"]
-                                     else ("ok" if e == 1 else "undetermined") for r, e in zip(diag.rows, enc)]
+    assert _col(diag, "verdict") == [
+        ("ok" if e == 1 else "encoder-limited") if r["certified"] else ("ok" if e == 1 else "undetermined")
+        for r, e in zip(diag.rows, enc)
+    ]
     assert "undetermined" in _col(diag, "verdict")
     assert all(r["cause"] == "solver" and r["proof"] is None for r in diag.rows if not r["certified"])
     assert any("dual QP failed" in n for n in diag.notes)
@@ -185,8 +192,15 @@ def test_l2_documents_far_from_unit_queries_keep_their_order():
     assert _col(diag, "encoder_recall@2") == expect
 
 
-@pytest.mark.parametrize("side, factor, metrics", [("documents", 1e160, ("ip", "l2")), ("documents", 1e44, ("ip",)),
-                                                    ("documents", 1e28, ("l2",)), ("queries", 1e30, ("l2",))])
+@pytest.mark.parametrize(
+    "side, factor, metrics",
+    [
+        ("documents", 1e160, ("ip", "l2")),
+        ("documents", 1e44, ("ip",)),
+        ("documents", 1e28, ("l2",)),
+        ("queries", 1e30, ("l2",)),
+    ],
+)
 def test_a_row_the_common_scale_would_zero_is_refused(side, factor, metrics):
     """One float64 row times ``factor`` among ordinary ones: at the scale it needs the other
     rows' inner products (ip) or squared distances (l2) underflow float32 and tie at 0 (every
@@ -196,8 +210,11 @@ def test_a_row_the_common_scale_would_zero_is_refused(side, factor, metrics):
     D, Q = D0.astype(np.float64), Q0.astype(np.float64)
     (D if side == "documents" else Q)[3] *= factor
     for metric in metrics:
-        with pytest.raises(ValueError, match=r"documents: row 0 \(0-based\) has norm 2\^\d+: beside rows of norm up to "
-                                             r"2\^\d+ its (inner products|squared distances) underflow float32"):
+        with pytest.raises(
+            ValueError,
+            match=r"documents: row 0 \(0-based\) has norm 2\^\d+: beside rows of norm up to "
+            r"2\^\d+ its (inner products|squared distances) underflow float32",
+        ):
             diagnose(D, Q, QRELS, DOCS, QIDS, k=2, metric=metric)
 
 
@@ -218,8 +235,10 @@ def test_one_outlying_row_does_not_fake_a_proof(n_docs):
     dim = 3 if n_docs == 40 else 12
     D = rng.standard_normal((n_docs, dim))
     out = 3
-    golds = [rng.choice(np.setdiff1d(np.arange(n_docs), [out]), size=int(rng.integers(1, 6)), replace=False)
-             for _ in range(8)]
+    golds = [
+        rng.choice(np.setdiff1d(np.arange(n_docs), [out]), size=int(rng.integers(1, 6)), replace=False)
+        for _ in range(8)
+    ]
     D[out] *= 1e10
     D = D.astype(np.float32).astype(np.float64)  # the probe's input, exactly
     truth = []
@@ -228,8 +247,9 @@ def test_one_outlying_row_does_not_fake_a_proof(n_docs):
         A = np.vstack([np.hstack([-D[g], np.ones((len(g), 1))]), np.hstack([D[ng], -np.ones((len(ng), 1))])])
         b = np.concatenate([-np.ones(len(g)), np.zeros(len(ng))])
         norm = np.abs(A).max(axis=1)
-        res = linprog(np.zeros(dim + 1), A_ub=A / norm[:, None], b_ub=b / norm, bounds=[(None, None)] * (dim + 1),
-                      method="highs")
+        res = linprog(
+            np.zeros(dim + 1), A_ub=A / norm[:, None], b_ub=b / norm, bounds=[(None, None)] * (dim + 1), method="highs"
+        )
         truth.append({0: True, 2: False}.get(res.status))
     res = probe(D.astype(np.float32), golds, threads=1)
     for g, t, r in zip(golds, truth, res):
@@ -273,16 +293,37 @@ def test_a_probe_vector_beyond_float32_is_an_error_naming_the_file(tmp_path, mon
     (tmp_path / "qrels.tsv").write_text("".join(f"{q}\t{d}\t1\n" for q, r in QRELS.items() for d in r))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's overflow warning would fail the command
-        r = CliRunner().invoke(main, ["diagnose", "--doc-embeddings", str(tmp_path / "docs.npy"), "--query-embeddings",
-                                      str(tmp_path / "queries.npy"), "--qrels", str(tmp_path / "qrels.tsv"), "--doc-ids",
-                                      str(tmp_path / "doc_ids.txt"), "--query-ids", str(tmp_path / "query_ids.txt"),
-                                      "--metric", "l2", "--k", "2", "--out", str(tmp_path / "out")])
+        r = CliRunner().invoke(
+            main,
+            [
+                "diagnose",
+                "--doc-embeddings",
+                str(tmp_path / "docs.npy"),
+                "--query-embeddings",
+                str(tmp_path / "queries.npy"),
+                "--qrels",
+                str(tmp_path / "qrels.tsv"),
+                "--doc-ids",
+                str(tmp_path / "doc_ids.txt"),
+                "--query-ids",
+                str(tmp_path / "query_ids.txt"),
+                "--metric",
+                "l2",
+                "--k",
+                "2",
+                "--out",
+                str(tmp_path / "out"),
+            ],
+        )
         assert r.exit_code == 1 and r.output == (
             f"Error: {tmp_path / 'docs.npy'}: scores overflow float32 under the probe's vector for query 'q1' (metric l2: "
             f"its w alone): rescale the vectors of {tmp_path / 'docs.npy'} and {tmp_path / 'queries.npy'}, or drop the "
-            "rows whose norms lie far from the others'\n")
+            "rows whose norms lie far from the others'\n"
+        )
         with pytest.raises(ValueError) as err:  # the base vectors: scored times 2^-e
             diagnose(D0, Q0, QRELS, DOCS, QIDS, k=2, metric="l2", paths={"documents": "d.npy", "queries": "q.npy"})
-    assert str(err.value) == (f"d.npy: scores overflow float32 under the probe's vector for query 'q1' (metric l2: its w "
-                              f"alone), the vectors scored times 2^{-e}: rescale the vectors of d.npy and q.npy, or drop "
-                              "the rows whose norms lie far from the others'")
+    assert str(err.value) == (
+        f"d.npy: scores overflow float32 under the probe's vector for query 'q1' (metric l2: its w "
+        f"alone), the vectors scored times 2^{-e}: rescale the vectors of d.npy and q.npy, or drop "
+        "the rows whose norms lie far from the others'"
+    )

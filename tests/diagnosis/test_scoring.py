@@ -17,8 +17,18 @@ from capgap.retrieval import dense_scores, duplicate_groups
 
 
 def _cli(out, docs, queries, qrels, *extra):
-    args = ["diagnose", "--doc-embeddings", str(docs), "--query-embeddings", str(queries), "--qrels", str(qrels),
-            "--out", str(out), *map(str, extra)]
+    args = [
+        "diagnose",
+        "--doc-embeddings",
+        str(docs),
+        "--query-embeddings",
+        str(queries),
+        "--qrels",
+        str(qrels),
+        "--out",
+        str(out),
+        *map(str, extra),
+    ]
     return CliRunner().invoke(main, args)
 
 
@@ -45,8 +55,9 @@ def _case(tmp_path, scale):
     (tmp_path / "doc_ids.txt").write_text("".join(f"d{i}\n" for i in range(6)))
     (tmp_path / "query_ids.txt").write_text("".join(f"q{i}\n" for i in range(4)))
     golds = [[0, 3], [1], [2, 5], [4]]
-    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\td{g}\t1\n" for i, gs in enumerate(golds) for g in gs))
+    (tmp_path / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{g}\t1\n" for i, gs in enumerate(golds) for g in gs)
+    )
     return D, Q, golds
 
 
@@ -60,8 +71,18 @@ def test_scores_beyond_float32_rank_as_in_float64(tmp_path, scale):
     with np.errstate(over="ignore", under="ignore"):
         s32 = Q @ D.T
     assert (not np.isfinite(s32).all()) if scale > 1 else (np.abs(s32) < 1e-38).all()  # float32 alone loses the ranking
-    r = _cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv",
-             "--doc-ids", tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--k", 2)
+    r = _cli(
+        tmp_path / "out",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        2,
+    )
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     expect = _capped_recall64(D, Q, golds, 2)
@@ -113,8 +134,22 @@ def test_ann_run_written_with_l2_distances_is_taken_in_rank_order(tmp_path):
     ids, qids = [f"d{i}" for i in range(6)], [f"q{i}" for i in range(4)]
     run = tmp_path / "ann.trec"
     run.write_text("".join(_l2_run(tmp_path, D, Q, ids, qids)))
-    r = _cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv", "--doc-ids",
-             tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--k", 2, "--metric", "l2", "--ann-run", run)
+    r = _cli(
+        tmp_path / "out",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        2,
+        "--metric",
+        "l2",
+        "--ann-run",
+        run,
+    )
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["ann_vs_exact@2"] == 1.0 and s["ann_recall@2"] == s["encoder_recall@2"]
@@ -125,7 +160,9 @@ def test_ann_run_written_with_l2_distances_is_taken_in_rank_order(tmp_path):
     assert got["q0"][:2] == [ln.split()[2] for ln in _l2_run(tmp_path, D, Q, ids, qids)[:2]] and len(got.notes) == 1
     # ranks all 0 (no order) and scores negated: ordered by score, no note
     neg = tmp_path / "neg.trec"
-    neg.write_text("".join(f"{a} {b} {c} 0 {-float(e)} {f}\n" for a, b, c, _, e, f in map(str.split, run.read_text().splitlines())))
+    neg.write_text(
+        "".join(f"{a} {b} {c} 0 {-float(e)} {f}\n" for a, b, c, _, e, f in map(str.split, run.read_text().splitlines()))
+    )
     assert dict(load_run_file(neg)) == dict(got) and load_run_file(neg).notes == []
 
 
@@ -134,7 +171,9 @@ def _capped_recall_l2(D, Q, golds, k):
     out = []
     for q, gold in zip(Q.astype(np.float64), golds):
         dist = ((D.astype(np.float64) - q) ** 2).sum(1)
-        found = sum(np.sum(dist < dist[g]) + np.sum((dist == dist[g]) & ~np.isin(np.arange(len(dist)), gold)) < k for g in gold)
+        found = sum(
+            np.sum(dist < dist[g]) + np.sum((dist == dist[g]) & ~np.isin(np.arange(len(dist)), gold)) < k for g in gold
+        )
         out.append(found / min(k, len(gold)))
     return out
 
@@ -150,15 +189,34 @@ def test_ann_run_of_l2_distances_without_ranks_is_read_by_the_vectors(tmp_path, 
     fmt = {"3col-tab": "{0}\t{2}\t{4}\n", "3col-space": "{0} {2} {4}\n", "rank0": "{0} Q0 {2} 0 {4} faiss\n"}[form]
     run = tmp_path / "ann.run"
     run.write_text("".join(fmt.format(*c) for c in reversed(cols)))  # file order farthest first: only the scores tell
-    r = _cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv", "--doc-ids",
-             tmp_path / "doc_ids.txt", "--query-ids", tmp_path / "query_ids.txt", "--k", 2, "--metric", "l2", "--ann-run", run)
+    r = _cli(
+        tmp_path / "out",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        2,
+        "--metric",
+        "l2",
+        "--ann-run",
+        run,
+    )
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["ann_vs_exact@2"] == 1.0 and s["verdicts"]["ann-limited"] == 0
     assert s["ann_recall@2"] == pytest.approx(np.mean(_capped_recall_l2(D, Q, golds, 2)))
-    assert any(n.startswith(f"{run}: no rank column gives the order, and on 4 of the 4 queries whose scores differ the scores "
-                            "rise with the distance between the query and document vectors") and
-               n.endswith("distances, not similarities; the documents are taken lowest score first") for n in s["notes"])
+    assert any(
+        n.startswith(
+            f"{run}: no rank column gives the order, and on 4 of the 4 queries whose scores differ the scores "
+            "rise with the distance between the query and document vectors"
+        )
+        and n.endswith("distances, not similarities; the documents are taken lowest score first")
+        for n in s["notes"]
+    )
 
 
 def test_orient_run_tells_distances_from_similarities(tmp_path):
@@ -194,11 +252,13 @@ def test_orient_run_tells_distances_from_similarities(tmp_path):
     p.write_text("q\ta\t0\nq\tb\t4\nq\tc\t5\nr\ta\t0\nr\tb\t-4\nr\tc\t-5\n")
     with pytest.raises(DataFormatError) as e:
         orient_run(load_run_file(p), p, D, np.vstack([Q, Q]), ids, ["q", "r"], "l2")
-    assert str(e.value) == (f"{p}:4: field 'score': the scores fall as the query and document vectors' similarity "
-                            "(--metric l2) rises on 1 queries (e.g. 'q': distances) and rise with it on 1 (e.g. 'r': "
-                            "similarities), and no rank column gives the order: capgap cannot tell similarities (highest "
-                            "first) from distances (lowest first); write a rank column 1..n (TREC: qid Q0 docid rank "
-                            "score tag)")
+    assert str(e.value) == (
+        f"{p}:4: field 'score': the scores fall as the query and document vectors' similarity "
+        "(--metric l2) rises on 1 queries (e.g. 'q': distances) and rise with it on 1 (e.g. 'r': "
+        "similarities), and no rank column gives the order: capgap cannot tell similarities (highest "
+        "first) from distances (lowest first); write a rank column 1..n (TREC: qid Q0 docid rank "
+        "score tag)"
+    )
     # a rank column 1..n that agrees with the scores gives the order: the scores are not checked
     p.write_text("".join(f"q Q0 {d} {r} {v} x\n" for r, (d, v) in enumerate(zip(["a", "c", "b"], [5, 4, 0]), 1)))
     got = load_run_file(p)
@@ -221,7 +281,10 @@ def test_ann_run_half_distances_half_similarities_is_an_error(tmp_path):
         load_run_file(run)
     msg = str(e.value)
     assert "mixed.trec" in msg and "line 1" in msg and "rank" in msg
-    assert "the scores ascend as the ranks ascend on 1 queries (e.g. 'qa': rank 1 score 0.5 (line 1), rank 2 score 0.9" in msg
+    assert (
+        "the scores ascend as the ranks ascend on 1 queries (e.g. 'qa': rank 1 score 0.5 (line 1), rank 2 score 0.9"
+        in msg
+    )
     assert "not on 1 (1 descend" in msg and "negate distances" in msg
 
 
@@ -235,8 +298,9 @@ DIAMOND_IDS = ["e", "w", "n", "s", "c"]
 
 def test_centre_of_the_hull_under_ip_and_l2():
     def one(q, k, metric):
-        return diagnose(DIAMOND, np.array([q], dtype=np.float32), {"q": {"c": 1}}, DIAMOND_IDS, ["q"], k=k,
-                        metric=metric).rows[0]
+        return diagnose(
+            DIAMOND, np.array([q], dtype=np.float32), {"q": {"c": 1}}, DIAMOND_IDS, ["q"], k=k, metric=metric
+        ).rows[0]
 
     row = one([0.1, 0.1], 1, "ip")
     assert row["verdict"] == "index-limited" and row["proof"] == "inseparable" and not row["certified"]
@@ -256,11 +320,17 @@ def test_l2_neighbours_on_a_line():
     nearer than the farther of the two to every q), so it is index-limited at k = 2."""
     L = np.array([[-1.0], [0.0], [3.0]], dtype=np.float32)
     ids = ["a", "b", "c"]
-    row = diagnose(L, np.array([[-1.0]], dtype=np.float32), {"q": {"b": 1, "c": 1}}, ids, ["q"], k=2, metric="l2").rows[0]
+    row = diagnose(L, np.array([[-1.0]], dtype=np.float32), {"q": {"b": 1, "c": 1}}, ids, ["q"], k=2, metric="l2").rows[
+        0
+    ]
     # certified by an L2 query point, or by w alone (c = 0: the points t w, t large, rank the same)
     assert row["certified"] and row["probe_recall@2"] == 1.0 and row["verdict"] == "encoder-limited"
-    row = diagnose(L, np.array([[1.0]], dtype=np.float32), {"q": {"a": 1, "c": 1}}, ids, ["q"], k=2, metric="l2").rows[0]
-    assert row["verdict"] == "index-limited" and row["proof"] in ("inseparable", "l2-inseparable") and not row["certified"]
+    row = diagnose(L, np.array([[1.0]], dtype=np.float32), {"q": {"a": 1, "c": 1}}, ids, ["q"], k=2, metric="l2").rows[
+        0
+    ]
+    assert (
+        row["verdict"] == "index-limited" and row["proof"] in ("inseparable", "l2-inseparable") and not row["certified"]
+    )
 
 
 def test_every_gold_set_of_affinely_independent_documents_is_l2_servable():
@@ -275,7 +345,9 @@ def test_every_gold_set_of_affinely_independent_documents_is_l2_servable():
         Q = rng.standard_normal((len(sets), 8)).astype(np.float32)
         diag = diagnose(D, Q, qrels, [f"d{i}" for i in range(6)], list(qrels), k=4, metric="l2")
         for r in diag.rows:
-            assert r["certified"] and r["probe_recall@4"] == 1.0 and r["verdict"] not in ("index-limited", "undetermined")
+            assert (
+                r["certified"] and r["probe_recall@4"] == 1.0 and r["verdict"] not in ("index-limited", "undetermined")
+            )
         if seed == 0:  # here the probe's (w, c) for one gold set has c <= 0 and w alone does not serve it: the LP does
             assert diag.summary["probe_l2_lp"] == 1
 
@@ -311,8 +383,16 @@ def test_copies_and_proofs_by_hand():
 
 def test_default_query_ids_are_printed_recorded_and_refused_on_a_contradiction(tmp_path, caplog):
     _case(tmp_path, 1.0)
-    r = _cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv",
-             "--doc-ids", tmp_path / "doc_ids.txt", "--k", 2)
+    r = _cli(
+        tmp_path / "out",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--k",
+        2,
+    )
     assert r.exit_code == 0, r.output
     said = [m for m in caplog.messages if m.startswith("no query ids given: query row i is the i-th query id of")]
     assert len(said) == 1 and said[0].endswith("in order of first appearance (row 0 = 'q0', row 1 = 'q1')")
@@ -321,20 +401,47 @@ def test_default_query_ids_are_printed_recorded_and_refused_on_a_contradiction(t
     # qrels judging 3 queries for 4 query rows: the order cannot pair them
     lines = (tmp_path / "qrels.tsv").read_text().splitlines()
     (tmp_path / "qrels3.tsv").write_text("\n".join(ln for ln in lines if not ln.startswith("q3")) + "\n")
-    r = _cli(tmp_path / "out2", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels3.tsv",
-             "--doc-ids", tmp_path / "doc_ids.txt", "--k", 2)
+    r = _cli(
+        tmp_path / "out2",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels3.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--k",
+        2,
+    )
     assert r.exit_code != 0 and not (tmp_path / "out2").exists()
     assert "queries.npy has 4 rows and" in r.output and "qrels3.tsv judges 3 queries" in r.output
     assert "give --query-ids" in r.output
     # documents named by row number by default: recorded; qrels naming other ids are refused, saying so
     (tmp_path / "qrels_rows.tsv").write_text("".join(f"q{i}\t{g}\t1\n" for i, g in enumerate([0, 1, 2, 4])))
-    r = _cli(tmp_path / "out3", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels_rows.tsv",
-             "--query-ids", tmp_path / "query_ids.txt", "--k", 2)
+    r = _cli(
+        tmp_path / "out3",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels_rows.tsv",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        2,
+    )
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out3" / "summary.json").read_text())
-    assert s["id_defaults"]["documents"]["first"] == ["0", "1", "2"] and "row number" in s["id_defaults"]["documents"]["rule"]
-    r = _cli(tmp_path / "out4", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels.tsv",
-             "--query-ids", tmp_path / "query_ids.txt", "--k", 2)
+    assert (
+        s["id_defaults"]["documents"]["first"] == ["0", "1", "2"]
+        and "row number" in s["id_defaults"]["documents"]["rule"]
+    )
+    r = _cli(
+        tmp_path / "out4",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels.tsv",
+        "--query-ids",
+        tmp_path / "query_ids.txt",
+        "--k",
+        2,
+    )
     assert r.exit_code != 0 and "no document ids given: document row i is document id 'i'" in r.output
 
 
@@ -346,17 +453,34 @@ def test_default_query_ids_that_look_like_row_numbers_in_another_order_are_refus
     order = [2, 0, 3, 1]
     golds = [[0, 3], [1], [2, 5], [4]]  # _case's, per query row
     (tmp_path / "qrels_rows.tsv").write_text("".join(f"{i}\td{g}\t1\n" for i in order for g in golds[i]))
-    r = _cli(tmp_path / "out", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels_rows.tsv",
-             "--doc-ids", tmp_path / "doc_ids.txt", "--k", 2)
+    r = _cli(
+        tmp_path / "out",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels_rows.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--k",
+        2,
+    )
     q = tmp_path / "qrels_rows.tsv"
     assert r.exit_code == 1 and r.output == (
         f"Error: --query-ids not given, so query row i would be the i-th query id of {q} (in order of first appearance), "
         "but its query ids are the row numbers 0..3 in another order (first ['2', '0', '3']): they look like row numbers, "
-        "and row 0 would be query '2'; give --query-ids (one id per query row)\n")
+        "and row 0 would be query '2'; give --query-ids (one id per query row)\n"
+    )
     assert not (tmp_path / "out").exists()
     (tmp_path / "qrels_in_order.tsv").write_text("".join(f"{i}\td{g}\t1\n" for i in range(4) for g in golds[i]))
-    r = _cli(tmp_path / "ok", tmp_path / "docs.npy", tmp_path / "queries.npy", tmp_path / "qrels_in_order.tsv",
-             "--doc-ids", tmp_path / "doc_ids.txt", "--k", 2)
+    r = _cli(
+        tmp_path / "ok",
+        tmp_path / "docs.npy",
+        tmp_path / "queries.npy",
+        tmp_path / "qrels_in_order.tsv",
+        "--doc-ids",
+        tmp_path / "doc_ids.txt",
+        "--k",
+        2,
+    )
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "ok" / "summary.json").read_text())
     assert s["id_defaults"]["queries"]["first"] == ["0", "1", "2"]

@@ -39,7 +39,9 @@ def test_multi_positive_forms_by_hand():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    corpus, queries, qrels = generate_limit_style(n_queries=24, pool_size=10, n_distractors=14, attributes_per_doc=8, seed=1)
+    corpus, queries, qrels = generate_limit_style(
+        n_queries=24, pool_size=10, n_distractors=14, attributes_per_doc=8, seed=1
+    )
     folder = tmp_path_factory.mktemp("idx")
     build_index(corpus, load_encoder(MINILM, threads=2), folder, progress=False)
     pos = {d: i for i, d in enumerate(corpus.ids)}
@@ -48,7 +50,17 @@ def tiny(tmp_path_factory):
 
 
 def _cfg(**kw):
-    base = dict(steps=6, batch_size=8, lr=2e-3, lora_rank=4, lora_alpha=8, lora_dropout=0.1, checkpoint_every=2, eval_every=3, seed=0)
+    base = dict(
+        steps=6,
+        batch_size=8,
+        lr=2e-3,
+        lora_rank=4,
+        lora_alpha=8,
+        lora_dropout=0.1,
+        checkpoint_every=2,
+        eval_every=3,
+        seed=0,
+    )
     base.update(kw)
     return FinetuneConfig(**base)
 
@@ -98,10 +110,22 @@ def test_resume_after_kill_ends_identically(tiny, tmp_path):
     ckpt = tmp_path / "ckpt.pt"
     killed = load_encoder(MINILM, threads=2)
     with pytest.raises(KeyboardInterrupt):
-        train_query_encoder(killed, D, texts, gold, _cfg(), ckpt_path=ckpt, evaluate=lambda s: curve_eval(s, killed), threads=2, stop_after=3)
+        train_query_encoder(
+            killed,
+            D,
+            texts,
+            gold,
+            _cfg(),
+            ckpt_path=ckpt,
+            evaluate=lambda s: curve_eval(s, killed),
+            threads=2,
+            stop_after=3,
+        )
     assert ckpt.is_file()  # last checkpoint: step 2
     resumed = load_encoder(MINILM, threads=2)
-    r_res = train_query_encoder(resumed, D, texts, gold, _cfg(), ckpt_path=ckpt, evaluate=lambda s: curve_eval(s, resumed), threads=2)
+    r_res = train_query_encoder(
+        resumed, D, texts, gold, _cfg(), ckpt_path=ckpt, evaluate=lambda s: curve_eval(s, resumed), threads=2
+    )
     assert r_res.resumed_from == 2
     lr, ls = _lora(ref), _lora(resumed)
     assert all(torch.equal(lr[k], ls[k]) for k in lr)
@@ -167,7 +191,9 @@ def _tiny_peft(seed: int = 0):
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(seed)
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    cfg = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100
+    )
     return get_peft_model(transformers.BertModel(cfg), LoraConfig(r=2, target_modules=["query", "key", "value"]))
 
 
@@ -212,7 +238,9 @@ def test_save_adapter_replaces_the_folder_and_leaves_no_temporaries(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["adapter"]  # no .adapter.*.tmp / .old left
     import transformers
 
-    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    cfg = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, vocab_size=100
+    )
     back = PeftModel.from_pretrained(transformers.BertModel(cfg), out)
     a = {k: v for k, v in model.state_dict().items() if "lora_" in k}
     b = {k: v for k, v in back.state_dict().items() if "lora_" in k}
@@ -271,8 +299,21 @@ def _toy_run(ckpt=None, digest=None, stop_after=None, steps=7):
         target = torch.from_numpy(sampler.standard_normal(len(batch)).astype(np.float32))
         return ((model(X[batch]).squeeze(1) - target) ** 2).mean()
 
-    res = run_loop(batch_loss, model, opt, steps, 10, 4, sampler, ckpt_path=ckpt, digest=digest, checkpoint_every=2,
-                   evaluate=lambda step: {"w": float(model[0].weight.sum())}, eval_every=3, stop_after=stop_after)
+    res = run_loop(
+        batch_loss,
+        model,
+        opt,
+        steps,
+        10,
+        4,
+        sampler,
+        ckpt_path=ckpt,
+        digest=digest,
+        checkpoint_every=2,
+        evaluate=lambda step: {"w": float(model[0].weight.sum())},
+        eval_every=3,
+        stop_after=stop_after,
+    )
     return model, res
 
 
@@ -304,21 +345,27 @@ def test_curve_evaluator_recall_per_split():
     from capgap.data import Corpus, Qrels, Queries, RetrievalSet, Split
     from capgap.training import curve_evaluator
 
-    rs = RetrievalSet("t", Corpus(("a", "b", "c"), ("", "", ""), ("x", "y", "z")),
-                      Queries(("q1", "q2", "q3"), ("find x", "find y", "find z")),
-                      Qrels({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}), Split(("q1", "q2"), ("q3",)))
+    rs = RetrievalSet(
+        "t",
+        Corpus(("a", "b", "c"), ("", "", ""), ("x", "y", "z")),
+        Queries(("q1", "q2", "q3"), ("find x", "find y", "find z")),
+        Qrels({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}),
+        Split(("q1", "q2"), ("q3",)),
+    )
     table = {"find x": [3.0, 2.0, 1.0], "find y": [3.0, 2.0, 1.0], "find z": [1.0, 2.0, 3.0]}  # q2's gold ranks 2nd
     prepared = []
 
     def scorer():
         prepared.append(1)
-        return lambda texts: (lambda a, b: np.array([table[t] for t in texts[a:b]]))
+        return lambda texts: lambda a, b: np.array([table[t] for t in texts[a:b]])
 
     ev = curve_evaluator(rs, rs.corpus.ids, scorer, ks=[1, 2, 20])
     assert ev(5) == {"train_recall@1": 0.5, "train_recall@2": 1.0, "heldout_recall@1": 1.0, "heldout_recall@2": 1.0}
     assert prepared == [1]  # the scorer is prepared once per curve point, for both splits
-    assert curve_evaluator(rs, rs.corpus.ids, scorer, ks=[20, 50], max_queries=1)(0) == {"train_recall@20": 1.0,
-                                                                                          "heldout_recall@20": 1.0}
+    assert curve_evaluator(rs, rs.corpus.ids, scorer, ks=[20, 50], max_queries=1)(0) == {
+        "train_recall@20": 1.0,
+        "heldout_recall@20": 1.0,
+    }
 
 
 def test_run_loop_stops_once_the_watched_metric_stops_rising(tmp_path):
@@ -335,19 +382,46 @@ def test_run_loop_stops_once_the_watched_metric_stops_rising(tmp_path):
         model = torch.nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=1e-2)
         X = torch.linspace(-1, 1, 40).reshape(10, 4)
-        res = run_loop(lambda b: (model(X[b]) ** 2).mean(), model, opt, 30, 10, 4, sampler, ckpt_path=ckpt,
-                       digest={"s": "x"}, checkpoint_every=5, evaluate=lambda step: {"heldout_recall@2": next(values)},
-                       eval_every=3, patience=2, monitor=lambda p: p["heldout_recall@2"])
+        res = run_loop(
+            lambda b: (model(X[b]) ** 2).mean(),
+            model,
+            opt,
+            30,
+            10,
+            4,
+            sampler,
+            ckpt_path=ckpt,
+            digest={"s": "x"},
+            checkpoint_every=5,
+            evaluate=lambda step: {"heldout_recall@2": next(values)},
+            eval_every=3,
+            patience=2,
+            monitor=lambda p: p["heldout_recall@2"],
+        )
         return model, res
 
     model, res = run(tmp_path / "c.pt")
     assert res.stopped_at == 12 and res.steps_run == 12
-    assert [p["step"] for p in res.curve] == [3, 6, 9, 12] and [p["heldout_recall@2"] for p in res.curve] == [0.1, 0.5, 0.4, 0.3]
+    assert [p["step"] for p in res.curve] == [3, 6, 9, 12] and [p["heldout_recall@2"] for p in res.curve] == [
+        0.1,
+        0.5,
+        0.4,
+        0.3,
+    ]
     again, res2 = run(tmp_path / "c.pt")
     assert res2.steps_run == 0 and res2.stopped_at == 12 and res2.curve == res.curve
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
     with pytest.raises(ValueError, match="patience"):
-        run_loop(lambda b: None, model, torch.optim.SGD(model.parameters(), lr=1e-2), 3, 10, 4, seed_everything(0), patience=1)
+        run_loop(
+            lambda b: None,
+            model,
+            torch.optim.SGD(model.parameters(), lr=1e-2),
+            3,
+            10,
+            4,
+            seed_everything(0),
+            patience=1,
+        )
 
 
 def test_candidate_masks_by_hand():
@@ -381,11 +455,15 @@ def test_final_evaluation_reuses_the_last_curve_points_encoding(tmp_path):
     from capgap.evaluate import evaluate_encoder
     from capgap.finetune import finetune_encoder
 
-    corpus, queries, qrels = generate_limit_style(n_queries=24, pool_size=10, n_distractors=14, attributes_per_doc=8, seed=1)
+    corpus, queries, qrels = generate_limit_style(
+        n_queries=24, pool_size=10, n_distractors=14, attributes_per_doc=8, seed=1
+    )
     rs = RetrievalSet("tiny", corpus, queries, qrels, split_queries(list(queries.ids), 0.25, 0))
     index = build_index(corpus, load_encoder(MINILM, threads=2), tmp_path / "idx", progress=False)
     enc = load_encoder(MINILM, threads=2)
-    res = finetune_encoder(rs, enc, index, _cfg(steps=4, eval_every=2, eval_max_queries=5), [1, 2], threads=2, progress=False)
+    res = finetune_encoder(
+        rs, enc, index, _cfg(steps=4, eval_every=2, eval_max_queries=5), [1, 2], threads=2, progress=False
+    )
     again = enc.encode_queries(list(queries.texts))
     assert res.queries is not None and res.queries.dtype == np.float32 and np.array_equal(res.queries, again)
     assert [p["step"] for p in res.curve] == [2, 4]
@@ -393,8 +471,15 @@ def test_final_evaluation_reuses_the_last_curve_points_encoding(tmp_path):
     assert shared == evaluate_encoder(rs, enc, index, [1, 2], 2, "minilm", "finetuned", 2)[0]
     with pytest.raises(ValueError, match="queries"):
         evaluate_encoder(rs, enc, index, [1, 2], 2, "minilm", "finetuned", 2, queries=res.queries[:3])
-    es = finetune_encoder(rs, load_encoder(MINILM, threads=2), index,
-                          _cfg(steps=4, eval_every=2, eval_max_queries=5, validation_fraction=0.25), [1, 2], threads=2, progress=False)
+    es = finetune_encoder(
+        rs,
+        load_encoder(MINILM, threads=2),
+        index,
+        _cfg(steps=4, eval_every=2, eval_max_queries=5, validation_fraction=0.25),
+        [1, 2],
+        threads=2,
+        progress=False,
+    )
     assert es.queries is None
 
 
@@ -436,9 +521,23 @@ def test_early_stoppings_best_weights_are_not_taken_from_a_run_under_other_setti
         early.attach(PartialState(model, lambda k: True), ckpt, {**digest, "number of training items": 12})
         ev = early.wrap(lambda s: {}, lambda s: {"train_recall@1": 1.0 / (1.0 + float(((model(X) - y) ** 2).mean()))})
         try:
-            run_loop(lambda b: ((model(X[b]) - y[b]) ** 2).mean(), model, torch.optim.SGD(model.parameters(), lr=lr), 20, 12, 4,
-                     sampler, ckpt_path=ckpt, digest=digest, checkpoint_every=2, evaluate=ev, eval_every=2,
-                     stop_after=stop_after, monitor=early.monitor, validation=True)
+            run_loop(
+                lambda b: ((model(X[b]) - y[b]) ** 2).mean(),
+                model,
+                torch.optim.SGD(model.parameters(), lr=lr),
+                20,
+                12,
+                4,
+                sampler,
+                ckpt_path=ckpt,
+                digest=digest,
+                checkpoint_every=2,
+                evaluate=ev,
+                eval_every=2,
+                stop_after=stop_after,
+                monitor=early.monitor,
+                validation=True,
+            )
         except KeyboardInterrupt:
             return None, early
         early.restore(None)

@@ -41,8 +41,13 @@ def _set(gold: list[str], train: int) -> RetrievalSet:
     """Queries q0..q{n-1}, query i's only gold document ``gold[i]``; the first ``train`` train."""
     qids = tuple(f"q{i}" for i in range(len(gold)))
     corpus = Corpus(DOC_IDS, ("",) * 8, tuple(f"document {d}" for d in DOC_IDS))
-    return RetrievalSet("toy", corpus, Queries(qids, tuple(f"query {q}" for q in qids)),
-                        Qrels({q: {g: 1} for q, g in zip(qids, gold)}), Split(qids[:train], qids[train:]))
+    return RetrievalSet(
+        "toy",
+        corpus,
+        Queries(qids, tuple(f"query {q}" for q in qids)),
+        Qrels({q: {g: 1} for q, g in zip(qids, gold)}),
+        Split(qids[:train], qids[train:]),
+    )
 
 
 def _value(rows, method, split, metric, k):
@@ -73,7 +78,14 @@ def test_a_shared_linear_map_that_exists_is_found_on_the_fit_all_rung():
     # every rung has the metrics of every method: recall@k, nDCG@10, R-precision, capped recall per split
     # (a head's rows also carry its convergence state, split train: test_heads_converge_...)
     assert {(r["metric"], r["k"]) for r in rows if r["method"] == "head-mlp" and r["metric"] not in STATE_METRICS} == {
-        ("n_queries", ""), ("recall", 1), ("recall", 2), ("ndcg", 10), ("rprec", ""), ("recall_cap", 1), ("recall_cap", 2)}
+        ("n_queries", ""),
+        ("recall", 1),
+        ("recall", 2),
+        ("ndcg", 10),
+        ("rprec", ""),
+        ("recall_cap", 1),
+        ("recall_cap", 2),
+    }
 
 
 def test_two_queries_with_one_embedding_and_disjoint_gold_stay_below_the_oracle_by_the_bound():
@@ -145,17 +157,25 @@ def test_heads_converge_before_their_cap_near_the_objectives_minimum_and_record_
     st = res.convergence
     assert st.converged and res.converged_at < cfg.steps and st.max_steps == cfg.steps, st.describe()
     # the minimum lies in [low, high]; float32 arithmetic may round a hair below it
-    low, high = ((SINGLE_MIN, SINGLE_MIN) if case == "exists" else
-                 ((2 * math.log(2) + 3 * SINGLE_MIN) / 5, (2 * PAIR_AT_MIDPOINT + 3 * SINGLE_MIN) / 5))
-    assert low * (1 - 1e-6) <= st.objective <= high + (1e-4 if optimizer == "lbfgs" else cfg.tol), (low, st.objective, high)
+    low, high = (
+        (SINGLE_MIN, SINGLE_MIN)
+        if case == "exists"
+        else ((2 * math.log(2) + 3 * SINGLE_MIN) / 5, (2 * PAIR_AT_MIDPOINT + 3 * SINGLE_MIN) / 5)
+    )
+    assert low * (1 - 1e-6) <= st.objective <= high + (1e-4 if optimizer == "lbfgs" else cfg.tol), (
+        low,
+        st.objective,
+        high,
+    )
     # the state is the curve's: the last point, the criterion over the last n_iter_no_change points
     # (stable-decay, the default: the rule's points, then the decay phase's, ceil(0.2 x the steps
     # run before it) more steps; L-BFGS: the rule's points only)
     at = res.converged_at
     decay = math.ceil(cfg.decay_fraction * at) if optimizer == "default" else 0
     steps = [p["step"] for p in res.curve]
-    assert steps == list(range(cfg.eval_every, at + 1, cfg.eval_every)) + \
-        [at + s for s in range(cfg.eval_every, decay, cfg.eval_every)] + ([at + decay] if decay else [])
+    assert steps == list(range(cfg.eval_every, at + 1, cfg.eval_every)) + [
+        at + s for s in range(cfg.eval_every, decay, cfg.eval_every)
+    ] + ([at + decay] if decay else [])
     assert st.steps == at and st.decay_steps == decay and steps[-1] == at + decay
     assert all(p.get("decay", False) == (p["step"] > at) for p in res.curve)
     objectives = [p["objective"] for p in res.curve if p["step"] <= at]
@@ -194,10 +214,19 @@ def test_evaluate_ladder_appends_each_heads_state_rows_and_keeps_its_time():
         _, res = fit_head(kind, X, DOCS, gold, None, cfg)
         assert state == res.convergence.rows("toy", "enc", method)
         assert [r["metric"] for r in state][:5] == ["converged", "early_stopped", "steps", "max_steps", "train_loss"]
-    assert {m for m in seconds if m.startswith("head-")} == {"head-linear-all", "head-mlp-all", "head-linear", "head-mlp"}
+    assert {m for m in seconds if m.startswith("head-")} == {
+        "head-linear-all",
+        "head-mlp-all",
+        "head-linear",
+        "head-mlp",
+    }
     assert all(v > 0 for v in seconds.values())
     for method in ("head-linear", "head-mlp"):  # the train-only heads record their state too
-        assert {r["metric"] for r in rows if r["method"] == method and r["split"] == "train"} >= {"converged", "steps", "train_loss"}
+        assert {r["metric"] for r in rows if r["method"] == method and r["split"] == "train"} >= {
+            "converged",
+            "steps",
+            "train_loss",
+        }
 
 
 def test_lbfgs_reuses_its_line_searchs_last_evaluation_without_changing_the_result(monkeypatch):
@@ -218,7 +247,10 @@ def test_lbfgs_reuses_its_line_searchs_last_evaluation_without_changing_the_resu
     monkeypatch.setattr(heads._LBFGS, "ready", lambda self: None)
     again, res2 = fit_head("mlp", X, DOCS, gold, None, cfg)
     assert all(torch_equal(a, b) for a, b in zip(head.state_dict().values(), again.state_dict().values()))
-    assert res.curve == res2.curve and cached < len(calls) and len(calls) - cached >= cfg.steps // 2, (cached, len(calls))
+    assert res.curve == res2.curve and cached < len(calls) and len(calls) - cached >= cfg.steps // 2, (
+        cached,
+        len(calls),
+    )
 
 
 @pytest.mark.parametrize("form", ["avg", "set"])
@@ -234,7 +266,10 @@ def test_the_heads_loss_is_infonce_loss(form):
     rng = np.random.default_rng(3)
     n_docs, items = 40, 12
     gold = [sorted(rng.choice(n_docs, size=int(rng.integers(1, 6)), replace=False).tolist()) for _ in range(items)]
-    excluded = [sorted(set(rng.choice(n_docs, size=3, replace=False).tolist()) - set(g)) if i % 3 == 0 else [] for i, g in enumerate(gold)]
+    excluded = [
+        sorted(set(rng.choice(n_docs, size=3, replace=False).tolist()) - set(g)) if i % 3 == 0 else []
+        for i, g in enumerate(gold)
+    ]
     batch = np.array([5, 0, 7, 3, 11, 9])
     _, mask, excl = candidate_masks(batch, gold, excluded, n_docs, "full")
     mine = GoldRows(gold, excluded, n_docs).masks(batch)
@@ -244,7 +279,9 @@ def test_the_heads_loss_is_infonce_loss(form):
     (g_want,) = torch.autograd.grad(want, S)
     got = GoldRows.loss(S, mine, 0.05, form)
     (g_got,) = torch.autograd.grad(got, S)
-    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-6) and torch.allclose(g_got, g_want, rtol=1e-5, atol=1e-7)
+    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-6) and torch.allclose(
+        g_got, g_want, rtol=1e-5, atol=1e-7
+    )
 
 
 def test_a_validation_split_keeps_the_best_points_weights_and_stops_after_patience():
@@ -273,7 +310,11 @@ def test_a_validation_split_keeps_the_best_points_weights_and_stops_after_patien
     head, res, seen = fit([0.1, 0.2, 0.6, 0.4, 0.5, 0.3, 0.9, 0.9])
     assert [p["step"] for p in res.curve] == [5, 10, 15, 20, 25]
     assert [p["validation"] for p in res.curve] == [0.2, 0.6, 0.4, 0.5, 0.3]
-    assert len(seen) == 6 and torch_equal(head.weight, seen[2]["weight"]) and not torch_equal(seen[2]["weight"], seen[5]["weight"])
+    assert (
+        len(seen) == 6
+        and torch_equal(head.weight, seen[2]["weight"])
+        and not torch_equal(seen[2]["weight"], seen[5]["weight"])
+    )
     st = res.convergence
     assert (st.converged, st.early_stopped, st.steps) == (False, True, 25)
     assert st.describe() == "stopped early by its validation split at 25 steps"
@@ -287,7 +328,9 @@ def test_a_validation_split_keeps_the_best_points_weights_and_stops_after_patien
     for i, g in enumerate(gold):
         mask[i, g] = True
     want = float(infonce_loss(q @ torch.from_numpy(DOCS).T, mask, LadderConfig().temperature))
-    assert res.convergence.objective == pytest.approx(want, rel=1e-5) and res.curve[-1]["objective"] != pytest.approx(want, rel=1e-3)
+    assert res.convergence.objective == pytest.approx(want, rel=1e-5) and res.curve[-1]["objective"] != pytest.approx(
+        want, rel=1e-3
+    )
 
 
 # queries t0, t1, t2 (train) and h0, h1 (held-out): embeddings for similarity, oracle w = gold doc
@@ -313,7 +356,9 @@ def test_nn_transfer_recall_by_hand():
     recall@2 1; h0 gets p1 again, and p2 scores 0 with five other documents, so it ranks 7th:
     held-out recall@1 = 0, recall@2 = 1/2."""
     rs = _set(NN_GOLD, train=3)
-    Wo = DOCS[[DOC_IDS.index(g) for g in NN_GOLD]] * np.array([[1.0], [3.0], [0.5], [1.0], [1.0]], dtype=np.float32)  # |w| varies
+    Wo = DOCS[[DOC_IDS.index(g) for g in NN_GOLD]] * np.array(
+        [[1.0], [3.0], [0.5], [1.0], [1.0]], dtype=np.float32
+    )  # |w| varies
     rows, _ = evaluate_ladder(rs, NN_X, DOCS, DOC_IDS, Wo, LadderConfig(steps=1, top_m=2), [1, 2], 10, "enc")
     assert _value(rows, "nn-transfer", "train", "recall", 1) == pytest.approx(2 / 3)
     assert _value(rows, "nn-transfer", "heldout", "recall", 1) == 0.5
@@ -339,7 +384,10 @@ def test_heads_start_as_the_identity_and_are_deterministic():
     cfg = LadderConfig(steps=20, batch_size=4, lr=0.01, width_factor=3)
     a = apply_head(fit_head("mlp", X, DOCS, gold, None, cfg)[0], X)
     b = apply_head(fit_head("mlp", X, DOCS, gold, None, cfg)[0], X)
-    c = apply_head(fit_head("mlp", X, DOCS, gold, None, LadderConfig(steps=20, batch_size=4, lr=0.01, width_factor=3, seed=1))[0], X)
+    c = apply_head(
+        fit_head("mlp", X, DOCS, gold, None, LadderConfig(steps=20, batch_size=4, lr=0.01, width_factor=3, seed=1))[0],
+        X,
+    )
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     with pytest.raises(ValueError, match="without a gold row"):
         fit_head("linear", X[:2], DOCS, [[0], []], None, cfg)
@@ -419,8 +467,11 @@ def test_the_stages_write_the_w_file_and_the_ladder_rows(tmp_path):
     with np.load(tmp_path / "probe_w.npz") as z:
         assert z["query_ids"].tolist() == list(rs.queries.ids) and z["w"].shape[0] == len(rs.queries.ids)
     index = NS(data=tmp_path / "data", fingerprint=tmp_path / "index" / "fingerprint.json")
-    stages.pretrained(index, NS(metrics=tmp_path / "pre.csv", run=tmp_path / "pre.trec", queries=tmp_path / "queries.npz"),
-                      NS(encoder_name="minilm", encoder=MINILM, ks=[1, 2], ndcg_k=10))
+    stages.pretrained(
+        index,
+        NS(metrics=tmp_path / "pre.csv", run=tmp_path / "pre.trec", queries=tmp_path / "queries.npz"),
+        NS(encoder_name="minilm", encoder=MINILM, ks=[1, 2], ndcg_k=10),
+    )
     # rule pretrained's queries.npz: the encoder's own query embeddings, in query order (encoded again here)
     enc = load_encoder(EncoderSpec.from_config("minilm", dict(MINILM)), threads=1)
     again = enc.encode_queries(list(rs.queries.texts))
@@ -429,8 +480,11 @@ def test_the_stages_write_the_w_file_and_the_ladder_rows(tmp_path):
         np.testing.assert_allclose(z["q"], again, atol=1e-5)
     cfg = LadderConfig(steps=30)
     out = tmp_path / "ladder.csv"
-    stages.ladder(NS(**vars(index), w=tmp_path / "probe_w.npz", queries=tmp_path / "queries.npz"),
-                  NS(metrics=out), NS(encoder_name="minilm", ks=[1, 2], ndcg_k=10, ladder={"enabled": True, "steps": cfg.steps}))
+    stages.ladder(
+        NS(**vars(index), w=tmp_path / "probe_w.npz", queries=tmp_path / "queries.npz"),
+        NS(metrics=out),
+        NS(encoder_name="minilm", ks=[1, 2], ndcg_k=10, ladder={"enabled": True, "steps": cfg.steps}),
+    )
     with open(out, encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert list(dict.fromkeys(r["method"] for r in rows)) == method_names(cfg)
@@ -454,7 +508,9 @@ def test_the_early_stopping_validation_split_is_seeded_recorded_and_disjoint_fro
     assert fit == [q for q in split.train if q in set(fit)]  # the data's order kept
     assert set(validation_split(list(reversed(split.train)), 0.2, seed=3)[1]) == set(val)
     assert len({tuple(validation_split(split.train, 0.2, seed=s)[1]) for s in range(5)}) > 1
-    assert validation_split(["a", "b"], 0.01)[1] and len(validation_split(["a", "b"], 0.99)[0]) == 1  # at least one each
+    assert (
+        validation_split(["a", "b"], 0.01)[1] and len(validation_split(["a", "b"], 0.99)[0]) == 1
+    )  # at least one each
     with pytest.raises(ValueError, match="two train queries"):
         validation_split(["a"], 0.5)
     with pytest.raises(ValueError, match="validation_fraction"):
@@ -498,5 +554,10 @@ def test_early_stopping_keeps_the_best_points_weights_and_records_them(tmp_path)
     assert float(lin.weight.detach()) == 20.0 and not (tmp_path / "ck.pt.best").exists()
     from types import SimpleNamespace as NS
 
-    assert es.record(NS(stopped_at=None)) == {"validation_ids": ["t3", "t7"], "best_step": 20, "best_value": 0.6,
-                                              "monitor": "validation_recall@2", "stopped_at": None}
+    assert es.record(NS(stopped_at=None)) == {
+        "validation_ids": ["t3", "t7"],
+        "best_step": 20,
+        "best_value": 0.6,
+        "monitor": "validation_recall@2",
+        "stopped_at": None,
+    }

@@ -32,11 +32,14 @@ def gold_ranks(D, gold, w):
 def _settings(**kw):
     """``solver._probe``'s settings for the hand-built cases: C 1000 escalated to 1e8, eps 1e-3,
     300 iterations, the whole LP up to 2000 documents, one worker; ``kw`` overrides."""
-    return SolveSettings(**{**dict(C=1000.0, C_max=1e8, eps=1e-3, max_iter=300, batch_size=None,
-                                   lp_check_max_docs=2000), **kw})
+    return SolveSettings(
+        **{**dict(C=1000.0, C_max=1e8, eps=1e-3, max_iter=300, batch_size=None, lp_check_max_docs=2000), **kw}
+    )
 
 
-@pytest.mark.parametrize("n,d,G,C", [(200, 16, 2, 1.0), (500, 32, 5, 10.0), (300, 8, 3, 100.0), (1000, 64, 2, 1000.0), (2000, 24, 20, 30.0)])
+@pytest.mark.parametrize(
+    "n,d,G,C", [(200, 16, 2, 1.0), (500, 32, 5, 10.0), (300, 8, 3, 100.0), (1000, 64, 2, 1000.0), (2000, 24, 20, 30.0)]
+)
 def test_matches_dlib(n, d, G, C):
     rng = np.random.default_rng(n + d)
     D = unit(rng, n, d)
@@ -199,6 +202,7 @@ def test_batching_does_not_change_results():
 
 def test_batch_window_and_batches_by_hand():
     from capgap.probe.solver import batch_window, problem_batches
+
     # NFCorpus x MiniLM: 2,913 queries on 3,633 x 384; 64 MiB // (8 x 3,633) = 2,309 rows allowed,
     # ceil(2913 / 8) = 365 keeps 8 batches: a window of 365, batches of max(365, min(4 x 365, 365))
     assert batch_window(2913, (3633, 384), None) == 365
@@ -222,15 +226,22 @@ def test_a_window_refilled_in_order_matches_one_query_at_a_time(monkeypatch):
     monkeypatch.setattr(constants, "STREAM_WINDOWS", 4)
     monkeypatch.setattr(constants, "MIN_BATCHES", 2)
     from capgap.probe import batch as batch_mod
+
     widths = []
     real = batch_mod._iteration
-    monkeypatch.setattr(batch_mod, "_iteration", lambda env, state, active: (widths.append(len(active)), real(env, state, active))[1])
+    monkeypatch.setattr(
+        batch_mod, "_iteration", lambda env, state, active: (widths.append(len(active)), real(env, state, active))[1]
+    )
     two = probe(D, golds, batch_size=2, C_max=None, lp_check_max_docs=0, solve="optimum", threads=1)
     assert max(widths) == 2 and widths.count(2) > len(widths) // 2  # the window stays full while problems remain
     its = [r.iterations for r in alone]
     assert len(set(its)) > 1  # problems finish at different iterations: the refill is exercised
     for x, y in zip(alone, two):
-        assert x.iterations == y.iterations and np.allclose(x.w, y.w, atol=1e-6) and np.array_equal(x.gold_ranks, y.gold_ranks)
+        assert (
+            x.iterations == y.iterations
+            and np.allclose(x.w, y.w, atol=1e-6)
+            and np.array_equal(x.gold_ranks, y.gold_ranks)
+        )
 
 
 def test_rank_metrics_equal_list_metrics():
@@ -274,7 +285,10 @@ def test_certificate_first_gives_the_optimums_certificates_and_ranks():
         if o.certified:
             # stopped at its certificate, or at the escalation gate where the proof's nearest-point
             # direction separated every document (_hull_witness: that witness is kept)
-            assert (c.stopped, c.decided_by) in (("certificate", "certificate"), ("optimum", "hull")) and o.stopped == "optimum"
+            assert (c.stopped, c.decided_by) in (
+                ("certificate", "certificate"),
+                ("optimum", "hull"),
+            ) and o.stopped == "optimum"
             assert sorted(c.gold_ranks) == sorted(o.gold_ranks) == list(range(1, len(g) + 1))
             assert c.margin > 0
             # its certificate stops it early; where both modes reach the gate their paths differ by design
@@ -282,7 +296,10 @@ def test_certificate_first_gives_the_optimums_certificates_and_ranks():
             assert c.iterations <= o.iterations or c.stopped != "certificate"
         elif c.stopped == "inseparable":  # proven after HULL_AFTER escalations (C = 1e5), in both modes
             assert o.stopped == "inseparable"  # (iterations may differ by a few: batch products round differently)
-            assert c.extra["C_final"] == o.extra["C_final"] == 1000.0 * 10**constants.HULL_AFTER and c.extra["hull"] <= 1e-9
+            assert (
+                c.extra["C_final"] == o.extra["C_final"] == 1000.0 * 10**constants.HULL_AFTER
+                and c.extra["hull"] <= 1e-9
+            )
             assert c.outcome == o.outcome == "geometry" and c.decided_by == "hull"
             assert lp_feasible(D, g) is not True  # HiGHS: infeasible (or numerically undecided here)
         else:  # not provable (separable by a tiny margin): escalated to C_max in both modes
@@ -307,7 +324,9 @@ def test_graded_gold_sets_keep_the_certificate_fast_path():
         if o.certified:
             # at its certificate, or at the escalation gate with the proof's separating witness
             assert (c.stopped, c.decided_by) in (("certificate", "certificate"), ("optimum", "hull"))
-            assert c.iterations <= o.iterations or c.stopped != "certificate"  # the gate: paths differ (BASE_EPS_FACTOR)
+            assert (
+                c.iterations <= o.iterations or c.stopped != "certificate"
+            )  # the gate: paths differ (BASE_EPS_FACTOR)
             assert sorted(c.gold_ranks) == sorted(o.gold_ranks) == [1, 2, 3, 4]
     assert sum(c.iterations for c in cert) < sum(o.iterations for o in opt)
 
@@ -369,7 +388,11 @@ def test_tiny_margin_query_is_certified_by_the_proofs_witness():
             r = probe(X.astype(np.float32), [gold], lp_check_max_docs=lp)[0]
             assert (r.outcome, r.decided_by, r.certified) == ("certified", by, True)
             assert r.recall_at(len(gold)) == 1.0 and sorted(r.gold_ranks) == list(range(1, len(gold) + 1))
-            assert r.stopped == "optimum" and r.extra["C_final"] == C_final and r.lp_feasible is (True if by == "lp" else None)
+            assert (
+                r.stopped == "optimum"
+                and r.extra["C_final"] == C_final
+                and r.lp_feasible is (True if by == "lp" else None)
+            )
 
 
 def test_inseparability_proof_is_sound_and_bounds_escalation():
@@ -533,8 +556,18 @@ def test_worker_processes_give_the_same_numbers():
         Dm = np.load(f"{tmp}/D.npy", mmap_mode="r")
         two = probe(Dm, golds, threads=2, batch_size=16, depth=10)
     for a, b in zip(one, two):
-        assert np.array_equal(a.w, b.w) and np.array_equal(a.gold_ranks, b.gold_ranks) and np.array_equal(a.top_scores, b.top_scores)
-        assert (a.outcome, a.decided_by, a.iterations, a.objective, a.slack) == (b.outcome, b.decided_by, b.iterations, b.objective, b.slack)
+        assert (
+            np.array_equal(a.w, b.w)
+            and np.array_equal(a.gold_ranks, b.gold_ranks)
+            and np.array_equal(a.top_scores, b.top_scores)
+        )
+        assert (a.outcome, a.decided_by, a.iterations, a.objective, a.slack) == (
+            b.outcome,
+            b.decided_by,
+            b.iterations,
+            b.objective,
+            b.slack,
+        )
 
 
 def test_dispatch_order_largest_gold_count_first():
@@ -554,7 +587,11 @@ def graded_objective(D, levels, w, C):
     """1/2 |w|^2 + C x the mean hinge over every pair of documents whose grades differ
     (``levels``: ``(n,)`` grade per document, 0 = non-gold), by brute force."""
     s = D.astype(np.float64) @ w
-    hinge = [np.maximum(0.0, 1.0 - (s[levels == hi][:, None] - s[levels < hi][None, :])).ravel() for hi in np.unique(levels) if hi > 0]
+    hinge = [
+        np.maximum(0.0, 1.0 - (s[levels == hi][:, None] - s[levels < hi][None, :])).ravel()
+        for hi in np.unique(levels)
+        if hi > 0
+    ]
     return 0.5 * w @ w + C * np.concatenate(hinge).mean()
 
 
@@ -612,7 +649,9 @@ def test_graded_pairs_certificate_orders_every_level():
     assert ndcg_from_ranks([res.gold_ranks], [grade[np.argsort(gold)]], 10) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("copies, bound", [([1, 1, 0], 2 / 3), ([2, 1, 0, 0], 3 / 4), ([3, 0], 1 / 2), ([1, 1, 1], 1 / 3), ([0, 0], 1.0)])
+@pytest.mark.parametrize(
+    "copies, bound", [([1, 1, 0], 2 / 3), ([2, 1, 0, 0], 3 / 4), ([3, 0], 1 / 2), ([1, 1, 1], 1 / 3), ([0, 0], 1.0)]
+)
 def test_the_duplicates_rprec_upper_bound_by_hand(copies, bound):
     """Copy-free gold first, then whole blocks (gold + its copies) smallest first into the ranks
     left: [1, 1, 0]: 1 copy-free + one block of 2 in 2 ranks = 2 of 3; [2, 1, 0, 0]: 2 + the
@@ -639,7 +678,10 @@ def test_the_duplicates_rprec_upper_bound_is_the_best_order():
     rng = np.random.default_rng(5)
     shared = 0
     for _ in range(300):
-        n_free, blocks = int(rng.integers(0, 4)), [(int(rng.integers(1, 4)), int(rng.integers(1, 5))) for _ in range(rng.integers(1, 5))]
+        n_free, blocks = (
+            int(rng.integers(0, 4)),
+            [(int(rng.integers(1, 4)), int(rng.integers(1, 5))) for _ in range(rng.integers(1, 5))],
+        )
         shared += any(m > 1 for m, _ in blocks)
         rows, gold, copies, group = [], [], [], []  # rows: each row's block
         for i in range(n_free):
@@ -669,7 +711,9 @@ def test_a_shared_copy_group_reaches_its_bound():
     from capgap.retrieval import rank_gold
 
     rng = np.random.default_rng(0)
-    D = np.vstack([[[0, 3], [1, 2], [1, 2], [1, 2], [-1, 2], [-1, 2]], rng.uniform([-3, -3], [3, 0], (20, 2))]).astype(np.float32)
+    D = np.vstack([[[0, 3], [1, 2], [1, 2], [1, 2], [-1, 2], [-1, 2]], rng.uniform([-3, -3], [3, 0], (20, 2))]).astype(
+        np.float32
+    )
     assert rprec_upper_bound(np.array([0, 1, 1, 1]), np.array([0, 1, 1, 4])) == pytest.approx(3 / 4)
     assert rprec_upper_bound(np.array([0, 1, 1, 1])) == pytest.approx(2 / 4)  # each its own copy: the earlier bound
     s = D.astype(np.float64) @ np.array([0.5, 1.0])
@@ -690,8 +734,21 @@ def test_a_duplicate_query_is_resolved_with_copy_free_gold_first(monkeypatch):
     import capgap.probe.refine as R
     from capgap.probe.solver import _probe
 
-    D = np.array([[1, .1, 0], [1, .1, 0], [1, -.1, 0], [1, -.1, 0], [.6, 0, .8], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0],
-                  [-.5, .5, -.5]], dtype=np.float32)
+    D = np.array(
+        [
+            [1, 0.1, 0],
+            [1, 0.1, 0],
+            [1, -0.1, 0],
+            [1, -0.1, 0],
+            [0.6, 0, 0.8],
+            [-1, 0, 0],
+            [0, 0, -1],
+            [0, 1, 0],
+            [0, -1, 0],
+            [-0.5, 0.5, -0.5],
+        ],
+        dtype=np.float32,
+    )
     first = _probe(D, [[0, 2, 4]], _settings(max_iter=2000), refine=False, prove=False)[0]
     assert first.outcome == "duplicate" and first.recall_at(3) == pytest.approx(1 / 3)
     r = probe(D, [[0, 2, 4]], threads=1)[0]
@@ -722,8 +779,13 @@ def _ordinal_lp(D, levels, rest):
                 rows.append(np.concatenate([D[i], -np.eye(k)[level - 1]]))  # -(t_(l-1) - w.x) <= -1
     for j in rest:
         rows.append(np.concatenate([D[j], -np.eye(k)[k - 1]]))
-    res = linprog(np.zeros(dim + k), A_ub=np.array(rows), b_ub=-np.ones(len(rows)), bounds=[(None, None)] * (dim + k),
-                  method="highs")
+    res = linprog(
+        np.zeros(dim + k),
+        A_ub=np.array(rows),
+        b_ub=-np.ones(len(rows)),
+        bounds=[(None, None)] * (dim + k),
+        method="highs",
+    )
     return res.status == 0
 
 
@@ -771,8 +833,18 @@ def test_gold_ranked_by_their_copies_reach_the_bound():
     from capgap.probe.refine import rprec_upper_bound
     from capgap.probe.solver import _probe
 
-    X = np.array([[0.9, 0.0, 1.0], [-0.8, 0.2, -0.2], [0.6, -0.7, 0.7], [0.1, 0.8, 0.0], [-0.1, 0.6, 1.0], [-0.3, 0.9, 0.9],
-                  [-0.6, 0.2, 0.4], [0.9, 0.3, -0.7]])
+    X = np.array(
+        [
+            [0.9, 0.0, 1.0],
+            [-0.8, 0.2, -0.2],
+            [0.6, -0.7, 0.7],
+            [0.1, 0.8, 0.0],
+            [-0.1, 0.6, 1.0],
+            [-0.3, 0.9, 0.9],
+            [-0.6, 0.2, 0.4],
+            [0.9, 0.3, -0.7],
+        ]
+    )
     D = np.vstack([X[0], X[0], X[0], X[1], X[1], X[2], X[3:]]).astype(np.float32)
     assert rprec_upper_bound(np.array([2, 1, 0])) == pytest.approx(2 / 3)
     first = _probe(D, [[0, 3, 5]], _settings(max_iter=2000), refine=False, prove=False)[0]
@@ -797,21 +869,41 @@ def test_the_second_solve_runs_no_proof_and_no_lp(monkeypatch):
     real = {B: ("_prove_inseparable", "lp_feasible"), F: ("_prove_inseparable", "lp_feasible", "_lp_generated")}
     for m, names in real.items():
         for k in names:
+
             def counted(*a, _f=getattr(m, k), **kw):
                 calls["n"] += 1
                 return _f(*a, **kw)
+
             monkeypatch.setattr(m, k, counted)
     D2 = np.array([[1, 0], [-1, 0], [0, 0], [0, 1], [0, -1]], dtype=np.float32)
     for lp in (0, 2000):
         for prove in (True, False):
             calls["n"] = 0
-            _probe(D2, [[0, 1]], _settings(lp_check_max_docs=lp, pairs="graded"), grades=[[2.0, 1.0]], refine=False,
-                   prove=prove)
+            _probe(
+                D2,
+                [[0, 1]],
+                _settings(lp_check_max_docs=lp, pairs="graded"),
+                grades=[[2.0, 1.0]],
+                refine=False,
+                prove=prove,
+            )
             assert (calls["n"] > 0) == prove, (lp, prove)
-    D = np.array([[1, .1, 0], [1, .1, 0], [1, -.1, 0], [1, -.1, 0], [.6, 0, .8], [-1, 0, 0], [0, 0, -1], [0, 1, 0], [0, -1, 0],
-                  [-.5, .5, -.5]], dtype=np.float32)
-    graded = _probe(D, [[0, 2, 4]], _settings(pairs="graded"), grades=[[1.0, 1.0, 2.0]],
-                    refine=False, prove=False)[0]
+    D = np.array(
+        [
+            [1, 0.1, 0],
+            [1, 0.1, 0],
+            [1, -0.1, 0],
+            [1, -0.1, 0],
+            [0.6, 0, 0.8],
+            [-1, 0, 0],
+            [0, 0, -1],
+            [0, 1, 0],
+            [0, -1, 0],
+            [-0.5, 0.5, -0.5],
+        ],
+        dtype=np.float32,
+    )
+    graded = _probe(D, [[0, 2, 4]], _settings(pairs="graded"), grades=[[1.0, 1.0, 2.0]], refine=False, prove=False)[0]
     assert graded.recall_at(3) == pytest.approx(2 / 3)  # row 4 first, one copy-gold pair: the bound by hand
 
 
@@ -900,6 +992,7 @@ def test_a_witness_reports_the_ranks_of_its_own_scores():
     w alone), for every query: scores taken before the witness's scaling used to order near-tied
     gold documents differently (review: ~1 in 25 LP-decided queries, e.g. [2, 1, 3] for [3, 1, 2])."""
     from capgap.retrieval import rank_gold
+
     by_lp = 0
     for seed in range(60):
         rng = np.random.default_rng(seed)

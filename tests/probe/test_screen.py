@@ -31,8 +31,9 @@ def test_the_generator_is_seeded_and_blockwise(tmp_path, monkeypatch):
     assert 0.03 < float(cos.mean()) < 0.3
 
 
-@pytest.mark.parametrize("kind, sizes, n_queries", [("bright", (2, 8), 100), ("trec-covid", (300, 500), 50),
-                                                    ("quora", (1, 2), 10_000)])
+@pytest.mark.parametrize(
+    "kind, sizes, n_queries", [("bright", (2, 8), 100), ("trec-covid", (300, 500), 50), ("quora", (1, 2), 10_000)]
+)
 def test_query_sets_have_their_shapes(kind, sizes, n_queries):
     _, labels = structured_index(100_000 if kind == "trec-covid" else 20_000, 8, seed=1, rank=0)
     golds, excl = query_set(kind, labels, seed=2)

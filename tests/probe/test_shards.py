@@ -25,12 +25,21 @@ DATA = Path(__file__).parents[1] / "data"
 MINILM = {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 4}
 PROBE_CFG = {"C": 1000.0, "C_max": 1.0e8, "eps": 1e-3, "max_iter": 2000, "lp_check_max_docs": 2000, "batch_size": None}
 SPECS = {  # as tests/configs/tiny.yaml (limit-gen, near-miss) and a tests/data case with identical documents
-    "limit-gen": {"source": "generated", "split": {"heldout_fraction": 0.5, "seed": 0},
-                  "generator": {"n_queries": 40, "pool_size": 12, "n_distractors": 48, "attributes_per_doc": 12, "seed": 0}},
-    "near-miss": {"source": "near-miss", "split": {"heldout_fraction": 0.5, "seed": 0},
-                  "near_miss": {"n_people": 12, "n_train": 16, "n_heldout": 16, "seed": 0}},
-    "tie-handling-inconsistent": {"source": "local", "path": str(DATA / "tie-handling-inconsistent"),
-                                  "split": {"heldout_fraction": 0.5, "seed": 0}},
+    "limit-gen": {
+        "source": "generated",
+        "split": {"heldout_fraction": 0.5, "seed": 0},
+        "generator": {"n_queries": 40, "pool_size": 12, "n_distractors": 48, "attributes_per_doc": 12, "seed": 0},
+    },
+    "near-miss": {
+        "source": "near-miss",
+        "split": {"heldout_fraction": 0.5, "seed": 0},
+        "near_miss": {"n_people": 12, "n_train": 16, "n_heldout": 16, "seed": 0},
+    },
+    "tie-handling-inconsistent": {
+        "source": "local",
+        "path": str(DATA / "tie-handling-inconsistent"),
+        "split": {"heldout_fraction": 0.5, "seed": 0},
+    },
 }
 
 
@@ -74,6 +83,7 @@ def test_shard_labels_integral_floats_and_inverse():
     for bad in (2.5, 0, -1, True, np.bool_(True), "2", None, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="expected a positive integer"):
             shard_labels(bad)
+
 
 def _files(folder: Path, names) -> dict:
     return {n: (folder / n).read_bytes() for n in names}
@@ -175,11 +185,20 @@ def test_sharded_stages_write_the_unsharded_bytes(name, tmp_path, monkeypatch, m
         else:
             shard_files = [d / "index_shards" / f"{k}-of-3.npy" for k in (1, 2, 3)]
             for k, f in enumerate(shard_files, 1):
-                stages.index_shard(NS(data=data), NS(embeddings=f, meta=f.with_suffix(".json")), NS(**enc, shard=f"{k}-of-3"), threads=1)
+                stages.index_shard(
+                    NS(data=data),
+                    NS(embeddings=f, meta=f.with_suffix(".json")),
+                    NS(**enc, shard=f"{k}-of-3"),
+                    threads=1,
+                )
             stages.index(NS(data=data, shards=shard_files), NS(fingerprint=fp), NS(**enc), threads=1)
         params = NS(**enc, probe=PROBE_CFG, ks=[2, 10, 20], ndcg_k=10)
-        outputs = NS(metrics=d / "probe" / "metrics.csv", per_query=d / "probe" / "per_query.jsonl", run=d / "probe" / "run.trec",
-                     w=d / "probe" / "w.npz")
+        outputs = NS(
+            metrics=d / "probe" / "metrics.csv",
+            per_query=d / "probe" / "per_query.jsonl",
+            run=d / "probe" / "run.trec",
+            w=d / "probe" / "w.npz",
+        )
         inputs = NS(data=data, fingerprint=fp, embeddings=fp.parent / "embeddings.npy")
         if mode == "whole":
             stages.probe(inputs, outputs, params, threads=1)
@@ -189,8 +208,10 @@ def test_sharded_stages_write_the_unsharded_bytes(name, tmp_path, monkeypatch, m
                 got = stages.probe_shard(inputs, NS(results=f), NS(**vars(params), shard=f"{k}-of-3"), threads=2)
                 assert got["shard"] == k - 1 and got["n_shards"] == 3
             stages.probe(NS(**vars(inputs), shards=parts), outputs, params, threads=2)
-        out[mode] = {**_files(d / "index", ("embeddings.npy", "doc_ids.json", "fingerprint.json")),
-                     **_files(d / "probe", ("metrics.csv", "per_query.jsonl", "run.trec", "w.npz"))}
+        out[mode] = {
+            **_files(d / "index", ("embeddings.npy", "doc_ids.json", "fingerprint.json")),
+            **_files(d / "probe", ("metrics.csv", "per_query.jsonl", "run.trec", "w.npz")),
+        }
     n_docs = len(np.load(tmp_path / "whole" / "index" / "embeddings.npy"))
     assert n_docs > 16  # at least 3 chunks of 8: every index shard embeds documents
     assert out["sharded"].keys() == out["whole"].keys()

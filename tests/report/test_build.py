@@ -34,7 +34,11 @@ from ..conftest import ROOT
 
 BIN = Path(sys.executable).parent
 KS = [2, 10, 100]
-QWEN, MINILM, COLBERT = "Qwen/Qwen3-Embedding-4B", "sentence-transformers/all-MiniLM-L6-v2", "lightonai/GTE-ModernColBERT-v1"
+QWEN, MINILM, COLBERT = (
+    "Qwen/Qwen3-Embedding-4B",
+    "sentence-transformers/all-MiniLM-L6-v2",
+    "lightonai/GTE-ModernColBERT-v1",
+)
 
 # dataset, encoder, method, split, metric, k, value (compression: empty, added by _csv)
 ROWS = [
@@ -60,22 +64,62 @@ ROWS = [
 # by construction: its capacity cells, and only those, carry the marker.
 CAUSE_ROWS = [
     ("limit", "qwen", "probe", "all", "certified", "", 1.0),
-    *(("limit", "qwen", "probe", sp, m, "", v) for sp in ("heldout", "all") for m, v in (
-        ("uncertified_duplicate", 0.0), ("uncertified_tied", 0.0), ("uncertified_geometry", 0.0), ("tied_queries", 0),
-        ("certified_by_construction", 0.0))),
-    *(("scifact", "minilm", "probe", "heldout", m, "", v) for m, v in (
-        ("uncertified_duplicate", 0.15), ("uncertified_tied", 0.05), ("uncertified_geometry", 0.0), ("tied_queries", 1),
-        ("certified_by_construction", 0.0))),
-    *(("scifact", "minilm", "probe", "all", m, "", v) for m, v in (
-        ("certified", 0.75), ("uncertified_duplicate", 0.125), ("uncertified_tied", 0.125), ("uncertified_geometry", 0.0),
-        ("tied_queries", 2), ("certified_by_construction", 0.25))),
+    *(
+        ("limit", "qwen", "probe", sp, m, "", v)
+        for sp in ("heldout", "all")
+        for m, v in (
+            ("uncertified_duplicate", 0.0),
+            ("uncertified_tied", 0.0),
+            ("uncertified_geometry", 0.0),
+            ("tied_queries", 0),
+            ("certified_by_construction", 0.0),
+        )
+    ),
+    *(
+        ("scifact", "minilm", "probe", "heldout", m, "", v)
+        for m, v in (
+            ("uncertified_duplicate", 0.15),
+            ("uncertified_tied", 0.05),
+            ("uncertified_geometry", 0.0),
+            ("tied_queries", 1),
+            ("certified_by_construction", 0.0),
+        )
+    ),
+    *(
+        ("scifact", "minilm", "probe", "all", m, "", v)
+        for m, v in (
+            ("certified", 0.75),
+            ("uncertified_duplicate", 0.125),
+            ("uncertified_tied", 0.125),
+            ("uncertified_geometry", 0.0),
+            ("tied_queries", 2),
+            ("certified_by_construction", 0.25),
+        )
+    ),
     *(("toy", "minilm", "probe", "heldout", "recall", k, 1.0) for k in KS),
     *(("toy", "minilm", "pretrained", "heldout", "recall", k, v) for k, v in zip(KS, (0.5, 0.75, 1.0))),
-    *(("toy", "minilm", "probe", sp, m, "", v) for sp in ("heldout", "all") for m, v in (
-        ("certified", 1.0), ("uncertified_duplicate", 0.0), ("uncertified_tied", 0.0), ("uncertified_geometry", 0.0),
-        ("tied_queries", 0), ("certified_by_construction", 1.0))),
+    *(
+        ("toy", "minilm", "probe", sp, m, "", v)
+        for sp in ("heldout", "all")
+        for m, v in (
+            ("certified", 1.0),
+            ("uncertified_duplicate", 0.0),
+            ("uncertified_tied", 0.0),
+            ("uncertified_geometry", 0.0),
+            ("tied_queries", 0),
+            ("certified_by_construction", 1.0),
+        )
+    ),
 ]
-BM25_CFG = {"enabled": True, "backend": "rank-bm25", "method": "robertson", "k1": 1.2, "b": 0.75, "epsilon": 0.25, "stopwords": "en"}
+BM25_CFG = {
+    "enabled": True,
+    "backend": "rank-bm25",
+    "method": "robertson",
+    "k1": 1.2,
+    "b": 0.75,
+    "epsilon": 0.25,
+    "stopwords": "en",
+}
 AFFINE = "n_docs <= dim + 1, affinely independent: every gold set is separable"
 DUP_DOCS = {"groups": 2, "items": 5, "examples": [["d1", "d7"], ["d3", "d4", "d8"]]}
 DUP_QUERIES = {"groups": 1, "items": 2, "examples": [["q5", "q6"]]}
@@ -103,9 +147,15 @@ SUMMARY = [r[:5] + [c] + r[5:] for r, c in zip(SUMMARY, CAUSE_CELLS)]  # the cau
 # recall drops first (sq4, 192 bytes; pca-192's 0.775 is exactly 0.01 below float32: within
 # tolerance), capacity only at pq-24x8 (binary's 0.995 is within 0.01). toy (stated k 2):
 # capacity drops at the first variant, the encoder only at binary.
-SCIFACT_COMPRESS = [("float32", 1536, 1.0, 1.0, 0.785), ("trunc-192", 768, 1.0, 1.0, 0.78), ("pca-192", 768, 1.0, 1.0, 0.775),
-                    ("binary", 48, 0.995, 0.99, 0.70), ("sq8", 384, 1.0, 1.0, 0.78), ("sq4", 192, 1.0, 0.98, 0.76),
-                    ("pq-24x8", 24, 0.93, 0.9, 0.5)]
+SCIFACT_COMPRESS = [
+    ("float32", 1536, 1.0, 1.0, 0.785),
+    ("trunc-192", 768, 1.0, 1.0, 0.78),
+    ("pca-192", 768, 1.0, 1.0, 0.775),
+    ("binary", 48, 0.995, 0.99, 0.70),
+    ("sq8", 384, 1.0, 1.0, 0.78),
+    ("sq4", 192, 1.0, 0.98, 0.76),
+    ("pq-24x8", 24, 0.93, 0.9, 0.5),
+]
 TOY_COMPRESS = [("float32", 1536, 1.0, 1.0, 0.5), ("trunc-96", 384, 0.9, 0.8, 0.5), ("binary", 48, 0.6, 0.5, 0.45)]
 
 
@@ -116,63 +166,105 @@ def _compress_rows(dataset, encoder, points, k, ks=KS):
         for m, rec in (("probe", cap), ("pretrained", pt)):
             for sp in ("train", "heldout", "all"):
                 rows.append((dataset, encoder, m, sp, "n_queries", "", 2, v))
-                rows += [(dataset, encoder, m, sp, "recall", kk, (rec if kk == k else rec / 2) if sp == "all" else 0.0, v) for kk in ks]
+                rows += [
+                    (dataset, encoder, m, sp, "recall", kk, (rec if kk == k else rec / 2) if sp == "all" else 0.0, v)
+                    for kk in ks
+                ]
                 rows.append((dataset, encoder, m, sp, "ndcg", 10, 0.0, v))
             rows.append((dataset, encoder, m, "all", "bytes_per_doc", "", float(b), v))
-        rows += [(dataset, encoder, "probe", "all", "certified", "", cert, v), (dataset, encoder, "probe", "heldout", "certified", "", 0.0, v)]
+        rows += [
+            (dataset, encoder, "probe", "all", "certified", "", cert, v),
+            (dataset, encoder, "probe", "heldout", "certified", "", 0.0, v),
+        ]
     return rows
 
 
-COMPRESS_ROWS = _compress_rows("scifact", "minilm", SCIFACT_COMPRESS, 10) + _compress_rows("toy", "minilm", TOY_COMPRESS, 2)
-SCIFACT_SENTENCE = ("scifact × minilm: capacity (probe recall@10) holds within 0.01 of its float32 value 1.000 (1536 bytes/doc) "
-                    "down to 48 bytes/doc (binary) and first drops below 0.990 at 24 bytes/doc (pq-24x8, 0.930); pre-trained "
-                    "recall@10 holds within 0.01 of its float32 value 0.785 (1536 bytes/doc) down to 384 bytes/doc (sq8) and "
-                    "first drops below 0.775 at 192 bytes/doc (sq4, 0.760) — compression costs the encoder's recall before it "
-                    "costs capacity.")
-TOY_SENTENCE = ("toy × minilm: capacity (probe recall@2) (1.000 at 1536 bytes/doc in float32) drops below 0.990 already at the "
-                "largest variant, 384 bytes/doc (trunc-96, 0.900); pre-trained recall@2 holds within 0.01 of its float32 value "
-                "0.500 (1536 bytes/doc) down to 384 bytes/doc (trunc-96) and first drops below 0.490 at 48 bytes/doc (binary, "
-                "0.450) — compression costs capacity before it costs the encoder's recall.")
+COMPRESS_ROWS = _compress_rows("scifact", "minilm", SCIFACT_COMPRESS, 10) + _compress_rows(
+    "toy", "minilm", TOY_COMPRESS, 2
+)
+SCIFACT_SENTENCE = (
+    "scifact × minilm: capacity (probe recall@10) holds within 0.01 of its float32 value 1.000 (1536 bytes/doc) "
+    "down to 48 bytes/doc (binary) and first drops below 0.990 at 24 bytes/doc (pq-24x8, 0.930); pre-trained "
+    "recall@10 holds within 0.01 of its float32 value 0.785 (1536 bytes/doc) down to 384 bytes/doc (sq8) and "
+    "first drops below 0.775 at 192 bytes/doc (sq4, 0.760) — compression costs the encoder's recall before it "
+    "costs capacity."
+)
+TOY_SENTENCE = (
+    "toy × minilm: capacity (probe recall@2) (1.000 at 1536 bytes/doc in float32) drops below 0.990 already at the "
+    "largest variant, 384 bytes/doc (trunc-96, 0.900); pre-trained recall@2 holds within 0.01 of its float32 value "
+    "0.500 (1536 bytes/doc) down to 384 bytes/doc (trunc-96) and first drops below 0.490 at 48 bytes/doc (binary, "
+    "0.450) — compression costs capacity before it costs the encoder's recall."
+)
 
 
 def _csv(rows) -> str:
     """results.csv text: the COLUMNS header, rows of 7 values padded with an empty compression."""
-    return ",".join(COLUMNS) + "\n" + "".join(",".join(map(str, (*r, "")[:len(COLUMNS)])) + "\n" for r in rows)
+    return ",".join(COLUMNS) + "\n" + "".join(",".join(map(str, (*r, "")[: len(COLUMNS)])) + "\n" for r in rows)
 
 
 def _frame(rows):
     """A results.csv frame from rows of 7 or 8 values (compression empty when absent)."""
     import pandas as pd
 
-    return pd.DataFrame([(*r, "")[:len(COLUMNS)] for r in rows], columns=list(COLUMNS))
+    return pd.DataFrame([(*r, "")[: len(COLUMNS)] for r in rows], columns=list(COLUMNS))
 
 
 def _status(name, n_docs, kind, **extra):
-    return {"available": True, "dataset": name, "dropped_queries_without_gold": 0, "n_docs": n_docs, "n_queries": 4,
-            "n_train": 2, "n_heldout": 2, "source": {"kind": kind, "folder": f"/data/{name}", "sha256": {"corpus.jsonl": "ab" * 32}},
-            "split_rule": "seeded fraction: heldout_fraction=0.5, seed=0", **extra}
+    return {
+        "available": True,
+        "dataset": name,
+        "dropped_queries_without_gold": 0,
+        "n_docs": n_docs,
+        "n_queries": 4,
+        "n_train": 2,
+        "n_heldout": 2,
+        "source": {"kind": kind, "folder": f"/data/{name}", "sha256": {"corpus.jsonl": "ab" * 32}},
+        "split_rule": "seeded fraction: heldout_fraction=0.5, seed=0",
+        **extra,
+    }
 
 
 # Status files: limit's records duplicates, scifact's predates them (must read "not recorded"),
 # toy has none. toy's ids contain spaces and '%' (LIMIT-style): its run file percent-encodes them.
-STATUS_EXTRA = {"limit": {"text_normalization": "NFC", "duplicate_documents": DUP_DOCS, "duplicate_queries": DUP_QUERIES},
-                "scifact": {},
-                "toy": {"text_normalization": "NFC", "duplicate_documents": {"groups": 0, "items": 0, "examples": []},
-                        "duplicate_queries": {"groups": 0, "items": 0, "examples": []}}}
-QRELS = {"limit": "q1\td1\t1\nq1\td2\t1\nq2\td3\t1\nq2\td1\t1\nq2\td9\t0\n",
-         "scifact": "q1\td1\t1\nq2\td3\t1\nq2\td4\t1\nq2\td5\t2\n",
-         "toy": "q 1\tdoc 1\t1\nq 1\td%2\t1\nq 2\tdoc 3\t1\nq 2\td%4\t1\n"}
+STATUS_EXTRA = {
+    "limit": {"text_normalization": "NFC", "duplicate_documents": DUP_DOCS, "duplicate_queries": DUP_QUERIES},
+    "scifact": {},
+    "toy": {
+        "text_normalization": "NFC",
+        "duplicate_documents": {"groups": 0, "items": 0, "examples": []},
+        "duplicate_queries": {"groups": 0, "items": 0, "examples": []},
+    },
+}
+QRELS = {
+    "limit": "q1\td1\t1\nq1\td2\t1\nq2\td3\t1\nq2\td1\t1\nq2\td9\t0\n",
+    "scifact": "q1\td1\t1\nq2\td3\t1\nq2\td4\t1\nq2\td5\t2\n",
+    "toy": "q 1\tdoc 1\t1\nq 1\td%2\t1\nq 2\tdoc 3\t1\nq 2\td%4\t1\n",
+}
 # toy's pre-trained run, ids percent-encoded ("doc 1" -> doc%201, "d%4" -> d%254): "q 1" finds
 # one of its two gold documents, at rank 2 (missed at k=2); "q 2" finds both. Read without
 # decoding, no id would match and both would count as missed.
-TOY_RUN = ("q%201 Q0 doc%203 1 0.9 minilm-pretrained\nq%201 Q0 doc%201 2 0.8 minilm-pretrained\n"
-           "q%202 Q0 doc%203 1 0.9 minilm-pretrained\nq%202 Q0 d%254 2 0.8 minilm-pretrained\n")
+TOY_RUN = (
+    "q%201 Q0 doc%203 1 0.9 minilm-pretrained\nq%201 Q0 doc%201 2 0.8 minilm-pretrained\n"
+    "q%202 Q0 doc%203 1 0.9 minilm-pretrained\nq%202 Q0 d%254 2 0.8 minilm-pretrained\n"
+)
 
 
 def _toy_probe_line(q, split):
-    return {"query_id": q, "split": split, "n_gold": 2, "recall@2": 1.0, "recall@10": 1.0, "recall@100": 1.0, "certified": True,
-            "cause": None, "by_construction": AFFINE, "tied": 1, "slack": 1e-4 if split == "train" else 0.0, "iterations": 1,
-            "converged": True}
+    return {
+        "query_id": q,
+        "split": split,
+        "n_gold": 2,
+        "recall@2": 1.0,
+        "recall@10": 1.0,
+        "recall@100": 1.0,
+        "certified": True,
+        "cause": None,
+        "by_construction": AFFINE,
+        "tied": 1,
+        "slack": 1e-4 if split == "train" else 0.0,
+        "iterations": 1,
+        "converged": True,
+    }
 
 
 def _write(path, text):
@@ -189,8 +281,12 @@ def _render(tmp, compress: bool):
     tables = [str(res)]
     if compress:
         for name in ("scifact", "toy"):
-            tables.append(_write(tmp / "in" / "results" / name / "minilm" / "compress" / "metrics.csv",
-                                 _csv([r for r in COMPRESS_ROWS if r[0] == name])))
+            tables.append(
+                _write(
+                    tmp / "in" / "results" / name / "minilm" / "compress" / "metrics.csv",
+                    _csv([r for r in COMPRESS_ROWS if r[0] == name]),
+                )
+            )
     data = []
     for name, n_docs in (("limit", 50000), ("scifact", 5183), ("toy", 46)):
         d = tmp / "in" / name / "data"
@@ -198,21 +294,34 @@ def _render(tmp, compress: bool):
         _write(d / "qrels.tsv", "query-id\tcorpus-id\tscore\n" + QRELS[name])
         data.append(str(d))
     r = tmp / "in" / "results"
-    fp = _write(r / "limit" / "qwen" / "index" / "fingerprint.json",
-                json.dumps({"model": QWEN, "weights_sha256": "cd" * 32, "dim": 2560, "n_docs": 50000, "corpus_sha256": "ef" * 32}))
-    fp_toy = _write(r / "toy" / "minilm" / "index" / "fingerprint.json",
-                    json.dumps({"model": MINILM, "weights_sha256": "12" * 32, "dim": 384, "n_docs": 46, "corpus_sha256": "34" * 32}))
-    per_query = _write(r / "toy" / "minilm" / "probe" / "per_query.jsonl",
-                       "".join(json.dumps(_toy_probe_line(q, sp)) + "\n" for q, sp in (("q 1", "heldout"), ("q 2", "train"))))
+    fp = _write(
+        r / "limit" / "qwen" / "index" / "fingerprint.json",
+        json.dumps(
+            {"model": QWEN, "weights_sha256": "cd" * 32, "dim": 2560, "n_docs": 50000, "corpus_sha256": "ef" * 32}
+        ),
+    )
+    fp_toy = _write(
+        r / "toy" / "minilm" / "index" / "fingerprint.json",
+        json.dumps(
+            {"model": MINILM, "weights_sha256": "12" * 32, "dim": 384, "n_docs": 46, "corpus_sha256": "34" * 32}
+        ),
+    )
+    per_query = _write(
+        r / "toy" / "minilm" / "probe" / "per_query.jsonl",
+        "".join(json.dumps(_toy_probe_line(q, sp)) + "\n" for q, sp in (("q 1", "heldout"), ("q 2", "train"))),
+    )
     run = _write(r / "toy" / "minilm" / "pretrained" / "run.trec", TOY_RUN)
     bench = tmp / "in" / "benchmarks" / "rules" / "probe" / "limit" / "qwen.tsv"
     bench.parent.mkdir(parents=True)
-    bench.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
-                     "12.50\t0:00:12\t300.4\t1\t1\t1\t0\t0\t90\t11.25\n")
+    bench.write_text(
+        "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+        "12.50\t0:00:12\t300.4\t1\t1\t1\t0\t0\t90\t11.25\n"
+    )
     cfg = {"eval": {"ks": KS, "ndcg_k": 10}, "encoders": {"qwen": {"model": QWEN}}, "bm25": BM25_CFG}
     out = ReportOutputs.under(tmp / "reports")
-    inputs = ReportInputs(tables=tables, data=data, fingerprints=[fp, fp_toy], benchmarks=[str(bench)],
-                          per_query=[per_query], runs=[run])
+    inputs = ReportInputs(
+        tables=tables, data=data, fingerprints=[fp, fp_toy], benchmarks=[str(bench)], per_query=[per_query], runs=[run]
+    )
     df = build_report(inputs, out, KS, 10, config=cfg, models={"qwen": QWEN, "minilm": MINILM}, colbert_model=COLBERT)
     return {"out": out, "md": Path(out.md).read_text(encoding="utf-8"), "cfg": cfg, "df": df, "tmp": tmp}
 
@@ -257,14 +366,20 @@ def test_summary_table_cells(rendered):
     assert _table_after(rendered["md"], "## At a glance") == SUMMARY
     md = rendered["md"]
     # these results predate the convergence rows: the gap stays, marked not a finding (tests/report/test_learners.py)
-    assert ("**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned encoder "
-            "reaches 0.070 (fine-tuning: convergence not recorded), leaving **0.930 of capacity unused** — not a finding: the "
-            "fine-tuning is not known to have converged. For reference: ColBERT 0.900 (convergence not recorded), BM25 0.970.") in md
-    assert ("**scifact / minilm** (recall@10, held-out): the index supports 0.900, 80% of queries certified (uncertified: "
-            "15.0% duplicate documents, 5.0% tied queries, 0.0% geometry); the pre-trained encoder reaches 0.700, leaving "
-            "**0.200 of capacity unused**.") in md
-    assert ("**toy / minilm** (recall@2, held-out): the index supports 1.000¹ (certified by construction), 100% of queries "
-            "certified; the pre-trained encoder reaches 0.500, leaving **0.500 of capacity unused**.") in md
+    assert (
+        "**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned encoder "
+        "reaches 0.070 (fine-tuning: convergence not recorded), leaving **0.930 of capacity unused** — not a finding: the "
+        "fine-tuning is not known to have converged. For reference: ColBERT 0.900 (convergence not recorded), BM25 0.970."
+    ) in md
+    assert (
+        "**scifact / minilm** (recall@10, held-out): the index supports 0.900, 80% of queries certified (uncertified: "
+        "15.0% duplicate documents, 5.0% tied queries, 0.0% geometry); the pre-trained encoder reaches 0.700, leaving "
+        "**0.200 of capacity unused**."
+    ) in md
+    assert (
+        "**toy / minilm** (recall@2, held-out): the index supports 1.000¹ (certified by construction), 100% of queries "
+        "certified; the pre-trained encoder reaches 0.500, leaving **0.500 of capacity unused**."
+    ) in md
     # a stage that did not run anywhere is named (no hardness rows; every other method ran somewhere)
     assert "## Hardness: the parity task\n\nNot run (hardness.enabled is false)." in md
 
@@ -274,40 +389,63 @@ def test_paper_verdicts(rendered):
     got = {(r[1], r[5]) for r in rows}
     model_diff = f"not comparable: different model (ours {MINILM}; paper: distilbert-base-uncased or {QWEN})"
     assert got == {
-        ("limit / qwen", "reproduced (≥ 0.950)"),                                # capacity 1.0 >= 0.95
-        ("scifact / minilm", model_diff),                                       # capacity, other model
-        ("toy / minilm", model_diff + "; different data (ours toy, 46 documents; paper: its 20 BRIGHT, BEIR and LIMIT datasets)"),
+        ("limit / qwen", "reproduced (≥ 0.950)"),  # capacity 1.0 >= 0.95
+        ("scifact / minilm", model_diff),  # capacity, other model
+        (
+            "toy / minilm",
+            model_diff + "; different data (ours toy, 46 documents; paper: its 20 BRIGHT, BEIR and LIMIT datasets)",
+        ),
         ("–", "not comparable: not run here (no BRIGHT dataset with method finetuned in this config)"),
-        ("limit / qwen", "reproduced (within ±0.05)"),                          # 1.0 / 0.070 vs 1.0 / 0.068
+        ("limit / qwen", "reproduced (within ±0.05)"),  # 1.0 / 0.070 vs 1.0 / 0.068
         ("limit / colbert", "not reproduced: held-out -0.098 (ours − paper, beyond ±0.05)"),  # 0.900 vs 0.998
-        ("limit / bm25", "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)"),
+        (
+            "limit / bm25",
+            "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)",
+        ),
     }
     assert len(rows) == 8  # 6 runs of 4 claims + 2 BRIGHT claims not run: none omitted
     by = {(r[1], r[5]): r for r in rows}
     assert by[("scifact / minilm", model_diff)][6] == "does not hold (probe held-out 0.900 vs 0.95)"
     assert by[("limit / qwen", "reproduced (within ±0.05)")][4] == "train 1.000 / held-out 0.070"
     # the fine-tuning's and ColBERT's convergence was not recorded in these results: their patterns are not findings
-    assert by[("limit / qwen", "reproduced (within ±0.05)")][6] == ("holds (train − held-out +0.930, capacity − held-out +0.930; "
-                                                                    "threshold 0.3); not a finding: the convergence of the "
-                                                                    "fine-tuning was not recorded")
+    assert by[("limit / qwen", "reproduced (within ±0.05)")][6] == (
+        "holds (train − held-out +0.930, capacity − held-out +0.930; "
+        "threshold 0.3); not a finding: the convergence of the "
+        "fine-tuning was not recorded"
+    )
     assert by[("limit / colbert", "not reproduced: held-out -0.098 (ours − paper, beyond ±0.05)")][6] == (
         "holds (held-out 0.900; best fine-tuned single-vector held-out 0.070, +0.830); not a finding: the convergence of the "
         "ColBERT fine-tuning was not recorded; the convergence of the single-vector fine-tuning it is compared with (qwen) was "
-        "not recorded")
-    bm = by[("limit / bm25", "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)")]
+        "not recorded"
+    )
+    bm = by[
+        (
+            "limit / bm25",
+            "not comparable: different data (ours limit, 50,000 documents; paper: LIMIT-small, 46 documents)",
+        )
+    ]
     assert bm[3:5] == ["R@2 0.978 / R@10 1.000 / R@20 1.000", "R@2 0.970 / R@10 1.000 / R@20 –"]
-    assert ("**The paper's pattern holds on 3 of the 4 runs where it could be checked.** 2 more were read from a learner that "
-            "had not converged or whose convergence was not recorded: not findings (marked in the table).") in rendered["md"]
+    assert (
+        "**The paper's pattern holds on 3 of the 4 runs where it could be checked.** 2 more were read from a learner that "
+        "had not converged or whose convergence was not recorded: not findings (marked in the table)."
+    ) in rendered["md"]
 
 
 def test_bright_mean_over_categories():
     """Aggregated claims average the comparable categories: (0.95 + 0.97) / 2 = 0.96 train and
     (0.10 + 0.20) / 2 = 0.15 held-out, within 0.05 of the paper's 0.957 / 0.148."""
-    rows = [(d, "distil", "finetuned", s, "recall", 10, v) for d, tr, ho in (("bright-biology", 0.95, 0.10), ("bright-pony", 0.97, 0.20))
-            for s, v in (("train", tr), ("heldout", ho))]
+    rows = [
+        (d, "distil", "finetuned", s, "recall", 10, v)
+        for d, tr, ho in (("bright-biology", 0.95, 0.10), ("bright-pony", 0.97, 0.20))
+        for s, v in (("train", tr), ("heldout", ho))
+    ]
     df = _frame(rows)
     infos = {d: paper.DatasetInfo(1000, None, True) for d in ("bright-biology", "bright-pony")}
-    out = [r for r in paper.compare(df, infos, {("finetuned", "distil"): "distilbert-base-uncased"}) if r["claim"].startswith("BRIGHT")]
+    out = [
+        r
+        for r in paper.compare(df, infos, {("finetuned", "distil"): "distilbert-base-uncased"})
+        if r["claim"].startswith("BRIGHT")
+    ]
     assert out[0]["run"] == "mean of 2/12 categories / distil"
     assert out[0]["ours"] == "train 0.960 / held-out 0.150" and out[0]["verdict"] == "reproduced (within ±0.05)"
     assert out[1]["verdict"].startswith("not comparable: different model (ours distilbert-base-uncased")
@@ -330,8 +468,13 @@ def test_html_embeds_every_figure(rendered):
     md, html = rendered["md"], Path(out.html).read_text(encoding="utf-8")
     refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
     # drawn figures are referenced; the ones whose stage did not run say so instead
-    assert set(refs) == {"figures/capacity_gap.png", "figures/train_vs_heldout.png", "figures/recall_at_k.png",
-                         "figures/probe_slack.png", "figures/compression.png"}
+    assert set(refs) == {
+        "figures/capacity_gap.png",
+        "figures/train_vs_heldout.png",
+        "figures/recall_at_k.png",
+        "figures/probe_slack.png",
+        "figures/compression.png",
+    }
     assert "## Fine-tuning curves\n\nNot drawn: fine-tuning was not run in this config." in md
     imgs = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(imgs) == len(refs) == html.count("<img")
@@ -347,8 +490,14 @@ def test_html_embeds_every_figure(rendered):
 def test_dvc_files(rendered):
     out = rendered["out"]
     m = json.loads(Path(out.metrics).read_text())
-    assert m["limit"]["qwen"] == {"capacity@2": 1.0, "certified": 1.0, "pretrained@2": 0.05, "finetuned_train@2": 1.0,
-                                  "finetuned_heldout@2": 0.07, "gap@2": 0.93}
+    assert m["limit"]["qwen"] == {
+        "capacity@2": 1.0,
+        "certified": 1.0,
+        "pretrained@2": 0.05,
+        "finetuned_train@2": 1.0,
+        "finetuned_heldout@2": 0.07,
+        "gap@2": 0.93,
+    }
     assert m["limit"]["bm25"] == {"heldout@2": 0.97} and m["limit"]["colbert"] == {"heldout@2": 0.9}
     assert m["scifact"] == {"minilm": {"capacity@10": 0.9, "certified": 0.8, "pretrained@10": 0.7, "gap@10": 0.2}}
     assert m["toy"] == {"minilm": {"capacity@2": 1.0, "certified": 1.0, "pretrained@2": 0.5, "gap@2": 0.5}}
@@ -381,8 +530,10 @@ def test_certificates_by_cause(rendered):
         ["toy", "minilm", "all", "1.000", "0.000", "0.000", "0.000", "– / – / – / – / –", "0", "1.000"],
     ]
     md = rendered["md"]
-    assert ("- scifact / minilm: 0.250 of all queries certified by construction (n_docs <= dim + 1 with affinely independent "
-            "documents, or a single gold document among distinct documents of equal norm).") in md  # no per-query file
+    assert (
+        "- scifact / minilm: 0.250 of all queries certified by construction (n_docs <= dim + 1 with affinely independent "
+        "documents, or a single gold document among distinct documents of equal norm)."
+    ) in md  # no per-query file
     assert f"- toy / minilm: every query certified by construction ({AFFINE}; 46 documents in 384 dimensions)." in md
 
 
@@ -393,17 +544,21 @@ def test_by_construction_marker(rendered):
     assert [(r[0], r[2]) for r in rows if r[3].endswith("¹")] == [("toy", "2 (stated)"), ("toy", "10")]
     assert sum(c.count("¹") for r in rows for c in r) == 2
     md = rendered["md"]
-    assert (f"¹ Certified by construction: every query's certificate was guaranteed before any optimisation, so this capacity "
-            f"is a property of the index's shape, not something the probe had to find (toy / minilm: {AFFINE}; 46 documents "
-            "in 384 dimensions).") in md
+    assert (
+        f"¹ Certified by construction: every query's certificate was guaranteed before any optimisation, so this capacity "
+        f"is a property of the index's shape, not something the probe had to find (toy / minilm: {AFFINE}; 46 documents "
+        "in 384 dimensions)."
+    ) in md
     assert md.count("¹") == 4  # two cells, the bullet, the footnote
 
 
 def test_datasets_duplicates_and_ties(rendered):
     rows = _table_after(rendered["md"], "## Datasets")
-    assert [r[7:10] for r in rows] == [["2 groups (5 documents)", "1 group (2 queries)", "0"],
-                                       ["not recorded", "not recorded", "2"],  # status file predates the counts
-                                       ["none", "none", "0"]]
+    assert [r[7:10] for r in rows] == [
+        ["2 groups (5 documents)", "1 group (2 queries)", "0"],
+        ["not recorded", "not recorded", "2"],  # status file predates the counts
+        ["none", "none", "0"],
+    ]
     md = rendered["md"]
     assert "- **limit**: duplicate documents (`d1`, `d7`), (`d3`, `d4`, `d8`); duplicate queries (`q5`, `q6`)." in md
     assert "identical text after NFC normalisation and whitespace collapsing" in md
@@ -421,10 +576,12 @@ def test_bm25_variant_named(rendered):
 
 
 def test_tie_rule_stated_once(rendered):
-    rule = ("Identical documents score identically; a non-gold document tied with a gold one ranks first (pessimistic), in "
-            "every method, so the probe's capacity stays a lower bound on any encoder; a document a method does not retrieve "
-            "(BM25: no query term in it) is not ranked; recall@k and nDCG@k are computed from each gold document's rank in "
-            "the full ranking.")
+    rule = (
+        "Identical documents score identically; a non-gold document tied with a gold one ranks first (pessimistic), in "
+        "every method, so the probe's capacity stays a lower bound on any encoder; a document a method does not retrieve "
+        "(BM25: no query term in it) is not ranked; recall@k and nDCG@k are computed from each gold document's rank in "
+        "the full ranking."
+    )
     md = rendered["md"]
     assert md.count(rule) == 1 and md.index(rule) < md.index("## At a glance")
 
@@ -432,7 +589,8 @@ def test_tie_rule_stated_once(rendered):
 def test_missed_reads_percent_encoded_runs(rendered):
     """Run-file ids are decoded (capgap.trec.read_run) before they meet the qrels' plain ids."""
     assert _table_after(rendered["md"], "## Geometrically easy but missed") == [
-        ["toy", "minilm", "2", "2", "1", "q 1 (best gold rank 2)"]]
+        ["toy", "minilm", "2", "2", "1", "q 1 (best gold rank 2)"]
+    ]
 
 
 def test_results_without_new_rows_still_render(tmp_path):
@@ -453,7 +611,10 @@ def test_results_without_new_rows_still_render(tmp_path):
     assert [r[7:10] for r in _table_after(md, "## Datasets")] == [["not recorded", "not recorded", "not recorded"]]
     assert "(text normalisation not recorded)" in md and "Examples (up to 3 groups each)" not in md
     assert "BM25 = not recorded (no run config)." in md and "**BM25**: variant not recorded (no run config)." in md
-    assert "**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned" in md
+    assert (
+        "**limit / qwen** (recall@2, held-out): the index supports 1.000, 100% of queries certified; the fine-tuned"
+        in md
+    )
 
 
 def test_summary_table_marks_missing_stages():
@@ -468,7 +629,14 @@ def test_dvc_metrics_diff_shows_a_change(tmp_path, rendered):
     using capgap's own dvc.yaml declaration of reports/metrics.json."""
     if shutil.which("git") is None:
         pytest.fail("git is required")
-    env = dict(os.environ, DVC_NO_ANALYTICS="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    env = dict(
+        os.environ,
+        DVC_NO_ANALYTICS="1",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t",
+    )
 
     def run(*cmd):
         r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
@@ -493,33 +661,45 @@ def test_dvc_metrics_diff_shows_a_change(tmp_path, rendered):
 def test_small_corpus_and_underfit_runs():
     """k >= the corpus size is left out of the summary (every method retrieves everything); an
     encoder that did not fit its train queries cannot test the paper's pattern."""
-    rows = [("limit-small", "e", m, s, "recall", k, v) for k in (2, 10, 100)
-            for m, s, v in (("probe", "heldout", 1.0), ("finetuned", "train", 0.2), ("finetuned", "heldout", 0.1))]
+    rows = [
+        ("limit-small", "e", m, s, "recall", k, v)
+        for k in (2, 10, 100)
+        for m, s, v in (("probe", "heldout", 1.0), ("finetuned", "train", 0.2), ("finetuned", "heldout", 0.1))
+    ]
     df = _frame(rows)
     infos = {"limit-small": paper.DatasetInfo(46, 2, True)}
     t = summary_table(df, infos, [2, 10, 100])
     assert t["k"].tolist() == [2, 10]  # 100 >= 46 documents
-    r = [x for x in paper.compare(df, infos, {("finetuned", "e"): "m"}) if x["claim"].startswith("LIMIT (50k documents), fine-tuned Qwen3")]
+    r = [
+        x
+        for x in paper.compare(df, infos, {("finetuned", "e"): "m"})
+        if x["claim"].startswith("LIMIT (50k documents), fine-tuned Qwen3")
+    ]
     assert r[0]["pattern"].startswith("not tested: the encoder did not fit its train queries (train 0.200 < 0.5")
 
 
 # ---- Capacity under index compression ---------------------------------------------------------
 
+
 def _cell(points, k=10, dataset="d", encoder="e"):
     """One dataset x encoder cell of compression_table from compress rows built by hand (stated k: ``k``)."""
-    return compression_table(_frame(_compress_rows(dataset, encoder, points, k)), {dataset: paper.DatasetInfo(1000, k, True)}, KS)
+    return compression_table(
+        _frame(_compress_rows(dataset, encoder, points, k)), {dataset: paper.DatasetInfo(1000, k, True)}, KS
+    )
 
 
 def test_collect_reads_compression_column(tmp_path):
     """compression is text, empty for the frozen index's rows (also from a table written before
     the column existed); compress rows come after every other row, in their job's variant order."""
-    plain = _write(tmp_path / "a.csv", ",".join(COLUMNS[:-1]) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS))
+    plain = _write(
+        tmp_path / "a.csv", ",".join(COLUMNS[:-1]) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in ROWS)
+    )
     comp = _write(tmp_path / "b.csv", _csv(COMPRESS_ROWS))
     df = collect([comp, plain])
     alone = collect([plain])
     assert list(df.columns) == list(COLUMNS) and (alone["compression"] == "").all()
-    assert df.iloc[:len(alone)].equals(alone)  # the frozen index's rows first, sorted as before
-    rest = df.iloc[len(alone):]
+    assert df.iloc[: len(alone)].equals(alone)  # the frozen index's rows first, sorted as before
+    rest = df.iloc[len(alone) :]
     assert len(rest) == len(COMPRESS_ROWS) and (rest["compression"] != "").all()
     assert list(dict.fromkeys(rest[rest["dataset"] == "scifact"]["compression"])) == [p[0] for p in SCIFACT_COMPRESS]
     _write(tmp_path / "c.csv", "dataset,encoder,method\n")
@@ -570,16 +750,20 @@ def test_compression_sentence_neither_or_one_drops():
         "d × e: capacity (probe recall@10) stays within 0.01 of its float32 value 1.000 (1536 bytes/doc) at every variant "
         "measured, down to 48 bytes/doc (binary, 0.995); pre-trained recall@10 stays within 0.01 of its float32 value 0.800 "
         "(1536 bytes/doc) at every variant measured, down to 48 bytes/doc (binary, 0.792) — neither falls more than 0.01 "
-        "below float32 within the variants measured.")
+        "below float32 within the variants measured."
+    )
     enc_only = [("float32", 1536, 1.0, 1.0, 0.8), ("sq8", 384, 1.0, 1.0, 0.7)]
     assert compression_sentence(_cell(enc_only)).endswith(
-        "— compression costs the encoder's recall but not capacity within the variants measured.")
+        "— compression costs the encoder's recall but not capacity within the variants measured."
+    )
     cap_only = [("float32", 1536, 1.0, 1.0, 0.8), ("sq8", 384, 0.9, 0.9, 0.8)]
     assert compression_sentence(_cell(cap_only)).endswith(
-        "— compression costs capacity but not the encoder's recall within the variants measured.")
+        "— compression costs capacity but not the encoder's recall within the variants measured."
+    )
     same = [("float32", 1536, 1.0, 1.0, 0.8), ("sq8", 384, 0.9, 0.9, 0.7)]
     assert compression_sentence(_cell(same)).endswith(
-        "— compression costs capacity and the encoder's recall at the same size (384 bytes/doc).")
+        "— compression costs capacity and the encoder's recall at the same size (384 bytes/doc)."
+    )
 
 
 def test_plot_compression(tmp_path):
@@ -599,13 +783,21 @@ def test_compression_section(rendered):
     assert "![capacity and pre-trained recall against bytes per document](figures/compression.png)" in part
     assert SCIFACT_SENTENCE in part and TOY_SENTENCE in part and "split all" in part and "more than 0.01" in part
     assert _table_after(part, SCIFACT_SENTENCE) == [
-        ["float32", "1536", "1.000", "1.000", "0.785"], ["trunc-192", "768", "1.000", "1.000", "0.780"],
-        ["pca-192", "768", "1.000", "1.000", "0.775"], ["sq8", "384", "1.000", "1.000", "0.780"],
-        ["sq4", "192", "1.000", "0.980", "0.760"], ["binary", "48", "0.995", "0.990", "0.700"],
-        ["pq-24x8", "24", "0.930", "0.900", "0.500"]]
+        ["float32", "1536", "1.000", "1.000", "0.785"],
+        ["trunc-192", "768", "1.000", "1.000", "0.780"],
+        ["pca-192", "768", "1.000", "1.000", "0.775"],
+        ["sq8", "384", "1.000", "1.000", "0.780"],
+        ["sq4", "192", "1.000", "0.980", "0.760"],
+        ["binary", "48", "0.995", "0.990", "0.700"],
+        ["pq-24x8", "24", "0.930", "0.900", "0.500"],
+    ]
     assert _table_after(part, TOY_SENTENCE)[1] == ["trunc-96", "384", "0.900", "0.800", "0.500"]
     assert "| variant | bytes/doc | capacity (probe R@2) | certified | pre-trained R@2 |" in part
-    assert md.index("## Geometrically easy but missed") < md.index("## Capacity under index compression") < md.index("## Hardness")
+    assert (
+        md.index("## Geometrically easy but missed")
+        < md.index("## Capacity under index compression")
+        < md.index("## Hardness")
+    )
 
 
 def test_compress_rows_change_nothing_else(rendered, rendered_plain):
@@ -626,7 +818,7 @@ def test_compress_rows_change_nothing_else(rendered, rendered_plain):
     plain_png = Path(b.compression_png).read_bytes()  # a placeholder: Snakemake needs every output
     assert plain_png[:8] == b"\x89PNG\r\n\x1a\n" and len(plain_png) < len(Path(a.compression_png).read_bytes())
     df, plain = rendered["df"], rendered_plain["df"]
-    assert df.iloc[:len(plain)].equals(plain) and (df.iloc[len(plain):]["compression"] != "").all()
+    assert df.iloc[: len(plain)].equals(plain) and (df.iloc[len(plain) :]["compression"] != "").all()
     assert len(df) == len(plain) + len(COMPRESS_ROWS)
 
 
@@ -657,15 +849,25 @@ def test_varying_gold_sets_read_at_rprec(tmp_path):
     build_report(ReportInputs(tables=[str(res)], data=data), out, KS, 10, models={"qwen": QWEN, "minilm": MINILM})
     md = Path(out.md).read_text(encoding="utf-8")
     table = _table_after(md, "## At a glance")
-    assert [r[:4] for r in table if r[0] == "scifact"] == [["scifact", "minilm", "R-precision (stated)", "0.800"],
-                                                           ["scifact", "minilm", "10", "0.900"], ["scifact", "minilm", "100", "0.950"]]
+    assert [r[:4] for r in table if r[0] == "scifact"] == [
+        ["scifact", "minilm", "R-precision (stated)", "0.800"],
+        ["scifact", "minilm", "10", "0.900"],
+        ["scifact", "minilm", "100", "0.950"],
+    ]
     assert [r[2] for r in table if r[0] == "limit"] == ["2 (stated)", "10", "100"]
-    assert ("**scifact / minilm** (R-precision, held-out; gold sets vary 1–3): the index supports 0.800, 80% of queries "
-            "certified; the pre-trained encoder reaches 0.400, leaving **0.400 of capacity unused**.") in md
+    assert (
+        "**scifact / minilm** (R-precision, held-out; gold sets vary 1–3): the index supports 0.800, 80% of queries "
+        "certified; the pre-trained encoder reaches 0.400, leaving **0.400 of capacity unused**."
+    ) in md
     assert "**limit / qwen** (recall@2, held-out): the index supports 1.000" in md
     assert "Where gold-set sizes vary, the stated row is R-precision" in md and "scifact (gold sets vary 1–3)" in md
     m = json.loads(Path(out.metrics).read_text())
-    assert m["scifact"]["minilm"] == {"capacity@rprec": 0.8, "pretrained@rprec": 0.4, "gap@rprec": 0.4, "certified": 0.8}
+    assert m["scifact"]["minilm"] == {
+        "capacity@rprec": 0.8,
+        "pretrained@rprec": 0.4,
+        "gap@rprec": 0.4,
+        "certified": 0.8,
+    }
     assert m["limit"]["qwen"]["capacity@2"] == 1.0 and "capacity@rprec" not in m["limit"]["qwen"]
     rows = _table_after(md, "## The paper's numbers beside ours")
     cap = [r for r in rows if r[1] == "scifact / minilm"]
@@ -681,7 +883,9 @@ def test_rprec_needs_its_rows_and_varying_gold_sets():
     rows = [("d", "e", "probe", "heldout", "recall", 10, 0.9), ("d", "e", "probe", "heldout", "rprec", "", 0.7)]
     varies = {"d": paper.DatasetInfo(1000, None, True, (1, 475))}
     assert summary_table(_frame(rows), varies, [10])[["k", "stated", "capacity"]].values.tolist() == [
-        ["rprec", True, 0.7], [10, False, 0.9]]
+        ["rprec", True, 0.7],
+        [10, False, 0.9],
+    ]
     assert summary_table(_frame(rows[:1]), varies, [10])["k"].tolist() == [10]
     assert summary_table(_frame(rows), {"d": paper.DatasetInfo(1000, None, True)}, [10])["k"].tolist() == [10]
     assert paper.claim_k(varies["d"], "gold", True) == ("rprec", "R-precision (gold sets vary 1–475)")

@@ -10,9 +10,20 @@ from capgap.report import ReportContext, collect, gap_sentence, gap_split, ladde
 from capgap.report import ladder as ladder_section
 
 # held-out R-precision per rung of one cell (train values: 1 - held-out, recall@10 = R-precision + 0.05)
-HELDOUT = {"probe": 0.90, "head-linear-all": 0.60, "head-mlp-all": 0.75, "head-linear": 0.20, "head-mlp": 0.25,
-           "nn-transfer": 0.10, "nn-transfer-top5": 0.30, "finetuned": 0.28, "finetuned-r64": 0.35, "pretrained": 0.40,
-           "bm25": 0.5, "finetuned@scifact": 0.9}
+HELDOUT = {
+    "probe": 0.90,
+    "head-linear-all": 0.60,
+    "head-mlp-all": 0.75,
+    "head-linear": 0.20,
+    "head-mlp": 0.25,
+    "nn-transfer": 0.10,
+    "nn-transfer-top5": 0.30,
+    "finetuned": 0.28,
+    "finetuned-r64": 0.35,
+    "pretrained": 0.40,
+    "bm25": 0.5,
+    "finetuned@scifact": 0.9,
+}
 
 
 # where each learning rung stopped, as the trainers record it (capgap.training.ConvergenceState.rows):
@@ -37,19 +48,47 @@ def _csv(path, cells=(("toy", "enc"),), heldout=HELDOUT, states=None):
                     w.writerow([d, enc, m, split, "ndcg", 10, round(x / 2, 3), ""])
                 state = (states or {}).get(m, CONVERGED) if is_trained(m) else None
                 if state is not None:
-                    for metric, val in zip(("converged", "steps", "max_steps", "train_loss", "loss_improvement"), state):
+                    for metric, val in zip(
+                        ("converged", "steps", "max_steps", "train_loss", "loss_improvement"), state
+                    ):
                         if val is not None:
                             w.writerow([d, enc, m, "train", metric, "", val, ""])
     return collect([path])
 
 
 def test_rung_order_and_which_rungs_learn_from_train_only():
-    assert ladder_rungs(["pretrained", "finetuned-r4", "nn-transfer-top10", "probe", "head-mlp", "finetuned", "nn-transfer-top5",
-                         "finetuned-full", "head-linear-all", "bm25", "finetuned-no-twins", "finetuned@x", "nn-transfer"]) == [
-        "probe", "head-linear-all", "head-mlp", "nn-transfer", "nn-transfer-top5", "nn-transfer-top10", "finetuned",
-        "finetuned-full", "finetuned-r4", "pretrained"]
-    assert [ladder_section.is_train_only(m) for m in ("head-mlp", "head-mlp-all", "nn-transfer-top5", "finetuned-r64",
-                                                      "probe", "pretrained")] == [True, False, True, True, False, False]
+    assert ladder_rungs(
+        [
+            "pretrained",
+            "finetuned-r4",
+            "nn-transfer-top10",
+            "probe",
+            "head-mlp",
+            "finetuned",
+            "nn-transfer-top5",
+            "finetuned-full",
+            "head-linear-all",
+            "bm25",
+            "finetuned-no-twins",
+            "finetuned@x",
+            "nn-transfer",
+        ]
+    ) == [
+        "probe",
+        "head-linear-all",
+        "head-mlp",
+        "nn-transfer",
+        "nn-transfer-top5",
+        "nn-transfer-top10",
+        "finetuned",
+        "finetuned-full",
+        "finetuned-r4",
+        "pretrained",
+    ]
+    assert [
+        ladder_section.is_train_only(m)
+        for m in ("head-mlp", "head-mlp-all", "nn-transfer-top5", "finetuned-r64", "probe", "pretrained")
+    ] == [True, False, True, True, False, False]
 
 
 def test_the_gap_sentence_splits_the_gap_by_hand(tmp_path):
@@ -60,11 +99,26 @@ def test_the_gap_sentence_splits_the_gap_by_hand(tmp_path):
     0.9 not a rung): generalisation 0.75 - 0.35 = 0.40."""
     df = _csv(tmp_path / "results.csv")
     t = ladder_table(df)
-    assert t["rung"].tolist() == ["probe", "head-linear-all", "head-mlp-all", "head-linear", "head-mlp", "nn-transfer",
-                                  "nn-transfer-top5", "finetuned", "finetuned-r64", "pretrained"]
+    assert t["rung"].tolist() == [
+        "probe",
+        "head-linear-all",
+        "head-mlp-all",
+        "head-linear",
+        "head-mlp",
+        "nn-transfer",
+        "nn-transfer-top5",
+        "finetuned",
+        "finetuned-r64",
+        "pretrained",
+    ]
     r = t[t["rung"] == "head-mlp"].iloc[0]
-    assert (r["heldout_rprec"], r["train_rprec"], r["heldout_recall@10"], r["train_recall@10"], r["heldout_ndcg"]) == \
-        pytest.approx((0.25, 0.75, 0.30, 0.80, 0.125))
+    assert (
+        r["heldout_rprec"],
+        r["train_rprec"],
+        r["heldout_recall@10"],
+        r["train_recall@10"],
+        r["heldout_ndcg"],
+    ) == pytest.approx((0.25, 0.75, 0.30, 0.80, 0.125))
     s = gap_split(t)
     assert s["fit_rung"] == "head-mlp-all" and s["best_rung"] == "finetuned-r64"
     assert (s["oracle"], s["fit"], s["best"]) == pytest.approx((0.90, 0.75, 0.35))
@@ -114,10 +168,20 @@ def test_the_parity_ladder_table_and_sentence_by_hand():
     rows = []
     for P, (o, ft, fh, ot, oh) in vals.items():
         ds = f"parity-P{P}"
-        rows += [(ds, "probe", "all", o), (ds, "perfect", "heldout", 1.0), (ds, "head-mlp-all", "train", ft),
-                 (ds, "head-mlp-all", "heldout", fh), (ds, "head-mlp", "train", ot), (ds, "head-mlp", "heldout", oh)]
-    hdf = pd.DataFrame([{"dataset": d, "encoder": "", "method": m, "split": s, "metric": "recall", "k": 4, "value": v}
-                        for d, m, s, v in rows])
+        rows += [
+            (ds, "probe", "all", o),
+            (ds, "perfect", "heldout", 1.0),
+            (ds, "head-mlp-all", "train", ft),
+            (ds, "head-mlp-all", "heldout", fh),
+            (ds, "head-mlp", "train", ot),
+            (ds, "head-mlp", "heldout", oh),
+        ]
+    hdf = pd.DataFrame(
+        [
+            {"dataset": d, "encoder": "", "method": m, "split": s, "metric": "recall", "k": 4, "value": v}
+            for d, m, s, v in rows
+        ]
+    )
     summary = {"sizes": [{"P": 8, "k_over_n": 0.25}, {"P": 16, "k_over_n": 0.125}, {"P": 24, "k_over_n": 0.1}]}
     t = parity_ladder(hdf, summary)
     assert t["P"].tolist() == [8, 16]  # P = 24 has no ladder rows
@@ -129,11 +193,21 @@ def test_the_parity_ladder_table_and_sentence_by_hand():
     assert "| 16 | 1.000 | 1.000 | 0.610 | 0.600 | 1.000 | 0.050 | 0.125 |" in lines[2]
     # no state rows: every learner is named after the sentence as not a finding
     marked = next(line for line in lines if line.startswith(text[:-1]))
-    assert marked == text + " — not a finding where a learner had not converged: " + "; ".join(
-        f"P = {P}, `{m}` convergence not recorded" for P in (8, 16) for m in ("head-mlp-all", "head-mlp")) + "."
-    conv = pd.DataFrame([{"dataset": f"parity-P{P}", "encoder": "", "method": m, "split": "train", "metric": k, "k": "", "value": v}
-                         for P in (8, 16) for m in ("head-mlp-all", "head-mlp")
-                         for k, v in (("converged", 1.0), ("steps", 100.0), ("max_steps", 3000.0))])
+    assert (
+        marked
+        == text
+        + " — not a finding where a learner had not converged: "
+        + "; ".join(f"P = {P}, `{m}` convergence not recorded" for P in (8, 16) for m in ("head-mlp-all", "head-mlp"))
+        + "."
+    )
+    conv = pd.DataFrame(
+        [
+            {"dataset": f"parity-P{P}", "encoder": "", "method": m, "split": "train", "metric": k, "k": "", "value": v}
+            for P in (8, 16)
+            for m in ("head-mlp-all", "head-mlp")
+            for k, v in (("converged", 1.0), ("steps", 100.0), ("max_steps", 3000.0))
+        ]
+    )
     assert parity_ladder_sentence(t, pd.concat([hdf, conv])) == text  # every learner converged: no mark
     assert render_parity_ladder(hdf[hdf["method"] == "probe"], summary) == []
 
@@ -147,8 +221,17 @@ def test_run_grid_writes_the_parity_ladder_rows():
     from capgap.hardness import run_grid
 
     d = section_defaults("hardness")
-    cfg = {**{k: v for k, v in d.items() if k != "enabled"}, "P": [6], "m_train": 24, "m_heldout": 16, "m_sweep": None,
-           "archs": ["mlp"], "losses": ["infonce"], "chance_pairs": 0, "steps": 40}
+    cfg = {
+        **{k: v for k, v in d.items() if k != "enabled"},
+        "P": [6],
+        "m_train": 24,
+        "m_heldout": 16,
+        "m_sweep": None,
+        "archs": ["mlp"],
+        "losses": ["infonce"],
+        "chance_pairs": 0,
+        "steps": 40,
+    }
     rows, _ = run_grid(cfg)
     v = {(r["method"], r["encoder"], r["split"]): r["value"] for r in rows if r["metric"] == "recall"}
     tr, ho, al = (v[("head-mlp-all", "", s)] for s in ("train", "heldout", "all"))
@@ -163,10 +246,19 @@ def test_the_parity_figure_draws_with_the_ladder_rows(tmp_path):
 
     from capgap.figures import plot_hardness
 
-    rows = [{"dataset": f"parity-P{P}", "encoder": e, "method": m, "split": s, "metric": "recall", "k": 4, "value": v}
-            for P in (8, 16) for e, m, s, v in (("", "perfect", "heldout", 1.0), ("", "random", "heldout", 0.25),
-                                                ("mlp-infonce", "trained", "train", 0.9), ("mlp-infonce", "trained", "heldout", 0.3),
-                                                ("", "head-mlp-all", "all", 0.8), ("", "head-mlp-all", "heldout", 0.7),
-                                                ("", "head-mlp", "heldout", 0.3), ("", "probe", "all", 1.0))]
+    rows = [
+        {"dataset": f"parity-P{P}", "encoder": e, "method": m, "split": s, "metric": "recall", "k": 4, "value": v}
+        for P in (8, 16)
+        for e, m, s, v in (
+            ("", "perfect", "heldout", 1.0),
+            ("", "random", "heldout", 0.25),
+            ("mlp-infonce", "trained", "train", 0.9),
+            ("mlp-infonce", "trained", "heldout", 0.3),
+            ("", "head-mlp-all", "all", 0.8),
+            ("", "head-mlp-all", "heldout", 0.7),
+            ("", "head-mlp", "heldout", 0.3),
+            ("", "probe", "all", 1.0),
+        )
+    ]
     plot_hardness(pd.DataFrame(rows), tmp_path / "p.png", tmp_path / "m.png")
     assert (tmp_path / "p.png").stat().st_size > 5000

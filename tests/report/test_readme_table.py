@@ -43,28 +43,46 @@ def test_stamp_and_block(tmp_path):
     (tmp_path / "results.csv").write_text(CSV)
     (tmp_path / "logs" / "probe" / "toy").mkdir(parents=True)
     (tmp_path / "logs" / "probe" / "toy" / "minilm.log").write_text(
-        "2026-01-01 00:00:00,000 INFO capgap.stages: capgap code: commit 0123456789ab from /x/src/capgap\nrest\n")
+        "2026-01-01 00:00:00,000 INFO capgap.stages: capgap code: commit 0123456789ab from /x/src/capgap\nrest\n"
+    )
     (tmp_path / "logs" / "data").mkdir()
     (tmp_path / "logs" / "data" / "toy.log").write_text(
-        "x INFO capgap.stages: capgap code: commit 0123456789ab from /x/src/capgap\n")
+        "x INFO capgap.stages: capgap code: commit 0123456789ab from /x/src/capgap\n"
+    )
     (tmp_path / "logs" / "data" / "old.log").write_text("a log without the line\n")
     cfg = tmp_path / "config.yaml"
     cfg.write_text("datasets: {}\n")
     sha = hashlib.sha256(b"datasets: {}\n").hexdigest()
     readme = tmp_path / "README.md"
     readme.write_text(f"# t\n\n{readme_table.BEGIN}\nold table\n{readme_table.END}\n\nafter\n")
-    assert readme_table.main([str(tmp_path / "results.csv"), "--logs", str(tmp_path / "logs"), "--config", str(cfg),
-                              "--source", "`reports/results.csv`", "--write", str(readme)]) == 0
+    assert (
+        readme_table.main(
+            [
+                str(tmp_path / "results.csv"),
+                "--logs",
+                str(tmp_path / "logs"),
+                "--config",
+                str(cfg),
+                "--source",
+                "`reports/results.csv`",
+                "--write",
+                str(readme),
+            ]
+        )
+        == 0
+    )
     assert readme.read_text() == (
         f"# t\n\n{readme_table.BEGIN}\n{TABLE}\n\nRendered from `reports/results.csv` by "
         f"`python -m capgap.report.readme_table`: capgap commit 0123456789ab (all 2 jobs), config `{cfg}` "
-        f"(sha256 `{sha}`).\n{readme_table.END}\n\nafter\n")
+        f"(sha256 `{sha}`).\n{readme_table.END}\n\nafter\n"
+    )
 
 
 def test_stamp_lists_several_commits_and_none():
     assert readme_table.stamp({"aaa (with uncommitted changes)": 3, "bbb": 1}, "c.yaml", "ff", "x") == (
         "Rendered from x by `python -m capgap.report.readme_table`: capgap commits "
-        "aaa (with uncommitted changes): 3 jobs; bbb: 1 job, config `c.yaml` (sha256 `ff`).")
+        "aaa (with uncommitted changes): 3 jobs; bbb: 1 job, config `c.yaml` (sha256 `ff`)."
+    )
     assert "capgap commit not recorded," in readme_table.stamp({}, "c.yaml", "ff", "x")
 
 

@@ -19,7 +19,9 @@ def test_committed_table_is_the_generated_one():
 
     block = mod.render(yaml.safe_load(mod.SCHEMA.read_text(encoding="utf-8")))
     text = mod.DOC.read_text(encoding="utf-8")
-    assert mod.replace_block(text, block) == text, "docs/configuration.md is out of date: run python scripts/config_reference.py"
+    assert mod.replace_block(text, block) == text, (
+        "docs/configuration.md is out of date: run python scripts/config_reference.py"
+    )
 
 
 def test_every_schema_key_has_a_row():

@@ -134,9 +134,15 @@ def test_download_bright_over_http(tmp_path, server):
     """One BRIGHT category at its Hugging Face path: /<revision>/<config>/<category>-00000-of-00001.parquet."""
     import pandas as pd
 
-    examples = pd.DataFrame({"id": ["0", "1"], "query": ["Why do cats purr?", "Do bees sleep?"],
-                             "gold_ids": [["d1", "d1"], ["d2"]], "gold_ids_long": [["d1"], ["d2"]],
-                             "excluded_ids": [["N/A"], ["d3"]]})
+    examples = pd.DataFrame(
+        {
+            "id": ["0", "1"],
+            "query": ["Why do cats purr?", "Do bees sleep?"],
+            "gold_ids": [["d1", "d1"], ["d2"]],
+            "gold_ids_long": [["d1"], ["d2"]],
+            "excluded_ids": [["N/A"], ["d3"]],
+        }
+    )
     documents = pd.DataFrame({"id": ["d1", "d2", "d3", "d4"], "content": ["Purring.", "Bees rest.", "Bee farms.", " "]})
     for config, frame in (("examples", examples), ("documents", documents)):
         frame.to_parquet(tmp_path / f"{config}.parquet")
@@ -211,20 +217,24 @@ def test_stale_archive_is_not_trusted(mirror, tmp_path, server):
     with pytest.raises(DataFormatError, match="not a zip"):
         download_beir("scifact", cache, url=server.url + BEIR_PATH, md5="")
     assert list(cache.iterdir()) == []
-    assert (download_beir("scifact", cache, url=server.url + BEIR_PATH, md5="") / "queries.jsonl").read_bytes() == \
-        (mirror / "scifact" / "queries.jsonl").read_bytes()
+    assert (download_beir("scifact", cache, url=server.url + BEIR_PATH, md5="") / "queries.jsonl").read_bytes() == (
+        mirror / "scifact" / "queries.jsonl"
+    ).read_bytes()
 
 
 def test_offline_never_connects(tmp_path, server, monkeypatch):
     """Offline (conftest sets HF_HUB_OFFLINE=1), no source is downloaded, and no socket connects."""
+
     def refuse(*args):
         raise AssertionError(f"a connection was attempted offline: {args}")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    specs = {"scifact": {"source": "beir", "url": server.url + BEIR_PATH},
-             "limit-small": {"source": "limit"},
-             "bright-biology": {"source": "bright", "url": server.url + "/{revision}/{config}/{category}"}}
+    specs = {
+        "scifact": {"source": "beir", "url": server.url + BEIR_PATH},
+        "limit-small": {"source": "limit"},
+        "bright-biology": {"source": "bright", "url": server.url + "/{revision}/{config}/{category}"},
+    }
     for name, spec in specs.items():
         assert sources.availability(name, spec, mirror=tmp_path, cache_dir=tmp_path / "c") == "remote:offline"
         with pytest.raises(DatasetUnavailable) as e:
@@ -244,27 +254,47 @@ def test_http_error_is_unavailable(tmp_path, server, monkeypatch):
 LIMIT_FILES = ["corpus.jsonl", "queries.jsonl", "qrels.jsonl"]
 
 
-@pytest.mark.parametrize("case, spec, files, expected", [
-    ("mirror", {"source": "limit", "mirror_name": "m"}, ["mirror/m/"], "local"),
-    ("generated", {"source": "generated", "generator": {"n_queries": 3, "pool_size": 4, "n_distractors": 2}}, [], "local"),
-    ("path missing, generated", {"source": "generated", "path": "nowhere"}, [], "remote:offline"),
-    ("path missing, cached", {"source": "beir", "path": "nowhere"}, ["cache/x/"], "remote:offline"),
-    ("beir cached", {"source": "beir", "beir_name": "b"}, ["cache/b/"], "local"),
-    ("limit partly cached", {"source": "limit"}, ["cache/x/corpus.jsonl"], "remote:offline"),
-    ("limit cached", {"source": "limit"}, [f"cache/x/{f}" for f in LIMIT_FILES], "local"),
-    ("bright partly cached", {"source": "bright", "category": "pony"}, ["cache/bright-pony/excluded.tsv"], "remote:offline"),
-    ("bright cached", {"source": "bright", "category": "pony"}, ["cache/bright-pony/", "cache/bright-pony/excluded.tsv"], "local"),
-    ("undownloadable, cached", {"source": "local"}, ["cache/x/"], "remote:offline"),
-])
+@pytest.mark.parametrize(
+    "case, spec, files, expected",
+    [
+        ("mirror", {"source": "limit", "mirror_name": "m"}, ["mirror/m/"], "local"),
+        (
+            "generated",
+            {"source": "generated", "generator": {"n_queries": 3, "pool_size": 4, "n_distractors": 2}},
+            [],
+            "local",
+        ),
+        ("path missing, generated", {"source": "generated", "path": "nowhere"}, [], "remote:offline"),
+        ("path missing, cached", {"source": "beir", "path": "nowhere"}, ["cache/x/"], "remote:offline"),
+        ("beir cached", {"source": "beir", "beir_name": "b"}, ["cache/b/"], "local"),
+        ("limit partly cached", {"source": "limit"}, ["cache/x/corpus.jsonl"], "remote:offline"),
+        ("limit cached", {"source": "limit"}, [f"cache/x/{f}" for f in LIMIT_FILES], "local"),
+        (
+            "bright partly cached",
+            {"source": "bright", "category": "pony"},
+            ["cache/bright-pony/excluded.tsv"],
+            "remote:offline",
+        ),
+        (
+            "bright cached",
+            {"source": "bright", "category": "pony"},
+            ["cache/bright-pony/", "cache/bright-pony/excluded.tsv"],
+            "local",
+        ),
+        ("undownloadable, cached", {"source": "local"}, ["cache/x/"], "remote:offline"),
+    ],
+)
 def test_availability_and_obtain_agree(tmp_path, monkeypatch, case, spec, files, expected):
     """``availability`` says "local" exactly when ``obtain`` (offline) succeeds: both ask ``locate``.
     ``files``: "folder/" is a complete BEIR-layout folder, else one LIMIT-format file."""
     monkeypatch.chdir(tmp_path)
-    contents = {"corpus.jsonl": '{"_id": "d1", "title": "", "text": "Cats purr."}\n',
-                "queries.jsonl": '{"_id": "q1", "text": "Who purrs?"}\n',
-                "qrels.jsonl": '{"query-id": "q1", "corpus-id": "d1", "score": 1}\n',
-                "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t1\n",
-                "excluded.tsv": "query-id\tcorpus-id\n"}
+    contents = {
+        "corpus.jsonl": '{"_id": "d1", "title": "", "text": "Cats purr."}\n',
+        "queries.jsonl": '{"_id": "q1", "text": "Who purrs?"}\n',
+        "qrels.jsonl": '{"query-id": "q1", "corpus-id": "d1", "score": 1}\n',
+        "qrels/test.tsv": "query-id\tcorpus-id\tscore\nq1\td1\t1\n",
+        "excluded.tsv": "query-id\tcorpus-id\n",
+    }
     for rel in files:
         folder, _, single = rel.rpartition("/")
         for n in [single] if single else ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"]:
@@ -340,7 +370,11 @@ def test_limit_expanded_from_mirror(mirror):
     from capgap.sources import obtain
 
     base = obtain("limit-small", {"source": "limit"}, mirror=mirror)
-    rs = obtain("limit-x", {"source": "limit", "mirror_name": "limit-small", "expand": {"n_docs": 300, "seed": 1}}, mirror=mirror)
+    rs = obtain(
+        "limit-x",
+        {"source": "limit", "mirror_name": "limit-small", "expand": {"n_docs": 300, "seed": 1}},
+        mirror=mirror,
+    )
     assert len(rs.corpus) == 300 and set(base.corpus.ids) <= set(rs.corpus.ids)
     assert rs.queries == base.queries and rs.qrels.judgements == base.qrels.judgements
     assert rs.split.train == base.split.train

@@ -42,8 +42,12 @@ def raw(nfcorpus_dir):
     for _, q, d, s in files["test"]:
         if s > 0:
             test_gold[q][d] = s
-    corpus = [json.loads(line) for line in (nfcorpus_dir / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    queries = [json.loads(line) for line in (nfcorpus_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    corpus = [
+        json.loads(line) for line in (nfcorpus_dir / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line
+    ]
+    queries = [
+        json.loads(line) for line in (nfcorpus_dir / "queries.jsonl").read_text(encoding="utf-8").splitlines() if line
+    ]
     kept = judged["train"] | judged["test"]
 
     def groups(texts):
@@ -55,10 +59,16 @@ def raw(nfcorpus_dir):
         for _, q, d, s in rows:
             by_pair[(q, d)].add((stem, s))
     return {
-        "files": files, "judged": judged, "test_gold": test_gold, "n_docs": len(corpus), "n_queries": len(queries),
+        "files": files,
+        "judged": judged,
+        "test_gold": test_gold,
+        "n_docs": len(corpus),
+        "n_queries": len(queries),
         "crlf": {stem: (nfcorpus_dir / "qrels" / f"{stem}.tsv").read_bytes().count(b"\r\n") for stem in files},
         "dup_docs": groups(unicodedata.normalize("NFC", f"{c.get('title') or ''} {c['text']}".strip()) for c in corpus),
-        "dup_queries": groups(" ".join(unicodedata.normalize("NFC", q["text"]).split()) for q in queries if q["_id"] in kept),
+        "dup_queries": groups(
+            " ".join(unicodedata.normalize("NFC", q["text"]).split()) for q in queries if q["_id"] in kept
+        ),
         "pairs_in_two_files": sum(1 for v in by_pair.values() if len({f for f, _ in v}) > 1),
         "grade_conflicts": sum(1 for v in by_pair.values() if len({s for _, s in v}) > 1),
     }
@@ -77,8 +87,11 @@ def test_mirror_files_are_what_the_readme_says(raw):
     assert Counter(s for *_, s in raw["files"]["test"]) == {1: 11758, 2: 576}
     assert Counter(s for *_, s in raw["files"]["train"]) == {1: 110575}
     # the three files judge disjoint query sets, so no pair is in two files and none conflicts
-    assert not (raw["judged"]["train"] & raw["judged"]["dev"] or raw["judged"]["train"] & raw["judged"]["test"]
-                or raw["judged"]["dev"] & raw["judged"]["test"])
+    assert not (
+        raw["judged"]["train"] & raw["judged"]["dev"]
+        or raw["judged"]["train"] & raw["judged"]["test"]
+        or raw["judged"]["dev"] & raw["judged"]["test"]
+    )
     assert raw["pairs_in_two_files"] == 0 and raw["grade_conflicts"] == 0
 
 
@@ -105,8 +118,15 @@ def test_dev_queries_are_in_neither_split_and_counted(rs, raw):
     dev = raw["judged"]["dev"]
     assert not dev & (set(rs.split.train) | set(rs.split.heldout)) and not dev & set(rs.queries.ids)
     assert dict(rs.dropped_unused) == {"dev": len(dev)} == {"dev": 324}
-    assert rs.dropped_queries == raw["n_queries"] - len(raw["judged"]["train"] | raw["judged"]["dev"] | raw["judged"]["test"]) == 0
-    assert rs.split.rule == "dataset qrels files: train=['train'], heldout=['test'], unused=['dev'] (324 queries judged only there dropped)"
+    assert (
+        rs.dropped_queries
+        == raw["n_queries"] - len(raw["judged"]["train"] | raw["judged"]["dev"] | raw["judged"]["test"])
+        == 0
+    )
+    assert (
+        rs.split.rule
+        == "dataset qrels files: train=['train'], heldout=['test'], unused=['dev'] (324 queries judged only there dropped)"
+    )
 
 
 def test_all_three_files_merge_without_grade_conflicts(nfcorpus_dir, raw):
@@ -130,5 +150,9 @@ def test_nfcorpus_config_status_json(nfcorpus_dir, raw, monkeypatch, tmp_path):
     # counted here from the files, the 17 are among the kept (train + test) queries (all 3,237: 21)
     assert (st["duplicate_documents"]["groups"], st["duplicate_documents"]["items"]) == raw["dup_docs"] == (40, 80)
     assert (st["duplicate_queries"]["groups"], st["duplicate_queries"]["items"]) == raw["dup_queries"] == (17, 34)
-    assert st == {**describe(load_beir_dir(nfcorpus_dir, "nfcorpus", SPLIT)), "source": st["source"], "dataset": "nfcorpus",
-                  "available": True}
+    assert st == {
+        **describe(load_beir_dir(nfcorpus_dir, "nfcorpus", SPLIT)),
+        "source": st["source"],
+        "dataset": "nfcorpus",
+        "available": True,
+    }

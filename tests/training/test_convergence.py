@@ -70,7 +70,9 @@ def test_describe_state_words():
     assert describe_state(False, 200, 200, 0.0362) == "stopped at the cap 200, objective still falling 3.6% per window"
     assert describe_state(False, 200, 200, None) == "stopped at the cap 200, too few curve points to judge"
     assert describe_state(False, 60, 200, 0.2) == "stopped early at 60 steps, not converged"
-    assert describe_state(False, 60, 200, 0.2, early_stopped=True) == "stopped early by its validation split at 60 steps"
+    assert (
+        describe_state(False, 60, 200, 0.2, early_stopped=True) == "stopped early by its validation split at 60 steps"
+    )
 
 
 def _quadratic(ckpt=None, stop_after=None, rule=Convergence(0.05, 2, 200)):
@@ -82,9 +84,22 @@ def _quadratic(ckpt=None, stop_after=None, rule=Convergence(0.05, 2, 200)):
     X = torch.linspace(-1, 1, 36).reshape(12, 3)
     y = X @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.3 * torch.sin(7 * X[:, :1])  # a residual: the optimum is not 0
     opt = torch.optim.SGD(model.parameters(), lr=0.2)
-    res = run_loop(lambda b: ((model(X[b]) - y[b]) ** 2).mean(), model, opt, rule.max_iter, 12, 4, sampler, ckpt_path=ckpt,
-                   digest={"s": "x"}, checkpoint_every=3, eval_every=2, stop_after=stop_after, convergence=rule,
-                   objective=lambda: float(((model(X) - y) ** 2).mean()))
+    res = run_loop(
+        lambda b: ((model(X[b]) - y[b]) ** 2).mean(),
+        model,
+        opt,
+        rule.max_iter,
+        12,
+        4,
+        sampler,
+        ckpt_path=ckpt,
+        digest={"s": "x"},
+        checkpoint_every=3,
+        eval_every=2,
+        stop_after=stop_after,
+        convergence=rule,
+        objective=lambda: float(((model(X) - y) ** 2).mean()),
+    )
     return model, res
 
 
@@ -96,12 +111,23 @@ def test_run_loop_stops_at_convergence_and_a_resumed_run_stops_at_the_same_step(
     assert first == len(objectives) - 1 and res.converged_at == res.curve[-1]["step"] == 2 * (first + 1) < 200
     assert res.convergence.converged and res.convergence.steps == res.converged_at
     assert res.convergence.objective == objectives[-1]
-    assert res.curve[-1]["improvement"] == pytest.approx(relative_improvement(objectives, 2)) and res.curve[-1]["improvement"] < 0.05
+    assert (
+        res.curve[-1]["improvement"] == pytest.approx(relative_improvement(objectives, 2))
+        and res.curve[-1]["improvement"] < 0.05
+    )
     # the results.csv rows say what the curve says
     rows = {r["metric"]: r["value"] for r in res.convergence.rows("d", "e", "m")}
-    assert set(rows) == set(STATE_METRICS) - {"decay_steps"} and all(r["split"] == "train" for r in res.convergence.rows("d", "e", "m"))
-    assert rows == {"converged": 1.0, "early_stopped": 0.0, "steps": float(res.converged_at), "max_steps": 200.0, "train_loss": objectives[-1],
-                    "loss_improvement": res.curve[-1]["improvement"]}
+    assert set(rows) == set(STATE_METRICS) - {"decay_steps"} and all(
+        r["split"] == "train" for r in res.convergence.rows("d", "e", "m")
+    )
+    assert rows == {
+        "converged": 1.0,
+        "early_stopped": 0.0,
+        "steps": float(res.converged_at),
+        "max_steps": 200.0,
+        "train_loss": objectives[-1],
+        "loss_improvement": res.curve[-1]["improvement"],
+    }
     assert state_from_curve(res.curve, Convergence(0.05, 2, 200)) == res.convergence
     # killed after 5 steps, resumed: the same stop, curve and weights
     ckpt = tmp_path / "q.pt"
@@ -133,18 +159,41 @@ def test_run_loop_needs_the_rules_cap_and_curve_points():
     model = torch.nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with pytest.raises(ValueError, match="cap"):
-        run_loop(lambda b: model(torch.ones(len(b), 2)).sum(), model, opt, 5, 4, 2, seed_everything(0), eval_every=1,
-                 convergence=Convergence(0.01, 2, 6))
+        run_loop(
+            lambda b: model(torch.ones(len(b), 2)).sum(),
+            model,
+            opt,
+            5,
+            4,
+            2,
+            seed_everything(0),
+            eval_every=1,
+            convergence=Convergence(0.01, 2, 6),
+        )
     with pytest.raises(ValueError, match="eval_every"):
-        run_loop(lambda b: model(torch.ones(len(b), 2)).sum(), model, opt, 5, 4, 2, seed_everything(0),
-                 convergence=Convergence(0.01, 2, 5))
+        run_loop(
+            lambda b: model(torch.ones(len(b), 2)).sum(),
+            model,
+            opt,
+            5,
+            4,
+            2,
+            seed_everything(0),
+            convergence=Convergence(0.01, 2, 5),
+        )
 
 
 def test_state_rows_leave_out_a_criterion_too_few_points_had():
     rule = Convergence(0.01, 3, 4)
     state = rule.state([2.0, 1.0], 4, False)
     assert state.improvement is None
-    assert {r["metric"] for r in state.rows("d", "e", "m")} == {"converged", "early_stopped", "steps", "max_steps", "train_loss"}
+    assert {r["metric"] for r in state.rows("d", "e", "m")} == {
+        "converged",
+        "early_stopped",
+        "steps",
+        "max_steps",
+        "train_loss",
+    }
     assert state.to_dict()["improvement"] is None and np.isfinite(state.to_dict()["objective"])
 
 
@@ -153,14 +202,27 @@ def test_early_stopping_is_recorded_as_such():
     validation split chose the weights (a finding, not 'not converged'), and the curve with the
     same flag says the same (state_from_curve). The same stop on a monitor that is not a
     validation split (e.g. held-out recall) is not converged."""
+
     def run(validation):
         sampler = seed_everything(0)
         model = torch.nn.Linear(4, 1)
         X = torch.linspace(-1, 1, 40).reshape(10, 4)
         values = iter([0.1, 0.5, 0.4, 0.3, 0.2])
-        return run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), 30, 10,
-                        4, sampler, evaluate=lambda step: {"v": next(values)}, eval_every=3, patience=2,
-                        monitor=lambda p: p["v"], convergence=rule, validation=validation)
+        return run_loop(
+            lambda b: (model(X[b]) ** 2).mean() + 1.0,
+            model,
+            torch.optim.SGD(model.parameters(), lr=1e-3),
+            30,
+            10,
+            4,
+            sampler,
+            evaluate=lambda step: {"v": next(values)},
+            eval_every=3,
+            patience=2,
+            monitor=lambda p: p["v"],
+            convergence=rule,
+            validation=validation,
+        )
 
     rule = Convergence(1e-9, 3, 30)
     res = run(True)
@@ -179,7 +241,9 @@ def test_curves_without_objectives_and_tiny_improvements():
     """A null objective (a non-finite value in strict JSON) reads as NaN: no verdict, no crash; a
     curve without objectives is refused by name; an improvement under 0.1% still shows."""
     rule = Convergence(0.01, 1, 10)
-    state = state_from_curve([{"step": 5, "loss": 1.0, "objective": 1.0}, {"step": 10, "loss": 0.9, "objective": None}], rule)
+    state = state_from_curve(
+        [{"step": 5, "loss": 1.0, "objective": 1.0}, {"step": 10, "loss": 0.9, "objective": None}], rule
+    )
     assert not state.converged and state.improvement is None and math.isnan(state.objective)
     with pytest.raises(ValueError, match="no objective"):
         state_from_curve([{"step": 5, "loss": 1.0}], rule)
@@ -207,14 +271,27 @@ def test_patience_counts_from_the_start_when_the_start_is_a_candidate():
     """monitor_start: the initial model's validation value. When it stays the best, training
     stops patience points after the start (not after the first curve point); without it the
     count starts at the first point."""
+
     def run(start):
         sampler = seed_everything(0)
         model = torch.nn.Linear(4, 1)
         X = torch.linspace(-1, 1, 40).reshape(10, 4)
         values = iter([0.3, 0.2, 0.1, 0.05, 0.01, 0.0, 0.0, 0.0, 0.0, 0.0])
-        return run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), 30,
-                        10, 4, sampler, evaluate=lambda step: {"v": next(values)}, eval_every=3, patience=2,
-                        monitor=lambda p: p["v"], validation=True, monitor_start=start)
+        return run_loop(
+            lambda b: (model(X[b]) ** 2).mean() + 1.0,
+            model,
+            torch.optim.SGD(model.parameters(), lr=1e-3),
+            30,
+            10,
+            4,
+            sampler,
+            evaluate=lambda step: {"v": next(values)},
+            eval_every=3,
+            patience=2,
+            monitor=lambda p: p["v"],
+            validation=True,
+            monitor_start=start,
+        )
 
     assert run(0.9).stopped_at == 6  # the start (0.9) best: points at 3 and 6 bring none better
     assert run(None).stopped_at == 9  # the first point (0.3) best: points at 6 and 9 bring none better
@@ -227,20 +304,38 @@ def test_a_validation_value_still_rising_at_the_cap_is_not_early_stopping():
     best, patience 3 unspent) leave the cap as what ended it: neither converged nor early-stopped
     (not a finding). Patience 2 on the same values ends the run at the fourth point (step 12 of
     15): early-stopped. A NaN validation value is never the best."""
+
     def run(values, patience=3, cap=12):
         sampler = seed_everything(0)
         model = torch.nn.Linear(4, 1)
         X = torch.linspace(-1, 1, 40).reshape(10, 4)
         it = iter(values)
-        return run_loop(lambda b: (model(X[b]) ** 2).mean() + 1.0, model, torch.optim.SGD(model.parameters(), lr=1e-3), cap, 10,
-                        4, sampler, evaluate=lambda step: {"v": next(it)}, eval_every=3, patience=patience,
-                        monitor=lambda p: p["v"], convergence=Convergence(1e-9, 3, cap), validation=True, monitor_start=0.0)
+        return run_loop(
+            lambda b: (model(X[b]) ** 2).mean() + 1.0,
+            model,
+            torch.optim.SGD(model.parameters(), lr=1e-3),
+            cap,
+            10,
+            4,
+            sampler,
+            evaluate=lambda step: {"v": next(it)},
+            eval_every=3,
+            patience=patience,
+            monitor=lambda p: p["v"],
+            convergence=Convergence(1e-9, 3, cap),
+            validation=True,
+            monitor_start=0.0,
+        )
 
     rising = run([0.1, 0.2, 0.3, 0.4])
     assert rising.stopped_at is None and not rising.convergence.early_stopped and not rising.convergence.converged
     assert rising.convergence.describe().startswith("stopped at the cap 12")
     dip = run([0.1, 0.5, 0.3, 0.4])
-    assert dip.stopped_at is None and not dip.convergence.early_stopped and dip.convergence.describe().startswith("stopped at the cap 12")
+    assert (
+        dip.stopped_at is None
+        and not dip.convergence.early_stopped
+        and dip.convergence.describe().startswith("stopped at the cap 12")
+    )
     peaked = run([0.1, 0.5, 0.3, 0.4, 0.2], patience=2, cap=15)
     assert peaked.stopped_at == 12 and peaked.convergence.early_stopped
     assert peaked.convergence.describe() == "stopped early by its validation split at 12 steps"
@@ -257,9 +352,21 @@ def test_a_fixed_length_run_that_patience_ended_is_judged_as_its_curve_is():
     y = X @ torch.tensor([[1.0], [-2.0], [0.5]])
     values = iter([0.9, 0.5, 0.4, 0.3] + [0.1] * 100)
     rule = Convergence(0.05, 2, 200, stop=False)
-    res = run_loop(lambda b: ((model(X[b]) - y[b]) ** 2).mean(), model, torch.optim.SGD(model.parameters(), lr=0.2), 200, 12, 4,
-                   sampler, evaluate=lambda step: {"v": next(values)}, eval_every=2, patience=3, monitor=lambda p: p["v"],
-                   convergence=rule, objective=lambda: float(((model(X) - y) ** 2).mean()))
+    res = run_loop(
+        lambda b: ((model(X[b]) - y[b]) ** 2).mean(),
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.2),
+        200,
+        12,
+        4,
+        sampler,
+        evaluate=lambda step: {"v": next(values)},
+        eval_every=2,
+        patience=3,
+        monitor=lambda p: p["v"],
+        convergence=rule,
+        objective=lambda: float(((model(X) - y) ** 2).mean()),
+    )
     assert res.stopped_at == 8
     assert res.convergence == state_from_curve(res.curve, rule)
     assert res.convergence.converged == rule.converged([p["objective"] for p in res.curve])

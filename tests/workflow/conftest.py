@@ -15,12 +15,29 @@ TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 
 def _env(mirror):
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CAPGAP_DATA_MIRROR=str(mirror))
+    env = dict(
+        os.environ,
+        PATH=f"{BIN}:{os.environ['PATH']}",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        CAPGAP_DATA_MIRROR=str(mirror),
+    )
     return env
 
 
 def _smk(workdir, configfile, mirror, *args):
-    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile", str(configfile), "--cores", "2", *args]
+    cmd = [
+        str(BIN / "snakemake"),
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(configfile),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, env=_env(mirror), capture_output=True, text=True, timeout=900)
 
 

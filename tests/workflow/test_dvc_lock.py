@@ -29,8 +29,14 @@ DVC_YAML = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 
 def _dvc(project: Path, *args) -> str:
-    r = subprocess.run([str(BIN / "dvc"), *args], cwd=project, capture_output=True, text=True, timeout=120,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "DVC_NO_ANALYTICS": "1", "HOME": os.environ.get("HOME", str(project))})
+    r = subprocess.run(
+        [str(BIN / "dvc"), *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": f"{BIN}:/usr/bin:/bin", "DVC_NO_ANALYTICS": "1", "HOME": os.environ.get("HOME", str(project))},
+    )
     assert r.returncode == 0, f"dvc {' '.join(args)}\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
     return r.stdout
 
@@ -47,7 +53,9 @@ def _status(project: Path) -> dict[str, set[str]]:
 
 
 def _outs(stage: dict) -> list[str]:
-    return [next(iter(o)) if isinstance(o, dict) else o for key in ("outs", "metrics", "plots") for o in stage.get(key, [])]
+    return [
+        next(iter(o)) if isinstance(o, dict) else o for key in ("outs", "metrics", "plots") for o in stage.get(key, [])
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +66,9 @@ def recorded(tmp_path_factory) -> Path:
     outs = {o for st in DVC_YAML.values() for o in _outs(st)}
     sources = {d for st in DVC_YAML.values() for d in st["deps"] if d not in outs}
     sources |= {next(iter(p)) for st in DVC_YAML.values() for p in st["params"]}
-    sources = {s for s in sources if not any(s.startswith(f"{t}/") for t in sources)}  # src/capgap/report is in src/capgap
+    sources = {
+        s for s in sources if not any(s.startswith(f"{t}/") for t in sources)
+    }  # src/capgap/report is in src/capgap
     for rel in sorted(sources | {"dvc.yaml", ".dvcignore"}):
         src, dst = ROOT / rel, project / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +80,9 @@ def recorded(tmp_path_factory) -> Path:
         path = project / rel
         if path.suffix:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("{}\n" if path.suffix == ".json" else "k,recall\n1,0.5\n" if path.suffix == ".csv" else "x\n")
+            path.write_text(
+                "{}\n" if path.suffix == ".json" else "k,recall\n1,0.5\n" if path.suffix == ".csv" else "x\n"
+            )
         else:
             path.mkdir(parents=True, exist_ok=True)
             (path / "part").write_text("x\n")
@@ -94,11 +106,15 @@ EDITS = {
     # the report's code is part of src/capgap: both stages
     "report code": ("src/capgap/report/build.py", {"experiments": {"src/capgap"}, "report": {"src/capgap/report"}}),
     "a rule file": ("workflow/rules/probe.smk", {"experiments": {"workflow/rules"}}),
-    "the report script": ("workflow/scripts/report.py",
-                          {"experiments": {"workflow/scripts"}, "report": {"workflow/scripts/report.py"}}),
+    "the report script": (
+        "workflow/scripts/report.py",
+        {"experiments": {"workflow/scripts"}, "report": {"workflow/scripts/report.py"}},
+    ),
     "the profile": ("profiles/default/config.yaml", {"experiments": {"profiles/default"}}),
-    "the paper's numbers": ("src/capgap/paper_reference.yaml",
-                            {"experiments": {"src/capgap"}, "report": {"src/capgap/paper_reference.yaml"}}),
+    "the paper's numbers": (
+        "src/capgap/paper_reference.yaml",
+        {"experiments": {"src/capgap"}, "report": {"src/capgap/paper_reference.yaml"}},
+    ),
 }
 
 
@@ -112,12 +128,15 @@ def test_editing_a_tracked_source_makes_its_stage_stale(recorded, tmp_path, what
     assert _status(project) == stale
 
 
-@pytest.mark.parametrize("section, key, value, stale", [
-    ("bm25", "k1", 1.3, {"experiments": {"config/config.yaml"}}),
-    ("eval", "ndcg_k", 7, {"experiments": {"config/config.yaml"}, "report": {"config/config.yaml"}}),
-    # index.shards only splits jobs into byte-identical outputs: deliberately untracked (dvc.yaml)
-    ("index", "shards", 2, {}),
-])
+@pytest.mark.parametrize(
+    "section, key, value, stale",
+    [
+        ("bm25", "k1", 1.3, {"experiments": {"config/config.yaml"}}),
+        ("eval", "ndcg_k", 7, {"experiments": {"config/config.yaml"}, "report": {"config/config.yaml"}}),
+        # index.shards only splits jobs into byte-identical outputs: deliberately untracked (dvc.yaml)
+        ("index", "shards", 2, {}),
+    ],
+)
 def test_editing_a_tracked_config_section_makes_its_stage_stale(recorded, tmp_path, section, key, value, stale):
     project = tmp_path / "p"
     shutil.copytree(recorded, project, symlinks=True)

@@ -32,9 +32,18 @@ def test_dvc_push_pull_round_trip(tiny_run, mirror, tmp_path):
         else:
             shutil.copy(src, dst)
     shutil.copy(ROOT / "tests" / "configs" / "tiny.yaml", repo / "config" / "config.yaml")
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               CAPGAP_DATA_MIRROR=str(mirror), DVC_NO_ANALYTICS="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    env = dict(
+        os.environ,
+        PATH=f"{BIN}:{os.environ['PATH']}",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        CAPGAP_DATA_MIRROR=str(mirror),
+        DVC_NO_ANALYTICS="1",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t",
+    )
 
     def run(*cmd, timeout=900):
         r = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
@@ -47,8 +56,13 @@ def test_dvc_push_pull_round_trip(tiny_run, mirror, tmp_path):
     # the tiny DAG's outputs and Snakemake's record of them, modification times kept: the
     # experiments stage's Snakemake has nothing to do (the same Snakefile, config and inputs)
     for rel in ("results", "reports", "logs", "benchmarks/rules", ".snakemake"):
-        shutil.copytree(tiny_run / rel, repo / rel, symlinks=True, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("locks", "log", "incomplete") if rel == ".snakemake" else None)
+        shutil.copytree(
+            tiny_run / rel,
+            repo / rel,
+            symlinks=True,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("locks", "log", "incomplete") if rel == ".snakemake" else None,
+        )
     remote = tmp_path / "remote"
     run(str(BIN / "dvc"), "remote", "add", "-d", "shared", str(remote))  # what a user configures
     run(str(BIN / "dvc"), "repro", timeout=1500)

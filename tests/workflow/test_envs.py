@@ -29,18 +29,34 @@ FAMILIES = {
     "index": [("index", "index_stage"), ("index", "index_shard_stage"), ("index", "pretrained_stage")],
     "probe": [("probe.stage", "probe_stage"), ("probe.stage", "probe_shard_stage")],
     "compress": [("compress", "compress_stage")],
-    "finetune": [("finetune.stage", "finetune_stage"), ("nearmiss", "twin_negatives_stage"),
-                 ("finetune.stage", "finetune_regime_stage")],
+    "finetune": [
+        ("finetune.stage", "finetune_stage"),
+        ("nearmiss", "twin_negatives_stage"),
+        ("finetune.stage", "finetune_regime_stage"),
+    ],
     "ladder": [("ladder.stage", "ladder_stage")],
     "baselines": [("bm25", "bm25_stage")],
     "colbert": [("colbert.stage", "colbert_stage")],
     "hardness": [("hardness", "hardness_stage")],
     "report": [("report.build", "build_report")],
 }
-RULE_FAMILY = {"data": "data", "index": "index", "index_shard": "index", "pretrained": "index", "probe": "probe",
-               "probe_shard": "probe", "compress": "compress", "finetune": "finetune",
-               "finetune_regime": "finetune", "twin_negatives": "finetune", "ladder": "ladder",
-               "bm25": "baselines", "colbert": "colbert", "hardness": "hardness", "report": "report"}
+RULE_FAMILY = {
+    "data": "data",
+    "index": "index",
+    "index_shard": "index",
+    "pretrained": "index",
+    "probe": "probe",
+    "probe_shard": "probe",
+    "compress": "compress",
+    "finetune": "finetune",
+    "finetune_regime": "finetune",
+    "twin_negatives": "finetune",
+    "ladder": "ladder",
+    "bm25": "baselines",
+    "colbert": "colbert",
+    "hardness": "hardness",
+    "report": "report",
+}
 
 
 def _norm(name: str) -> str:
@@ -65,7 +81,9 @@ def test_every_family_has_an_env_consistent_with_pyproject():
     pinned = {}
     for r in core + [r for name, rs in extras.items() if name != "all" for r in rs]:
         req = Requirement(r)
-        assert pinned.setdefault(_norm(req.name), str(req.specifier)) == str(req.specifier), f"{req.name} pinned twice differently"
+        assert pinned.setdefault(_norm(req.name), str(req.specifier)) == str(req.specifier), (
+            f"{req.name} pinned twice differently"
+        )
     for family in FAMILIES:
         conda, pip, editable = _env(family)
         py = next(c for c in conda if c.startswith("python="))
@@ -74,7 +92,9 @@ def test_every_family_has_an_env_consistent_with_pyproject():
         for name, spec in got.items():
             assert pinned.get(name) == spec, f"envs/{family}.yaml: {name}{spec} vs pyproject {pinned.get(name)}"
         want = {_norm(Requirement(r).name) for r in core + extras[family]}
-        assert want == set(got), f"envs/{family}.yaml lists {sorted(set(got) ^ want)} differently from core + [{family}]"
+        assert want == set(got), (
+            f"envs/{family}.yaml lists {sorted(set(got) ^ want)} differently from core + [{family}]"
+        )
         assert editable == [f"-e ..[{family}]"]
 
 

@@ -33,12 +33,26 @@ pytestmark = pytest.mark.slow
 def _config(data: Path, *names: str) -> dict:
     """The tiny config: pre-trained MiniLM and BM25 on local datasets ``names`` (one folder),
     plus 'gone' (BEIR, download refused) when named."""
-    local = {"source": "local", "path": str(data), "encoders": ["minilm"], "split": {"heldout_fraction": 0.5, "seed": 0}}
-    ds = {n: ({"source": "beir", "url": UNREACHABLE, "encoders": ["minilm"]} if n == "gone" else dict(local)) for n in names}
-    return {"eval": {"ks": [1, 2, 5, 10], "ndcg_k": 10},
-            "encoders": {"minilm": {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}},
-            "probe": {"enabled": False}, "finetune": {"enabled": False}, "colbert": {"enabled": False},
-            "hardness": {"enabled": False}, "bm25": {"enabled": True}, "datasets": ds}
+    local = {
+        "source": "local",
+        "path": str(data),
+        "encoders": ["minilm"],
+        "split": {"heldout_fraction": 0.5, "seed": 0},
+    }
+    ds = {
+        n: ({"source": "beir", "url": UNREACHABLE, "encoders": ["minilm"]} if n == "gone" else dict(local))
+        for n in names
+    }
+    return {
+        "eval": {"ks": [1, 2, 5, 10], "ndcg_k": 10},
+        "encoders": {"minilm": {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}},
+        "probe": {"enabled": False},
+        "finetune": {"enabled": False},
+        "colbert": {"enabled": False},
+        "hardness": {"enabled": False},
+        "bm25": {"enabled": True},
+        "datasets": ds,
+    }
 
 
 def _smk(work: Path, config: dict, online: bool, cache: Path, *args: str) -> subprocess.CompletedProcess:
@@ -50,20 +64,38 @@ def _smk(work: Path, config: dict, online: bool, cache: Path, *args: str) -> sub
     env.update(PATH=f"{BIN}:{os.environ['PATH']}", CAPGAP_CACHE=str(cache))
     if not online:
         env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile", str(cfg),
-           "--cores", "2", *args]
+    cmd = [
+        str(BIN / "snakemake"),
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(cfg),
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def _jobs(out: str) -> dict[str, int]:
     """Job counts per rule from the first 'Job stats' table."""
     m = re.search(r"job\s+count\n[-\s]+\n(.*?)\n[-\s]*\n", out + "\n", re.S)
-    return {p[0]: int(p[1]) for p in (line.split() for line in (m.group(1).splitlines() if m else [])) if len(p) == 2 and p[0] != "total"}
+    return {
+        p[0]: int(p[1])
+        for p in (line.split() for line in (m.group(1).splitlines() if m else []))
+        if len(p) == 2 and p[0] != "total"
+    }
 
 
 def _values(work: Path, dataset: str) -> dict:
     with open(work / "reports" / "results.csv") as fh:
-        return {(r["encoder"], r["method"], r["split"], r["metric"], r["k"]): r["value"] for r in csv.DictReader(fh) if r["dataset"] == dataset}
+        return {
+            (r["encoder"], r["method"], r["split"], r["metric"], r["k"]): r["value"]
+            for r in csv.DictReader(fh)
+            if r["dataset"] == dataset
+        }
 
 
 @pytest.fixture(scope="module")

@@ -41,15 +41,35 @@ def test_rows(tiny_run):
     assert list(rows[0]) == ["dataset", "encoder", "method", "split", "metric", "k", "value", "compression"]
     got = {(r["dataset"], r["encoder"], r["method"]) for r in rows}
     assert got == {
-        ("limit-gen", "minilm", "pretrained"), ("limit-gen", "", "bm25"), ("limit-gen", "minilm", "probe"),
-        ("limit-small", "minilm", "pretrained"), ("limit-small", "", "bm25"), ("limit-small", "minilm", "probe"),
-        ("limit-gen", "minilm", "finetuned"), ("limit-small", "minilm", "finetuned"), ("limit-gen", "", "colbert"),
+        ("limit-gen", "minilm", "pretrained"),
+        ("limit-gen", "", "bm25"),
+        ("limit-gen", "minilm", "probe"),
+        ("limit-small", "minilm", "pretrained"),
+        ("limit-small", "", "bm25"),
+        ("limit-small", "minilm", "probe"),
+        ("limit-gen", "minilm", "finetuned"),
+        ("limit-small", "minilm", "finetuned"),
+        ("limit-gen", "", "colbert"),
         *((f"parity-P{P}", "", m) for P in (6, 10) for m in ("perfect", "random", "probe", "head-mlp-all", "head-mlp")),
-        ("parity-P6", "mlp-infonce", "trained"), ("parity-P10", "mlp-infonce", "trained"),
-        ("parity-P6", "mlp-infonce-m8", "trained"), ("parity-P6", "mlp-infonce-m32", "trained"),
-        *(("near-miss", e, m) for e, m in (("minilm", "pretrained"), ("", "bm25"), ("minilm", "probe"), ("minilm", "finetuned"),
-                                            ("minilm", "finetuned-no-twins"))),
-        *((ds, "minilm", m) for ds in ("limit-gen", "limit-small") for m in ("finetuned@near-miss", "finetuned-no-twins@near-miss")),
+        ("parity-P6", "mlp-infonce", "trained"),
+        ("parity-P10", "mlp-infonce", "trained"),
+        ("parity-P6", "mlp-infonce-m8", "trained"),
+        ("parity-P6", "mlp-infonce-m32", "trained"),
+        *(
+            ("near-miss", e, m)
+            for e, m in (
+                ("minilm", "pretrained"),
+                ("", "bm25"),
+                ("minilm", "probe"),
+                ("minilm", "finetuned"),
+                ("minilm", "finetuned-no-twins"),
+            )
+        ),
+        *(
+            (ds, "minilm", m)
+            for ds in ("limit-gen", "limit-small")
+            for m in ("finetuned@near-miss", "finetuned-no-twins@near-miss")
+        ),
     }
     v = {(r["dataset"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in rows}
     # the parity task: d = ceil(log2 P) + 1, k = 1 + d (rho = 1), n = 2^d
@@ -103,8 +123,14 @@ def test_compress_reference_is_the_probe_and_pretrained_jobs(tiny_run):
     rows = _rows(tiny_run, compression=None)
     key = lambda r: (r["dataset"], r["encoder"], r["method"], r["split"], r["metric"], r["k"], r["value"])  # noqa: E731
     ref = {key(r) for r in rows if r["compression"] == "float32" and r["metric"] != "bytes_per_doc"}
-    jobs = {key(r) for r in rows if r["compression"] == "" and r["dataset"] == "limit-gen" and r["encoder"] == "minilm"
-            and r["method"] in ("probe", "pretrained")}
+    jobs = {
+        key(r)
+        for r in rows
+        if r["compression"] == ""
+        and r["dataset"] == "limit-gen"
+        and r["encoder"] == "minilm"
+        and r["method"] in ("probe", "pretrained")
+    }
     assert ref and ref == jobs
     nbytes = {(r["compression"], r["method"]): float(r["value"]) for r in rows if r["metric"] == "bytes_per_doc"}
     want = {"float32": 1536.0, "trunc-32": 128.0, "sq4": 192.0, "binary": 48.0}
@@ -174,7 +200,10 @@ def test_report_from_real_runs(tiny_run, mirror, tmp_path):
     from capgap.diagnosis import load_qrels_file
     from capgap.trec import read_run
 
-    run = {q: [d for d, _ in v] for q, v in read_run(tiny_run / "results" / "limit-small" / "minilm" / "pretrained" / "run.trec").items()}
+    run = {
+        q: [d for d, _ in v]
+        for q, v in read_run(tiny_run / "results" / "limit-small" / "minilm" / "pretrained" / "run.trec").items()
+    }
     qrels = load_qrels_file(tiny_run / "results" / "limit-small" / "data" / "qrels.tsv")
     missed = sum(not set(g) <= set(run[q][:2]) for q, g in qrels.items())
     assert f"| limit-small | minilm | 2 | 1000 | {missed} |" in md and 0 < missed < 1000
@@ -187,7 +216,16 @@ def test_report_from_real_runs(tiny_run, mirror, tmp_path):
     r = _smk(tiny_run, TINY, mirror, "--report", str(out))
     assert r.returncode == 0, r.stderr[-2000:]
     text = out.read_text(errors="replace")
-    for f in ("recall_at_k", "capacity_gap", "train_vs_heldout", "probe_slack", "finetune_curves", "hardness_vs_P", "hardness_vs_m", "report.html"):
+    for f in (
+        "recall_at_k",
+        "capacity_gap",
+        "train_vs_heldout",
+        "probe_slack",
+        "finetune_curves",
+        "hardness_vs_P",
+        "hardness_vs_m",
+        "report.html",
+    ):
         assert f in text, f
 
 
@@ -207,14 +245,34 @@ def test_incremental_rerun(tiny_run, mirror, tmp_path):
     cfg["datasets"]["limit-gen"]["encoders"].append("minilm128")
     changed.write_text(yaml.safe_dump(cfg))
     r = _smk(tiny_run, changed, mirror, "-n")
-    assert _jobs(r.stdout + r.stderr) == {"index": 1, "pretrained": 1, "probe": 1, "compress": 1, "finetune": 1, "report": 1, "all": 1}
+    assert _jobs(r.stdout + r.stderr) == {
+        "index": 1,
+        "pretrained": 1,
+        "probe": 1,
+        "compress": 1,
+        "finetune": 1,
+        "report": 1,
+        "all": 1,
+    }
     # a new dataset next to existing reports enters the DAG (Snakemake would not run a missing
     # checkpoint whose downstream files exist: capgap.common decides availability at parse time)
     cfg = yaml.safe_load(TINY.read_text())
-    cfg["datasets"]["limit-gen3"] = {**cfg["datasets"]["limit-gen"], "generator": {**cfg["datasets"]["limit-gen"]["generator"], "seed": 3}}
+    cfg["datasets"]["limit-gen3"] = {
+        **cfg["datasets"]["limit-gen"],
+        "generator": {**cfg["datasets"]["limit-gen"]["generator"], "seed": 3},
+    }
     changed.write_text(yaml.safe_dump(cfg))
     r = _smk(tiny_run, changed, mirror, "-n")
-    assert _jobs(r.stdout + r.stderr) == {"data": 1, "index": 1, "pretrained": 1, "probe": 1, "finetune": 1, "bm25": 1, "report": 1, "all": 1}
+    assert _jobs(r.stdout + r.stderr) == {
+        "data": 1,
+        "index": 1,
+        "pretrained": 1,
+        "probe": 1,
+        "finetune": 1,
+        "bm25": 1,
+        "report": 1,
+        "all": 1,
+    }
     # near_miss.types is a set: listing it in another order reruns no experiment (only the
     # report, which records the config as written)
     cfg = yaml.safe_load(TINY.read_text())
@@ -239,15 +297,30 @@ def test_missing_dataset_is_fetched_once_available(tiny_run, mirror, tmp_path):
 
 
 def test_lint(mirror):
-    r = subprocess.run([str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=_env(mirror), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [str(BIN / "snakemake"), "--lint"], cwd=ROOT, env=_env(mirror), capture_output=True, text=True, timeout=300
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     # the rules are kept formatted by snakefmt (the Snakemake formatter)
-    r = subprocess.run([str(BIN / "snakefmt"), "--check", "Snakefile", "workflow/"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [str(BIN / "snakefmt"), "--check", "Snakefile", "workflow/"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def test_dvc_stages_parse():
-    r = subprocess.run([str(BIN / "dvc"), "stage", "list"], cwd=ROOT, env=dict(os.environ, DVC_NO_ANALYTICS="1"), capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(BIN / "dvc"), "stage", "list"],
+        cwd=ROOT,
+        env=dict(os.environ, DVC_NO_ANALYTICS="1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert {line.split()[0] for line in r.stdout.splitlines() if line.strip()} == {"experiments", "report"}
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -276,19 +349,47 @@ NO_NETWORK = (
 
 def test_paper_config_dry_run_resolves_offline(tmp_path):
     """The paper's grid (20 datasets x 2 encoders) resolves without data, models or network."""
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPGAP_DATA_MIRROR")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPGAP_DATA_MIRROR")
+    }
     env.update(PATH=f"{BIN}:{os.environ['PATH']}", CAPGAP_CACHE=str(tmp_path / "cache"))
-    cmd = [sys.executable, "-c", NO_NETWORK, "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "work"),
-           "--configfile", str(PAPER), "--cores", "8", "--workflow-profile", str(ROOT / "profiles" / "gpu")]
+    cmd = [
+        sys.executable,
+        "-c",
+        NO_NETWORK,
+        "-n",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(tmp_path / "work"),
+        "--configfile",
+        str(PAPER),
+        "--cores",
+        "8",
+        "--workflow-profile",
+        str(ROOT / "profiles" / "gpu"),
+    ]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     jobs = _jobs(r.stdout + r.stderr)
-    assert jobs == {"data": 20, "index": 40, "pretrained": 40, "probe": 40, "finetune": 40, "bm25": 20, "colbert": 20,
-                    "hardness": 1, "report": 1, "all": 1}
+    assert jobs == {
+        "data": 20,
+        "index": 40,
+        "pretrained": 40,
+        "probe": 40,
+        "finetune": 40,
+        "bm25": 20,
+        "colbert": 20,
+        "hardness": 1,
+        "report": 1,
+        "all": 1,
+    }
     cfg = yaml.safe_load(PAPER.read_text())
     ds = cfg["datasets"]
     assert sum(d.startswith("bright-") for d in ds) == 12 and "limit" in ds
-    assert sorted(d for d, s in ds.items() if s["source"] == "beir") == sorted(["trec-covid", "nfcorpus", "fiqa", "arguana", "scidocs", "scifact", "quora"])
+    assert sorted(d for d, s in ds.items() if s["source"] == "beir") == sorted(
+        ["trec-covid", "nfcorpus", "fiqa", "arguana", "scidocs", "scifact", "quora"]
+    )
     assert {e["model"] for e in cfg["encoders"].values()} == {"distilbert-base-uncased", "Qwen/Qwen3-Embedding-4B"}
     assert cfg["finetune"]["lora_rank"] == 16 and cfg["finetune"]["steps"] == 3000
     # GPU rules ask the scheduler for a GPU (profiles/gpu); threads are capped at --cores
@@ -298,8 +399,23 @@ def test_paper_config_dry_run_resolves_offline(tmp_path):
     assert re.search(r"rule colbert:\n(?:    .*\n)*?    threads: 8\n    resources: [^\n]*\bmem_mb=128000\b", out)
 
 
-RULES = ("data", "index", "index_shard", "pretrained", "probe", "probe_shard", "compress", "finetune", "finetune_regime",
-         "twin_negatives", "ladder", "bm25", "colbert", "hardness", "report")
+RULES = (
+    "data",
+    "index",
+    "index_shard",
+    "pretrained",
+    "probe",
+    "probe_shard",
+    "compress",
+    "finetune",
+    "finetune_regime",
+    "twin_negatives",
+    "ladder",
+    "bm25",
+    "colbert",
+    "hardness",
+    "report",
+)
 
 
 def _rules_in_workflow():
@@ -336,7 +452,9 @@ def test_workflow_profiles_give_every_rule_its_resources(profile):
     """Threads, memory, wall time and GPUs live in the workflow profiles (profiles/default is the
     one Snakemake loads by itself), one entry per rule and none in the rules."""
     prof = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())
-    assert set(prof["set-threads"]) == set(RULES) and all(isinstance(t, int) and t >= 1 for t in prof["set-threads"].values())
+    assert set(prof["set-threads"]) == set(RULES) and all(
+        isinstance(t, int) and t >= 1 for t in prof["set-threads"].values()
+    )
     assert set(prof["set-resources"]) == set(RULES)
     for rule, res in prof["set-resources"].items():
         assert set(res) == {"mem_mb", "runtime", "gpu"}, rule
@@ -345,9 +463,16 @@ def test_workflow_profiles_give_every_rule_its_resources(profile):
     if profile == "default":  # the CPU defaults: no GPU anywhere
         assert all(res["gpu"] == 0 for res in prof["set-resources"].values())
     else:
-        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {"index", "index_shard", "pretrained", "finetune",
-                                                                                 "finetune_regime", "twin_negatives", "ladder",
-                                                                                 "colbert"}
+        assert {r for r, res in prof["set-resources"].items() if res["gpu"]} == {
+            "index",
+            "index_shard",
+            "pretrained",
+            "finetune",
+            "finetune_regime",
+            "twin_negatives",
+            "ladder",
+            "colbert",
+        }
 
 
 def _report_outputs():
@@ -364,14 +489,18 @@ def test_dvc_report_stage_tracks_exactly_the_report_rules_outputs():
     """dvc.yaml cannot read Snakemake: its report stage's outs, metrics and plots must cover the
     report rule's outputs, each one once, and name nothing else."""
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["report"]
-    tracked = [next(iter(o)) if isinstance(o, dict) else o for key in ("outs", "metrics", "plots") for o in stage.get(key, [])]
+    tracked = [
+        next(iter(o)) if isinstance(o, dict) else o for key in ("outs", "metrics", "plots") for o in stage.get(key, [])
+    ]
     outputs = _report_outputs()
 
     def covers(t, path):
         return path == t or path.startswith(t.rstrip("/") + "/")
 
     for path in outputs:
-        assert sum(covers(t, path) for t in tracked) == 1, f"{path}: tracked by {[t for t in tracked if covers(t, path)]}"
+        assert sum(covers(t, path) for t in tracked) == 1, (
+            f"{path}: tracked by {[t for t in tracked if covers(t, path)]}"
+        )
     for t in tracked:
         assert any(covers(t, path) for path in outputs), f"dvc.yaml tracks {t}, which the report rule does not write"
 
@@ -381,11 +510,26 @@ def test_default_config_dry_run_online_without_mirror(tmp_path):
     dry-runs (datasets to download wait for their data checkpoint), with no network at parse
     time. This used to stop at parse time: the report looked a checkpoint up for its
     benchmark files."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPGAP_DATA_MIRROR", "CAPGAP_OFFLINE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "CAPGAP_DATA_MIRROR", "CAPGAP_OFFLINE")
+    }
     env.update(PATH=f"{BIN}:{os.environ['PATH']}", CAPGAP_CACHE=str(tmp_path / "cache"))
-    cmd = [sys.executable, "-c", NO_NETWORK, "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "work"),
-           "--configfile", str(ROOT / "config" / "config.yaml"), "--cores", "2"]
+    cmd = [
+        sys.executable,
+        "-c",
+        NO_NETWORK,
+        "-n",
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(tmp_path / "work"),
+        "--configfile",
+        str(ROOT / "config" / "config.yaml"),
+        "--cores",
+        "2",
+    ]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-3000:]
@@ -397,50 +541,97 @@ def test_default_config_dry_run_online_without_mirror(tmp_path):
 def test_job_code_read_from_each_jobs_log(tmp_path):
     from capgap.provenance import job_code
 
-    for job, code in (("probe/ds/enc", "commit aaa from /x"), ("bm25/ds", "commit bbb (with uncommitted changes) from /x"),
-                      ("pretrained/ds/bge-v1.5", "commit ccc from /x")):  # a dotted encoder name keeps its ".5"
+    for job, code in (
+        ("probe/ds/enc", "commit aaa from /x"),
+        ("bm25/ds", "commit bbb (with uncommitted changes) from /x"),
+        ("pretrained/ds/bge-v1.5", "commit ccc from /x"),
+    ):  # a dotted encoder name keeps its ".5"
         log = tmp_path / "logs" / f"{job}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(f"2026 INFO capgap.stages: capgap code: {code}\nmore\n")
-    got = job_code([tmp_path / "benchmarks" / "rules" / "probe" / "ds" / "enc.tsv", tmp_path / "benchmarks" / "rules" / "bm25" / "ds.tsv",
-                    tmp_path / "benchmarks" / "rules" / "data" / "ds.tsv",  # no log: left out
-                    tmp_path / "benchmarks" / "rules" / "pretrained" / "ds" / "bge-v1.5.tsv"])
-    assert got == {"commit aaa from /x": ["probe/ds/enc"], "commit bbb (with uncommitted changes) from /x": ["bm25/ds"],
-                   "commit ccc from /x": ["pretrained/ds/bge-v1.5"]}
+    got = job_code(
+        [
+            tmp_path / "benchmarks" / "rules" / "probe" / "ds" / "enc.tsv",
+            tmp_path / "benchmarks" / "rules" / "bm25" / "ds.tsv",
+            tmp_path / "benchmarks" / "rules" / "data" / "ds.tsv",  # no log: left out
+            tmp_path / "benchmarks" / "rules" / "pretrained" / "ds" / "bge-v1.5.tsv",
+        ]
+    )
+    assert got == {
+        "commit aaa from /x": ["probe/ds/enc"],
+        "commit bbb (with uncommitted changes) from /x": ["bm25/ds"],
+        "commit ccc from /x": ["pretrained/ds/bge-v1.5"],
+    }
 
 
 def test_benchmark_paths_follow_the_rules():
     from capgap.provenance import benchmark_paths
 
-    got = benchmark_paths(["results/ds/data", "results/ds/minilm/probe/metrics.csv", "results/ds/bm25/metrics.csv",
-                           "results/ds/minilm/index/fingerprint.json", "results/hardness/metrics.csv",
-                           "results/ds/colbert/metrics.csv", "results/ds/minilm/finetune/metrics.csv"])
-    assert got == ["benchmarks/rules/data/ds.tsv", "benchmarks/rules/probe/ds/minilm.tsv", "benchmarks/rules/bm25/ds.tsv",
-                   "benchmarks/rules/index/ds/minilm.tsv", "benchmarks/rules/hardness/hardness.tsv",
-                   "benchmarks/rules/colbert/ds.tsv", "benchmarks/rules/finetune/ds/minilm.tsv"]
+    got = benchmark_paths(
+        [
+            "results/ds/data",
+            "results/ds/minilm/probe/metrics.csv",
+            "results/ds/bm25/metrics.csv",
+            "results/ds/minilm/index/fingerprint.json",
+            "results/hardness/metrics.csv",
+            "results/ds/colbert/metrics.csv",
+            "results/ds/minilm/finetune/metrics.csv",
+        ]
+    )
+    assert got == [
+        "benchmarks/rules/data/ds.tsv",
+        "benchmarks/rules/probe/ds/minilm.tsv",
+        "benchmarks/rules/bm25/ds.tsv",
+        "benchmarks/rules/index/ds/minilm.tsv",
+        "benchmarks/rules/hardness/hardness.tsv",
+        "benchmarks/rules/colbert/ds.tsv",
+        "benchmarks/rules/finetune/ds/minilm.tsv",
+    ]
     # the compress, twin_negatives and fine-tuning regime jobs (finetune-{regime} folders)
-    got = benchmark_paths(["results/ds/minilm/compress/metrics.csv", "results/ds/minilm/twin_negatives/metrics.csv",
-                           "results/ds/minilm/finetune-lora-r4/metrics.csv"])
-    assert got == ["benchmarks/rules/compress/ds/minilm.tsv", "benchmarks/rules/twin_negatives/ds/minilm.tsv",
-                   "benchmarks/rules/finetune_regime/ds/minilm/lora-r4.tsv"]
-    for rule, path in (("compress", "compress/{dataset}/{encoder}"), ("twin_negatives", "twin_negatives/{dataset}/{encoder}"),
-                       ("finetune_regime", "finetune_regime/{dataset}/{encoder}/{regime}")):  # the rules' own names
+    got = benchmark_paths(
+        [
+            "results/ds/minilm/compress/metrics.csv",
+            "results/ds/minilm/twin_negatives/metrics.csv",
+            "results/ds/minilm/finetune-lora-r4/metrics.csv",
+        ]
+    )
+    assert got == [
+        "benchmarks/rules/compress/ds/minilm.tsv",
+        "benchmarks/rules/twin_negatives/ds/minilm.tsv",
+        "benchmarks/rules/finetune_regime/ds/minilm/lora-r4.tsv",
+    ]
+    for rule, path in (
+        ("compress", "compress/{dataset}/{encoder}"),
+        ("twin_negatives", "twin_negatives/{dataset}/{encoder}"),
+        ("finetune_regime", "finetune_regime/{dataset}/{encoder}/{regime}"),
+    ):  # the rules' own names
         assert f'"benchmarks/rules/{path}.tsv"' in (ROOT / "workflow" / "rules" / f"{rule}.smk").read_text()
-    assert 'metrics="results/{dataset}/{encoder}/finetune-{regime}/metrics.csv"' in (ROOT / "workflow" / "rules" / "finetune_regime.smk").read_text()
+    assert (
+        'metrics="results/{dataset}/{encoder}/finetune-{regime}/metrics.csv"'
+        in (ROOT / "workflow" / "rules" / "finetune_regime.smk").read_text()
+    )
     # probe.shards = 3 (index.shards 1): the gathering probe job, then its three shard jobs, by
     # the scattergather names; the unsharded index keeps its one file
-    got = benchmark_paths(["results/ds/minilm/probe/metrics.csv", "results/ds/minilm/index/fingerprint.json"],
-                          shards={"probe": 3, "index": 1})
-    assert got == ["benchmarks/rules/probe/ds/minilm.tsv", "benchmarks/rules/probe_shard/ds/minilm/1-of-3.tsv",
-                   "benchmarks/rules/probe_shard/ds/minilm/2-of-3.tsv", "benchmarks/rules/probe_shard/ds/minilm/3-of-3.tsv",
-                   "benchmarks/rules/index/ds/minilm.tsv"]
+    got = benchmark_paths(
+        ["results/ds/minilm/probe/metrics.csv", "results/ds/minilm/index/fingerprint.json"],
+        shards={"probe": 3, "index": 1},
+    )
+    assert got == [
+        "benchmarks/rules/probe/ds/minilm.tsv",
+        "benchmarks/rules/probe_shard/ds/minilm/1-of-3.tsv",
+        "benchmarks/rules/probe_shard/ds/minilm/2-of-3.tsv",
+        "benchmarks/rules/probe_shard/ds/minilm/3-of-3.tsv",
+        "benchmarks/rules/index/ds/minilm.tsv",
+    ]
     for rule in ("probe", "index"):  # the names are the rules' own
         smk = (ROOT / "workflow" / "rules" / f"{rule}_shard.smk").read_text()
         assert f'"benchmarks/rules/{rule}_shard/{{dataset}}/{{encoder}}/{{shard}}.tsv"' in smk
     # every rule's benchmark: directive has this layout (a shard or a fine-tuning regime job's: one level more)
     for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
         for path in re.findall(r'benchmark:\s*\n\s*"([^"]+)"', smk.read_text()):
-            assert re.fullmatch(r"benchmarks/rules/\w+/(\{dataset\}(/\{encoder\}(/\{(shard|regime)\})?)?|\w+)\.tsv", path), path
+            assert re.fullmatch(
+                r"benchmarks/rules/\w+/(\{dataset\}(/\{encoder\}(/\{(shard|regime)\})?)?|\w+)\.tsv", path
+            ), path
 
 
 def test_required_dataset_fails_its_data_job(tmp_path, monkeypatch):
@@ -477,7 +668,9 @@ def test_diagnose_agrees_with_the_dag(tiny_run):
         D = np.load(index / "embeddings.npy", mmap_mode="r")
         doc_ids = json.loads((index / "doc_ids.json").read_text())
         Q = enc.encode_queries(list(rs.queries.texts))
-        diag = diagnose(D, Q, load_qrels_file(tiny_run / "results" / ds / "data" / "qrels.tsv"), doc_ids, list(rs.queries.ids), k=2)
+        diag = diagnose(
+            D, Q, load_qrels_file(tiny_run / "results" / ds / "data" / "qrels.tsv"), doc_ids, list(rs.queries.ids), k=2
+        )
         s = diag.summary
         assert s["queries"] == len(rs.queries)
         assert s["probe_recall@2"] == pytest.approx(v[(ds, "probe", "all", "recall", "2")], abs=1e-9)
@@ -496,8 +689,15 @@ def _pessimistic(run_q: list, grades: dict, ks, ndcg_k) -> dict:
     ranks = {}
     for i, (d, s) in enumerate(run_q):
         if d in gold:
-            ranks[d] = 1 + sum(1 for d2, s2 in run_q if d2 not in gold and s2 >= s) + sum(
-                1 for j, (d2, s2) in enumerate(run_q) if d2 in gold and (s2 > s or (s2 == s and (gold[d2], j) < (gold[d], i))))
+            ranks[d] = (
+                1
+                + sum(1 for d2, s2 in run_q if d2 not in gold and s2 >= s)
+                + sum(
+                    1
+                    for j, (d2, s2) in enumerate(run_q)
+                    if d2 in gold and (s2 > s or (s2 == s and (gold[d2], j) < (gold[d], i)))
+                )
+            )
     out = {("recall", str(k)): sum(r <= k for r in ranks.values()) / len(gold) for k in ks}
     dcg = sum(gold[d] / np.log2(r + 1) for d, r in ranks.items() if r <= ndcg_k)
     ideal = sorted(gold.values(), reverse=True)[:ndcg_k]
@@ -516,12 +716,17 @@ def test_every_number_equals_pytrec_eval_on_the_run_files(tiny_run):
 
     cfg = yaml.safe_load(TINY.read_text())
     ks, ndcg_k = cfg["eval"]["ks"], cfg["eval"]["ndcg_k"]
-    table = {(r["dataset"], r["encoder"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"]) for r in _rows(tiny_run)}
+    table = {
+        (r["dataset"], r["encoder"], r["method"], r["split"], r["metric"], r["k"]): float(r["value"])
+        for r in _rows(tiny_run)
+    }
     checked = tied_queries = 0
     for ds in ("limit-gen", "limit-small", "near-miss"):
         res = tiny_run / "results" / ds
         qrels = load_qrels_file(res / "data" / "qrels.tsv")
-        split = dict(line.rstrip("\n").split("\t") for line in (res / "data" / "split.tsv").read_text().splitlines()[2:])
+        split = dict(
+            line.rstrip("\n").split("\t") for line in (res / "data" / "split.tsv").read_text().splitlines()[2:]
+        )
         runs = {("minilm", m): res / "minilm" / m / "run.trec" for m in ("pretrained", "finetune", "probe")}
         runs[("", "bm25")], runs[("", "colbert")] = res / "bm25" / "run.trec", res / "colbert" / "run.trec"
         for (enc, m), path in runs.items():
@@ -529,8 +734,9 @@ def test_every_number_equals_pytrec_eval_on_the_run_files(tiny_run):
                 continue
             method = "finetuned" if m == "finetune" else m
             run = read_run(path)
-            ev = pytrec_eval.RelevanceEvaluator(qrels, {"recall." + ",".join(map(str, ks)), f"ndcg_cut.{ndcg_k}"}).evaluate(
-                {q: {d: s for d, s in v} for q, v in run.items()})
+            ev = pytrec_eval.RelevanceEvaluator(
+                qrels, {"recall." + ",".join(map(str, ks)), f"ndcg_cut.{ndcg_k}"}
+            ).evaluate({q: {d: s for d, s in v} for q, v in run.items()})
             per_q = {}
             for q, grades in qrels.items():
                 per_q[q] = _pessimistic(run.get(q, []), grades, ks, ndcg_k)
@@ -539,8 +745,15 @@ def test_every_number_equals_pytrec_eval_on_the_run_files(tiny_run):
                 if len(set(scores)) == len(scores) and not set(scores) & set(others):
                     ref = ev.get(q, {})
                     for k in ks:
-                        assert per_q[q][("recall", str(k))] == pytest.approx(ref.get(f"recall_{k}", 0.0), abs=1e-12), (ds, m, q, k)
-                    assert per_q[q][("ndcg", str(ndcg_k))] == pytest.approx(ref.get(f"ndcg_cut_{ndcg_k}", 0.0), abs=1e-12), (ds, m, q)
+                        assert per_q[q][("recall", str(k))] == pytest.approx(ref.get(f"recall_{k}", 0.0), abs=1e-12), (
+                            ds,
+                            m,
+                            q,
+                            k,
+                        )
+                    assert per_q[q][("ndcg", str(ndcg_k))] == pytest.approx(
+                        ref.get(f"ndcg_cut_{ndcg_k}", 0.0), abs=1e-12
+                    ), (ds, m, q)
                 else:
                     tied_queries += 1
             for sp in ("train", "heldout", "all"):
@@ -560,11 +773,23 @@ def test_edited_source_reruns_its_dataset(tmp_path, mirror):
     (the trigger is the files' content, not their modification time)."""
     data = tmp_path / "data"
     shutil.copytree(ROOT / "tests" / "data" / "source-edit", data)
-    cfg = {"eval": {"ks": [1, 2, 5, 10], "ndcg_k": 10},
-           "encoders": {"minilm": {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}},
-           "probe": {"enabled": True}, "finetune": {"enabled": False}, "colbert": {"enabled": False}, "hardness": {"enabled": False},
-           "bm25": {"enabled": True}, "datasets": {"edited": {"source": "local", "path": str(data), "encoders": ["minilm"],
-                                                               "split": {"heldout_fraction": 0.5, "seed": 0}}}}
+    cfg = {
+        "eval": {"ks": [1, 2, 5, 10], "ndcg_k": 10},
+        "encoders": {"minilm": {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}},
+        "probe": {"enabled": True},
+        "finetune": {"enabled": False},
+        "colbert": {"enabled": False},
+        "hardness": {"enabled": False},
+        "bm25": {"enabled": True},
+        "datasets": {
+            "edited": {
+                "source": "local",
+                "path": str(data),
+                "encoders": ["minilm"],
+                "split": {"heldout_fraction": 0.5, "seed": 0},
+            }
+        },
+    }
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(cfg))
     work = tmp_path / "work"
@@ -579,16 +804,35 @@ def test_edited_source_reruns_its_dataset(tmp_path, mirror):
         r = _smk(work, config, mirror, "-n")
         assert "Nothing to be done" in r.stdout + r.stderr, (r.stdout + r.stderr)[-2000:]
         assert text.count("Coffee is brewed") == 1
-        corpus.write_text(text.replace("Coffee is brewed from roasted beans and contains caffeine.",
-                                       "Volcanic glass obsidian is formed when lava cools quickly."))
+        corpus.write_text(
+            text.replace(
+                "Coffee is brewed from roasted beans and contains caffeine.",
+                "Volcanic glass obsidian is formed when lava cools quickly.",
+            )
+        )
         r = _smk(work, config, mirror, "-n")
-        assert _jobs(r.stdout + r.stderr) == {"data": 1, "index": 1, "pretrained": 1, "probe": 1, "bm25": 1, "report": 1, "all": 1}
+        assert _jobs(r.stdout + r.stderr) == {
+            "data": 1,
+            "index": 1,
+            "pretrained": 1,
+            "probe": 1,
+            "bm25": 1,
+            "report": 1,
+            "all": 1,
+        }
         assert _smk(work, config, mirror).returncode == 0
         after = (work / "reports" / "results.csv").read_text()
         assert after != before and "obsidian" in (work / "results" / "edited" / "data" / "corpus.jsonl").read_text()
         # q6 ("drink with caffeine") lost its gold document's words: BM25 recall@1 on it drops
-        bm = {(r["split"], r["metric"], r["k"]): float(r["value"]) for r in csv.DictReader(open(work / "results" / "edited" / "bm25" / "metrics.csv"))}
-        old = {(r["split"], r["metric"], r["k"]): float(r["value"]) for r in csv.DictReader(before.splitlines()) if r["method"] == "bm25"}
+        bm = {
+            (r["split"], r["metric"], r["k"]): float(r["value"])
+            for r in csv.DictReader(open(work / "results" / "edited" / "bm25" / "metrics.csv"))
+        }
+        old = {
+            (r["split"], r["metric"], r["k"]): float(r["value"])
+            for r in csv.DictReader(before.splitlines())
+            if r["method"] == "bm25"
+        }
         assert bm[("all", "recall", "1")] < old[("all", "recall", "1")]
     finally:
         for k in env_cache:
@@ -608,7 +852,9 @@ def test_stale_lock_of_a_killed_run_is_removed(tmp_path, mirror):
     env_path = os.environ["PATH"]
     os.environ["PATH"] = f"{BIN}:{env_path}"
     try:
-        rc = locks.main([str(tmp_path), str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--configfile", str(TINY)])
+        rc = locks.main(
+            [str(tmp_path), str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--configfile", str(TINY)]
+        )
     finally:
         os.environ["PATH"] = env_path
     assert rc == 0 and locks.lock_files(tmp_path) == []
@@ -624,7 +870,10 @@ def test_jobs_say_which_code_ran(tiny_run, monkeypatch):
     assert f"capgap code: commit {head[:12]}" in log and f"from {ROOT}/src/capgap" in log
     assert "is not the workflow's checkout" not in log
     md = (tiny_run / "reports" / "report.md").read_text()
-    assert re.search(rf"capgap code \(every job\) \| commit {head[:12]}.* \(\d+ jobs\)", md) and "capgap code (this report)" in md
+    assert (
+        re.search(rf"capgap code \(every job\) \| commit {head[:12]}.* \(\d+ jobs\)", md)
+        and "capgap code (this report)" in md
+    )
     monkeypatch.setenv("CAPGAP_CHECKOUT", str(ROOT))
     assert code_version()["matches"] is True
     monkeypatch.setenv("CAPGAP_CHECKOUT", "/somewhere/else")
@@ -632,8 +881,18 @@ def test_jobs_say_which_code_ran(tiny_run, monkeypatch):
     assert v["matches"] is False and "NOT the workflow's checkout /somewhere/else" in code_summary(v)
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "near-miss.yaml", "limit-paper.yaml", "limit50k.yaml", "large.yaml", "ladder.yaml",
-                                  "converge.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "config.yaml",
+        "near-miss.yaml",
+        "limit-paper.yaml",
+        "limit50k.yaml",
+        "large.yaml",
+        "ladder.yaml",
+        "converge.yaml",
+    ],
+)
 def test_every_shipped_config_validates_and_dry_runs(name, tmp_path, mirror):
     """Each config under config/ parses, passes the schema and builds its DAG (a dry run)."""
     r = _smk(tmp_path / "w", ROOT / "config" / name, mirror, "-n")
@@ -660,16 +919,42 @@ def test_a_failed_jobs_capgap_error_reaches_the_console(tmp_path):
     with pytest.raises(DataFormatError) as err:
         load_beir_dir(data, "broken")
     assert (err.value.path, err.value.line, err.value.field) == (str(qrels), 4, "score")
-    cfg = {"eval": {"ks": [1, 2], "ndcg_k": 10},
-           "encoders": {"minilm": {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}},
-           "probe": {"enabled": False}, "finetune": {"enabled": False}, "colbert": {"enabled": False}, "hardness": {"enabled": False},
-           "bm25": {"enabled": True}, "datasets": {"broken": {"source": "local", "path": str(data), "encoders": ["minilm"],
-                                                               "split": {"heldout_fraction": 0.5, "seed": 0}}}}
+    cfg = {
+        "eval": {"ks": [1, 2], "ndcg_k": 10},
+        "encoders": {"minilm": {"model": "sentence-transformers/all-MiniLM-L6-v2", "batch_size": 64}},
+        "probe": {"enabled": False},
+        "finetune": {"enabled": False},
+        "colbert": {"enabled": False},
+        "hardness": {"enabled": False},
+        "bm25": {"enabled": True},
+        "datasets": {
+            "broken": {
+                "source": "local",
+                "path": str(data),
+                "encoders": ["minilm"],
+                "split": {"heldout_fraction": 0.5, "seed": 0},
+            }
+        },
+    }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               CAPGAP_CACHE=str(tmp_path / "cache"))
-    cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path / "w"), "--configfile",
-           str(tmp_path / "c.yaml"), "--cores", "1"]
+    env = dict(
+        os.environ,
+        PATH=f"{BIN}:{os.environ['PATH']}",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        CAPGAP_CACHE=str(tmp_path / "cache"),
+    )
+    cmd = [
+        str(BIN / "snakemake"),
+        "-s",
+        str(ROOT / "Snakefile"),
+        "--directory",
+        str(tmp_path / "w"),
+        "--configfile",
+        str(tmp_path / "c.yaml"),
+        "--cores",
+        "1",
+    ]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     console = r.stdout + r.stderr
     assert r.returncode == 1, console[-3000:]

@@ -1,4 +1,5 @@
 """Snakemake adapter of rule bm25: see capgap.bm25.bm25_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

@@ -1,4 +1,5 @@
 """Snakemake adapter of rule colbert: see capgap.colbert.stage.colbert_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

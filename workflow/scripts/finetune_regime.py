@@ -1,4 +1,5 @@
 """Snakemake adapter of rule finetune_regime: see capgap.finetune.stage.finetune_regime_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

@@ -1,4 +1,5 @@
 """Snakemake adapter of rule index: see capgap.index.index_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

@@ -1,4 +1,5 @@
 """Snakemake adapter of rule index_shard: see capgap.index.index_shard_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

@@ -1,4 +1,5 @@
 """Snakemake adapter of rule ladder: see capgap.ladder.stage.ladder_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

@@ -1,4 +1,5 @@
 """Snakemake adapter of rule pretrained: see capgap.index.pretrained_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

@@ -1,4 +1,5 @@
 """Snakemake adapter of rule probe_shard: see capgap.probe.stage.probe_shard_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

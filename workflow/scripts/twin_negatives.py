@@ -1,4 +1,5 @@
 """Snakemake adapter of rule twin_negatives: see capgap.nearmiss.twin_negatives_stage."""
+
 from capgap.logs import log_to
 
 log_to(snakemake.log[0])

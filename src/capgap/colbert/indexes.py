@@ -32,8 +32,13 @@ class FaissTokenIndex:
     nearest 4·sqrt(n_tokens); k-means is seeded and trained on ``64 * nlist`` sampled tokens.
     """
 
-    def __init__(self, nlist: int | None = _D["faiss_nlist"], nprobe: int = _D["faiss_nprobe"],
-                 k_tokens: int = _D["faiss_k_tokens"], seed: int = _D["seed"]):
+    def __init__(
+        self,
+        nlist: int | None = _D["faiss_nlist"],
+        nprobe: int = _D["faiss_nprobe"],
+        k_tokens: int = _D["faiss_k_tokens"],
+        seed: int = _D["seed"],
+    ):
         self.nlist, self.nprobe, self.k_tokens, self.seed = nlist, nprobe, k_tokens, seed
         self._index = None
         self._doc_of_token = None
@@ -111,8 +116,9 @@ def clear_stale_build_locks(extensions_dir: str | Path, max_age_s: float = STALE
             if age > max_age_s:
                 lock.unlink()
                 removed.append(lock)
-                logging.getLogger(__name__).warning("removed a stale C++ extension build lock %s (%.0f s old: a killed "
-                                                    "build's)", lock, age)
+                logging.getLogger(__name__).warning(
+                    "removed a stale C++ extension build lock %s (%.0f s old: a killed build's)", lock, age
+                )
         except FileNotFoundError:  # another process finished or removed it meanwhile
             continue
     return removed
@@ -130,9 +136,16 @@ class PlaidIndex:
     index sets ``TORCH_EXTENSIONS_DIR`` in this process's environment and creates the folder.
     """
 
-    def __init__(self, folder: str | Path, extensions_dir: str | Path, nbits: int = _D["plaid_nbits"],
-                 candidates: int = _D["candidates"], ncells: int = _D["plaid_ncells"], ndocs: int = _D["plaid_ndocs"],
-                 centroid_score_threshold: float = _D["plaid_centroid_score_threshold"]):
+    def __init__(
+        self,
+        folder: str | Path,
+        extensions_dir: str | Path,
+        nbits: int = _D["plaid_nbits"],
+        candidates: int = _D["candidates"],
+        ncells: int = _D["plaid_ncells"],
+        ndocs: int = _D["plaid_ndocs"],
+        centroid_score_threshold: float = _D["plaid_centroid_score_threshold"],
+    ):
         os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(extensions_dir).resolve())
         Path(extensions_dir).mkdir(parents=True, exist_ok=True)
         clear_stale_build_locks(extensions_dir)
@@ -149,9 +162,15 @@ class PlaidIndex:
         if self.folder.exists():
             shutil.rmtree(self.folder)
         self.folder.mkdir(parents=True)
-        self._index = indexes.PLAID(index_folder=str(self.folder), index_name="plaid", override=True, use_fast=False,
-                                    nbits=self.nbits, embedding_size=int(tokens.shape[1]),
-                                    **self.search_args)
+        self._index = indexes.PLAID(
+            index_folder=str(self.folder),
+            index_name="plaid",
+            override=True,
+            use_fast=False,
+            nbits=self.nbits,
+            embedding_size=int(tokens.shape[1]),
+            **self.search_args,
+        )
         docs = [np.asarray(tokens[offsets[i] : offsets[i + 1]], dtype=np.float32) for i in range(len(offsets) - 1)]
         self._index.add_documents(documents_ids=[str(i) for i in range(len(docs))], documents_embeddings=docs)
 

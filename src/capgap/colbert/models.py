@@ -78,8 +78,9 @@ class ColbertConfig:
     def convergence(self):
         """The convergence rule (``capgap.training.Convergence``: ``tol``, ``n_iter_no_change``,
         cap ``steps``, ``stop_at_convergence``); None when ``steps`` is 0 (nothing trains)."""
-        return Convergence(self.tol, self.n_iter_no_change, self.steps,
-                           self.stop_at_convergence) if self.steps else None
+        return (
+            Convergence(self.tol, self.n_iter_no_change, self.steps, self.stop_at_convergence) if self.steps else None
+        )
 
     @classmethod
     def from_config(cls, cfg: dict) -> "ColbertConfig":
@@ -92,11 +93,29 @@ class ColbertConfig:
 
     def training_digest(self) -> str:
         """sha256 of the fields that change the trained model (checkpoints must match it)."""
-        keys = ("model", "sha256", "embedding_size", "query_length", "document_length", "steps", "batch_size", "lr",
-                "weight_decay", "temperature", "n_negatives", "seed", "patience", "tol", "n_iter_no_change",
-                "stop_at_convergence", "eval_every", "eval_max_queries")  # the last three decide where training stops
-        d = {k: v for k, v in asdict(self).items()
-             if k in keys and not (k == "patience" and v is None)}  # old keys stay valid
+        keys = (
+            "model",
+            "sha256",
+            "embedding_size",
+            "query_length",
+            "document_length",
+            "steps",
+            "batch_size",
+            "lr",
+            "weight_decay",
+            "temperature",
+            "n_negatives",
+            "seed",
+            "patience",
+            "tol",
+            "n_iter_no_change",
+            "stop_at_convergence",
+            "eval_every",
+            "eval_max_queries",
+        )  # the last three decide where training stops
+        d = {
+            k: v for k, v in asdict(self).items() if k in keys and not (k == "patience" and v is None)
+        }  # old keys stay valid
         return json_digest(d)[:16]
 
 
@@ -142,14 +161,26 @@ def load_colbert(cfg: ColbertConfig, device: str | None = None, path: str | None
         local = True
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(cfg.seed)
-    model = models.ColBERT(model_name_or_path=path, device=device, embedding_size=cfg.embedding_size,
-                           query_length=cfg.query_length, document_length=cfg.document_length, local_files_only=local)
+    model = models.ColBERT(
+        model_name_or_path=path,
+        device=device,
+        embedding_size=cfg.embedding_size,
+        query_length=cfg.query_length,
+        document_length=cfg.document_length,
+        local_files_only=local,
+    )
     model.eval()
     return model
 
 
-def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_size: int = _D["encode_batch_size"],
-                     chunk: int = 2048, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def encode_documents(
+    model,
+    texts: Sequence[str],
+    parts_dir: str | Path,
+    batch_size: int = _D["encode_batch_size"],
+    chunk: int = 2048,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """Token embeddings of every document, packed (``pack_documents``, float16).
 
     Encoded in chunks of ``chunk`` documents, each saved atomically under ``parts_dir`` as
@@ -167,16 +198,17 @@ def encode_documents(model, texts: Sequence[str], parts_dir: str | Path, batch_s
     for a in range(0, n, chunk):
         f = parts / f"part-{a:09d}.npz"
         if not f.is_file():
-            emb = model.encode(list(texts[a : a + chunk]), is_query=False, batch_size=batch_size,
-                               show_progress_bar=progress)
+            emb = model.encode(
+                list(texts[a : a + chunk]), is_query=False, batch_size=batch_size, show_progress_bar=progress
+            )
             tok, off = pack_documents(emb)
             with atomic_open(f, "wb") as fh:
                 np.savez(fh, tokens=tok, lengths=np.diff(off))
         z = read_npz(f, ["tokens", "lengths"])  # never unpickles; a damaged part is named
         if set(z) != {"tokens", "lengths"}:
-            raise DataFormatError(f, None, None,
-                                  f"holds arrays {sorted(z)}, expected tokens and lengths: delete the part to "
-                                  "re-encode it")
+            raise DataFormatError(
+                f, None, None, f"holds arrays {sorted(z)}, expected tokens and lengths: delete the part to re-encode it"
+            )
         all_tokens.append(z["tokens"])
         lengths.append(z["lengths"])
         log.info("colbert: encoded %d/%d documents", min(n, a + chunk), n)
@@ -189,8 +221,10 @@ def encode_queries(model, texts: Sequence[str], batch_size: int = 64) -> np.ndar
     with [MASK] tokens to ``query_length``: query expansion, every token scored). Queries of
     different lengths (a model without query expansion) are zero-padded, which changes no
     MaxSim score. No texts give a ``(0, 0, 0)`` array."""
-    emb = [np.asarray(e, dtype=np.float32) for e in model.encode(list(texts), is_query=True, batch_size=batch_size,
-                                                                 show_progress_bar=False)]
+    emb = [
+        np.asarray(e, dtype=np.float32)
+        for e in model.encode(list(texts), is_query=True, batch_size=batch_size, show_progress_bar=False)
+    ]
     if not emb:
         return np.zeros((0, 0, 0), dtype=np.float32)
     # a model without query expansion gives queries of different lengths: zero tokens add

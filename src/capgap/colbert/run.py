@@ -53,8 +53,12 @@ def prepare_work_dir(root: str | Path, key: str) -> Path:
     if root.is_dir():
         for old in root.iterdir():
             if old.name != key:
-                log.warning("colbert: discarding work folder %s (checkpoint, model, encoded documents): it was made "
-                            "from another config, corpus or query data; starting over in %s", old, work)
+                log.warning(
+                    "colbert: discarding work folder %s (checkpoint, model, encoded documents): it was made "
+                    "from another config, corpus or query data; starting over in %s",
+                    old,
+                    work,
+                )
                 shutil.rmtree(old, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
     return work
@@ -68,8 +72,14 @@ def resolve_backend(cfg: ColbertConfig, n_docs: int) -> str:
     return "exact" if n_docs <= cfg.exact_max_docs else "faiss"
 
 
-def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int], groups: Sequence[np.ndarray] = (),
-                     progress: bool = True):
+def fine_tuned_model(
+    rs,
+    cfg: ColbertConfig,
+    work: str | Path,
+    ks: Sequence[int],
+    groups: Sequence[np.ndarray] = (),
+    progress: bool = True,
+):
     """The ColBERT fine-tuned on ``rs``'s train split, and its learning curve.
 
     A finished model in ``work/model`` (with its ``capgap_done`` marker) is loaded with
@@ -94,8 +104,9 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
     train_ids = list(rs.split.train)
 
     def scorer():  # documents encoded once per curve point, by the model as it is then
-        toks, offs = pack_documents(model.encode(doc_texts, is_query=False, batch_size=cfg.encode_batch_size,
-                                                 show_progress_bar=False))
+        toks, offs = pack_documents(
+            model.encode(doc_texts, is_query=False, batch_size=cfg.encode_batch_size, show_progress_bar=False)
+        )
 
         def score(texts):
             Q = encode_queries(model, texts)
@@ -107,16 +118,29 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
     if len(doc_texts) <= cfg.curve_max_docs:
         evaluate = curve_evaluator(rs, rs.corpus.ids, scorer, ks, groups, cfg.eval_max_queries)
     elif cfg.patience:
-        raise ValueError("colbert.patience needs the learning curve's held-out recall, which is computed for corpora "
-                         f"of at most colbert.curve_max_docs = {cfg.curve_max_docs} documents ({rs.name} has "
-                         f"{len(doc_texts)})")
-    res = train_colbert(model, cfg, doc_texts, [text[q] for q in train_ids],
-                        [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids], ckpt_path=ckpt, evaluate=evaluate,
-                        progress=progress,
-                        train_excluded=excluded_positions(rs, train_ids, rs.corpus.ids) if rs.excluded else None,
-                        name=f"{rs.name} colbert")
-    log.info("colbert: %d steps at %.2f steps/s (resumed from %d)", res["stopped_at"] or cfg.steps, res["steps_per_s"],
-             res["resumed_from"])
+        raise ValueError(
+            "colbert.patience needs the learning curve's held-out recall, which is computed for corpora "
+            f"of at most colbert.curve_max_docs = {cfg.curve_max_docs} documents ({rs.name} has "
+            f"{len(doc_texts)})"
+        )
+    res = train_colbert(
+        model,
+        cfg,
+        doc_texts,
+        [text[q] for q in train_ids],
+        [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
+        ckpt_path=ckpt,
+        evaluate=evaluate,
+        progress=progress,
+        train_excluded=excluded_positions(rs, train_ids, rs.corpus.ids) if rs.excluded else None,
+        name=f"{rs.name} colbert",
+    )
+    log.info(
+        "colbert: %d steps at %.2f steps/s (resumed from %d)",
+        res["stopped_at"] or cfg.steps,
+        res["steps_per_s"],
+        res["resumed_from"],
+    )
     tmp = work / "model.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(str(tmp))
@@ -128,8 +152,16 @@ def fine_tuned_model(rs, cfg: ColbertConfig, work: str | Path, ks: Sequence[int]
     return model, res["curve"]
 
 
-def ann_recall_rows(dataset: str, queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, top: np.ndarray,
-                    ks: Sequence[int], sample_size: int, seed: int) -> list[dict]:
+def ann_recall_rows(
+    dataset: str,
+    queries: np.ndarray,
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    top: np.ndarray,
+    ks: Sequence[int],
+    sample_size: int,
+    seed: int,
+) -> list[dict]:
     """results.csv rows of an index's recall against exact MaxSim top-k (not gold-document
     recall), on ``sample_size`` queries drawn with ``np.random.default_rng(seed)``.
 
@@ -161,8 +193,15 @@ class ColbertRun:
     backend: str
 
 
-def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: str | Path, ks: Sequence[int],
-                ndcg_k: int, threads: int | None = None) -> ColbertRun:
+def run_colbert(
+    rs,
+    cfg: ColbertConfig,
+    work_dir: str | Path,
+    extensions_dir: str | Path,
+    ks: Sequence[int],
+    ndcg_k: int,
+    threads: int | None = None,
+) -> ColbertRun:
     """Late interaction on retrieval set ``rs``: fine-tune (or reuse), encode, retrieve, evaluate.
 
     Parameters
@@ -194,10 +233,12 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
     model, curve = fine_tuned_model(rs, cfg, work, ks, groups)
     doc_texts = rs.corpus.passages()
     t = time.perf_counter()
-    tokens, offsets = encode_documents(model, doc_texts, work / "parts", batch_size=cfg.encode_batch_size,
-                                       progress=True)
-    log.info("colbert: %d documents -> %d token embeddings in %.1f s", len(doc_texts), len(tokens),
-             time.perf_counter() - t)
+    tokens, offsets = encode_documents(
+        model, doc_texts, work / "parts", batch_size=cfg.encode_batch_size, progress=True
+    )
+    log.info(
+        "colbert: %d documents -> %d token embeddings in %.1f s", len(doc_texts), len(tokens), time.perf_counter() - t
+    )
     Q = encode_queries(model, list(rs.queries.texts))
     depth = eval_depth(ks, ndcg_k)
     n_docs = len(doc_texts)
@@ -207,26 +248,48 @@ def run_colbert(rs, cfg: ColbertConfig, work_dir: str | Path, extensions_dir: st
         score_block = lambda a, b: maxsim_scores(Q[a:b], tokens, offsets)  # noqa: E731
     else:
         if backend == "plaid":
-            ann = PlaidIndex(work / "plaid", extensions_dir, nbits=cfg.plaid_nbits, candidates=cfg.candidates,
-                             ncells=cfg.plaid_ncells, ndocs=cfg.plaid_ndocs,
-                             centroid_score_threshold=cfg.plaid_centroid_score_threshold)
+            ann = PlaidIndex(
+                work / "plaid",
+                extensions_dir,
+                nbits=cfg.plaid_nbits,
+                candidates=cfg.candidates,
+                ncells=cfg.plaid_ncells,
+                ndocs=cfg.plaid_ndocs,
+                centroid_score_threshold=cfg.plaid_centroid_score_threshold,
+            )
         else:
             ann = FaissTokenIndex(cfg.faiss_nlist, cfg.faiss_nprobe, cfg.faiss_k_tokens, cfg.seed)
         ann.build(tokens, offsets)
-        log.info("colbert: %s index over %d token embeddings built in %.1f s", backend, len(tokens),
-                 time.perf_counter() - t)
+        log.info(
+            "colbert: %s index over %d token embeddings built in %.1f s", backend, len(tokens), time.perf_counter() - t
+        )
         cand = ann.search(Q, max(cfg.candidates, depth))
-        log.info("colbert: %.0f candidates per query on average (min %d)", np.mean([len(c) for c in cand]),
-                 min(len(c) for c in cand))
+        log.info(
+            "colbert: %.0f candidates per query on average (min %d)",
+            np.mean([len(c) for c in cand]),
+            min(len(c) for c in cand),
+        )
         score_block = candidate_score_block(Q, tokens, offsets, cand)  # the rest is not retrieved
     rows, run = evaluate_scores(rs, score_block, rs.corpus.ids, groups, ks, ndcg_k, "", "colbert", "colbert")
     if cfg.convergence() is not None and curve:  # the learner's state (capgap.training.Convergence)
         rows += state_from_curve(curve, cfg.convergence()).rows(rs.name, "", "colbert")
     elif not cfg.steps:  # evaluated as loaded: 0 steps of a 0-step cap (the report's "not trained")
-        rows += [{"dataset": rs.name, "encoder": "", "method": "colbert", "split": "train", "metric": m, "k": "",
-                  "value": 0.0}
-                 for m in ("steps", "max_steps")]
-    extra = [] if backend == "exact" else ann_recall_rows(rs.name, Q, tokens, offsets, run.rows, ks, cfg.ann_sample,
-                                                          cfg.seed)
+        rows += [
+            {
+                "dataset": rs.name,
+                "encoder": "",
+                "method": "colbert",
+                "split": "train",
+                "metric": m,
+                "k": "",
+                "value": 0.0,
+            }
+            for m in ("steps", "max_steps")
+        ]
+    extra = (
+        []
+        if backend == "exact"
+        else ann_recall_rows(rs.name, Q, tokens, offsets, run.rows, ks, cfg.ann_sample, cfg.seed)
+    )
     log.info("colbert: %s retrieval for %d queries in %.1f s", backend, len(rs.queries), time.perf_counter() - t)
     return ColbertRun(rows + extra, curve, run, backend)

@@ -49,8 +49,9 @@ def _padded_block(tokens: np.ndarray, offsets: np.ndarray, docs: np.ndarray):
     return torch.from_numpy(out), torch.from_numpy(mask)
 
 
-def maxsim_scores(queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, docs: np.ndarray | None = None,
-                  block_docs: int = 1024) -> np.ndarray:
+def maxsim_scores(
+    queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, docs: np.ndarray | None = None, block_docs: int = 1024
+) -> np.ndarray:
     """Exact MaxSim scores ``(n_queries, len(docs)) float32``.
 
     ``queries``: ``(n_queries, query_tokens, dim)`` (every query token counts, as with PyLate's
@@ -82,8 +83,14 @@ def maxsim_scores(queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, 
     return out
 
 
-def maxsim_topk(queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, k: int,
-                block_docs: int = 1024, block_queries: int = 256) -> tuple[np.ndarray, np.ndarray]:
+def maxsim_topk(
+    queries: np.ndarray,
+    tokens: np.ndarray,
+    offsets: np.ndarray,
+    k: int,
+    block_docs: int = 1024,
+    block_queries: int = 256,
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact MaxSim top-k over the whole packed corpus.
 
     Returns ``(indices (n_queries, k') int64, scores (n_queries, k') float32)``, ``k' =
@@ -153,8 +160,9 @@ def rescore(queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, candid
     return idx, sc
 
 
-def candidate_score_block(queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray,
-                          candidates: Sequence[np.ndarray]):
+def candidate_score_block(
+    queries: np.ndarray, tokens: np.ndarray, offsets: np.ndarray, candidates: Sequence[np.ndarray]
+):
     """A ``capgap.retrieval.rank_queries`` ``score_block`` for candidate retrieval: each query's
     candidate documents scored by exact MaxSim, every other document not retrieved.
 

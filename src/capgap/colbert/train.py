@@ -29,8 +29,9 @@ class _MaskedScores:
         self.mask = None  # (B, B*N) bool, set before each loss call
 
     def __call__(self, queries_embeddings, documents_embeddings, queries_mask=None, documents_mask=None):
-        s = self.inner(queries_embeddings, documents_embeddings, queries_mask=queries_mask,
-                       documents_mask=documents_mask)
+        s = self.inner(
+            queries_embeddings, documents_embeddings, queries_mask=queries_mask, documents_mask=documents_mask
+        )
         return s if self.mask is None else s.masked_fill(self.mask.to(s.device), float("-inf"))
 
 
@@ -47,11 +48,19 @@ def false_negative_mask(batch_gold: list[set[int]], slots: list[list[int]]) -> n
     return m
 
 
-def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_queries: Sequence[str],
-                  train_gold: Sequence[Sequence[int]], ckpt_path: str | Path | None = None,
-                  evaluate: Callable[[int], dict] | None = None, stop_after: int | None = None,
-                  progress: bool = False, train_excluded: Sequence[Sequence[int]] | None = None,
-                  name: str = "colbert") -> dict:
+def train_colbert(
+    model,
+    cfg: ColbertConfig,
+    doc_texts: Sequence[str],
+    train_queries: Sequence[str],
+    train_gold: Sequence[Sequence[int]],
+    ckpt_path: str | Path | None = None,
+    evaluate: Callable[[int], dict] | None = None,
+    stop_after: int | None = None,
+    progress: bool = False,
+    train_excluded: Sequence[Sequence[int]] | None = None,
+    name: str = "colbert",
+) -> dict:
     """Fine-tune ``model`` (``pylate.models.ColBERT``) in place with PyLate's contrastive loss.
 
     Each step: ``cfg.batch_size`` train queries from a seeded per-epoch permutation; per query
@@ -91,8 +100,9 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     loss_fn = losses.Contrastive(model=model, score_metric=scorer, temperature=cfg.temperature)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     gold_sets = [set(int(g) for g in gs) for gs in train_gold]
-    avoid = [g | set(int(e) for e in train_excluded[i])
-             for i, g in enumerate(gold_sets)] if train_excluded else gold_sets
+    avoid = (
+        [g | set(int(e) for e in train_excluded[i]) for i, g in enumerate(gold_sets)] if train_excluded else gold_sets
+    )
 
     def draw(batch, rng) -> list[list[int]]:  # per query: a gold document, then its negatives
         slots = []
@@ -109,8 +119,9 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     def loss_of(batch, slots):
         scorer.mask = torch.from_numpy(false_negative_mask([avoid[qi] for qi in batch], slots))
         feats = [model.tokenize([train_queries[qi] for qi in batch], is_query=True)]
-        feats += [model.tokenize([doc_texts[row[t]] for row in slots], is_query=False,
-                                 pad=True) for t in range(len(slots[0]))]
+        feats += [
+            model.tokenize([doc_texts[row[t]] for row in slots], is_query=False, pad=True) for t in range(len(slots[0]))
+        ]
         feats = [{k: v.to(model.device) for k, v in f.items()} for f in feats]
         return loss_fn(feats)
 
@@ -122,24 +133,50 @@ def train_colbert(model, cfg: ColbertConfig, doc_texts: Sequence[str], train_que
     # sampler's draws stay as they were), in eval mode: free of the batches' sampling noise.
     fixed_rng = np.random.default_rng([cfg.seed, 1])
     sample = np.arange(min(n_train, cfg.eval_max_queries), dtype=np.int64)
-    fixed = [(b, draw(b, fixed_rng))
-             for b in (sample[a : a + cfg.batch_size] for a in range(0, len(sample), cfg.batch_size))]
+    fixed = [
+        (b, draw(b, fixed_rng)) for b in (sample[a : a + cfg.batch_size] for a in range(0, len(sample), cfg.batch_size))
+    ]
 
     def objective() -> float:
         return sum(float(loss_of(b, slots)) * len(b) for b, slots in fixed) / len(sample)
 
     digest = {}
     if ckpt_path:
-        data = [list(doc_texts), list(train_queries), [sorted(g) for g in gold_sets],
-                [sorted(int(e) for e in ex) for ex in (train_excluded or [])]]
+        data = [
+            list(doc_texts),
+            list(train_queries),
+            [sorted(g) for g in gold_sets],
+            [sorted(int(e) for e in ex) for ex in (train_excluded or [])],
+        ]
         digest = {"ColBERT training settings": cfg.training_digest(), "training data": json_digest(data)}
-    res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path,
-                   digest=digest,
-                   checkpoint_every=cfg.checkpoint_every, evaluate=evaluate, eval_every=cfg.eval_every,
-                   progress=progress, desc=name, stop_after=stop_after, patience=cfg.patience, monitor=heldout_recall,
-                   convergence=cfg.convergence(), objective=objective)
-    return {"curve": res.curve, "steps_per_s": res.steps_per_s, "resumed_from": res.resumed_from,
-            "stopped_at": res.stopped_at, "convergence": res.convergence}
+    res = run_loop(
+        batch_loss,
+        model,
+        opt,
+        cfg.steps,
+        n_train,
+        cfg.batch_size,
+        sampler,
+        ckpt_path=ckpt_path,
+        digest=digest,
+        checkpoint_every=cfg.checkpoint_every,
+        evaluate=evaluate,
+        eval_every=cfg.eval_every,
+        progress=progress,
+        desc=name,
+        stop_after=stop_after,
+        patience=cfg.patience,
+        monitor=heldout_recall,
+        convergence=cfg.convergence(),
+        objective=objective,
+    )
+    return {
+        "curve": res.curve,
+        "steps_per_s": res.steps_per_s,
+        "resumed_from": res.resumed_from,
+        "stopped_at": res.stopped_at,
+        "convergence": res.convergence,
+    }
 
 
 def heldout_recall(point: dict) -> float:

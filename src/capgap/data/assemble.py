@@ -42,8 +42,9 @@ def near_id(d: str, known: set, folded: Mapping[str, str] | None = None) -> str 
     return hit if hit != d else None
 
 
-def gold_rule(corpus: Corpus, judgements: Mapping[str, Mapping[str, int]],
-              excluded: Mapping[str, tuple[str, ...]] | None = None) -> tuple[dict, dict, int]:
+def gold_rule(
+    corpus: Corpus, judgements: Mapping[str, Mapping[str, int]], excluded: Mapping[str, tuple[str, ...]] | None = None
+) -> tuple[dict, dict, int]:
     """The one rule for gold that no method can find, applied by every loader (``assemble``:
     BEIR, BRIGHT, LIMIT, local folders, the generator) as the benchmarks' own evaluators apply
     it: BRIGHT's run.py (``ground_truth[q][gid] = 1`` for every ``gold_ids`` entry, excluded ids
@@ -81,9 +82,8 @@ def gold_rule(corpus: Corpus, judgements: Mapping[str, Mapping[str, int]],
     return findable, {q: tuple(v) for q, v in unfindable.items()}, dropped
 
 
-
-
 # --------------------------------------------------------------------------- split
+
 
 def _stable_key(seed: int, qid: str) -> str:
     return hashlib.sha256(f"{seed}\x00{qid}".encode()).hexdigest()
@@ -119,8 +119,13 @@ def _qrels_files(folder: Path) -> dict[str, Path]:
 
     def add(stem: str, p: Path) -> None:
         if stem in files:  # qrels/test.tsv and qrels/test.jsonl: two files claim one split
-            raise DataFormatError(p, None, None, f"two qrels files for split {stem!r}: {files[stem]} and {p}; "
-                                                 "keep one (which would win is not a choice capgap makes)")
+            raise DataFormatError(
+                p,
+                None,
+                None,
+                f"two qrels files for split {stem!r}: {files[stem]} and {p}; "
+                "keep one (which would win is not a choice capgap makes)",
+            )
         files[stem] = p
 
     sub = folder / "qrels"
@@ -154,10 +159,14 @@ def _merge_qrels(name: str, qrels_by_file: Mapping[str, Qrels], files: list[str]
                 prev = into.get(d)
                 if prev is not None and prev != score:
                     first = origin[(q, d)]
-                    raise DataFormatError(qr.path or f, qr.lines.get(q, {}).get(d), "score",
-                                          f"{name}: ({q!r}, {d!r}) judged {prev} in "
-                                          f"{_where(qrels_by_file[first], first, q, d)} and {score} in "
-                                          f"{_where(qr, f, q, d)}; a pair has one grade: fix one of the files")
+                    raise DataFormatError(
+                        qr.path or f,
+                        qr.lines.get(q, {}).get(d),
+                        "score",
+                        f"{name}: ({q!r}, {d!r}) judged {prev} in "
+                        f"{_where(qrels_by_file[first], first, q, d)} and {score} in "
+                        f"{_where(qr, f, q, d)}; a pair has one grade: fix one of the files",
+                    )
                 if prev is None:
                     into[d] = score
                     origin[(q, d)] = f
@@ -170,8 +179,9 @@ def _first_line(qrels: Qrels, q: str) -> int | None:
     return min(lines) if lines else None
 
 
-def _two_splits(name: str, both: list[str], qrels_by_file: Mapping[str, Qrels], train_files: list[str],
-                held_files: list[str]) -> DataFormatError:
+def _two_splits(
+    name: str, both: list[str], qrels_by_file: Mapping[str, Qrels], train_files: list[str], held_files: list[str]
+) -> DataFormatError:
     """The error for queries with gold in both a train and a held-out qrels file: names the first
     such query, the two files and the first line of each that judges it, and the count."""
     q = both[0]
@@ -186,9 +196,14 @@ def _two_splits(name: str, both: list[str], qrels_by_file: Mapping[str, Qrels], 
     (tp, tl), (hp, hl) = where(train_files), where(held_files)
     at = lambda p, n: p + (f" line {n}" if n is not None else "")  # noqa: E731
     more = f" ({len(both)} queries in all, e.g. {both[:3]})" if len(both) > 1 else ""
-    return DataFormatError(hp, hl, "query-id", f"{name}: query {q!r} is claimed by two splits: train in {at(tp, tl)} "
-                                               f"and held-out in {at(hp, hl)}{more}; a query belongs to one split: "
-                                               "remove its judgements from one of the files")
+    return DataFormatError(
+        hp,
+        hl,
+        "query-id",
+        f"{name}: query {q!r} is claimed by two splits: train in {at(tp, tl)} "
+        f"and held-out in {at(hp, hl)}{more}; a query belongs to one split: "
+        "remove its judgements from one of the files",
+    )
 
 
 def assemble(
@@ -242,36 +257,52 @@ def assemble(
             dropped_unused[f] = len(judged - kept_set)
             only_unused |= judged - kept_set
         if judged & kept_set:
-            log.info("%s: %d kept queries also have judgements in unused qrels file %r; those are ignored", name,
-                     len(judged & kept_set), f)
+            log.info(
+                "%s: %d kept queries also have judgements in unused qrels file %r; those are ignored",
+                name,
+                len(judged & kept_set),
+                f,
+            )
     only_unfindable = [q for q in queries.ids if not qrels.gold(q) and unfindable.get(q) and q not in only_unused]
     if only_unfindable:
-        log.warning("%s: dropped %d queries none of whose gold documents can be found (absent, empty or excluded), "
-                    "e.g. %s",
-                    name, len(only_unfindable), only_unfindable[:3])
+        log.warning(
+            "%s: dropped %d queries none of whose gold documents can be found (absent, empty or excluded), e.g. %s",
+            name,
+            len(only_unfindable),
+            only_unfindable[:3],
+        )
     dropped = len(queries) - len(keep) - len(only_unused) - len(only_unfindable)
     if dropped:
         log.warning("%s: dropped %d of %d queries without any gold document", name, dropped, len(queries))
     if only_unused:
-        log.warning("%s: dropped %d of %d queries judged only in qrels files the split does not use (%s): neither "
-                    "train nor held-out", name, len(only_unused), len(queries),
-                    ", ".join(f"{f}: {n}" for f, n in dropped_unused.items()))
+        log.warning(
+            "%s: dropped %d of %d queries judged only in qrels files the split does not use (%s): neither "
+            "train nor held-out",
+            name,
+            len(only_unused),
+            len(queries),
+            ", ".join(f"{f}: {n}" for f, n in dropped_unused.items()),
+        )
     kept = queries.subset(keep)
     if not len(kept):
         if only_unfindable:  # every gold id misses the corpus: most likely ids that do not match (case, spaces, prefix)
             pairs = [(q, d, why) for q in only_unfindable for d, _, why in unfindable[q]]
             by = {w: sum(1 for *_, x in pairs if x == w) for w in ("absent", "empty", "excluded")}
-            raise ValueError(f"{name}: no query has a gold document that can be found: {len(pairs)} gold judgements of "
-                             f"{len(only_unfindable)} queries, {by['absent']} absent from the corpus, {by['empty']} "
-                             f"empty, {by['excluded']} excluded; e.g. qrels document ids "
-                             f"{[d for _, d, _ in pairs[:3]]} vs corpus ids {list(corpus.ids[:3])}: do the qrels and "
-                             "the corpus use the same ids?")
+            raise ValueError(
+                f"{name}: no query has a gold document that can be found: {len(pairs)} gold judgements of "
+                f"{len(only_unfindable)} queries, {by['absent']} absent from the corpus, {by['empty']} "
+                f"empty, {by['excluded']} excluded; e.g. qrels document ids "
+                f"{[d for _, d, _ in pairs[:3]]} vs corpus ids {list(corpus.ids[:3])}: do the qrels and "
+                "the corpus use the same ids?"
+            )
         raise ValueError(f"{name}: no query has a gold document")
     if use_files:
-        train_q = {q for f in train_files for q, d in qrels_by_file[f].judgements.items()
-                   if any(s > 0 for s in d.values())}
-        held_q = {q for f in held_files for q, d in qrels_by_file[f].judgements.items()
-                  if any(s > 0 for s in d.values())}
+        train_q = {
+            q for f in train_files for q, d in qrels_by_file[f].judgements.items() if any(s > 0 for s in d.values())
+        }
+        held_q = {
+            q for f in held_files for q, d in qrels_by_file[f].judgements.items() if any(s > 0 for s in d.values())
+        }
         both = train_q & held_q
         if both:
             raise _two_splits(name, sorted(both, key=queries.ids.index), qrels_by_file, train_files, held_files)
@@ -290,13 +321,27 @@ def assemble(
     unf = {q: unfindable[q] for q in kept.ids if q in unfindable}
     n_unf = sum(len(v) for v in unf.values())
     if n_unf:
-        log.warning("%s: %d gold pairs name a document no method can find (%s); they stay gold, never found "
-                    "(gold_rule)", name, n_unf,
-                    ", ".join(f"{r}: {sum(x[2] == r for v in unf.values() for x in v)}" for r in UNFINDABLE_REASONS))
+        log.warning(
+            "%s: %d gold pairs name a document no method can find (%s); they stay gold, never found (gold_rule)",
+            name,
+            n_unf,
+            ", ".join(f"{r}: {sum(x[2] == r for v in unf.values() for x in v)}" for r in UNFINDABLE_REASONS),
+        )
     kept_ids = set(kept.ids)
     excl = {q: tuple(v) for q, v in (excluded or {}).items() if q in kept_ids and v}
-    return RetrievalSet(name, corpus, kept, qrels, split, dropped, dict(source or {}), excluded=excl,
-                        dropped_unused=dropped_unused, unfindable=unf, dropped_unfindable=len(only_unfindable))
+    return RetrievalSet(
+        name,
+        corpus,
+        kept,
+        qrels,
+        split,
+        dropped,
+        dict(source or {}),
+        excluded=excl,
+        dropped_unused=dropped_unused,
+        unfindable=unf,
+        dropped_unfindable=len(only_unfindable),
+    )
 
 
 def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mapping | None = None) -> RetrievalSet:
@@ -325,13 +370,17 @@ def load_beir_dir(folder: str | Path, name: str | None = None, split_cfg: Mappin
         folded = {unicodedata.normalize("NFC", k).casefold(): k for k in known} if absent else None
         for q, d in absent[:5]:
             near = near_id(d, known, folded)
-            log.warning("%s line %s: gold document %r of query %r is %s corpus.jsonl: it stays gold and no method can "
-                        "find it%s",
-                        qr.path, qr.lines.get(q, {}).get(d), d, q,
-                        "empty in" if d in corpus.empty_ids else "not in", f" (did you mean {near!r}?)" if near else "")
+            log.warning(
+                "%s line %s: gold document %r of query %r is %s corpus.jsonl: it stays gold and no method can "
+                "find it%s",
+                qr.path,
+                qr.lines.get(q, {}).get(d),
+                d,
+                q,
+                "empty in" if d in corpus.empty_ids else "not in",
+                f" (did you mean {near!r}?)" if near else "",
+            )
         if len(absent) > 5:
             log.warning("%s: %d such gold judgements in all", qr.path, len(absent))
     excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else None
     return assemble(name or folder.name, corpus, queries, qrels, split_cfg, excluded=excluded)
-
-

@@ -32,9 +32,10 @@ from .tsv import check_id, iter_lines, split_tsv
 def write_canonical(rs: RetrievalSet, folder: str | Path) -> None:
     """Write the normalised dataset the later pipeline stages read (each file atomically)."""
     folder = Path(folder)
-    write_jsonl(folder / "corpus.jsonl",
-                ({"_id": d, "title": t, "text": x} for d, t, x in zip(rs.corpus.ids, rs.corpus.titles,
-                                                                      rs.corpus.texts)))
+    write_jsonl(
+        folder / "corpus.jsonl",
+        ({"_id": d, "title": t, "text": x} for d, t, x in zip(rs.corpus.ids, rs.corpus.titles, rs.corpus.texts)),
+    )
     write_jsonl(folder / "queries.jsonl", ({"_id": q, "text": t} for q, t in zip(rs.queries.ids, rs.queries.texts)))
     with atomic_open(folder / "qrels.tsv", "w", encoding="utf-8") as fh:
         fh.write("query-id\tcorpus-id\tscore\n")
@@ -103,8 +104,9 @@ def load_split(path: str | Path, queries: Queries) -> Split:
             raise DataFormatError(path, lineno, "split", f"expected one of {SPLITS}, got {name!r}")
         if q in seen:
             first, was = seen[q]
-            raise DataFormatError(path, lineno, "query-id",
-                                  f"query {q!r} listed twice: {was} (line {first}) and {name}")
+            raise DataFormatError(
+                path, lineno, "query-id", f"query {q!r} listed twice: {was} (line {first}) and {name}"
+            )
         seen[q] = (lineno, name)
         parts[name].append(q)
     return Split(tuple(parts["train"]), tuple(parts["heldout"]), rule)
@@ -171,8 +173,9 @@ def load_canonical(folder: str | Path, name: str | None = None) -> RetrievalSet:
     excluded = load_excluded(folder / "excluded.tsv", corpus, queries) if (folder / "excluded.tsv").is_file() else {}
     twins = load_twins(folder / "twins.tsv", corpus) if (folder / "twins.tsv").is_file() else {}
     unf = load_unfindable(folder / "unfindable.tsv", queries) if (folder / "unfindable.tsv").is_file() else {}
-    return RetrievalSet(name or folder.name, corpus, queries, qrels, split, excluded=excluded, twins=twins,
-                        unfindable=unf)
+    return RetrievalSet(
+        name or folder.name, corpus, queries, qrels, split, excluded=excluded, twins=twins, unfindable=unf
+    )
 
 
 def load_unfindable(path: str | Path, queries: Queries) -> dict[str, tuple[tuple[str, int, str], ...]]:
@@ -213,14 +216,20 @@ def describe(rs: RetrievalSet) -> dict:
     empty or excluded, which stay gold and are never found), ``empty_documents_left_out`` and
     ``dropped_queries_gold_unfindable``."""
     return {
-        "n_docs": len(rs.corpus), "n_queries": len(rs.queries), "n_train": len(rs.split.train),
-        "n_heldout": len(rs.split.heldout), "dropped_queries_without_gold": rs.dropped_queries,
-        "dropped_queries_unused_qrels": dict(rs.dropped_unused), "split_rule": rs.split.rule, "source": rs.source,
+        "n_docs": len(rs.corpus),
+        "n_queries": len(rs.queries),
+        "n_train": len(rs.split.train),
+        "n_heldout": len(rs.split.heldout),
+        "dropped_queries_without_gold": rs.dropped_queries,
+        "dropped_queries_unused_qrels": dict(rs.dropped_unused),
+        "split_rule": rs.split.rule,
+        "source": rs.source,
         "text_normalization": "NFC",
         "duplicate_documents": duplicate_summary(rs.corpus.ids, rs.corpus.passages()),
         "duplicate_queries": duplicate_summary(rs.queries.ids, [text_key(t) for t in rs.queries.texts]),
         **({"twins": twin_counts(rs)} if rs.twins else {}),
-        "unfindable_gold": unfindable_counts(rs), "empty_documents_left_out": len(rs.corpus.empty_ids),
+        "unfindable_gold": unfindable_counts(rs),
+        "empty_documents_left_out": len(rs.corpus.empty_ids),
         "dropped_queries_gold_unfindable": rs.dropped_unfindable,
     }
 

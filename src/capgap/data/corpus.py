@@ -189,7 +189,6 @@ class RetrievalSet:
             raise ValueError(f"{self.name}: split names unknown queries, e.g. {sorted(extra)[:3]}")
 
 
-
 def load_corpus(path: str | Path) -> Corpus:
     """Read a BEIR ``corpus.jsonl`` (``_id``, ``title`` optional, ``text``).
 
@@ -216,8 +215,12 @@ def load_corpus(path: str | Path) -> Corpus:
     if not ids:
         raise DataFormatError(path, None, None, "no documents" + (f" with text ({len(empty)} empty)" if empty else ""))
     if empty:
-        log.warning("%s: %d documents with empty title and text left out (no method can find them), e.g. %s", path,
-                    len(empty), empty[:3])
+        log.warning(
+            "%s: %d documents with empty title and text left out (no method can find them), e.g. %s",
+            path,
+            len(empty),
+            empty[:3],
+        )
     return Corpus(tuple(ids), tuple(titles), tuple(texts), tuple(empty))
 
 
@@ -273,16 +276,57 @@ def _parse_score(path: Path, lineno: int, raw) -> int:
 
 # Header names of qrels columns, compared lower-case without punctuation ("Query-ID" -> "queryid")
 _QRELS_NAMES = {
-    "query": {"q", "qid", "query", "queryid", "querynum", "querynumber", "qno", "topic", "topicid", "topicno",
-              "topicnumber", "question", "questionid"},
-    "document": {"d", "did", "doc", "docid", "docno", "docnum", "document", "documentid", "corpus", "corpusid",
-                 "pid", "passage", "passageid", "cid"},
-    "score": {"score", "rel", "relevance", "relevancy", "label", "grade", "judgment", "judgement", "rating", "qrel",
-              "gain"},
+    "query": {
+        "q",
+        "qid",
+        "query",
+        "queryid",
+        "querynum",
+        "querynumber",
+        "qno",
+        "topic",
+        "topicid",
+        "topicno",
+        "topicnumber",
+        "question",
+        "questionid",
+    },
+    "document": {
+        "d",
+        "did",
+        "doc",
+        "docid",
+        "docno",
+        "docnum",
+        "document",
+        "documentid",
+        "corpus",
+        "corpusid",
+        "pid",
+        "passage",
+        "passageid",
+        "cid",
+    },
+    "score": {
+        "score",
+        "rel",
+        "relevance",
+        "relevancy",
+        "label",
+        "grade",
+        "judgment",
+        "judgement",
+        "rating",
+        "qrel",
+        "gain",
+    },
     "iteration": {"iter", "iteration", "q0", "0", "unused", "subtopic"},
 }
-_QRELS_ORDER = {2: ("query", "document"), 3: ("query", "document", "score"),
-                4: ("query", "iteration", "document", "score")}
+_QRELS_ORDER = {
+    2: ("query", "document"),
+    3: ("query", "document", "score"),
+    4: ("query", "iteration", "document", "score"),
+}
 
 
 def _qrels_role(name: str) -> str | None:
@@ -318,9 +362,14 @@ def _qrels_header(path: Path, lineno: int, cols: list[str]) -> tuple[bool, tuple
         return True, None
     # a judgement with a bad grade as likely as a header: never dropped unread
     if all(r in (None, "iteration") for r in roles):
-        raise DataFormatError(path, lineno, "score", f"not a number: {names[-1]!r}, and as a header none of its names "
-                                                     "is a qrels column name (query-id, qid, topic, q; corpus-id, "
-                                                     "docid, docno, d; score, rel, relevance, label)")
+        raise DataFormatError(
+            path,
+            lineno,
+            "score",
+            f"not a number: {names[-1]!r}, and as a header none of its names "
+            "is a qrels column name (query-id, qid, topic, q; corpus-id, "
+            "docid, docno, d; score, rel, relevance, label)",
+        )
     wanted = {"query", "document", "score"} & set(expect)
     if wanted <= set(roles):
         pos = {r: roles.index(r) for r in wanted}
@@ -328,10 +377,14 @@ def _qrels_header(path: Path, lineno: int, cols: list[str]) -> tuple[bool, tuple
         return True, (pos["query"], pos["document"], pos.get("score"))
     if all(r is None or r == e for r, e in zip(roles, expect)):
         return True, None  # known names where the format reads them, the others unknown
-    raise DataFormatError(path, lineno, None, f"header {found}: the columns are in another order than "
-                                              f"{' '.join(expect)} and not every name is known; name them query-id, "
-                                              "corpus-id, score (any order), or write them in the order "
-                                              + ", ".join(expect))
+    raise DataFormatError(
+        path,
+        lineno,
+        None,
+        f"header {found}: the columns are in another order than "
+        f"{' '.join(expect)} and not every name is known; name them query-id, "
+        "corpus-id, score (any order), or write them in the order " + ", ".join(expect),
+    )
 
 
 def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str, str, int]]:
@@ -377,8 +430,13 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
         if not line.strip():
             continue
         if re.match(r"\s*#(\s|$)", line):  # '# a comment' would read as a judgement of query '#'
-            raise DataFormatError(path, lineno, None, f"{line.strip()[:40]!r} is a comment: qrels have no comment "
-                                                      "lines (it would be a judgement of query '#'); remove the line")
+            raise DataFormatError(
+                path,
+                lineno,
+                None,
+                f"{line.strip()[:40]!r} is a comment: qrels have no comment "
+                "lines (it would be a judgement of query '#'); remove the line",
+            )
         if first:
             delim = "\t" if "\t" in line else None
         cols = line.split(delim)
@@ -392,8 +450,9 @@ def iter_qrels(path: str | Path, pairs: bool = False) -> Iterator[tuple[int, str
             cols = split_tsv(path, lineno, line)  # an empty column (a trailing TAB) is named as such
         if layout is not None and (layout[2] is not None or pairs):
             if len(cols) != width:
-                raise DataFormatError(path, lineno, None,
-                                      f"expected {width} columns, as the header names, got {len(cols)}")
+                raise DataFormatError(
+                    path, lineno, None, f"expected {width} columns, as the header names, got {len(cols)}"
+                )
             qi, di, si = layout
             qid, did, score = cols[qi], cols[di], cols[si] if si is not None else "1"
         elif len(cols) == 3:
@@ -440,12 +499,12 @@ def load_qrels(path: str | Path, corpus: Corpus | None = None, queries: Queries 
             raise DataFormatError(path, lineno, "corpus-id", f"unknown document id {did!r}")
         prev = out.setdefault(qid, {}).get(did)
         if prev is not None and prev != score:
-            raise DataFormatError(path, lineno, "score",
-                                  f"({qid!r}, {did!r}) judged twice: {prev} (line {lines[qid][did]}) and {score}")
+            raise DataFormatError(
+                path, lineno, "score", f"({qid!r}, {did!r}) judged twice: {prev} (line {lines[qid][did]}) and {score}"
+            )
         out[qid][did] = score
         lines.setdefault(qid, {}).setdefault(did, lineno)
     return Qrels(out, str(path), lines)
-
 
 
 def query_records(rs: RetrievalSet) -> list[list]:
@@ -454,8 +513,11 @@ def query_records(rs: RetrievalSet) -> list[list]:
     split order (train, then held-out). A checkpoint or work folder made from other data is
     never resumed (a held-out edit changes the training curve)."""
     text = dict(zip(rs.queries.ids, rs.queries.texts))
-    return [[split, q, text[q], sorted(rs.qrels.gold(q).items()), list(rs.excluded.get(q, ()))]
-            for split in SPLITS for q in rs.split.ids(split)]
+    return [
+        [split, q, text[q], sorted(rs.qrels.gold(q).items()), list(rs.excluded.get(q, ()))]
+        for split in SPLITS
+        for q in rs.split.ids(split)
+    ]
 
 
 def excluded_positions(rs: RetrievalSet, query_ids, doc_ids) -> list[list[int]]:
@@ -483,6 +545,7 @@ def corpus_hash(corpus: Corpus) -> str:
         h.update(json.dumps([d, t, x], ensure_ascii=False).encode())
         h.update(b"\n")
     return h.hexdigest()
+
 
 def unfindable_counts(rs: "RetrievalSet") -> dict[str, dict[str, int]]:
     """Per split (``train``, ``heldout``, ``all``): gold pairs no method can find, by reason

@@ -40,30 +40,60 @@ import re
 from typing import Callable
 
 TYPES = ("negation", "role_swap", "spatial_flip")
-AUXILIARIES = ("is", "are", "was", "were", "can", "could", "will", "would", "shall", "should", "may", "might", "must",
-               "does", "do", "did")
+AUXILIARIES = (
+    "is",
+    "are",
+    "was",
+    "were",
+    "can",
+    "could",
+    "will",
+    "would",
+    "shall",
+    "should",
+    "may",
+    "might",
+    "must",
+    "does",
+    "do",
+    "did",
+)
 NEGATORS = ("not", "never", "no", "nobody", "nothing", "none")
 # capitalised words that start a sentence without being a name (determiners, prepositions,
 # pronouns, time adverbs): a sentence starting with one has no name subject
-NOT_NAMES = frozenset("""a an the this that these those my your his her its our their some any every each no in on at
+NOT_NAMES = frozenset(
+    """a an the this that these those my your his her its our their some any every each no in on at
 by for from with to of into onto over under after before during since until about as if when while then there here it
 he she they we i you yesterday today tomorrow tonight now later soon once meanwhile however therefore also maybe
-perhaps sometimes always often usually never""".split())
+perhaps sometimes always often usually never""".split()
+)
 # lower-case words ending in -s that are not third-person verbs (adverbs, pronouns, ...)
-NOT_VERBS = frozenset("""as was is his its this thus yes plus less unless across always sometimes perhaps besides
+NOT_VERBS = frozenset(
+    """as was is his its this thus yes plus less unless across always sometimes perhaps besides
 nevertheless towards afterwards backwards forwards whereas alias ours yours hers theirs whose series news species
-various famous serious""".split())
+various famous serious""".split()
+)
 # -ies verbs whose base form keeps the "ie": the "-ies" -> "-y" rule would be wrong
 IE_VERBS = frozenset({"unties", "belies", "vies", "dies", "lies", "ties"})
 # auxiliaries of the perfect: "has seen" is negated as "has not seen", not "does not have seen"
 PERFECT = ("has", "have", "had")
-PARTICIPLES = frozenset("""met seen done gone made said told paid sent left lost kept held brought bought taught thought
+PARTICIPLES = frozenset(
+    """met seen done gone made said told paid sent left lost kept held brought bought taught thought
 found heard hit hurt let put read run set shut beaten become begun bitten blown broken chosen come drawn driven eaten
 fallen flown forgotten forgiven frozen given grown hidden known ridden risen shaken shown spoken stolen sworn taken
-thrown woken worn written""".split())
-_PAIRS = (("left of", "right of"), ("above", "below"), ("over", "under"), ("in front of", "behind"),
-          ("before", "after"), ("north of", "south of"), ("east of", "west of"), ("inside", "outside"),
-          ("earlier than", "later than"))
+thrown woken worn written""".split()
+)
+_PAIRS = (
+    ("left of", "right of"),
+    ("above", "below"),
+    ("over", "under"),
+    ("in front of", "behind"),
+    ("before", "after"),
+    ("north of", "south of"),
+    ("east of", "west of"),
+    ("inside", "outside"),
+    ("earlier than", "later than"),
+)
 OPPOSITES = {**{a: b for a, b in _PAIRS}, **{b: a for a, b in _PAIRS}}
 _PHRASES = sorted(OPPOSITES, key=lambda p: (-len(p.split()), p))
 
@@ -147,9 +177,9 @@ def why_not(sentence: str, kind: str) -> str | None:
         return None
     if kind == "role_swap":
         n, m = _arguments(toks)
-        if n == 0 or m == len(toks) - 1 or n > m or any(t != t.lower() for t in toks[n:m + 1]):
+        if n == 0 or m == len(toks) - 1 or n > m or any(t != t.lower() for t in toks[n : m + 1]):
             return "not '<Name> <lower-case words> <Name>'"
-        if toks[:n] == toks[m + 1:]:
+        if toks[:n] == toks[m + 1 :]:
             return "both arguments are the same"
         return None
     found = _spatial_matches(low)
@@ -167,7 +197,7 @@ def _spatial_matches(low: list[str]) -> list[tuple[int, str]]:
     for phrase in _PHRASES:
         words = phrase.split()
         for i in range(len(low) - len(words) + 1):
-            if low[i:i + len(words)] == words and not any(taken[i:i + len(words)]):
+            if low[i : i + len(words)] == words and not any(taken[i : i + len(words)]):
                 out.append((i, phrase))
                 for j in range(i, i + len(words)):
                     taken[j] = True
@@ -183,8 +213,8 @@ def negate(sentence: str) -> str | None:
     n, _ = _arguments(toks)
     low = [t.lower() for t in toks]
     if low[n] in AUXILIARIES or _perfect(low, n):
-        return " ".join(toks[:n + 1] + ["not"] + toks[n + 1:]) + end
-    return " ".join(toks[:n] + ["does", "not", _base_form(toks[n])] + toks[n + 1:]) + end
+        return " ".join(toks[: n + 1] + ["not"] + toks[n + 1 :]) + end
+    return " ".join(toks[:n] + ["does", "not", _base_form(toks[n])] + toks[n + 1 :]) + end
 
 
 def swap_roles(sentence: str) -> str | None:
@@ -193,7 +223,7 @@ def swap_roles(sentence: str) -> str | None:
         return None
     toks, end = _split(sentence)
     n, m = _arguments(toks)
-    return " ".join(toks[m + 1:] + toks[n:m + 1] + toks[:n]) + end
+    return " ".join(toks[m + 1 :] + toks[n : m + 1] + toks[:n]) + end
 
 
 def flip_spatial(sentence: str) -> str | None:
@@ -202,13 +232,16 @@ def flip_spatial(sentence: str) -> str | None:
     if why_not(sentence, "spatial_flip"):
         return None
     toks, end = _split(sentence)
-    (i, phrase), = _spatial_matches([t.lower() for t in toks])
+    ((i, phrase),) = _spatial_matches([t.lower() for t in toks])
     k = len(phrase.split())
     new = OPPOSITES[phrase].split()
     if toks[i][:1].isupper():
         new[0] = new[0].capitalize()
-    return " ".join(toks[:i] + new + toks[i + k:]) + end
+    return " ".join(toks[:i] + new + toks[i + k :]) + end
 
 
-EDITS: dict[str, Callable[[str], str | None]] = {"negation": negate, "role_swap": swap_roles,
-                                                 "spatial_flip": flip_spatial}
+EDITS: dict[str, Callable[[str], str | None]] = {
+    "negation": negate,
+    "role_swap": swap_roles,
+    "spatial_flip": flip_spatial,
+}

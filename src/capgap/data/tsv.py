@@ -30,19 +30,32 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
+                raw = raw[len(codecs.BOM_UTF8) :]
             if raw.endswith(b"\n"):
                 raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
             try:
                 yield lineno, raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise DataFormatError(path, lineno, None, f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
-                                                          f"{e.start + 1}); save the file as UTF-8") from None
+                raise DataFormatError(
+                    path,
+                    lineno,
+                    None,
+                    f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); save the file as UTF-8",
+                ) from None
 
 
 # names of the control characters users meet (unicodedata.name has none for category Cc)
-_CONTROL_NAMES = {"\x00": "NUL", "\t": "TAB", "\n": "LF", "\x0b": "VT", "\x0c": "FF", "\r": "CR", "\x1b": "ESC",
-                  "\x7f": "DEL", "\x85": "NEL"}
+_CONTROL_NAMES = {
+    "\x00": "NUL",
+    "\t": "TAB",
+    "\n": "LF",
+    "\x0b": "VT",
+    "\x0c": "FF",
+    "\r": "CR",
+    "\x1b": "ESC",
+    "\x7f": "DEL",
+    "\x85": "NEL",
+}
 
 
 # Unicode categories Cc (U+0000-001F, U+007F-009F), Zl (U+2028) and Zp (U+2029), as one regex:
@@ -64,8 +77,12 @@ def check_id(path: str | Path, lineno: int | None, field: str | None, value: str
         ch = m.group()
         name = _CONTROL_NAMES.get(ch) or unicodedata.name(ch, "")
         named = f" ({name})" if name else ""
-        raise DataFormatError(path, lineno, field, f"id {value!r} contains a control character U+{ord(ch):04X}{named}; "
-                                                   "ids are written to TSV and TREC files")
+        raise DataFormatError(
+            path,
+            lineno,
+            field,
+            f"id {value!r} contains a control character U+{ord(ch):04X}{named}; ids are written to TSV and TREC files",
+        )
     return value
 
 
@@ -81,8 +98,11 @@ def split_tsv(path: str | Path, lineno: int, line: str) -> list[str]:
     for i, c in enumerate(cols, start=1):
         if c == "" or (i == len(cols) and not c.strip()):
             if i == len(cols) and i > 1:
-                why = ("the line ends in a TAB; remove the trailing TAB" if c == ""
-                       else "the line ends in a TAB and spaces")
+                why = (
+                    "the line ends in a TAB; remove the trailing TAB"
+                    if c == ""
+                    else "the line ends in a TAB and spaces"
+                )
             elif i == 1:
                 why = "the line starts with a TAB"
             else:
@@ -112,8 +132,9 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             # is parsed from that text later)
             obj = json.loads(line, parse_constant=_reject_constant, parse_float=str)
         except _NonFiniteJSON as e:
-            raise DataFormatError(path, lineno, None,
-                                  f"{e} is not valid JSON (non-finite numbers are not allowed)") from None
+            raise DataFormatError(
+                path, lineno, None, f"{e} is not valid JSON (non-finite numbers are not allowed)"
+            ) from None
         except json.JSONDecodeError as e:
             raise DataFormatError(path, lineno, None, f"malformed JSON ({e.msg})") from None
         if not isinstance(obj, dict):

@@ -65,8 +65,10 @@ def add_twins(rs, types: Sequence[str] = tuple(_DEFAULTS["types"])):
                 continue
             tid = twin_id(d, t)
             if tid in pos:
-                raise ValueError(f"{rs.name}: near-miss twin id {tid!r} is already a document id; rename that document "
-                                 f"or leave {t!r} out of near_miss.types")
+                raise ValueError(
+                    f"{rs.name}: near-miss twin id {tid!r} is already a document id; rename that document "
+                    f"or leave {t!r} out of near_miss.types"
+                )
             pos[tid] = len(ids)
             ids.append(tid)
             titles.append(title)
@@ -74,8 +76,9 @@ def add_twins(rs, types: Sequence[str] = tuple(_DEFAULTS["types"])):
             seen.add(key)
             twins.setdefault(d, []).append((tid, t))
             added[t] += 1
-    out = replace(rs, corpus=Corpus(tuple(ids), tuple(titles), tuple(bodies)),
-                  twins={d: tuple(v) for d, v in twins.items()})
+    out = replace(
+        rs, corpus=Corpus(tuple(ids), tuple(titles), tuple(bodies)), twins={d: tuple(v) for d, v in twins.items()}
+    )
     return out, {"types": list(types), "added": added, "skipped": skipped}
 
 

@@ -25,12 +25,27 @@ log = logging.getLogger(__name__)
 
 _FAISS_METRICS = {0: "ip", 1: "l2"}  # faiss.METRIC_INNER_PRODUCT, faiss.METRIC_L2
 # the scalar-quantizer types whose search scores a float query against the decoded vector
-_SQ_KINDS = {"QT_8bit": "sq8", "QT_4bit": "sq4", "QT_6bit": "sq6", "QT_8bit_uniform": "sq8-uniform",
-             "QT_4bit_uniform": "sq4-uniform", "QT_fp16": "sq-fp16", "QT_bf16": "sq-bf16",
-             "QT_8bit_direct": "sq8-direct", "QT_8bit_direct_signed": "sq8-direct-signed"}
-SUPPORTED_FAISS = ("IndexFlat (IndexFlatIP, IndexFlatL2)", "IndexScalarQuantizer", "IndexPQ", "IndexIVFFlat",
-                   "IndexIVFScalarQuantizer", "IndexIVFPQ", "IndexHNSWFlat/SQ/PQ (their storage)",
-                   "IndexIDMap/IndexIDMap2 around any of these")
+_SQ_KINDS = {
+    "QT_8bit": "sq8",
+    "QT_4bit": "sq4",
+    "QT_6bit": "sq6",
+    "QT_8bit_uniform": "sq8-uniform",
+    "QT_4bit_uniform": "sq4-uniform",
+    "QT_fp16": "sq-fp16",
+    "QT_bf16": "sq-bf16",
+    "QT_8bit_direct": "sq8-direct",
+    "QT_8bit_direct_signed": "sq8-direct-signed",
+}
+SUPPORTED_FAISS = (
+    "IndexFlat (IndexFlatIP, IndexFlatL2)",
+    "IndexScalarQuantizer",
+    "IndexPQ",
+    "IndexIVFFlat",
+    "IndexIVFScalarQuantizer",
+    "IndexIVFPQ",
+    "IndexHNSWFlat/SQ/PQ (their storage)",
+    "IndexIDMap/IndexIDMap2 around any of these",
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +78,13 @@ def read_faiss_vectors(path: Path) -> tuple[str, FaissVectors]:
         raise DataFormatError(path, None, None, "not a faiss index with stored vectors")
     metric = _FAISS_METRICS.get(int(idx.metric_type))
     if metric is None:
-        raise DataFormatError(path, None, None, f"faiss metric_type {idx.metric_type} is not supported: "
-                                                "capgap scores inner product (METRIC_INNER_PRODUCT) or L2 (METRIC_L2)")
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"faiss metric_type {idx.metric_type} is not supported: "
+            "capgap scores inner product (METRIC_INNER_PRODUCT) or L2 (METRIC_L2)",
+        )
     try:
         return metric, _faiss_vectors(idx, path)
     except RuntimeError as e:
@@ -135,30 +155,41 @@ def _faiss_vectors(idx, path: Path) -> FaissVectors:
     if isinstance(idx, faiss.IndexIDMap):  # IndexIDMap2 is a subclass
         inner = _faiss_vectors(idx.index, path)
         if inner.ids is not None:
-            raise DataFormatError(path, None, None,
-                                  f"a faiss {name} around an index that has its own ids is not supported")
+            raise DataFormatError(
+                path, None, None, f"a faiss {name} around an index that has its own ids is not supported"
+            )
         ids = faiss.vector_to_array(idx.id_map).astype(np.int64, copy=False)
         if len(ids) != inner.matrix.shape[0]:
             raise DataFormatError(path, None, None, f"faiss {name}: {len(ids)} ids for {inner.matrix.shape[0]} vectors")
         return _with_ids(inner, ids, f"{name}({inner.faiss_type})", path)
     if isinstance(idx, faiss.IndexHNSW):
         inner = _faiss_vectors(idx.storage, path)  # the graph only decides which vectors are visited: an ANN effect
-        return FaissVectors(inner.matrix, inner.ids, f"hnsw-{inner.kind}", inner.bytes_per_vector,
-                            f"{name}({inner.faiss_type})")
+        return FaissVectors(
+            inner.matrix, inner.ids, f"hnsw-{inner.kind}", inner.bytes_per_vector, f"{name}({inner.faiss_type})"
+        )
     if type(idx) in (faiss.IndexFlat, faiss.IndexFlatIP, faiss.IndexFlatL2):
         return FaissVectors(idx.reconstruct_n(0, n), None, "flat", float(idx.sa_code_size()), name)
     if type(idx) is faiss.IndexScalarQuantizer:
         return FaissVectors(idx.reconstruct_n(0, n), None, _sq_kind(idx.sq, path), float(idx.sa_code_size()), name)
     if type(idx) is faiss.IndexPQ:
         if int(idx.search_type) != int(faiss.IndexPQ.ST_PQ):
-            log.warning("%s: this IndexPQ searches with search_type %d, not ST_PQ (asymmetric: float query against the "
-                        "decoded vectors); the diagnosis scores the decoded vectors", path, int(idx.search_type))
-        return FaissVectors(idx.reconstruct_n(0, n), None, f"pq-{idx.pq.M}x{idx.pq.nbits}", float(idx.sa_code_size()),
-                            name)
+            log.warning(
+                "%s: this IndexPQ searches with search_type %d, not ST_PQ (asymmetric: float query against the "
+                "decoded vectors); the diagnosis scores the decoded vectors",
+                path,
+                int(idx.search_type),
+            )
+        return FaissVectors(
+            idx.reconstruct_n(0, n), None, f"pq-{idx.pq.M}x{idx.pq.nbits}", float(idx.sa_code_size()), name
+        )
     if type(idx) in (faiss.IndexIVFFlat, faiss.IndexIVFPQ, faiss.IndexIVFScalarQuantizer):
         return _ivf_vectors(idx, path)
-    raise DataFormatError(path, None, None, f"faiss {name} is not supported: capgap reconstructs the vectors of "
-                                            f"{', '.join(SUPPORTED_FAISS)}")
+    raise DataFormatError(
+        path,
+        None,
+        None,
+        f"faiss {name} is not supported: capgap reconstructs the vectors of {', '.join(SUPPORTED_FAISS)}",
+    )
 
 
 def _ivf_vectors(idx, path: Path) -> FaissVectors:
@@ -168,8 +199,11 @@ def _ivf_vectors(idx, path: Path) -> FaissVectors:
 
     name = type(idx).__name__
     n = int(idx.ntotal)
-    inner = {faiss.IndexIVFFlat: lambda: "flat", faiss.IndexIVFPQ: lambda: f"pq-{idx.pq.M}x{idx.pq.nbits}",
-             faiss.IndexIVFScalarQuantizer: lambda: _sq_kind(idx.sq, path)}[type(idx)]()
+    inner = {
+        faiss.IndexIVFFlat: lambda: "flat",
+        faiss.IndexIVFPQ: lambda: f"pq-{idx.pq.M}x{idx.pq.nbits}",
+        faiss.IndexIVFScalarQuantizer: lambda: _sq_kind(idx.sq, path),
+    }[type(idx)]()
     kind = f"ivf{idx.nlist}-{inner}"
     # the inverted lists store code_size bytes a vector (and its 8-byte id); sa_code_size() would add the list number
     nbytes = float(idx.code_size)
@@ -191,22 +225,34 @@ def _sq_kind(sq, path: Path) -> str:
     for attr, kind in _SQ_KINDS.items():
         if hasattr(faiss.ScalarQuantizer, attr) and int(sq.qtype) == int(getattr(faiss.ScalarQuantizer, attr)):
             return kind
-    names = [a for a in dir(faiss.ScalarQuantizer) if a.startswith("QT_")
-             and int(getattr(faiss.ScalarQuantizer, a)) == int(sq.qtype)]
-    raise DataFormatError(path, None, None,
-                          f"faiss scalar quantizer type {names[0] if names else int(sq.qtype)} is not "
-                          f"supported: capgap reads {', '.join(_SQ_KINDS)}")
+    names = [
+        a
+        for a in dir(faiss.ScalarQuantizer)
+        if a.startswith("QT_") and int(getattr(faiss.ScalarQuantizer, a)) == int(sq.qtype)
+    ]
+    raise DataFormatError(
+        path,
+        None,
+        None,
+        f"faiss scalar quantizer type {names[0] if names else int(sq.qtype)} is not "
+        f"supported: capgap reads {', '.join(_SQ_KINDS)}",
+    )
 
 
 def _check_ids(ids: np.ndarray, name: str, path: Path) -> None:
     """``DataFormatError`` for a negative or a repeated faiss id."""
     if len(ids) and ids.min() < 0:
-        raise DataFormatError(path, None, None,
-                              f"faiss {name} holds a negative id ({int(ids.min())}): ids must be >= 0")
+        raise DataFormatError(
+            path, None, None, f"faiss {name} holds a negative id ({int(ids.min())}): ids must be >= 0"
+        )
     u, c = np.unique(ids, return_counts=True)
     if (c > 1).any():
-        raise DataFormatError(path, None, None, f"faiss {name} holds id {int(u[c > 1][0])} {int(c[c > 1][0])} times: "
-                                                "each document needs its own id")
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"faiss {name} holds id {int(u[c > 1][0])} {int(c[c > 1][0])} times: each document needs its own id",
+        )
 
 
 def _with_ids(v: FaissVectors, ids: np.ndarray, faiss_type: str, path: Path) -> FaissVectors:

@@ -35,8 +35,9 @@ def representatives(n: int, groups: Sequence[np.ndarray]) -> np.ndarray:
     return rep
 
 
-def l2_feasible(Ds: np.ndarray, gold: np.ndarray, w0: np.ndarray, groups,
-                lp_max_docs: int) -> tuple[bool | None, np.ndarray | None]:
+def l2_feasible(
+    Ds: np.ndarray, gold: np.ndarray, w0: np.ndarray, groups, lp_max_docs: int
+) -> tuple[bool | None, np.ndarray | None]:
     """Is there an L2 query point (or the limit of one) ranking every gold document strictly
     above every other document?
 
@@ -72,8 +73,16 @@ def l2_feasible(Ds: np.ndarray, gold: np.ndarray, w0: np.ndarray, groups,
     else:
         ng = np.ones(n, dtype=bool)
         ng[gold] = False
-        ok, w, _ = _lp_generated(Ds, representatives(n, groups), gold, ng, _scores64(Ds, w0, groups), groups,
-                                 10 * lp_max_docs, last_nonneg=True)
+        ok, w, _ = _lp_generated(
+            Ds,
+            representatives(n, groups),
+            gold,
+            ng,
+            _scores64(Ds, w0, groups),
+            groups,
+            10 * lp_max_docs,
+            last_nonneg=True,
+        )
     if ok is not True:
         return ok, None
     w = _l2_witness(Ds, gold, w, groups)
@@ -136,8 +145,9 @@ def copies_cost(gold: np.ndarray, groups, n_docs: int, need: int) -> int:
     return best[need]
 
 
-def index_limit_proof(n_gold: int, gold: np.ndarray, kk: int, groups, n_docs: int, inseparable: bool,
-                      l2_inseparable: bool) -> str | None:
+def index_limit_proof(
+    n_gold: int, gold: np.ndarray, kk: int, groups, n_docs: int, inseparable: bool, l2_inseparable: bool
+) -> str | None:
     """Why no query vector can put the gold documents in the top ``kk`` (capped recall 1 needs
     ``min(kk, n_gold)`` of them at rank ``<= kk``), or None when nothing proves it.
 

@@ -84,8 +84,13 @@ class Embeddings:
 
     def info(self) -> dict:
         """``{"path", "kind", "faiss_type", "bytes_per_vector", "n", "dim"}`` for a summary."""
-        return {**_array_info(self.matrix), "path": str(self.path), "kind": self.kind, "faiss_type": self.faiss_type,
-                "bytes_per_vector": self.bytes_per_vector}
+        return {
+            **_array_info(self.matrix),
+            "path": str(self.path),
+            "kind": self.kind,
+            "faiss_type": self.faiss_type,
+            "bytes_per_vector": self.bytes_per_vector,
+        }
 
 
 def _block_rows(dim: int) -> int:
@@ -131,12 +136,16 @@ def validate_matrix(a: np.ndarray, name: str) -> None:
         raise ValueError(f"{name}: {problem}")
 
 
-_SUFFIX_ERROR = ("expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, .feather) or a faiss index "
-                 "(.faiss/.index)")
+_SUFFIX_ERROR = (
+    "expected .npy, .npz, a Parquet or Arrow table (.parquet, .arrow, .feather) or a faiss index (.faiss/.index)"
+)
 FORMAT_NAMES = {"npy": "a .npy file", "npz": "an .npz file", "table": "a Parquet/Arrow table", "faiss": "a faiss index"}
 # what the options of load_embeddings apply to: key -> .npz files, column and id_column -> tables
-OPTION_FORMATS = {"key": ("npz", ".npz files"), "column": ("table", "Parquet/Arrow tables"),
-                  "id_column": ("table", "Parquet/Arrow tables")}
+OPTION_FORMATS = {
+    "key": ("npz", ".npz files"),
+    "column": ("table", "Parquet/Arrow tables"),
+    "id_column": ("table", "Parquet/Arrow tables"),
+}
 
 
 def embedding_format(path: str | Path) -> str:
@@ -158,9 +167,15 @@ def embedding_format(path: str | Path) -> str:
     raise DataFormatError(path, None, None, _SUFFIX_ERROR)
 
 
-def load_embeddings(path: str | Path, key: str | None = None, column: str | None = None,
-                    id_column: str | None = None, key_option: str = "--key", column_option: str = "--column",
-                    id_column_option: str = "--id-column") -> Embeddings:
+def load_embeddings(
+    path: str | Path,
+    key: str | None = None,
+    column: str | None = None,
+    id_column: str | None = None,
+    key_option: str = "--key",
+    column_option: str = "--column",
+    id_column_option: str = "--id-column",
+) -> Embeddings:
     """Read an embedding matrix, or the vectors a faiss index searches against.
 
     Parameters
@@ -232,8 +247,11 @@ def load_embeddings(path: str | Path, key: str | None = None, column: str | None
 
     path = Path(path)
     fmt = embedding_format(path)
-    for value, option, name in ((key, key_option, "key"), (column, column_option, "column"),
-                                (id_column, id_column_option, "id_column")):
+    for value, option, name in (
+        (key, key_option, "key"),
+        (column, column_option, "column"),
+        (id_column, id_column_option, "id_column"),
+    ):
         wanted, what = OPTION_FORMATS[name]
         if value is not None and fmt != wanted:  # an option the file cannot take is a mistake, never ignored
             raise ValueError(f"{option} applies to {what}; {path} is {FORMAT_NAMES[fmt]}")
@@ -299,9 +317,11 @@ def resolve_metric(requested: str | None, index_metric: str | None, path: str | 
         return index_metric or "ip"
     if index_metric is None or requested == index_metric or (requested, index_metric) == ("cosine", "ip"):
         return requested
-    raise ValueError(f"{path} is a faiss index that searches by {_METRIC_NAMES[index_metric]}; --metric {requested} "
-                     "would diagnose a search the index does not run: omit --metric (capgap then uses the index's own "
-                     f"metric, {index_metric})")
+    raise ValueError(
+        f"{path} is a faiss index that searches by {_METRIC_NAMES[index_metric]}; --metric {requested} "
+        "would diagnose a search the index does not run: omit --metric (capgap then uses the index's own "
+        f"metric, {index_metric})"
+    )
 
 
 def load_ids(path: str | Path) -> list[str]:
@@ -331,8 +351,9 @@ def load_ids(path: str | Path) -> list[str]:
     return ids
 
 
-def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str,
-            id_option: str = "--id-column") -> list[str] | None:
+def row_ids(
+    emb: Embeddings, ids_file: str | Path | None, option: str, id_option: str = "--id-column"
+) -> list[str] | None:
     """The ids of ``emb``'s rows: from the ids file ``ids_file`` (``load_ids``) or from the
     table's id column (``emb.row_ids``); None when neither gives them.
 
@@ -366,8 +387,9 @@ def row_ids(emb: Embeddings, ids_file: str | Path | None, option: str,
     return list(emb.row_ids) if emb.row_ids is not None else None
 
 
-def document_ids(docs: Embeddings, listed: Sequence[str] | None = None,
-                 listed_path: str | Path = "--doc-ids") -> list[str]:
+def document_ids(
+    docs: Embeddings, listed: Sequence[str] | None = None, listed_path: str | Path = "--doc-ids"
+) -> list[str]:
     """The id of each row of ``docs.matrix``.
 
     Row i of an array, or of a faiss index whose ids are 0..n-1, is document ``listed[i]``
@@ -401,13 +423,16 @@ def document_ids(docs: Embeddings, listed: Sequence[str] | None = None,
         return [str(int(i)) for i in docs.ids]
     top = int(docs.ids[-1])
     if top >= len(listed):
-        raise ValueError(f"{docs.path} holds faiss ids up to {top}, taken as line numbers (0-based) of {listed_path}, "
-                         f"which names only {len(listed)} documents")
+        raise ValueError(
+            f"{docs.path} holds faiss ids up to {top}, taken as line numbers (0-based) of {listed_path}, "
+            f"which names only {len(listed)} documents"
+        )
     return [listed[int(i)] for i in docs.ids]
 
 
-def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] | None = None,
-                       listed_path: str | Path = "--doc-ids") -> np.ndarray:
+def match_uncompressed(
+    docs: Embeddings, unc: Embeddings, listed: Sequence[str] | None = None, listed_path: str | Path = "--doc-ids"
+) -> np.ndarray:
     """The uncompressed vectors of the documents in ``docs``, row for row.
 
     When ``unc`` has ids, its rows are matched to the documents by id: a table's id column
@@ -443,12 +468,16 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] 
     """
     both = f"{docs.path} and {unc.path}"
     if docs.metric and unc.metric and docs.metric != unc.metric:
-        raise ValueError(f"{both} are faiss indexes searching by different metrics ({_METRIC_NAMES[docs.metric]}, "
-                         f"{_METRIC_NAMES[unc.metric]}): the uncompressed vectors must be scored like the index's own")
+        raise ValueError(
+            f"{both} are faiss indexes searching by different metrics ({_METRIC_NAMES[docs.metric]}, "
+            f"{_METRIC_NAMES[unc.metric]}): the uncompressed vectors must be scored like the index's own"
+        )
     (n, dim), (nu, dimu) = docs.matrix.shape, unc.matrix.shape
     if dim != dimu:
-        raise ValueError(f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has "
-                         f"dim {dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension")
+        raise ValueError(
+            f"dimension mismatch: {docs.path} has dim {dim}, {unc.path} (the uncompressed documents) has "
+            f"dim {dimu}; the reconstructed vectors of a flat, SQ or PQ index keep the input dimension"
+        )
     U = unc.matrix
     if unc.row_ids is not None or unc.ids is not None:
         uids = list(unc.row_ids) if unc.row_ids is not None else document_ids(unc, listed, listed_path)
@@ -458,22 +487,29 @@ def match_uncompressed(docs: Embeddings, unc: Embeddings, listed: Sequence[str] 
         missing = [d for d in dids if d not in at]
         if foreign or missing:
             how = "its id column" if unc.row_ids is not None else "its faiss ids"
-            parts = ([f"{len(foreign)} of its {nu} ids name no document of {docs.path} (e.g. {foreign[:3]})"] if foreign
-                     else []) \
-                + ([f"{len(missing)} of the {n} documents have no row in it (e.g. {missing[:3]})"] if missing else [])
-            raise ValueError(f"{unc.path} (the uncompressed documents) is matched to {docs.path} by document id "
-                             f"({how}), but {' and '.join(parts)}: they must be the same documents")
+            parts = (
+                [f"{len(foreign)} of its {nu} ids name no document of {docs.path} (e.g. {foreign[:3]})"]
+                if foreign
+                else []
+            ) + ([f"{len(missing)} of the {n} documents have no row in it (e.g. {missing[:3]})"] if missing else [])
+            raise ValueError(
+                f"{unc.path} (the uncompressed documents) is matched to {docs.path} by document id "
+                f"({how}), but {' and '.join(parts)}: they must be the same documents"
+            )
         order = np.array([at[d] for d in dids], dtype=np.int64)
         return U if np.array_equal(order, np.arange(nu)) else U[order]
     if docs.ids is not None:
         top = int(docs.ids[-1])
         if top >= nu:
-            raise ValueError(f"{docs.path} holds faiss ids up to {top}, taken as row numbers of {unc.path}, which has "
-                             f"only {nu} rows")
+            raise ValueError(
+                f"{docs.path} holds faiss ids up to {top}, taken as row numbers of {unc.path}, which has only {nu} rows"
+            )
         U = U[docs.ids]
     if U.shape[0] != n:
-        raise ValueError(f"{docs.path} holds {n} documents, {unc.path} (the uncompressed documents) {U.shape[0]}: "
-                         "they must be the same documents in the same row order")
+        raise ValueError(
+            f"{docs.path} holds {n} documents, {unc.path} (the uncompressed documents) {U.shape[0]}: "
+            "they must be the same documents in the same row order"
+        )
     return U
 
 
@@ -509,14 +545,15 @@ def load_qrels_file(path: str | Path) -> QrelsFile:
     for lineno, q, d, g in iter_qrels(path, pairs=True):
         prev = out.setdefault(q, {}).get(d)
         if prev is not None and prev != g:
-            raise DataFormatError(path, lineno, "score",
-                                  f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}")
+            raise DataFormatError(
+                path, lineno, "score", f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}"
+            )
         out[q][d] = g
         first.setdefault((q, d), lineno)
     if not out:
-        raise DataFormatError(path, None, None,
-                              "judges no query: the file holds no judgement line (it is empty, blank or "
-                              "only a header)")
+        raise DataFormatError(
+            path, None, None, "judges no query: the file holds no judgement line (it is empty, blank or only a header)"
+        )
     return QrelsFile(out, path=path, lines=first)
 
 
@@ -553,8 +590,9 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
         elif len(cols) in (2, 3):
             q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
         else:
-            raise DataFormatError(path, i, None,
-                                  f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}")
+            raise DataFormatError(
+                path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}"
+            )
         scored = scored and score is not None
         try:
             s = float(score) if score is not None else -float(i)
@@ -576,10 +614,14 @@ def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, 
     return run_in_order(path, rows, scored)
 
 
-
 def _array_info(M: np.ndarray) -> dict:
     """``Embeddings.info()`` of an in-memory matrix ``M`` ``(n, dim)``: its dtype as ``kind``,
     ``itemsize * dim`` bytes per vector."""
-    return {"path": None, "kind": M.dtype.name, "faiss_type": None,
-            "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
-            "n": int(M.shape[0]), "dim": int(M.shape[1])}
+    return {
+        "path": None,
+        "kind": M.dtype.name,
+        "faiss_type": None,
+        "bytes_per_vector": float(M.dtype.itemsize * M.shape[1]),
+        "n": int(M.shape[0]),
+        "dim": int(M.shape[1]),
+    }

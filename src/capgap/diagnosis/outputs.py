@@ -48,8 +48,12 @@ def write_diagnosis(diag: Diagnosis, out_dir: str | Path) -> dict[str, Path]:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputWriteError(out, e) from e
-    paths = {"per_query": out / "per_query.tsv", "summary_json": out / "summary.json", "summary_md": out / "summary.md",
-             "figure": out / "verdicts.png"}
+    paths = {
+        "per_query": out / "per_query.tsv",
+        "summary_json": out / "summary.json",
+        "summary_md": out / "summary.md",
+        "figure": out / "verdicts.png",
+    }
     cols = list(diag.rows[0]) if diag.rows else ["query_id", "verdict"]
     try:
         with output_set():
@@ -79,21 +83,33 @@ def _markdown(s: dict, k: int) -> list[str]:
             typ = f" (faiss `{info['faiss_type']}`)" if info.get("faiss_type") else ""
             md += [f"{what}: {src}`{info['kind']}`{typ}, {info['bytes_per_vector']:g} bytes per vector.", ""]
     md += ["| verdict | queries |", "|---|---|"]
-    md += [f"| {v} | {s['verdicts'][v]} |" if v != "compression-limited" or s.get("uncompressed")
-           else f"| {v} | not measured (no uncompressed documents) |" for v in VERDICTS]
-    md += ["", f"| at k = {k} | mean |", "|---|---|",
-           f"| capacity recall (per query, the better of probe and encoder) | {s[f'capacity@{k}']:.3f} |",
-           f"| probe recall | {s[f'probe_recall@{k}']:.3f} |",
-           f"| certified | {s['certified']:.3f} |",
-           f"| encoder recall (exact search) | {s[f'encoder_recall@{k}']:.3f} |",
-           f"| unused capacity (capacity − encoder) | {s['unused_capacity']:.3f} |"]
+    md += [
+        f"| {v} | {s['verdicts'][v]} |"
+        if v != "compression-limited" or s.get("uncompressed")
+        else f"| {v} | not measured (no uncompressed documents) |"
+        for v in VERDICTS
+    ]
+    md += [
+        "",
+        f"| at k = {k} | mean |",
+        "|---|---|",
+        f"| capacity recall (per query, the better of probe and encoder) | {s[f'capacity@{k}']:.3f} |",
+        f"| probe recall | {s[f'probe_recall@{k}']:.3f} |",
+        f"| certified | {s['certified']:.3f} |",
+        f"| encoder recall (exact search) | {s[f'encoder_recall@{k}']:.3f} |",
+        f"| unused capacity (capacity − encoder) | {s['unused_capacity']:.3f} |",
+    ]
     if f"ann_recall@{k}" in s:
-        md += [f"| ANN recall | {s[f'ann_recall@{k}']:.3f} |",
-               f"| ANN vs exact top-{k} | {s[f'ann_vs_exact@{k}']:.3f} |"]
+        md += [
+            f"| ANN recall | {s[f'ann_recall@{k}']:.3f} |",
+            f"| ANN vs exact top-{k} | {s[f'ann_vs_exact@{k}']:.3f} |",
+        ]
     if s.get("uncompressed"):
         u = s["uncompressed"]
-        md += [f"| probe recall, uncompressed documents | {u[f'probe_recall@{k}']:.3f} |",
-               f"| certified, uncompressed documents | {u['certified']:.3f} |"]
+        md += [
+            f"| probe recall, uncompressed documents | {u[f'probe_recall@{k}']:.3f} |",
+            f"| certified, uncompressed documents | {u['certified']:.3f} |",
+        ]
     md += ["", "Recall is capped: |top-k ∩ gold| / min(k, |gold|). Per-query numbers: `per_query.tsv`.", ""]
     md += [f"- {n}" for n in s["notes"]]
     return md

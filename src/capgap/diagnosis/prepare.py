@@ -25,8 +25,9 @@ def _note(notes: list[str], msg: str) -> None:
     notes.append(msg)
 
 
-def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]],
-                   notes: list[str]) -> tuple[list[int], dict]:
+def _match_queries(
+    query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, int]], notes: list[str]
+) -> tuple[list[int], dict]:
     """Which query rows have judgements, and the ids on either side that meet nothing.
 
     Returns ``(keep, unmatched)``: ``keep``, the row indices whose id the qrels judge (row
@@ -37,17 +38,23 @@ def _match_queries(query_ids: Sequence[str], qrels: Mapping[str, Mapping[str, in
     if not keep:
         if not qrels:
             raise ValueError("the qrels judge no query")
-        raise ValueError(f"none of the {len(query_ids)} query ids (e.g. {list(query_ids[:3])}) appears in the qrels, "
-                         f"whose query ids look like {list(qrels)[:3]}")
+        raise ValueError(
+            f"none of the {len(query_ids)} query ids (e.g. {list(query_ids[:3])}) appears in the qrels, "
+            f"whose query ids look like {list(qrels)[:3]}"
+        )
     rows = set(query_ids)
     unjudged = [q for q in query_ids if q not in qrels]
     rowless = [q for q in qrels if q not in rows]
     unmatched = {}
     for key, ids, total, what in (
-            ("rows_without_judgements", unjudged, len(query_ids),
-             "query rows have no judgements in the qrels (left out)"),
-            ("judged_queries_without_row", rowless, len(qrels),
-             "judged queries have no query embedding row (not evaluated)")):
+        ("rows_without_judgements", unjudged, len(query_ids), "query rows have no judgements in the qrels (left out)"),
+        (
+            "judged_queries_without_row",
+            rowless,
+            len(qrels),
+            "judged queries have no query embedding row (not evaluated)",
+        ),
+    ):
         unmatched[key] = {"count": len(ids), "examples": list(ids[:5])}
         if ids:
             _note(notes, f"{len(ids)} of the {total} {what}, e.g. {ids[:3]}")
@@ -86,8 +93,9 @@ def _unit_scale(log2_norm: float) -> float:
     return float(np.ldexp(1.0, -(int(np.floor(log2_norm)) + 1)))
 
 
-def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: str,
-                  notes: list[str]) -> tuple[float, float]:
+def _score_scales(
+    D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: str, notes: list[str]
+) -> tuple[float, float]:
     """The powers of two ``(documents, queries)`` the vectors are scored at. A positive scale of
     the documents (or of each query) changes no inner-product ranking, and a common one of both
     no L2 ranking (``|s q - s d|^2 = s^2 |q - d|^2``); a power of two changes no mantissa, so the
@@ -120,9 +128,12 @@ def _score_scales(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, metric: st
         sd, sq = (_unit_scale(ld), _unit_scale(lq)) if forced else (1.0, 1.0)
     if forced:
         big = ld + lq if metric == "ip" else 2 * max(ld, lq)
-        _note(notes, f"metric {metric}: scores of these vectors would leave float32's range (largest "
-                     f"{'|q| |d|' if metric == 'ip' else 'squared norm'} = 2^{big:.1f}): scored the documents times "
-                     f"2^{int(np.log2(sd))} and the queries times 2^{int(np.log2(sq))}, which changes no ranking")
+        _note(
+            notes,
+            f"metric {metric}: scores of these vectors would leave float32's range (largest "
+            f"{'|q| |d|' if metric == 'ip' else 'squared norm'} = 2^{big:.1f}): scored the documents times "
+            f"2^{int(np.log2(sd))} and the queries times 2^{int(np.log2(sq))}, which changes no ranking",
+        )
     return sd, sq
 
 
@@ -144,10 +155,12 @@ def _check_row_norms(x: np.ndarray, metric: str, side: str, first: int, scale: f
     if len(low):
         r = int(low[0])
         beside = f"beside rows of norm up to 2^{-np.log2(scale):.0f}" if scale != 1.0 else "in float32"
-        raise ValueError(f"{side}: row {first + r} (0-based) has norm 2^{np.log2(norms[r] / scale):.0f}: {beside} its "
-                         f"{'inner products' if metric == 'ip' else 'squared distances'} underflow float32 and would "
-                         f"tie at 0 (the rows' norms span more than float32 scores hold under {metric}); rescale or "
-                         "drop the outlying rows")
+        raise ValueError(
+            f"{side}: row {first + r} (0-based) has norm 2^{np.log2(norms[r] / scale):.0f}: {beside} its "
+            f"{'inner products' if metric == 'ip' else 'squared distances'} underflow float32 and would "
+            f"tie at 0 (the rows' norms span more than float32 scores hold under {metric}); rescale or "
+            "drop the outlying rows"
+        )
 
 
 def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -> tuple[np.ndarray, float]:
@@ -182,9 +195,16 @@ def _scoring_matrix(M: np.ndarray, metric: str, side: str, scale: float = 1.0) -
         # the median |d|^2/2, subtracted from every document's last coordinate in float64: a shift
         # common to a query's documents changes no ranking, and what is left of |d|^2/2 keeps its
         # digits in float32 when the norms are alike and far larger than the products q.d
-        half = np.concatenate([0.5 * np.einsum("ij,ij->i", x, x) for x in
-                               (np.asarray(M[a : a + step], dtype=np.float64) * scale
-                                for a in range(0, n, step))]) if n else np.zeros(0)
+        half = (
+            np.concatenate(
+                [
+                    0.5 * np.einsum("ij,ij->i", x, x)
+                    for x in (np.asarray(M[a : a + step], dtype=np.float64) * scale for a in range(0, n, step))
+                ]
+            )
+            if n
+            else np.zeros(0)
+        )
         shift = float(np.median(half)) if n and np.isfinite(half).all() else 0.0
     for a in range(0, n, step):
         x = np.asarray(M[a : a + step], dtype=np.float64)
@@ -222,25 +242,36 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
     0-based) and the policy. Raises ``ValueError`` naming the file and rows with ``"error"``."""
     if policy not in ZERO_NORM_POLICIES:
         raise ValueError(f"zero_norm must be one of {list(ZERO_NORM_POLICIES)}, got {policy!r}")
-    found = {"documents": (zero_norm_rows(D, exact=True), doc_ids),
-             "queries": (np.asarray(keep, dtype=np.int64)[zero_norm_rows(Q[keep], exact=True)], query_ids)}
+    found = {
+        "documents": (zero_norm_rows(D, exact=True), doc_ids),
+        "queries": (np.asarray(keep, dtype=np.int64)[zero_norm_rows(Q[keep], exact=True)], query_ids),
+    }
     if U is not None:
         found["uncompressed documents"] = (zero_norm_rows(U, exact=True), doc_ids)
     bad = {side: rows for side, (rows, _) in found.items() if len(rows)}
-    summary = {"policy": policy, "threshold": 0.0,
-               **{side: {"count": len(rows), "rows": rows.tolist()[:20], "ids": [ids[r] for r in rows[:20]]}
-                  for side, (rows, ids) in found.items()}}
+    summary = {
+        "policy": policy,
+        "threshold": 0.0,
+        **{
+            side: {"count": len(rows), "rows": rows.tolist()[:20], "ids": [ids[r] for r in rows[:20]]}
+            for side, (rows, ids) in found.items()
+        },
+    }
     if not bad:
         return D, U, doc_ids, keep, summary
     if policy == "error":
         side, rows = next(iter(bad.items()))
-        more = "".join(f"; so {'does' if len(r) == 1 else 'do'} {paths.get(s, s)}: {describe_rows(r, found[s][1])}"
-                       for s, r in list(bad.items())[1:])
-        raise ValueError(f"{paths.get(side, side)}: {describe_rows(rows, found[side][1])} "
-                         f"{'has' if len(rows) == 1 else 'have'} norm 0 (every value 0): cosine is undefined for "
-                         f"{'it' if len(rows) == 1 else 'them'} (an empty or failed text embedded as a zero vector is "
-                         f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such "
-                         "rows out, counted")
+        more = "".join(
+            f"; so {'does' if len(r) == 1 else 'do'} {paths.get(s, s)}: {describe_rows(r, found[s][1])}"
+            for s, r in list(bad.items())[1:]
+        )
+        raise ValueError(
+            f"{paths.get(side, side)}: {describe_rows(rows, found[side][1])} "
+            f"{'has' if len(rows) == 1 else 'have'} norm 0 (every value 0): cosine is undefined for "
+            f"{'it' if len(rows) == 1 else 'them'} (an empty or failed text embedded as a zero vector is "
+            f"the usual cause){more}. Fix the embeddings, or pass --zero-norm set-apart to leave such "
+            "rows out, counted"
+        )
     zd = np.union1d(found["documents"][0], found.get("uncompressed documents", (np.zeros(0, np.int64),))[0])
     dkeep = np.setdiff1d(np.arange(D.shape[0]), zd)
     if not len(dkeep):
@@ -253,15 +284,19 @@ def _zero_norm_rows(D, Q, U, doc_ids, query_ids, keep, qrels, policy: str, paths
         raise ValueError("metric cosine: no query is left once the rows of norm 0 are set apart")
     summary["queries_with_only_zero_gold"] = {"count": len(no_gold), "ids": [query_ids[i] for i in no_gold[:20]]}
     for side, rows in bad.items():
-        _note(notes,
-              f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
-              f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}")
+        _note(
+            notes,
+            f"metric cosine: {paths.get(side, side)}: {len(rows)} {'row has' if len(rows) == 1 else 'rows have'} "
+            f"norm 0 (cosine undefined), set apart: {describe_rows(rows, found[side][1])}",
+        )
     if no_gold:
-        _note(notes, f"metric cosine: {len(no_gold)} queries whose every gold document has norm 0 are set apart too, "
-                     f"e.g. {[query_ids[i] for i in no_gold[:3]]}")
+        _note(
+            notes,
+            f"metric cosine: {len(no_gold)} queries whose every gold document has norm 0 are set apart too, "
+            f"e.g. {[query_ids[i] for i in no_gold[:3]]}",
+        )
     sub = (lambda M: None if M is None else np.asarray(M)[dkeep]) if len(zd) else (lambda M: M)
     return sub(D), sub(U), [doc_ids[i] for i in dkeep], new_keep, summary
-
 
 
 def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Mapping[str, int]) -> list[str]:
@@ -277,22 +312,28 @@ def _run_mismatch(run: Mapping[str, Sequence[str]], qids: Sequence[str], pos: Ma
     extra_d = sorted(d for d in run_docs if d not in pos)
     hint = "percent-encoded ids (capgap's run files) need --ann-run-percent-encoded"
     if run and len(extra_q) == len(run):
-        raise ValueError(f"none of the ANN run's {len(run)} query ids (e.g. {list(run)[:3]}) is a judged query; "
-                         f"the query ids look like {list(qids)[:3]} ({hint})")
+        raise ValueError(
+            f"none of the ANN run's {len(run)} query ids (e.g. {list(run)[:3]}) is a judged query; "
+            f"the query ids look like {list(qids)[:3]} ({hint})"
+        )
     if run_docs and len(extra_d) == len(run_docs):
-        raise ValueError(f"none of the ANN run's {len(run_docs)} document ids (e.g. {extra_d[:3]}) is a document id; "
-                         f"the document ids look like {list(pos)[:3]} ({hint})")
-    for what, ids in (("ANN-run queries are not judged queries (ignored)", extra_q),
-                      ("judged queries are missing from the ANN run (nothing retrieved)", missing_q),
-                      ("ANN-run documents are not in the document ids (count as misses)", extra_d)):
+        raise ValueError(
+            f"none of the ANN run's {len(run_docs)} document ids (e.g. {extra_d[:3]}) is a document id; "
+            f"the document ids look like {list(pos)[:3]} ({hint})"
+        )
+    for what, ids in (
+        ("ANN-run queries are not judged queries (ignored)", extra_q),
+        ("judged queries are missing from the ANN run (nothing retrieved)", missing_q),
+        ("ANN-run documents are not in the document ids (count as misses)", extra_d),
+    ):
         if ids:
             _note(notes, f"{len(ids)} {what}, e.g. {ids[:3]}; {hint}")
     return notes
 
 
-
-def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_path,
-                    queries_path) -> tuple[list[str], dict]:
+def qrels_order_ids(
+    n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_path, queries_path
+) -> tuple[list[str], dict]:
     """The CLI's default query ids when none are given: row i is the i-th query id of the qrels,
     in order of first appearance (``load_qrels_file``'s order).
 
@@ -321,18 +362,24 @@ def qrels_order_ids(n_rows: int, qrels: Mapping[str, Mapping[str, int]], qrels_p
     """
     ids = list(qrels)
     if n_rows != len(ids):
-        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order "
-                         f"of first appearance), but {queries_path} has {n_rows} rows and {qrels_path} judges "
-                         f"{len(ids)} queries: the rows cannot be paired with the ids; give --query-ids (one id per "
-                         "query row)")
+        raise ValueError(
+            f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order "
+            f"of first appearance), but {queries_path} has {n_rows} rows and {qrels_path} judges "
+            f"{len(ids)} queries: the rows cannot be paired with the ids; give --query-ids (one id per "
+            "query row)"
+        )
     rows = [str(i) for i in range(n_rows)]
     if ids != rows and set(ids) == set(rows):
-        raise ValueError(f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order "
-                         f"of first appearance), but its query ids are the row numbers 0..{n_rows - 1} in another "
-                         f"order (first {ids[:3]}): they look like row numbers, and row 0 would be query {ids[0]!r}; "
-                         "give --query-ids (one id per query row)")
-    return ids, {"rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance",
-                 "first": ids[:3]}
+        raise ValueError(
+            f"--query-ids not given, so query row i would be the i-th query id of {qrels_path} (in order "
+            f"of first appearance), but its query ids are the row numbers 0..{n_rows - 1} in another "
+            f"order (first {ids[:3]}): they look like row numbers, and row 0 would be query {ids[0]!r}; "
+            "give --query-ids (one id per query row)"
+        )
+    return ids, {
+        "rule": f"query row i is the i-th query id of {qrels_path}, in order of first appearance",
+        "first": ids[:3],
+    }
 
 
 def document_id_default(doc_ids: Sequence[str], faiss_ids: bool) -> dict:
@@ -340,8 +387,11 @@ def document_id_default(doc_ids: Sequence[str], faiss_ids: bool) -> dict:
     document ``"i"``, or a faiss index's own ids (``faiss_ids``). Returns ``{"rule": str,
     "first": [the ids of rows 0-2]}`` for ``diagnose(id_defaults=...)``. Qrels that name other
     documents are refused by ``diagnose`` (``"qrels name ... documents not in the document ids"``)."""
-    rule = ("document row i is the faiss index's i-th id in ascending order, as a decimal string" if faiss_ids
-            else "document row i is document id 'i' (the row number, 0-based)")
+    rule = (
+        "document row i is the faiss index's i-th id in ascending order, as a decimal string"
+        if faiss_ids
+        else "document row i is document id 'i' (the row number, 0-based)"
+    )
     return {"rule": rule, "first": list(doc_ids[:3])}
 
 
@@ -376,5 +426,7 @@ def refuse_contradicting_column(path, ids, paired: Sequence[str | None], rule: s
     for name, col in id_columns(path, ids).items():
         r = next((r for r, (a, b) in enumerate(zip(paired, col)) if a is not None and a != b), None)
         if r is not None:
-            raise ValueError(f"{path}: {rule}, but its column {name!r} holds {what} and names row {r} {col[r]!r}, not "
-                             f"{paired[r]!r}: pass {option} {name} to pair the rows by that column")
+            raise ValueError(
+                f"{path}: {rule}, but its column {name!r} holds {what} and names row {r} {col[r]!r}, not "
+                f"{paired[r]!r}: pass {option} {name} to pair the rows by that column"
+            )

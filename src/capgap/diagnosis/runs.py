@@ -81,17 +81,26 @@ def run_in_order(path: Path, rows: Mapping[str, Sequence[tuple]], scored: bool =
         kept = {q: [(-e[0], e[1], e[2]) for e in v] for q, v in rows.items()} if scored and not other else None
         return RunFile({q: [e[2] for e in sorted(v)] for q, v in rows.items()}, scored=kept)
     first, second = _example_steps(rows[asc[0]])
-    example = (f"{asc[0]!r}: rank {first[3]:g} score {-first[0]:g} (line {first[1]}), rank {second[3]:g} score "
-               f"{-second[0]:g} (line {second[1]})")
+    example = (
+        f"{asc[0]!r}: rank {first[3]:g} score {-first[0]:g} (line {first[1]}), rank {second[3]:g} score "
+        f"{-second[0]:g} (line {second[1]})"
+    )
     if other:
         desc = [q for q in other if seen[q] == "descend"]
-        raise DataFormatError(path, first[1], "rank",
-                              f"the scores ascend as the ranks ascend on {len(asc)} queries (e.g. {example}) but not "
-                              f"on {len(other)} ({len(desc)} descend, {len(other) - len(desc)} go both ways; e.g. "
-                              f"{other[0]!r}): similarities cannot be told from distances; write scores that descend "
-                              "with rank (negate distances)")
-    note = (f"{path}: on every query whose ranks and scores tell an order ({len(asc)}) the scores ascend as the ranks "
-            f"ascend (e.g. {example}): distances, not similarities; the documents are taken in rank order")
+        raise DataFormatError(
+            path,
+            first[1],
+            "rank",
+            f"the scores ascend as the ranks ascend on {len(asc)} queries (e.g. {example}) but not "
+            f"on {len(other)} ({len(desc)} descend, {len(other) - len(desc)} go both ways; e.g. "
+            f"{other[0]!r}): similarities cannot be told from distances; write scores that descend "
+            "with rank (negate distances)",
+        )
+    note = (
+        f"{path}: on every query whose ranks and scores tell an order ({len(asc)}) the scores ascend as the ranks "
+        f"ascend (e.g. {example}): distances, not similarities; the documents are taken in rank order"
+    )
+
     def by_rank(e):
         return (e[3] if e[3] is not None else float("inf"), -e[0], e[1])
 
@@ -130,8 +139,15 @@ def _rank_correlation(s: np.ndarray, x: np.ndarray) -> float:
 _MIXED = 0.1  # more than this fraction of the telling queries read the other way: the run is refused
 
 
-def orient_run(run: dict, path: str | Path, D: np.ndarray, Q: np.ndarray, doc_ids: Sequence[str],
-               query_ids: Sequence[str], metric: str) -> dict:
+def orient_run(
+    run: dict,
+    path: str | Path,
+    D: np.ndarray,
+    Q: np.ndarray,
+    doc_ids: Sequence[str],
+    query_ids: Sequence[str],
+    metric: str,
+) -> dict:
     """A run whose order was taken from its scores alone, checked against the vectors: read as
     similarities (highest first, as loaded) or as distances (lowest first).
 
@@ -197,19 +213,27 @@ def orient_run(run: dict, path: str | Path, D: np.ndarray, Q: np.ndarray, doc_id
     if min(len(dq), len(sq)) > _MIXED * (len(dq) + len(sq)):
         bad = sq[0]
         line = min(e[1] for e in run.scored[bad])
-        raise DataFormatError(path, line, "score",
-                              f"the scores fall as the query and document vectors' similarity (--metric {metric}) "
-                              f"rises on {len(dq)} queries (e.g. {dq[0]!r}: distances) and rise with it on {len(sq)} "
-                              f"(e.g. {bad!r}: similarities), and no rank column gives the order: capgap cannot tell "
-                              "similarities (highest first) from distances (lowest first); write a rank column 1..n "
-                              "(TREC: qid Q0 docid rank score tag)")
+        raise DataFormatError(
+            path,
+            line,
+            "score",
+            f"the scores fall as the query and document vectors' similarity (--metric {metric}) "
+            f"rises on {len(dq)} queries (e.g. {dq[0]!r}: distances) and rise with it on {len(sq)} "
+            f"(e.g. {bad!r}: similarities), and no rank column gives the order: capgap cannot tell "
+            "similarities (highest first) from distances (lowest first); write a rank column 1..n "
+            "(TREC: qid Q0 docid rank score tag)",
+        )
     if len(dq) <= len(sq):
         return run
     eg = sorted(e for e in run.scored[dq[0]] if e[2] in drow)
     lo, hi = eg[0], eg[-1]
-    note = (f"{path}: no rank column gives the order, and on {len(dq)} of the {len(dq) + len(sq)} queries whose "
-            f"scores differ the scores rise with the distance between the query and document vectors (e.g. {dq[0]!r}: "
-            f"{lo[2]!r} score {lo[0]:g} (line {lo[1]}), {hi[2]!r} score {hi[0]:g} (line {hi[1]})): distances, not "
-            "similarities; the documents are taken lowest score first")
-    return RunFile({q: [e[2] for e in sorted(v, key=lambda e: (e[0], e[1]))] for q, v in run.scored.items()},
-                   notes=[*run.notes, note])
+    note = (
+        f"{path}: no rank column gives the order, and on {len(dq)} of the {len(dq) + len(sq)} queries whose "
+        f"scores differ the scores rise with the distance between the query and document vectors (e.g. {dq[0]!r}: "
+        f"{lo[2]!r} score {lo[0]:g} (line {lo[1]}), {hi[2]!r} score {hi[0]:g} (line {hi[1]})): distances, not "
+        "similarities; the documents are taken lowest score first"
+    )
+    return RunFile(
+        {q: [e[2] for e in sorted(v, key=lambda e: (e[0], e[1]))] for q, v in run.scored.items()},
+        notes=[*run.notes, note],
+    )

@@ -22,10 +22,17 @@ def _summary(rows: list[dict], k: int, has_ann: bool, notes: list[str], extra: M
     def mean(key):
         return float(np.mean([r[key] for r in rows])) if rows else float("nan")
 
-    s = {"queries": n, "k": k, **extra,
-         "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
-         f"probe_recall@{k}": mean(f"probe_recall@{k}"), "certified": mean("certified"),
-         f"encoder_recall@{k}": mean(f"encoder_recall@{k}"), f"capacity@{k}": mean(f"capacity@{k}"), "notes": notes}
+    s = {
+        "queries": n,
+        "k": k,
+        **extra,
+        "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS},
+        f"probe_recall@{k}": mean(f"probe_recall@{k}"),
+        "certified": mean("certified"),
+        f"encoder_recall@{k}": mean(f"encoder_recall@{k}"),
+        f"capacity@{k}": mean(f"capacity@{k}"),
+        "notes": notes,
+    }
     s["unused_capacity"] = s[f"capacity@{k}"] - s[f"encoder_recall@{k}"]  # >= 0: per query, capacity >= encoder
     if has_ann:
         s[f"ann_recall@{k}"] = mean(f"ann_recall@{k}")
@@ -39,33 +46,41 @@ def _reading(s: dict, k: int, has_ann: bool) -> str:
     n = max(s["queries"], 1)
     v = s["verdicts"]
     worst = max((x for x in VERDICTS if x != "ok"), key=lambda x: v[x])
-    parts = [f"At k = {k}, the index admits {s[f'capacity@{k}']:.3f} recall (per query the better of the probe's "
-             f"vector, {s[f'probe_recall@{k}']:.3f}, and your query vector; {s['certified']:.0%} of queries "
-             f"certified); the query encoder reaches {s[f'encoder_recall@{k}']:.3f} with exact search"]
+    parts = [
+        f"At k = {k}, the index admits {s[f'capacity@{k}']:.3f} recall (per query the better of the probe's "
+        f"vector, {s[f'probe_recall@{k}']:.3f}, and your query vector; {s['certified']:.0%} of queries "
+        f"certified); the query encoder reaches {s[f'encoder_recall@{k}']:.3f} with exact search"
+    ]
     if has_ann:
-        parts.append(f" and {s[f'ann_recall@{k}']:.3f} with your ANN (which returns {s[f'ann_vs_exact@{k}']:.3f} of "
-                     f"the exact top-{k})")
+        parts.append(
+            f" and {s[f'ann_recall@{k}']:.3f} with your ANN (which returns {s[f'ann_vs_exact@{k}']:.3f} of "
+            f"the exact top-{k})"
+        )
     unc = s.get("uncompressed")
     if unc:
-        parts.append(f". Uncompressed, the same documents admit {unc[f'probe_recall@{k}']:.3f} recall; the index's "
-                     f"{s['index']['kind']} vectors lose {unc['lost_to_compression']} queries to compression")
+        parts.append(
+            f". Uncompressed, the same documents admit {unc[f'probe_recall@{k}']:.3f} recall; the index's "
+            f"{s['index']['kind']} vectors lose {unc['lost_to_compression']} queries to compression"
+        )
     parts.append(f". {v['ok']} of {s['queries']} queries are fully served. ")
     if v[worst] == 0:
         parts.append("No bottleneck at this k.")
     else:
-        where = {"index-limited": "the index itself: no query vector puts their gold documents in the top k; "
-                                  "better document embeddings or a larger k, not query-side training, would help",
-                 "compression-limited": "the index's compression: the uncompressed vectors admit the answer, the "
-                                        "index's own reconstructed vectors do not; a finer code (more bytes per "
-                                        "vector) or re-ranking with the full-precision vectors would help",
-                 "undetermined": "no query vector at hand (the probe's, the encoder's) serves them and nothing proves "
-                                 "that none can, so index and encoder are not told apart; a larger k or the exact LP "
-                                 "(probe.lp_check_max_docs) may decide them",
-                 "encoder-limited": "the query encoder: the index admits the answer but the encoder's query vectors "
-                                    f"miss it ({s['unused_capacity']:.3f} recall of capacity unused); tune or replace "
-                                    "the query side",
-                 "ann-limited": "the approximate search: exact search finds the gold documents, the ANN index loses "
-                                "them; tune the ANN (more probes, candidates) before anything else"}[worst]
+        where = {
+            "index-limited": "the index itself: no query vector puts their gold documents in the top k; "
+            "better document embeddings or a larger k, not query-side training, would help",
+            "compression-limited": "the index's compression: the uncompressed vectors admit the answer, the "
+            "index's own reconstructed vectors do not; a finer code (more bytes per "
+            "vector) or re-ranking with the full-precision vectors would help",
+            "undetermined": "no query vector at hand (the probe's, the encoder's) serves them and nothing proves "
+            "that none can, so index and encoder are not told apart; a larger k or the exact LP "
+            "(probe.lp_check_max_docs) may decide them",
+            "encoder-limited": "the query encoder: the index admits the answer but the encoder's query vectors "
+            f"miss it ({s['unused_capacity']:.3f} recall of capacity unused); tune or replace "
+            "the query side",
+            "ann-limited": "the approximate search: exact search finds the gold documents, the ANN index loses "
+            "them; tune the ANN (more probes, candidates) before anything else",
+        }[worst]
         verb = "is undetermined:" if worst == "undetermined" else "is limited by"
         parts.append(f"The largest group ({v[worst]} queries, {v[worst] / n:.0%}) {verb} {where}.")
     return "".join(parts)
@@ -76,8 +91,9 @@ def _capped_recall(ranked: Sequence[str], gold: set[str], k: int) -> float:
     return len(set(ranked[:k]) & gold) / min(k, len(gold))
 
 
-def admitted_but_missed(probe_rows: Sequence[Mapping], run: Mapping[str, Sequence[str]],
-                        qrels: Mapping[str, Mapping[str, int]], k: int) -> list[dict]:
+def admitted_but_missed(
+    probe_rows: Sequence[Mapping], run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], k: int
+) -> list[dict]:
     """Queries the index admits but an encoder's exact run misses at k: the DAG report's
     "geometrically easy but missed" list (encoder-limited queries, as ``diagnose`` defines them).
 
@@ -100,6 +116,12 @@ def admitted_but_missed(probe_rows: Sequence[Mapping], run: Mapping[str, Sequenc
         enc = _capped_recall(ranked, gold, k)
         if enc < 1:
             ranks = [i + 1 for i, d in enumerate(ranked) if d in gold]
-            out.append({"query_id": q, "n_gold": len(gold), "encoder_recall": round(enc, 6),
-                        "best_gold_rank": min(ranks) if ranks else None})
+            out.append(
+                {
+                    "query_id": q,
+                    "n_gold": len(gold),
+                    "encoder_recall": round(enc, 6),
+                    "best_gold_rank": min(ranks) if ranks else None,
+                }
+            )
     return out

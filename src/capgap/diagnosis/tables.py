@@ -50,8 +50,9 @@ def _open(path: Path):
     the file when pyarrow cannot read it."""
     pa = _pyarrow()
     if pa is None:
-        raise DataFormatError(path, None, None,
-                              "reading Parquet/Arrow tables needs pyarrow: pip install 'capgap[diagnose]'")
+        raise DataFormatError(
+            path, None, None, "reading Parquet/Arrow tables needs pyarrow: pip install 'capgap[diagnose]'"
+        )
     fmt = "Parquet" if path.suffix in PARQUET_SUFFIXES else "Arrow IPC (Feather)"
     try:
         if fmt == "Parquet":
@@ -70,8 +71,9 @@ def _open(path: Path):
 
 def _is_vector_type(pa, t) -> bool:
     """A list, large list or fixed-size list of floats."""
-    return (pa.types.is_list(t) or pa.types.is_large_list(t)
-            or pa.types.is_fixed_size_list(t)) and pa.types.is_floating(t.value_type)
+    return (
+        pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    ) and pa.types.is_floating(t.value_type)
 
 
 def _columns(schema) -> str:
@@ -89,9 +91,13 @@ def _pick_vector_column(pa, path: Path, schema, column: str | None, option: str 
     if len(found) == 1:
         return found[0]
     if not found:  # naming a column cannot help: none holds vectors _vectors would take
-        raise DataFormatError(path, None, None,
-                              f"no column holds vectors (a list or fixed-size list of float16, float32 or "
-                              f"float64 per row); its columns: {_columns(schema)}")
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"no column holds vectors (a list or fixed-size list of float16, float32 or "
+            f"float64 per row); its columns: {_columns(schema)}",
+        )
     raise DataFormatError(path, None, None, f"several vector columns {found}: name one with {option}")
 
 
@@ -107,13 +113,21 @@ def _vectors(pa, path: Path, col, name: str) -> np.ndarray:
     if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
         r = _first_row(~np.asarray(col.is_null())) if col.null_count < len(col) else 0
         shown = repr(col[r].as_py())[:40] if len(col) else ""
-        raise DataFormatError(path, None, None,
-                              f"{where(r)}: {shown} is {t}, not a vector: expected a list or fixed-size "
-                              f"list of float16, float32 or float64 in every row")
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"{where(r)}: {shown} is {t}, not a vector: expected a list or fixed-size "
+            f"list of float16, float32 or float64 in every row",
+        )
     if not pa.types.is_floating(t.value_type):
         r = _first_row(~np.asarray(col.is_null())) if 0 < col.null_count < len(col) else 0
-        raise DataFormatError(path, None, None, f"{where(r)}: the vectors hold {t.value_type} values ({t}); expected "
-                                                f"float16, float32 or float64")
+        raise DataFormatError(
+            path,
+            None,
+            None,
+            f"{where(r)}: the vectors hold {t.value_type} values ({t}); expected float16, float32 or float64",
+        )
     if col.null_count:
         raise DataFormatError(path, None, None, f"{where(_first_row(np.asarray(col.is_null())))}: null, not a vector")
     parts, dim, row0 = [], None, 0
@@ -127,9 +141,12 @@ def _vectors(pa, path: Path, col, name: str) -> np.ndarray:
         bad = lens != dim
         if bad.any():
             r = _first_row(bad)
-            raise DataFormatError(path, None, None,
-                                  f"{where(row0 + r)}: {lens[r]} values, row 0 has {dim}: the vectors "
-                                  "must all have one length")
+            raise DataFormatError(
+                path,
+                None,
+                None,
+                f"{where(row0 + r)}: {lens[r]} values, row 0 has {dim}: the vectors must all have one length",
+            )
         vals = ch.flatten()
         if vals.null_count:
             j = _first_row(np.asarray(vals.is_null()))
@@ -145,8 +162,12 @@ def _is_id_type(pa, t) -> bool:
     """Strings or integers (a dictionary of them too): the types an id column may have."""
     if pa.types.is_dictionary(t):
         t = t.value_type
-    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
-            or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t)))
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_integer(t)
+        or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))
+    )
 
 
 def _ids(pa, path: Path, col, name: str, option: str = "--id-column") -> tuple[str, ...]:
@@ -170,15 +191,20 @@ def _ids(pa, path: Path, col, name: str, option: str = "--id-column") -> tuple[s
         except DataFormatError as e:
             raise DataFormatError(path, None, None, f"row {r} (0-based), column {name!r}: {e.reason}") from None
         if x in seen:
-            raise DataFormatError(path, None, None, f"row {r} (0-based), column {name!r}: duplicate id {x!r} "
-                                                    f"(first at row {seen[x]})")
+            raise DataFormatError(
+                path, None, None, f"row {r} (0-based), column {name!r}: duplicate id {x!r} (first at row {seen[x]})"
+            )
         seen[x] = r
     return tuple(ids)
 
 
-def read_table_vectors(path: str | Path, column: str | None = None, id_column: str | None = None,
-                       column_option: str = "--column",
-                       id_option: str = "--id-column") -> tuple[np.ndarray, tuple[str, ...] | None, str]:
+def read_table_vectors(
+    path: str | Path,
+    column: str | None = None,
+    id_column: str | None = None,
+    column_option: str = "--column",
+    id_option: str = "--id-column",
+) -> tuple[np.ndarray, tuple[str, ...] | None, str]:
     """The vectors (and ids) of a Parquet or Arrow IPC table.
 
     Parameters
@@ -223,8 +249,9 @@ def read_table_vectors(path: str | Path, column: str | None = None, id_column: s
     schema, read = _open(path)
     vec = _pick_vector_column(pa, path, schema, column, column_option)
     if id_column is not None and id_column not in schema.names:
-        raise DataFormatError(path, None, None,
-                              f"no column {id_column!r} ({id_option}); its columns: {_columns(schema)}")
+        raise DataFormatError(
+            path, None, None, f"no column {id_column!r} ({id_option}); its columns: {_columns(schema)}"
+        )
     if id_column == vec:
         raise DataFormatError(path, None, None, f"column {vec!r} cannot hold both the vectors and the ids")
     try:

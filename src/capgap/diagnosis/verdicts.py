@@ -92,12 +92,24 @@ class _Geometry:
 _SIDE = {"queries": "query", "documents": "document", "uncompressed": "uncompressed document"}
 
 
-def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]], doc_ids: Sequence[str],
-             query_ids: Sequence[str], k: int = 10, ann_run: Mapping[str, Sequence[str]] | None = None,
-             metric: str = "ip", probe_cfg: Mapping | None = None, threads: int | None = None,
-             uncompressed: np.ndarray | None = None, index_info: Mapping | None = None,
-             uncompressed_info: Mapping | None = None, zero_norm: str = "error",
-             paths: Mapping[str, str] | None = None, id_defaults: Mapping[str, Mapping] | None = None) -> Diagnosis:
+def diagnose(
+    D: np.ndarray,
+    Q: np.ndarray,
+    qrels: Mapping[str, Mapping[str, int]],
+    doc_ids: Sequence[str],
+    query_ids: Sequence[str],
+    k: int = 10,
+    ann_run: Mapping[str, Sequence[str]] | None = None,
+    metric: str = "ip",
+    probe_cfg: Mapping | None = None,
+    threads: int | None = None,
+    uncompressed: np.ndarray | None = None,
+    index_info: Mapping | None = None,
+    uncompressed_info: Mapping | None = None,
+    zero_norm: str = "error",
+    paths: Mapping[str, str] | None = None,
+    id_defaults: Mapping[str, Mapping] | None = None,
+) -> Diagnosis:
     """Verdict per query: index-limited, compression-limited, encoder-limited, ann-limited or ok
     (module docstring).
 
@@ -177,9 +189,12 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         documents beyond float32's range (``"docs.npy: scores overflow float32 under the probe's
         vector for query 'q0' ..."``, the file from ``paths``).
     """
-    defaults = [f"no {_SIDE.get(side, side)} ids given: {how['rule']} (row 0 = {how['first'][0]!r}"
-                + (f", row 1 = {how['first'][1]!r}" if len(how["first"]) > 1 else "") + ")"
-                for side, how in (id_defaults or {}).items()]
+    defaults = [
+        f"no {_SIDE.get(side, side)} ids given: {how['rule']} (row 0 = {how['first'][0]!r}"
+        + (f", row 1 = {how['first'][1]!r}" if len(how["first"]) > 1 else "")
+        + ")"
+        for side, how in (id_defaults or {}).items()
+    ]
     try:
         case = _judged(*_checked_matrices(D, Q, uncompressed, metric), qrels, doc_ids, query_ids)
     except ValueError as e:
@@ -204,8 +219,16 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
         case.notes += _run_mismatch(ann_run, case.qids, case.pos_all)
     pr, pu = _probe_both(case, sc, metric, threads, probe_cfg, paths or {})
     # the encoder's full ranking under the evaluation tie rule (capgap.retrieval)
-    enc_ranks, exact_top, _ = rank_queries(dense_scores(sc.Qs, sc.Ds, threads), len(case.qids), sc.gold_rows, sc.grades,
-                                           None, sc.kk, len(case.doc_ids), sc.groups)
+    enc_ranks, exact_top, _ = rank_queries(
+        dense_scores(sc.Qs, sc.Ds, threads),
+        len(case.qids),
+        sc.gold_rows,
+        sc.grades,
+        None,
+        sc.kk,
+        len(case.doc_ids),
+        sc.groups,
+    )
     rows, admitted = [], []  # per query: (the index's vectors admit it, the uncompressed vectors do or None)
     for i, er in enumerate(enc_ranks):
         row, adm = _query_row(case, sc, i, er, exact_top[i], pr, pu, k, ann_run)
@@ -214,15 +237,19 @@ def diagnose(D: np.ndarray, Q: np.ndarray, qrels: Mapping[str, Mapping[str, int]
     extra = _summary_extra(case, pr, pu, rows, admitted, k, metric, index_info, uncompressed_info)
     open_q = [r["query_id"] for r in rows if r["verdict"] == "undetermined"]
     if open_q:
-        _note(case.notes,
-              f"{len(open_q)} queries are undetermined: no query vector at hand puts their gold documents in the "
-              f"top {k}, and nothing proves that none does, e.g. {open_q[:3]}")
+        _note(
+            case.notes,
+            f"{len(open_q)} queries are undetermined: no query vector at hand puts their gold documents in the "
+            f"top {k}, and nothing proves that none does, e.g. {open_q[:3]}",
+        )
     kind = str(extra["index"].get("kind") or "")
     if kind.startswith(("ivf", "hnsw")) and ann_run is None:
-        _note(case.notes,
-              f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
-              "does; which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with "
-              "--ann-run")
+        _note(
+            case.notes,
+            f"the index is {kind}: the probe and exact search score its reconstructed vectors, as its search "
+            "does; which vectors a search visits (IVF lists, HNSW graph) is an approximation judged only with "
+            "--ann-run",
+        )
     return Diagnosis(rows, _summary(rows, k, ann_run is not None, case.notes, extra), k, case.notes)
 
 
@@ -241,13 +268,21 @@ def _checked_matrices(D, Q, U, metric: str) -> tuple[np.ndarray, np.ndarray, np.
         U = np.asarray(U)
         validate_matrix(U, "uncompressed documents")
         if U.shape != D.shape:
-            raise ValueError(f"uncompressed documents have shape {U.shape}, documents {D.shape}: they must be "
-                             "the same documents, row for row, at the same dimension")
+            raise ValueError(
+                f"uncompressed documents have shape {U.shape}, documents {D.shape}: they must be "
+                "the same documents, row for row, at the same dimension"
+            )
     return D, Q, U
 
 
-def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[str, Mapping[str, int]],
-            doc_ids: Sequence[str], query_ids: Sequence[str]) -> _Case:
+def _judged(
+    D: np.ndarray,
+    Q: np.ndarray,
+    U: np.ndarray | None,
+    qrels: Mapping[str, Mapping[str, int]],
+    doc_ids: Sequence[str],
+    query_ids: Sequence[str],
+) -> _Case:
     """The ``_Case`` of checked matrices ``D`` ``(n_docs, dim)``, ``Q`` ``(n_queries, dim)`` and ``U`` (``D``'s shape,
     or None): ids counted against rows, qrels naming only known
     documents, the judged query rows (``_match_queries``), each with a gold document."""
@@ -259,17 +294,23 @@ def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[s
     pos = {d: i for i, d in enumerate(doc_ids)}
     unknown = sorted({d for q in qrels for d in qrels[q] if d not in pos})
     if unknown:
-        msg = (f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}; "
-               f"the document ids look like {list(doc_ids[:3])}")
+        msg = (
+            f"qrels name {len(unknown)} documents not in the document ids, e.g. {unknown[:3]}; "
+            f"the document ids look like {list(doc_ids[:3])}"
+        )
         lines = getattr(qrels, "lines", None)  # a QrelsFile (load_qrels_file): name the file and the first such line
         if lines:
             line, q, d = min((n, q, d) for (q, d), n in lines.items() if d not in pos)
             hint = "; a line starting with '#' is a judgement: qrels have no comment lines" if q.startswith("#") else ""
             more = [u for u in unknown if u != d]
             also = f" (nor are {len(more)} more documents the qrels name, e.g. {more[:3]})" if more else ""
-            raise DataFormatError(qrels.path, line, "corpus-id",
-                                  f"document {d!r} (query {q!r}) is not in the document ids"
-                                  f"{also}; the document ids look like {list(doc_ids[:3])}{hint}")
+            raise DataFormatError(
+                qrels.path,
+                line,
+                "corpus-id",
+                f"document {d!r} (query {q!r}) is not in the document ids"
+                f"{also}; the document ids look like {list(doc_ids[:3])}{hint}",
+            )
         raise ValueError(msg)
     keep, unmatched = _match_queries(query_ids, qrels, notes)
     qids = [query_ids[i] for i in keep]
@@ -282,7 +323,8 @@ def _judged(D: np.ndarray, Q: np.ndarray, U: np.ndarray | None, qrels: Mapping[s
 def _set_apart_zero_norm(case: _Case, policy: str, paths: Mapping[str, str]) -> None:
     """Under cosine: the rows of norm 0 refused or set apart (``_zero_norm_rows``), in ``case``."""
     case.D, case.U, case.doc_ids, case.keep, case.zero = _zero_norm_rows(
-        case.D, case.Q, case.U, case.doc_ids, case.query_ids, case.keep, case.qrels, policy, paths, case.notes)
+        case.D, case.Q, case.U, case.doc_ids, case.query_ids, case.keep, case.qrels, policy, paths, case.notes
+    )
     case.qids = [case.query_ids[i] for i in case.keep]
 
 
@@ -297,14 +339,16 @@ def _score(case: _Case, metric: str, k: int) -> _Scoring:
     Us, dev_u = _scoring_matrix(case.U, metric, "uncompressed documents", sd) if case.U is not None else (None, 0.0)
     for name, dev in (("documents", dev_d), ("queries", dev_q), ("uncompressed documents", dev_u)):
         if dev > 1e-3:
-            _note(case.notes,
-                  f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them")
+            _note(
+                case.notes, f"metric cosine: {name} were not unit length (max |norm - 1| = {dev:.3g}); normalised them"
+            )
     pos = {d: i for i, d in enumerate(case.doc_ids)}
     golds = [{d for d, g in case.qrels[q].items() if g > 0} for q in case.qids]
     # a gold document set apart (zero norm) stays in ``golds`` (the denominators) but has no row
     gold_rows = [np.array(sorted(pos[d] for d in g if d in pos), dtype=np.int64) for g in golds]
-    grades = [np.array([case.qrels[q][case.doc_ids[r]] for r in g], dtype=np.float64)
-              for q, g in zip(case.qids, gold_rows)]
+    grades = [
+        np.array([case.qrels[q][case.doc_ids[r]] for r in g], dtype=np.float64) for q, g in zip(case.qids, gold_rows)
+    ]
     groups = duplicate_groups(Ds)  # bit-identical rows; under l2 the same groups as D's
     # no text ties here: equal query embeddings need not mean equal texts, and another encoder
     # could tell them apart, so each query keeps its own w
@@ -320,8 +364,17 @@ class _ProbeOverflow(ValueError):
         self.query = query
 
 
-def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list[int], metric: str, kk: int,
-                    threads: int | None, probe_cfg: Mapping | None, groups) -> _Geometry:
+def _probe_geometry(
+    Ds: np.ndarray,
+    gold_rows: list,
+    grades: list,
+    n_golds: list[int],
+    metric: str,
+    kk: int,
+    threads: int | None,
+    probe_cfg: Mapping | None,
+    groups,
+) -> _Geometry:
     """Run the probe on one scoring matrix ``Ds`` ``(n_docs, dim')`` float32 (``_scoring_matrix``).
 
     Returns the ``_Geometry``: the probe's results, per query the gold documents' ranks under
@@ -350,8 +403,16 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list
         if len(beyond):
             raise _ProbeOverflow(off[int(beyond[0])])
         try:
-            f_ranks, _, _ = rank_queries(dense_scores(W, Ds, threads), len(off), [gold_rows[i] for i in off],
-                                         [grades[i] for i in off], None, kk, Ds.shape[0], groups)
+            f_ranks, _, _ = rank_queries(
+                dense_scores(W, Ds, threads),
+                len(off),
+                [gold_rows[i] for i in off],
+                [grades[i] for i in off],
+                None,
+                kk,
+                Ds.shape[0],
+                groups,
+            )
         except ValueError:  # dense_scores: scores beyond float32
             raise _ProbeOverflow(off[0]) from None
         for i, r in zip(off, f_ranks):
@@ -374,14 +435,16 @@ def _probe_geometry(Ds: np.ndarray, gold_rows: list, grades: list, n_golds: list
             l2_no = ok is False and res.stopped != "solver"  # no proof where the probe's QP failed
             if l2_no and res.outcome == "certified":
                 causes[i] = "l2-unreachable"  # separable by (w, c) only with c < 0: farthest documents first
-        proofs[i] = index_limit_proof(n_golds[i], gold_rows[i], kk, groups, Ds.shape[0], res.outcome == "geometry",
-                                      l2_no)
+        proofs[i] = index_limit_proof(
+            n_golds[i], gold_rows[i], kk, groups, Ds.shape[0], res.outcome == "geometry", l2_no
+        )
     off = [i for i in off if i not in l2_lp]
     return _Geometry(results, ranks, certified, causes, reachable, off, l2_lp, proofs)
 
 
-def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
-                probe_cfg: Mapping | None, paths: Mapping[str, str]) -> tuple[_Geometry, _Geometry | None]:
+def _probe_both(
+    case: _Case, sc: _Scoring, metric: str, threads: int | None, probe_cfg: Mapping | None, paths: Mapping[str, str]
+) -> tuple[_Geometry, _Geometry | None]:
     """The probe on the index's vectors and, when given, on the uncompressed ones; a note where
     its vector is no L2 query (``l2``). Raises ``ValueError`` naming the documents' file
     (``paths``) and the query where the probe's vector scores them beyond float32's range."""
@@ -392,45 +455,67 @@ def _probe_both(case: _Case, sc: _Scoring, metric: str, threads: int | None,
         docs, queries = paths.get(side) or side, paths.get("queries") or "queries"
         scale = (case.score_scale or {}).get("documents", 1.0)
         at = f", the vectors scored times 2^{int(np.log2(scale))}" if scale != 1.0 else ""
-        return ValueError(f"{docs}: scores overflow float32 under the probe's vector for query {case.qids[e.query]!r} "
-                          f"(metric {metric}: its w alone){at}: rescale the vectors of {docs} and {queries}, or drop "
-                          "the rows whose norms lie far from the others'")
+        return ValueError(
+            f"{docs}: scores overflow float32 under the probe's vector for query {case.qids[e.query]!r} "
+            f"(metric {metric}: its w alone){at}: rescale the vectors of {docs} and {queries}, or drop "
+            "the rows whose norms lie far from the others'"
+        )
 
     try:
         pr = _probe_geometry(sc.Ds, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg, sc.groups)
     except _ProbeOverflow as e:
         raise named(e, "documents") from None
     if pr.l2_lp:
-        _note(case.notes,
-              f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
-              f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
-              f"{[case.qids[i] for i in pr.l2_lp[:3]]}")
+        _note(
+            case.notes,
+            f"metric l2: for {len(pr.l2_lp)} of {n} queries the probe's vector was no L2 query and did not "
+            f"serve the query; an exact LP found an L2 query point that ranks the gold set first, e.g. "
+            f"{[case.qids[i] for i in pr.l2_lp[:3]]}",
+        )
     if pr.off:
-        _note(case.notes,
-              f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
-              f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
-              f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}")
+        _note(
+            case.notes,
+            f"metric l2: for {len(pr.off)} of {n} queries the probe's vector (w, c) has c <= 0, so it is no "
+            f"L2 query; their probe numbers come from w alone (the ranking of the L2 queries t*w as t grows), "
+            f"a lower bound, e.g. {[case.qids[i] for i in pr.off[:3]]}",
+        )
     failed = [case.qids[i] for i, res in enumerate(pr.results) if res.stopped == "solver"]
     if failed:
-        _note(case.notes, f"the probe's dual QP failed numerically for {len(failed)} of {n} queries (cause 'solver'): "
-                          f"they are certified only where the point it reached separates their gold set, else "
-                          f"undetermined: no inseparability proof is taken from it, e.g. {failed[:3]}")
+        _note(
+            case.notes,
+            f"the probe's dual QP failed numerically for {len(failed)} of {n} queries (cause 'solver'): "
+            f"they are certified only where the point it reached separates their gold set, else "
+            f"undetermined: no inseparability proof is taken from it, e.g. {failed[:3]}",
+        )
     pu = None
     if sc.Us is not None:
         try:
-            pu = _probe_geometry(sc.Us, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg,
-                                 duplicate_groups(sc.Us))
+            pu = _probe_geometry(
+                sc.Us, sc.gold_rows, sc.grades, n_golds, metric, sc.kk, threads, probe_cfg, duplicate_groups(sc.Us)
+            )
         except _ProbeOverflow as e:
             raise named(e, "uncompressed documents") from None
         if pu.off:
-            _note(case.notes, f"metric l2, uncompressed documents: for {len(pu.off)} of {n} queries the probe's "
-                              "vector is no L2 query; their uncompressed probe numbers come from w alone, a lower "
-                              "bound")
+            _note(
+                case.notes,
+                f"metric l2, uncompressed documents: for {len(pu.off)} of {n} queries the probe's "
+                "vector is no L2 query; their uncompressed probe numbers come from w alone, a lower "
+                "bound",
+            )
     return pr, pu
 
 
-def _query_row(case: _Case, sc: _Scoring, i: int, er: np.ndarray, exact_top: np.ndarray, pr: _Geometry,
-               pu: _Geometry | None, k: int, ann_run: Mapping[str, Sequence[str]] | None) -> tuple[dict, tuple]:
+def _query_row(
+    case: _Case,
+    sc: _Scoring,
+    i: int,
+    er: np.ndarray,
+    exact_top: np.ndarray,
+    pr: _Geometry,
+    pu: _Geometry | None,
+    k: int,
+    ann_run: Mapping[str, Sequence[str]] | None,
+) -> tuple[dict, tuple]:
     """The row of judged query ``i`` (its encoder ranks ``er``, exact top ``exact_top``) and
     ``(admitted by the index's vectors, by the uncompressed ones or None)``."""
     q, gold, kk = case.qids[i], sc.golds[i], sc.kk
@@ -446,8 +531,11 @@ def _query_row(case: _Case, sc: _Scoring, i: int, er: np.ndarray, exact_top: np.
         row |= {f"uncompressed_probe_recall@{k}": round(unc_r, 6), "uncompressed_certified": pu.certified[i]}
         unc_admits = pu.certified[i] or unc_r >= 1
     # the capacity: the better of the probe's vector and the user's own query vector, both witnesses
-    row |= {f"encoder_recall@{k}": round(enc_r, 6), f"capacity@{k}": round(max(probe_r, enc_r), 6),
-            "best_gold_rank": int(er.min())}
+    row |= {
+        f"encoder_recall@{k}": round(enc_r, 6),
+        f"capacity@{k}": round(max(probe_r, enc_r), 6),
+        "best_gold_rank": int(er.min()),
+    }
     ann_r = None
     if ann_run is not None:
         ann = list(ann_run.get(q, []))  # a query the run lacks retrieved nothing
@@ -479,12 +567,24 @@ def _verdict(admits: bool, proof: str | None, unc_admits: bool | None, enc_r: fl
     return "ok"
 
 
-def _summary_extra(case: _Case, pr: _Geometry, pu: _Geometry | None, rows: list[dict], admitted: list[tuple], k: int,
-                   metric: str, index_info: Mapping | None, uncompressed_info: Mapping | None) -> dict:
+def _summary_extra(
+    case: _Case,
+    pr: _Geometry,
+    pu: _Geometry | None,
+    rows: list[dict],
+    admitted: list[tuple],
+    k: int,
+    metric: str,
+    index_info: Mapping | None,
+    uncompressed_info: Mapping | None,
+) -> dict:
     """The summary's entries beyond the means and counts: metric, unmatched ids, zero-norm rows,
     probe vectors that are no L2 query, what the index (and the uncompressed vectors) are."""
-    extra = {"metric": metric, "left_out_without_qrels": case.unmatched["rows_without_judgements"]["count"],
-             **case.unmatched}
+    extra = {
+        "metric": metric,
+        "left_out_without_qrels": case.unmatched["rows_without_judgements"]["count"],
+        **case.unmatched,
+    }
     if case.zero is not None:
         extra["zero_norm"] = case.zero
     if pr.reachable is not None:
@@ -500,22 +600,28 @@ def _summary_extra(case: _Case, pr: _Geometry, pu: _Geometry | None, rows: list[
     return extra
 
 
-def _uncompressed_summary(case: _Case, pu: _Geometry, rows: list[dict], admitted: list[tuple], k: int,
-                          info: Mapping | None) -> dict:
+def _uncompressed_summary(
+    case: _Case, pu: _Geometry, rows: list[dict], admitted: list[tuple], k: int, info: Mapping | None
+) -> dict:
     """The summary's ``uncompressed``: what the vectors are, the probe's means on them, and how
     many queries each geometry admits; a note when the index admits some the uncompressed
     vectors do not."""
     admitted_c, admitted_u = [c for c, _ in admitted], [u for _, u in admitted]
     unc = dict(info) if info is not None else _array_info(case.U)
-    unc |= {f"probe_recall@{k}": float(np.mean([r[f"uncompressed_probe_recall@{k}"] for r in rows])),
-            "certified": float(np.mean([r["uncompressed_certified"] for r in rows])),
-            "admitted": int(sum(admitted_u)), "admitted_by_index": int(sum(admitted_c)),
-            "lost_to_compression": sum(r["verdict"] == "compression-limited" for r in rows),
-            "admitted_only_by_index": int(sum(c and not u for u, c in zip(admitted_u, admitted_c)))}
+    unc |= {
+        f"probe_recall@{k}": float(np.mean([r[f"uncompressed_probe_recall@{k}"] for r in rows])),
+        "certified": float(np.mean([r["uncompressed_certified"] for r in rows])),
+        "admitted": int(sum(admitted_u)),
+        "admitted_by_index": int(sum(admitted_c)),
+        "lost_to_compression": sum(r["verdict"] == "compression-limited" for r in rows),
+        "admitted_only_by_index": int(sum(c and not u for u, c in zip(admitted_u, admitted_c))),
+    }
     if pu.reachable is not None:
         unc["probe_not_l2_query"] = pu.reachable.count(False)
     if unc["admitted_only_by_index"]:
-        _note(case.notes,
-              f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
-              "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index")
+        _note(
+            case.notes,
+            f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
+            "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index",
+        )
     return unc

@@ -34,12 +34,23 @@ states, sampler position, curve) are written atomically every ``checkpoint_every
 killed run resumes from the last one and ends with the same weights as an uninterrupted run.
 """
 
-
 from .adapter import add_lora, load_adapter, save_adapter
 from .config import DEFAULT_TARGETS, FinetuneConfig
 from .loss import candidate_masks, infonce_loss
 from .train import EarlyStop, TrainResult, finetune_encoder, train_query_encoder, training_digest, validation_split
 
-__all__ = ["DEFAULT_TARGETS", "EarlyStop", "FinetuneConfig", "TrainResult", "add_lora", "candidate_masks",
-           "finetune_encoder", "infonce_loss",
-           "load_adapter", "save_adapter", "train_query_encoder", "training_digest", "validation_split"]
+__all__ = [
+    "DEFAULT_TARGETS",
+    "EarlyStop",
+    "FinetuneConfig",
+    "TrainResult",
+    "add_lora",
+    "candidate_masks",
+    "finetune_encoder",
+    "infonce_loss",
+    "load_adapter",
+    "save_adapter",
+    "train_query_encoder",
+    "training_digest",
+    "validation_split",
+]

@@ -26,11 +26,13 @@ def add_lora(encoder, cfg: FinetuneConfig) -> list[str]:
     auto = sentence_model[0].auto_model
     mtype = auto.config.model_type
     if mtype not in cfg.target_modules:
-        raise ValueError(f"finetune.target_modules has no entry for model_type {mtype!r}; "
-                         "add its attention projections")
+        raise ValueError(
+            f"finetune.target_modules has no entry for model_type {mtype!r}; add its attention projections"
+        )
     targets = list(cfg.target_modules[mtype])
-    lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets,
-                      bias="none")
+    lcfg = LoraConfig(
+        r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout, target_modules=targets, bias="none"
+    )
     sentence_model[0].auto_model = get_peft_model(auto, lcfg)
     for name, p in sentence_model.named_parameters():
         p.requires_grad = "lora_" in name
@@ -51,8 +53,9 @@ def load_adapter(encoder, folder: str | Path) -> None:
     if not (folder / "adapter_config.json").is_file():
         raise FileNotFoundError(f"{folder}: no adapter_config.json (not a saved LoRA adapter)")
     sentence_model = encoder.model
-    sentence_model[0].auto_model = PeftModel.from_pretrained(sentence_model[0].auto_model, str(folder),
-                                                             is_trainable=False)
+    sentence_model[0].auto_model = PeftModel.from_pretrained(
+        sentence_model[0].auto_model, str(folder), is_trainable=False
+    )
     sentence_model.eval()
 
 

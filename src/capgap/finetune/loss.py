@@ -68,9 +68,15 @@ def infonce_loss(scores, gold_mask, temperature: float, form: str = _D["loss"], 
     return per_q.mean()
 
 
-def candidate_masks(batch: np.ndarray, gold: Sequence[Sequence[int]], excluded: Sequence[Sequence[int]] | None,
-                    n_docs: int, candidates: str = _D["candidates"], n_negatives: int = _D["n_negatives"],
-                    sampler: np.random.Generator | None = None):
+def candidate_masks(
+    batch: np.ndarray,
+    gold: Sequence[Sequence[int]],
+    excluded: Sequence[Sequence[int]] | None,
+    n_docs: int,
+    candidates: str = _D["candidates"],
+    n_negatives: int = _D["n_negatives"],
+    sampler: np.random.Generator | None = None,
+):
     """One batch's InfoNCE candidates and masks (module docstring, "Candidates").
 
     ``batch``: ``(b,) int64`` item indices; ``gold[i]`` / ``excluded[i]``: item i's gold and

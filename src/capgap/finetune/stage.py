@@ -25,8 +25,9 @@ def finetune_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
     ``outputs.run`` and ``outputs.adapter`` (peft ``save_pretrained``)."""
     rs, enc, idx = load_with_encoder(inputs, params, threads)
     res = train_adapter(rs, enc, idx, params, outputs, threads)
-    rows, run = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads,
-                                 queries=res.queries)
+    rows, run = evaluate_encoder(
+        rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, "finetuned", threads, queries=res.queries
+    )
     rows = write_outputs(outputs, rows + res.convergence.rows(rs.name, params.encoder_name, "finetuned"), run)
     Path(params.checkpoint).unlink(missing_ok=True)  # the adapter is saved: the checkpoint has served
     return rows
@@ -48,11 +49,22 @@ def finetune_regime_stage(inputs, outputs, params, threads: int = 1) -> list[dic
     seconds = time.perf_counter() - t
     write_curve(outputs.curve, res.curve)
     method = f"finetuned-{params.regime}"
-    rows, _ = evaluate_encoder(rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, method, threads, queries=res.queries)
+    rows, _ = evaluate_encoder(
+        rs, enc, idx, params.ks, params.ndcg_k, params.encoder_name, method, threads, queries=res.queries
+    )
     rows += res.convergence.rows(rs.name, params.encoder_name, method)
-    write_json(outputs.record, {"regime": params.regime, "finetune": dict(params.finetune), "train_seconds": seconds,
-                                "steps_per_s": res.steps_per_s, "trainable": res.trainable, "early_stopping": res.early_stopping,
-                                "convergence": res.convergence.to_dict()})
+    write_json(
+        outputs.record,
+        {
+            "regime": params.regime,
+            "finetune": dict(params.finetune),
+            "train_seconds": seconds,
+            "steps_per_s": res.steps_per_s,
+            "trainable": res.trainable,
+            "early_stopping": res.early_stopping,
+            "convergence": res.convergence.to_dict(),
+        },
+    )
     write_rows(outputs.metrics, rows)
     Path(params.checkpoint).unlink(missing_ok=True)
     return rows
@@ -63,8 +75,9 @@ def train_adapter(rs, enc, idx, params, outputs, threads, twin_negatives: bool =
     ``params.checkpoint``); writes ``outputs.curve`` and ``outputs.adapter``. Returns the
     ``TrainResult`` (its ``queries``: the final weights' query embeddings)."""
     cfg = FinetuneConfig.from_config(dict(params.finetune))
-    res = finetune_encoder(rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads,
-                           twin_negatives=twin_negatives)
+    res = finetune_encoder(
+        rs, enc, idx, cfg, params.ks, ckpt_path=params.checkpoint, threads=threads, twin_negatives=twin_negatives
+    )
     write_curve(outputs.curve, res.curve)
     save_adapter(enc.model[0].auto_model, outputs.adapter)
     return res

@@ -77,8 +77,9 @@ class EarlyStop:
             if saved.get("validation_ids") == self.validation_ids and saved.get("digest") == self.digest:
                 self.best, self.best_step, self.state = saved["value"], saved["step"], saved["weights"]
             else:
-                log.warning("finetune: ignoring %s: it was written under other settings, data or validation queries",
-                            self.path)
+                log.warning(
+                    "finetune: ignoring %s: it was written under other settings, data or validation queries", self.path
+                )
 
     def monitor(self, point: dict) -> float:
         return float(point[self.key])
@@ -95,8 +96,16 @@ class EarlyStop:
                     import torch
 
                     with atomic_open(self.path, "wb") as fh:
-                        torch.save({"step": step, "value": self.best, "weights": self.state,
-                                    "validation_ids": self.validation_ids, "digest": self.digest}, fh)
+                        torch.save(
+                            {
+                                "step": step,
+                                "value": self.best,
+                                "weights": self.state,
+                                "validation_ids": self.validation_ids,
+                                "digest": self.digest,
+                            },
+                            fh,
+                        )
             return out
 
         return both
@@ -111,12 +120,24 @@ class EarlyStop:
 
     def record(self, res) -> dict:
         """What the run recorded: the validation ids, the best step and value, where it stopped."""
-        return {"validation_ids": self.validation_ids, "best_step": self.best_step, "best_value": float(self.best),
-                "monitor": self.key, "stopped_at": res.stopped_at}
+        return {
+            "validation_ids": self.validation_ids,
+            "best_step": self.best_step,
+            "best_value": float(self.best),
+            "monitor": self.key,
+            "stopped_at": res.stopped_at,
+        }
 
 
-def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str], train_gold: list[list[int]],
-                    train_excluded: list[list[int]] | None, cfg: "FinetuneConfig", context=None) -> str:
+def training_digest(
+    encoder,
+    doc_embeddings: np.ndarray,
+    train_queries: list[str],
+    train_gold: list[list[int]],
+    train_excluded: list[list[int]] | None,
+    cfg: "FinetuneConfig",
+    context=None,
+) -> str:
     """sha256 (hex) of everything that determines training: the config, the encoder's
     fingerprint (model, weights, pooling, ...), the frozen index's bytes ``(n_docs, dim)``
     (hashed blockwise), every train query's text, gold rows and excluded rows, and ``context``
@@ -124,9 +145,19 @@ def training_digest(encoder, doc_embeddings: np.ndarray, train_queries: list[str
     checkpoint whose digest differs is never resumed."""
     h = hashlib.sha256()
     fp = encoder.fingerprint() if hasattr(encoder, "fingerprint") else {}
-    h.update(json.dumps([cfg.digest(), fp, list(train_queries), [sorted(int(x) for x in g) for g in train_gold],
-                         [sorted(int(x) for x in e) for e in (train_excluded or [])], context],
-                        sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            [
+                cfg.digest(),
+                fp,
+                list(train_queries),
+                [sorted(int(x) for x in g) for g in train_gold],
+                [sorted(int(x) for x in e) for e in (train_excluded or [])],
+                context,
+            ],
+            sort_keys=True,
+        ).encode()
+    )
     doc_matrix = np.asarray(doc_embeddings)
     h.update(f"{doc_matrix.shape}{doc_matrix.dtype}".encode())
     for b0 in range(0, doc_matrix.shape[0], 8192):
@@ -199,8 +230,9 @@ def train_query_encoder(
     n_docs = doc_matrix.shape[0]
 
     def batch_loss(batch):
-        cand, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, cfg.candidates, cfg.n_negatives,
-                                           sampler)
+        cand, mask, excl = candidate_masks(
+            batch, train_gold, train_excluded, n_docs, cfg.candidates, cfg.n_negatives, sampler
+        )
         feats = model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch])
         feats = {k: v.to(device) for k, v in feats.items()}
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
@@ -209,8 +241,9 @@ def train_query_encoder(
         if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
             q = torch.nn.functional.normalize(q, dim=-1)
         docs = doc_matrix if cand is None else doc_matrix[torch.from_numpy(cand)]
-        return infonce_loss(q @ docs.T, mask.to(device), cfg.temperature, cfg.loss,
-                            None if excl is None else excl.to(device))
+        return infonce_loss(
+            q @ docs.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device)
+        )
 
     # the fixed sample: the fit set's first queries
     sample = np.arange(min(n_train, cfg.eval_max_queries), dtype=np.int64)
@@ -223,45 +256,81 @@ def train_query_encoder(
         for a in range(0, len(sample), cfg.batch_size):
             batch = sample[a : a + cfg.batch_size]
             _, mask, excl = candidate_masks(batch, train_gold, train_excluded, n_docs, "full")
-            feats = {k: v.to(device)
-                     for k, v in model.tokenize([encoder.spec.query_prompt + train_queries[qi]
-                                                 for qi in batch]).items()}
+            feats = {
+                k: v.to(device)
+                for k, v in model.tokenize([encoder.spec.query_prompt + train_queries[qi] for qi in batch]).items()
+            }
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
                 q = model(feats)["sentence_embedding"]
             q = q.float()
             if encoder.normalize and not encoder.extra.get("has_normalize_module", False):
                 q = torch.nn.functional.normalize(q, dim=-1)
-            loss = infonce_loss(q @ doc_matrix.T, mask.to(device), cfg.temperature, cfg.loss,
-                                None if excl is None else excl.to(device))
+            loss = infonce_loss(
+                q @ doc_matrix.T, mask.to(device), cfg.temperature, cfg.loss, None if excl is None else excl.to(device)
+            )
             total += float(loss) * len(batch)
         return total / len(sample)
 
     digest = {}
     if ckpt_path:
-        digest = {"fine-tuning config": cfg.digest(),
-                  "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg,
-                                          context)}
+        digest = {
+            "fine-tuning config": cfg.digest(),
+            "data": training_digest(encoder, doc_embeddings, train_queries, train_gold, train_excluded, cfg, context),
+        }
     weights = PartialState(model, trained)
     if early is not None:
         early.attach(weights, ckpt_path, {**digest, "number of training items": n_train})
-    res = run_loop(batch_loss, model, opt, cfg.steps, n_train, cfg.batch_size, sampler, ckpt_path=ckpt_path,
-                   digest=digest, checkpoint_every=cfg.checkpoint_every, weights=weights,
-                   evaluate=evaluate, eval_every=cfg.eval_every, progress=progress, desc=name, stop_after=stop_after,
-                   patience=(cfg.patience or None) if early is not None else None,
-                   monitor=early.monitor if early is not None else None, convergence=cfg.convergence(),
-                   objective=objective, validation=early is not None)
+    res = run_loop(
+        batch_loss,
+        model,
+        opt,
+        cfg.steps,
+        n_train,
+        cfg.batch_size,
+        sampler,
+        ckpt_path=ckpt_path,
+        digest=digest,
+        checkpoint_every=cfg.checkpoint_every,
+        weights=weights,
+        evaluate=evaluate,
+        eval_every=cfg.eval_every,
+        progress=progress,
+        desc=name,
+        stop_after=stop_after,
+        patience=(cfg.patience or None) if early is not None else None,
+        monitor=early.monitor if early is not None else None,
+        convergence=cfg.convergence(),
+        objective=objective,
+        validation=early is not None,
+    )
     convergence = res.convergence
     if early is not None:
         early.restore(res.curve)
         kept = next((p for p in res.curve if p["step"] == early.best_step), None)
         if kept is not None and convergence is not None:  # the state describes the weights kept: their objective
             convergence = replace(convergence, objective=float(kept["objective"]))
-    return TrainResult(res.curve, res.steps_per_s, res.resumed_from, sum(p.numel() for p in params), adapted,
-                       early.record(res) if early is not None else None, convergence=convergence)
+    return TrainResult(
+        res.curve,
+        res.steps_per_s,
+        res.resumed_from,
+        sum(p.numel() for p in params),
+        adapted,
+        early.record(res) if early is not None else None,
+        convergence=convergence,
+    )
 
 
-def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int], ckpt_path: str | Path | None = None,
-                     threads: int | None = None, progress: bool = True, twin_negatives: bool = True) -> TrainResult:
+def finetune_encoder(
+    rs,
+    encoder,
+    index,
+    cfg: FinetuneConfig,
+    ks: Sequence[int],
+    ckpt_path: str | Path | None = None,
+    threads: int | None = None,
+    progress: bool = True,
+    twin_negatives: bool = True,
+) -> TrainResult:
     """Fine-tune ``encoder`` on the train split of ``rs`` against its frozen ``index`` (the
     pipeline's ``finetune`` rule, before the final evaluation).
 
@@ -337,13 +406,28 @@ def finetune_encoder(rs, encoder, index, cfg: FinetuneConfig, ks: Sequence[int],
         twins = [[pos[t] for g in sorted(rs.qrels.gold(q)) for t, _ in rs.twins.get(g, ())] for q in train_ids]
         excluded = [list(e) + t for e, t in zip(excluded or [[] for _ in train_ids], twins)]
     res = train_query_encoder(
-        encoder, doc_matrix, [text[q] for q in train_ids], [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
-        cfg, ckpt_path=ckpt_path, evaluate=evaluate, threads=threads, progress=progress, context=query_records(rs),
-        train_excluded=excluded, early=early, name=f"{rs.name}/{encoder.spec.name} finetune",
+        encoder,
+        doc_matrix,
+        [text[q] for q in train_ids],
+        [[pos[d] for d in rs.qrels.gold(q)] for q in train_ids],
+        cfg,
+        ckpt_path=ckpt_path,
+        evaluate=evaluate,
+        threads=threads,
+        progress=progress,
+        context=query_records(rs),
+        train_excluded=excluded,
+        early=early,
+        name=f"{rs.name}/{encoder.spec.name} finetune",
     )
-    log.info("finetune: %d of at most %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d "
-             "modules",
-             res.curve[-1]["step"] if res.curve else 0, cfg.steps, res.steps_per_s, res.resumed_from, res.trainable,
-             len(res.adapted_modules))
+    log.info(
+        "finetune: %d of at most %d steps at %.2f steps/s (resumed from %d), %d trainable parameters in %d modules",
+        res.curve[-1]["step"] if res.curve else 0,
+        cfg.steps,
+        res.steps_per_s,
+        res.resumed_from,
+        res.trainable,
+        len(res.adapted_modules),
+    )
     res.queries = final.get("queries")
     return res

@@ -29,5 +29,16 @@ from .heads import HEADS, apply_head, fit_head, make_head
 from .rungs import evaluate_ladder, load_query_embeddings, load_witnesses, method_names
 from .transfer import nearest_train, transfer_vectors
 
-__all__ = ["HEADS", "LadderConfig", "apply_head", "evaluate_ladder", "fit_head", "load_query_embeddings",
-           "load_witnesses", "make_head", "method_names", "nearest_train", "transfer_vectors"]
+__all__ = [
+    "HEADS",
+    "LadderConfig",
+    "apply_head",
+    "evaluate_ladder",
+    "fit_head",
+    "load_query_embeddings",
+    "load_witnesses",
+    "make_head",
+    "method_names",
+    "nearest_train",
+    "transfer_vectors",
+]

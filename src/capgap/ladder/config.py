@@ -61,8 +61,9 @@ class LadderConfig:
         if not 0.0 <= self.validation_fraction < 1.0:
             raise ValueError(f"ladder.validation_fraction must be in [0, 1), got {self.validation_fraction}")
         if self.width_factor < 2:
-            raise ValueError("ladder.width_factor must be >= 2 (the ReLU head starts as the identity), got "
-                             f"{self.width_factor}")
+            raise ValueError(
+                f"ladder.width_factor must be >= 2 (the ReLU head starts as the identity), got {self.width_factor}"
+            )
         if self.top_m < 2:
             raise ValueError(f"ladder.top_m must be >= 2 (top 1 is nn-transfer itself), got {self.top_m}")
 

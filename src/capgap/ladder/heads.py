@@ -96,8 +96,12 @@ class GoldRows:
             esizes = [len(self.excluded[i]) for i in batch]
             excl[np.repeat(np.arange(len(batch)), esizes), np.concatenate([self.excluded[i] for i in batch])] = True
             excl = torch.from_numpy(excl).to(device)
-        return (torch.from_numpy(gold).to(device), excl, torch.from_numpy(rows).to(device),
-                torch.from_numpy(cols).to(device))
+        return (
+            torch.from_numpy(gold).to(device),
+            excl,
+            torch.from_numpy(rows).to(device),
+            torch.from_numpy(cols).to(device),
+        )
 
     @staticmethod
     def loss(scores, masks: tuple, temperature: float, form: str):
@@ -127,8 +131,16 @@ class FitObjective:
     The masks are built once (kept while they fit in ``max_cached`` booleans, else rebuilt per
     call)."""
 
-    def __init__(self, X, doc_tensor, rows: GoldRows, temperature: float, form: str, max_scores: int = 1 << 22,
-                 max_cached: int = 1 << 27):
+    def __init__(
+        self,
+        X,
+        doc_tensor,
+        rows: GoldRows,
+        temperature: float,
+        form: str,
+        max_scores: int = 1 << 22,
+        max_cached: int = 1 << 27,
+    ):
         self.X, self.doc_tensor, self.rows = X, doc_tensor, rows
         self.temperature, self.form = temperature, form
         n, n_docs = len(rows.gold), doc_tensor.shape[0]
@@ -164,8 +176,16 @@ class _LBFGS:
 
         self.params = list(params)
         self.objective = objective
-        self.opt = torch.optim.LBFGS(self.params, lr=1.0, max_iter=1, max_eval=max_evals, history_size=history_size,
-                                     tolerance_grad=0.0, tolerance_change=0.0, line_search_fn="strong_wolfe")
+        self.opt = torch.optim.LBFGS(
+            self.params,
+            lr=1.0,
+            max_iter=1,
+            max_eval=max_evals,
+            history_size=history_size,
+            tolerance_grad=0.0,
+            tolerance_change=0.0,
+            line_search_fn="strong_wolfe",
+        )
         self.last_loss = None  # run_loop's loss at the current weights (set by the batch loss)
         self.cache = None  # (flat weights, loss, gradients) of the point the last step ended on
         self.evals = 0
@@ -279,11 +299,19 @@ def decay_factor(start: int, length: int) -> Callable[[int], float]:
     return lambda t: 0.5 * (1.0 + math.cos(math.pi * min(max(t - start, 0), length) / length))
 
 
-def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Sequence[int]],
-             excluded: Sequence[Sequence[int]] | None, cfg: LadderConfig, threads: int | None = None,
-             progress: bool = False, validate: Callable[[object], float] | None = None,
-             evaluate: Callable[[object, int], dict] | None = None,
-             name: str | None = None) -> tuple[object, LoopResult]:
+def fit_head(
+    kind: str,
+    X: np.ndarray,
+    documents: np.ndarray,
+    gold: Sequence[Sequence[int]],
+    excluded: Sequence[Sequence[int]] | None,
+    cfg: LadderConfig,
+    threads: int | None = None,
+    progress: bool = False,
+    validate: Callable[[object], float] | None = None,
+    evaluate: Callable[[object, int], dict] | None = None,
+    name: str | None = None,
+) -> tuple[object, LoopResult]:
     """Train one head of ``kind`` on the queries ``X`` ``(n, dim) float32`` (their pre-trained
     embeddings), ``gold[i]`` / ``excluded[i]``: row indices of query i's gold and excluded
     documents in ``documents`` ``(n_docs, dim) float32`` (the frozen index; read only).
@@ -338,8 +366,9 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
 
         batch_size = n
     else:
-        opt = _Scheduled(torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay),
-                         lr_factor(cfg.schedule, cfg.steps))
+        opt = _Scheduled(
+            torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay), lr_factor(cfg.schedule, cfg.steps)
+        )
         batch_size = min(cfg.batch_size, n)
 
         def batch_loss(batch):
@@ -347,18 +376,27 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
                 if batch_size == n:
                     return full(head)  # the whole fit set, masks built once
                 q = torch.nn.functional.normalize(
-                    head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1)
+                    head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1
+                )
                 return GoldRows.loss(q @ doc_tensor.T, rows.masks(batch, device), cfg.temperature, cfg.loss)
-            cand, mask, excl = candidate_masks(batch, gold, excluded, doc_tensor.shape[0], cfg.candidates,
-                                               cfg.n_negatives, sampler)
-            q = torch.nn.functional.normalize(head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]),
-                                              dim=-1)
-            return infonce_loss(q @ doc_tensor[torch.from_numpy(cand).to(device)].T, mask.to(device), cfg.temperature,
-                                cfg.loss, None if excl is None else excl.to(device))
+            cand, mask, excl = candidate_masks(
+                batch, gold, excluded, doc_tensor.shape[0], cfg.candidates, cfg.n_negatives, sampler
+            )
+            q = torch.nn.functional.normalize(
+                head(Xt[torch.from_numpy(np.asarray(batch, dtype=np.int64)).to(device)]), dim=-1
+            )
+            return infonce_loss(
+                q @ doc_tensor[torch.from_numpy(cand).to(device)].T,
+                mask.to(device),
+                cfg.temperature,
+                cfg.loss,
+                None if excl is None else excl.to(device),
+            )
 
     keep = _KeepBest(head) if validate is not None else None
     curve_metrics = None
     if validate is not None or evaluate is not None:
+
         def curve_metrics(step):
             out = dict(evaluate(head, step)) if evaluate is not None else {}
             if keep is not None:
@@ -372,19 +410,44 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
         head.eval()
         with torch.no_grad():
             start = keep.observe(0, float(validate(head)))
-    res = run_loop(batch_loss, head, opt, cfg.steps, n, batch_size, sampler, progress=progress, desc=desc,
-                   evaluate=curve_metrics, eval_every=cfg.eval_every, convergence=cfg.convergence(),
-                   objective=lambda: full(head), patience=cfg.patience if keep is not None and cfg.patience else None,
-                   monitor=(lambda point: point["validation"]) if keep is not None else None,
-                   validation=keep is not None, monitor_start=start)
+    res = run_loop(
+        batch_loss,
+        head,
+        opt,
+        cfg.steps,
+        n,
+        batch_size,
+        sampler,
+        progress=progress,
+        desc=desc,
+        evaluate=curve_metrics,
+        eval_every=cfg.eval_every,
+        convergence=cfg.convergence(),
+        objective=lambda: full(head),
+        patience=cfg.patience if keep is not None and cfg.patience else None,
+        monitor=(lambda point: point["validation"]) if keep is not None else None,
+        validation=keep is not None,
+        monitor_start=start,
+    )
     if cfg.optimizer == "adamw" and cfg.schedule == "stable-decay" and res.converged_at is not None:
         # converged at the constant rate: the objective no longer falls at that rate; now decay it
         # to 0 over decay_fraction of the steps so far, to settle into the minimum it found
         length = max(1, math.ceil(cfg.decay_fraction * res.converged_at))
         opt.factor = decay_factor(opt.t, length)
-        tail = run_loop(batch_loss, head, opt, length, n, batch_size, sampler, progress=progress, desc=f"{desc} decay",
-                        evaluate=(lambda step: curve_metrics(res.converged_at + step)) if curve_metrics else None,
-                        eval_every=cfg.eval_every, objective=lambda: full(head))
+        tail = run_loop(
+            batch_loss,
+            head,
+            opt,
+            length,
+            n,
+            batch_size,
+            sampler,
+            progress=progress,
+            desc=f"{desc} decay",
+            evaluate=(lambda step: curve_metrics(res.converged_at + step)) if curve_metrics else None,
+            eval_every=cfg.eval_every,
+            objective=lambda: full(head),
+        )
         res.curve.extend({**p, "step": res.converged_at + p["step"], "decay": True} for p in tail.curve)
         res.steps_run += tail.steps_run
         res.convergence = replace(res.convergence, objective=res.curve[-1]["objective"], decay_steps=length)
@@ -394,13 +457,24 @@ def fit_head(kind: str, X: np.ndarray, documents: np.ndarray, gold: Sequence[Seq
         keep.restore()
         head.eval()
         with torch.no_grad():  # the state describes the kept weights: their objective on the fit set
-            res.convergence = replace(res.convergence, objective=float(full(head)),  # early stopping: patience (or the
-                                      early_stopped=keep.step != res.curve[-1]["step"]   # rule) ended it, an earlier
-                                      and (res.stopped_at is not None or res.converged_at is not None))  # point kept
+            res.convergence = replace(
+                res.convergence,
+                objective=float(full(head)),  # early stopping: patience (or the
+                early_stopped=keep.step != res.curve[-1]["step"]  # rule) ended it, an earlier
+                and (res.stopped_at is not None or res.converged_at is not None),
+            )  # point kept
         kept = f"; kept the best validation point: step {keep.step} ({keep.value:.4f})"
     how = f"lbfgs, {opt.evals} evaluations" if cfg.optimizer == "lbfgs" else f"adamw, batch {batch_size}"
-    log.info("ladder: %s on %d queries (%s): %s in %.1f s, objective %.4f%s", desc, n, how, res.convergence.describe(),
-             seconds, res.convergence.objective, kept)
+    log.info(
+        "ladder: %s on %d queries (%s): %s in %.1f s, objective %.4f%s",
+        desc,
+        n,
+        how,
+        res.convergence.describe(),
+        seconds,
+        res.convergence.objective,
+        kept,
+    )
     return head.cpu().eval(), res
 
 
@@ -414,6 +488,7 @@ def apply_head(head, X: np.ndarray, block: int = 8192) -> np.ndarray:
     out = []
     with torch.no_grad():
         for a in range(0, len(X), block):
-            out.append(torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)), dim=-1)
-                       .cpu().numpy())
+            out.append(
+                torch.nn.functional.normalize(head(torch.from_numpy(X[a : a + block]).to(device)), dim=-1).cpu().numpy()
+            )
     return np.concatenate(out).astype(np.float32) if out else np.zeros((0, X.shape[1]), dtype=np.float32)

@@ -26,16 +26,27 @@ def method_names(cfg: LadderConfig) -> list[str]:
     """The rungs' method names in results.csv, in the order ``evaluate_ladder`` writes them:
     ``head-linear-all``, ``head-mlp-all`` (fit on all queries), ``head-linear``, ``head-mlp``
     (trained on train queries), ``nn-transfer``, ``nn-transfer-top<m>``."""
-    return ([f"head-{k}-all" for k in HEADS] + [f"head-{k}" for k in HEADS]
-            + ["nn-transfer", f"nn-transfer-top{cfg.top_m}"])
+    return (
+        [f"head-{k}-all" for k in HEADS] + [f"head-{k}" for k in HEADS] + ["nn-transfer", f"nn-transfer-top{cfg.top_m}"]
+    )
 
 
 SMALL_VALIDATION = 10  # validation splits under this many queries are named in a warning
 
 
-def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Sequence[str], W: np.ndarray | None,
-                    cfg: LadderConfig, ks: Sequence[int], ndcg_k: int, encoder_name: str, threads: int | None = 1,
-                    progress: bool = False) -> tuple[list[dict], dict]:
+def evaluate_ladder(
+    rs,
+    queries: np.ndarray,
+    documents: np.ndarray,
+    doc_ids: Sequence[str],
+    W: np.ndarray | None,
+    cfg: LadderConfig,
+    ks: Sequence[int],
+    ndcg_k: int,
+    encoder_name: str,
+    threads: int | None = 1,
+    progress: bool = False,
+) -> tuple[list[dict], dict]:
     """Rungs 2-4 of the learnability ladder (issue 29) on one frozen index.
 
     ``rs``: a ``capgap.data.RetrievalSet``; ``queries``: ``(n_queries, dim) float32`` the
@@ -71,11 +82,17 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
         fit_ids, val_ids = validation_split([qids[i] for i in gold_train], cfg.validation_fraction, cfg.seed)
         gold_train, validation = [at[q] for q in fit_ids], [at[q] for q in val_ids]
     elif cfg.validation_fraction > 0 and gold_train:
-        log.warning("ladder: no validation split for the train-only heads: %d train queries with gold (two needed)",
-                    len(gold_train))
+        log.warning(
+            "ladder: no validation split for the train-only heads: %d train queries with gold (two needed)",
+            len(gold_train),
+        )
     if 0 < len(validation) < SMALL_VALIDATION:
-        log.warning("ladder: the train-only heads' validation split has %d queries (under %d): early stopping's "
-                    "choice of weights rests on few queries", len(validation), SMALL_VALIDATION)
+        log.warning(
+            "ladder: the train-only heads' validation split has %d queries (under %d): early stopping's "
+            "choice of weights rests on few queries",
+            len(validation),
+            SMALL_VALIDATION,
+        )
     fits = {"-all": [i for i in range(len(qids)) if len(j.gold[i])], "": gold_train}
     groups = document_groups(rs.corpus, documents)
     rows, seconds = [], {}
@@ -86,9 +103,16 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
     def validate(head) -> float:
         """Mean R-precision of the head on the validation queries (the evaluation's tie rule)."""
         V = apply_head(head, X[validation])
-        ranks = rank_queries(dense_scores(V, documents, threads), len(validation), [j.gold[i] for i in validation],
-                             [j.grades[i] for i in validation], [j.excluded[i] for i in validation], 0, len(doc_ids),
-                             groups)[0]
+        ranks = rank_queries(
+            dense_scores(V, documents, threads),
+            len(validation),
+            [j.gold[i] for i in validation],
+            [j.grades[i] for i in validation],
+            [j.excluded[i] for i in validation],
+            0,
+            len(doc_ids),
+            groups,
+        )[0]
         if j.unfindable:  # unfindable gold: in the denominator, never found (Judged.full_ranks)
             ranks = [np.concatenate([r, np.full(len(j.unfindable[i]), np.inf)]) for r, i in zip(ranks, validation)]
         return float(rprec_from_ranks(ranks).mean())
@@ -100,10 +124,18 @@ def evaluate_ladder(rs, queries: np.ndarray, documents: np.ndarray, doc_ids: Seq
                 log.warning("ladder: %s skipped: %d queries to fit on", method, len(items))
                 continue
             t = time.perf_counter()
-            head, res = fit_head(kind, X[items], documents, [j.gold[i] for i in items],
-                                 None if excluded is None else [excluded[i] for i in items], cfg, threads, progress,
-                                 validate=validate if suffix == "" and validation else None,
-                                 name=f"{rs.name}/{encoder_name} {method}")
+            head, res = fit_head(
+                kind,
+                X[items],
+                documents,
+                [j.gold[i] for i in items],
+                None if excluded is None else [excluded[i] for i in items],
+                cfg,
+                threads,
+                progress,
+                validate=validate if suffix == "" and validation else None,
+                name=f"{rs.name}/{encoder_name} {method}",
+            )
             evaluate(method, apply_head(head, X))
             rows.extend(res.convergence.rows(rs.name, encoder_name, method))
             seconds[method] = time.perf_counter() - t

@@ -24,8 +24,18 @@ def ladder_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
     ``FingerprintMismatch``); query embeddings of another dimension raise ``DataFormatError``."""
     rs, idx, q = load_with_queries(inputs)
     W = load_witnesses(inputs.w, list(rs.queries.ids))
-    rows, seconds = evaluate_ladder(rs, q, idx.embeddings, idx.doc_ids, W, LadderConfig.from_config(params.ladder), params.ks,
-                                    params.ndcg_k, params.encoder_name, threads)
+    rows, seconds = evaluate_ladder(
+        rs,
+        q,
+        idx.embeddings,
+        idx.doc_ids,
+        W,
+        LadderConfig.from_config(params.ladder),
+        params.ks,
+        params.ndcg_k,
+        params.encoder_name,
+        threads,
+    )
     log.info("ladder: %s", ", ".join(f"{m} {s:.1f} s" for m, s in seconds.items()))
     write_rows(outputs.metrics, rows)
     return rows

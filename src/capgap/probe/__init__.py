@@ -29,6 +29,18 @@ from .result import OUTCOMES, ProbeResult
 from .solver import probe
 
 __all__ = [
-    "OUTCOMES", "PAIRS", "SOLVES", "ProbeConfig", "ProbeResult", "evaluate", "hull_distance_bound", "lp_feasible",
-    "evaluate_results", "per_query_records", "probe", "probe_arguments", "summary_rows", "twin_margins",
+    "OUTCOMES",
+    "PAIRS",
+    "SOLVES",
+    "ProbeConfig",
+    "ProbeResult",
+    "evaluate",
+    "hull_distance_bound",
+    "lp_feasible",
+    "evaluate_results",
+    "per_query_records",
+    "probe",
+    "probe_arguments",
+    "summary_rows",
+    "twin_margins",
 ]

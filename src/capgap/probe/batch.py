@@ -67,12 +67,24 @@ def _new_problem(env: SolveContext, p: int) -> Problem:
     members = env.opt_members[p]  # the queries, or a graded query's grade levels (pairs="graded")
     pairs = [len(env.golds[q]) * (n - len(env.golds[q]) - len(env.opt_excl[q])) for q in members]
     crossing = _crossing(members, env.golds, env.excls) if len(members) > 1 and members == env.problems[p] else set()
-    return Problem(members=members, pairs=pairs, P=sum(pairs), A=np.zeros((dim, 0)), b=np.zeros(0), K=np.zeros((0, 0)),
-                   w=np.zeros(dim), alpha=np.zeros(0), age=np.zeros(0, dtype=np.int64), C=float(env.C),
-                   eps=float(env.eps), crossing=crossing, early=env.solve == "certificate" and not crossing,
-                   # escalation on: the capacity is sought, and a separating w replaces the SVM's
-                   seek_witness=env.C_max > env.C,
-                   done=sum(pairs) == 0)
+    return Problem(
+        members=members,
+        pairs=pairs,
+        P=sum(pairs),
+        A=np.zeros((dim, 0)),
+        b=np.zeros(0),
+        K=np.zeros((0, 0)),
+        w=np.zeros(dim),
+        alpha=np.zeros(0),
+        age=np.zeros(0, dtype=np.int64),
+        C=float(env.C),
+        eps=float(env.eps),
+        crossing=crossing,
+        early=env.solve == "certificate" and not crossing,
+        # escalation on: the capacity is sought, and a separating w replaces the SVM's
+        seek_witness=env.C_max > env.C,
+        done=sum(pairs) == 0,
+    )
 
 
 def _iteration(env: SolveContext, state: dict[int, Problem], active: list[int]) -> tuple[list[int], int]:
@@ -82,8 +94,11 @@ def _iteration(env: SolveContext, state: dict[int, Problem], active: list[int]) 
     for p in first:  # w = 0: the first cutting plane in closed form, no product
         state[p].b_new, state[p].a_new = _first_plane(state[p], env.golds, env.opt_excl, env.docs, env.colsum)
     active = [p for p in active if state[p].it > 0]
-    W = (np.stack([state[p].w for p in active]).astype(np.float32) if active
-         else np.zeros((0, env.docs.shape[1]), np.float32))
+    W = (
+        np.stack([state[p].w for p in active]).astype(np.float32)
+        if active
+        else np.zeros((0, env.docs.shape[1]), np.float32)
+    )
     S = tie_duplicates(_scores32(env.docs, W, env.DT), env.dups, env.tie)  # (B', n): one product, rows contiguous
     Cm = np.empty_like(S)  # coefficient rows of the new cutting planes, filled in order
     add, still, capped = [], list(first), 0
@@ -132,8 +147,13 @@ def _step(env: SolveContext, problem: Problem, s: np.ndarray, out: np.ndarray) -
         problem.s32 = s.copy()  # the final scores: w does not change any more
         return "stop"
     moved = _line_search(env, problem, s)
-    if moved and problem.early and _certified32(problem.s_best, problem, env.golds, env.opt_excl, env.rmax, env.dmax,
-                                                problem.w_best, 2.0 * problem.err_best):
+    if (
+        moved
+        and problem.early
+        and _certified32(
+            problem.s_best, problem, env.golds, env.opt_excl, env.rmax, env.dmax, problem.w_best, 2.0 * problem.err_best
+        )
+    ):
         # the best point separates: its exact scores come in _finish_batch
         problem.done, problem.stopped = True, "certificate"
         return _stopped(problem)
@@ -141,8 +161,12 @@ def _step(env: SolveContext, problem: Problem, s: np.ndarray, out: np.ndarray) -
     # certificate mode, escalation on, the gate beyond the base C: the base C's optimum is a waypoint
     # (a query stops there only at its certificate or separated, by the stopping rule's own eps), so
     # C escalates from it at a looser eps
-    waypoint = (problem.early and problem.escalations == 0 < const.HULL_AFTER and problem.C < env.C_max
-                and not _whole_lp(env, problem))
+    waypoint = (
+        problem.early
+        and problem.escalations == 0 < const.HULL_AFTER
+        and problem.C < env.C_max
+        and not _whole_lp(env, problem)
+    )
     esc_eps = problem.eps * const.BASE_EPS_FACTOR if waypoint else problem.eps
     if H <= problem.xiW + esc_eps and problem.hinge_best > 0 and not problem.crossing:
         action = _converged(env, problem, problem.s_best, H)
@@ -260,8 +284,11 @@ def _converged(env: SolveContext, problem: Problem, s: np.ndarray, H: float) -> 
     # certified by then, so few proofs are spent on them); on a corpus the whole LP decides, the
     # exact LP at the base C (finish's exact LP settles the certificate there)
     whole_lp = _whole_lp(env, problem)
-    if env.prove and not problem.proof_tried and (problem.escalations >= (0 if whole_lp else const.HULL_AFTER)
-                                                  or problem.C >= env.C_max):
+    if (
+        env.prove
+        and not problem.proof_tried
+        and (problem.escalations >= (0 if whole_lp else const.HULL_AFTER) or problem.C >= env.C_max)
+    ):
         problem.proof_tried = True
         if _proof(env, problem, s, whole_lp):
             return "stop"
@@ -278,8 +305,12 @@ def _converged(env: SolveContext, problem: Problem, s: np.ndarray, H: float) -> 
     # hard-margin solution, which separates; eps alone stopped short of it, so tighten it 10x at
     # a time (at most TIGHTEN_STEPS times, for at most TIGHTEN_ITERS iterations) and go on; not
     # without escalation (C_max=None: the plain soft-margin problem at C)
-    while (problem.early and env.C_max > env.C and problem.tightened < const.TIGHTEN_STEPS
-           and H <= problem.xiW + problem.eps):
+    while (
+        problem.early
+        and env.C_max > env.C
+        and problem.tightened < const.TIGHTEN_STEPS
+        and H <= problem.xiW + problem.eps
+    ):
         problem.eps /= 10.0
         problem.tightened += 1
         if problem.it_tight is None:
@@ -314,8 +345,9 @@ def _proof(env: SolveContext, problem: Problem, s: np.ndarray, whole_lp: bool) -
                 problem.done = True
                 return True
         return False
-    proof = _prove_inseparable(s, problem.members, problem.seek_witness, env.golds, env.opt_excl, env.docs, env.rep,
-                               env.dmax)
+    proof = _prove_inseparable(
+        s, problem.members, problem.seek_witness, env.golds, env.opt_excl, env.docs, env.rep, env.dmax
+    )
     problem.hull_members, problem.witness = proof.proven, proof.witness
     if proof.bound is not None:
         problem.done, problem.stopped, problem.hull = True, "inseparable", proof.bound
@@ -362,8 +394,9 @@ def _finish_batch(env: SolveContext, state: dict[int, Problem], ps: list[int]) -
     rest = list(state)
     for c0 in range(0, len(rest), 32):
         chunk = rest[c0 : c0 + 32]
-        S32 = tie_duplicates(_scores32(env.docs, np.stack([state[p].w for p in chunk]).astype(np.float32), env.DT),
-                             env.dups, env.tie)
+        S32 = tie_duplicates(
+            _scores32(env.docs, np.stack([state[p].w for p in chunk]).astype(np.float32), env.DT), env.dups, env.tie
+        )
         for row, p in enumerate(chunk):
             problem = state.pop(p)
             problem.s32 = S32[row]
@@ -380,8 +413,9 @@ def _finish_problem(env: SolveContext, p: int, problem: Problem) -> dict[int, Pr
     if problem.members == real:
         return _finish(problem, env, s)
     n = env.docs.shape[0]
-    slack = sum(_hinge(s, env.golds[v], n_v, env.opt_excl[v]) * n_v for v, n_v in zip(problem.members, problem.pairs)
-                if n_v) / max(problem.P, 1)
+    slack = sum(
+        _hinge(s, env.golds[v], n_v, env.opt_excl[v]) * n_v for v, n_v in zip(problem.members, problem.pairs) if n_v
+    ) / max(problem.P, 1)
     q = real[0]
     n_q = len(env.golds[q]) * (n - len(env.golds[q]) - len(env.opt_excl[q]))
     res = _finish(replace(problem, members=real, pairs=[n_q], P=n_q, graded=True, seek_witness=False), env, s)[q]

@@ -70,11 +70,33 @@ class SolveSettings:
     progress: bool = False
 
     @classmethod
-    def resolved(cls, *, C: float, C_max: float | None, eps: float, max_iter: int, batch_size: int | None,
-                 lp_check_max_docs: int, depth: int, solve: str, pairs: str, workers: int,
-                 progress: bool) -> SolveSettings:
+    def resolved(
+        cls,
+        *,
+        C: float,
+        C_max: float | None,
+        eps: float,
+        max_iter: int,
+        batch_size: int | None,
+        lp_check_max_docs: int,
+        depth: int,
+        solve: str,
+        pairs: str,
+        workers: int,
+        progress: bool,
+    ) -> SolveSettings:
         """From ``probe()``'s arguments: ``C_max`` None means ``C`` and is at least ``C``; numbers
         as ``float`` / ``int``."""
-        return cls(C=float(C), C_max=float(C if C_max is None else max(C, C_max)), eps=float(eps),
-                   max_iter=int(max_iter), batch_size=batch_size, lp_check_max_docs=int(lp_check_max_docs),
-                   depth=int(depth), solve=solve, pairs=pairs, workers=int(workers), progress=bool(progress))
+        return cls(
+            C=float(C),
+            C_max=float(C if C_max is None else max(C, C_max)),
+            eps=float(eps),
+            max_iter=int(max_iter),
+            batch_size=batch_size,
+            lp_check_max_docs=int(lp_check_max_docs),
+            depth=int(depth),
+            solve=solve,
+            pairs=pairs,
+            workers=int(workers),
+            progress=bool(progress),
+        )

@@ -65,13 +65,18 @@ def _finish(problem: Problem, env: SolveContext, s: np.ndarray) -> dict[int, Pro
     w = problem.w
     if problem.crossing:
         w, s = _break_ties(problem, env, w, s)
-    slacks = {q: _hinge(s, env.golds[q], n_pairs, env.opt_excl[q]) if n_pairs else 0.0
-              for q, n_pairs in zip(problem.members, problem.pairs)}
+    slacks = {
+        q: _hinge(s, env.golds[q], n_pairs, env.opt_excl[q]) if n_pairs else 0.0
+        for q, n_pairs in zip(problem.members, problem.pairs)
+    }
     group_slack = sum(slacks[q] * n_pairs for q, n_pairs in zip(problem.members, problem.pairs)) / max(problem.P, 1)
     objective = 0.5 * float(np.linalg.norm(w)) ** 2 + problem.C * group_slack
     # the working set's dual at alpha (its minimiser A alpha, not the best point w the problem ended at)
-    dual = (float(problem.b @ problem.alpha - 0.5 * float(np.linalg.norm(problem.A @ problem.alpha)) ** 2)
-            if len(problem.alpha) else 0.0)
+    dual = (
+        float(problem.b @ problem.alpha - 0.5 * float(np.linalg.norm(problem.A @ problem.alpha)) ** 2)
+        if len(problem.alpha)
+        else 0.0
+    )
     out = {}
     for q in problem.members:
         gold, twins = env.golds[q], env.twins[q]
@@ -86,15 +91,34 @@ def _finish(problem: Problem, env: SolveContext, s: np.ndarray) -> dict[int, Pro
             ranks, extra["refined"] = ordered, ORDERED
         top_rows, top_scores = rank_top(v.s, env.depth, gold, env.grades[q], valid) if env.depth else (None, None)
         cause, outcome = _outcome(v, q in problem.crossing, len(twins) > 0, problem.stopped == "solver")
-        out[q] = ProbeResult(v.w, objective, dual, slacks[q], problem.it, not problem.capped, v.margin,
-                             bool(v.certified), ranks, v.lp, bool(len(twins)), extra, cause, len(problem.members),
-                             _by_construction(problem, env, q, ng), top_rows,
-                             top_scores, problem.stopped, outcome, v.decided_by)
+        out[q] = ProbeResult(
+            v.w,
+            objective,
+            dual,
+            slacks[q],
+            problem.it,
+            not problem.capped,
+            v.margin,
+            bool(v.certified),
+            ranks,
+            v.lp,
+            bool(len(twins)),
+            extra,
+            cause,
+            len(problem.members),
+            _by_construction(problem, env, q, ng),
+            top_rows,
+            top_scores,
+            problem.stopped,
+            outcome,
+            v.decided_by,
+        )
     return out
 
 
-def _verdict(problem: Problem, env: SolveContext, q: int, w: np.ndarray, s: np.ndarray, ng: np.ndarray,
-             rest: np.ndarray) -> _Verdict:
+def _verdict(
+    problem: Problem, env: SolveContext, q: int, w: np.ndarray, s: np.ndarray, ng: np.ndarray, rest: np.ndarray
+) -> _Verdict:
     """Member ``q``'s verdict at the problem's ``w`` and scores ``s``: its certificate (up to
     identical copies), else the in-loop proof's witness or verdict, the construction of a
     crossing text-tied group, the exact LP (a single query), and for what is still open (the LP
@@ -129,8 +153,16 @@ def _verdict(problem: Problem, env: SolveContext, q: int, w: np.ndarray, s: np.n
     return v
 
 
-def _order_copies(problem: Problem, env: SolveContext, q: int, v: _Verdict, ranks: np.ndarray, valid: np.ndarray,
-                  ng: np.ndarray, rest: np.ndarray) -> np.ndarray | None:
+def _order_copies(
+    problem: Problem,
+    env: SolveContext,
+    q: int,
+    v: _Verdict,
+    ranks: np.ndarray,
+    valid: np.ndarray,
+    ng: np.ndarray,
+    rest: np.ndarray,
+) -> np.ndarray | None:
     """A single query separated only up to its gold documents' identical copies (the
     ``duplicate`` outcome), in certificate mode with escalation on, whose recall@|G| at the
     verdict's w (its gold ``ranks``) is below ``refine.rprec_upper_bound``: ``proofs.order_witness``
@@ -141,9 +173,16 @@ def _order_copies(problem: Problem, env: SolveContext, q: int, v: _Verdict, rank
     SVM's objective, slack and dual stay; ``refine`` module docstring). ``valid``, ``ng``,
     ``rest``: ``_masks``."""
     gold, twins = env.golds[q], env.twins[q]
-    if not (env.prove and problem.early and problem.seek_witness and not problem.graded and len(problem.members) == 1
-            and len(twins)
-            and v.separated and not v.certified):
+    if not (
+        env.prove
+        and problem.early
+        and problem.seek_witness
+        and not problem.graded
+        and len(problem.members) == 1
+        and len(twins)
+        and v.separated
+        and not v.certified
+    ):
         return None
     copies = copy_counts(gold, twins, env.dups)
     recall = float(np.mean(ranks <= len(gold)))
@@ -171,8 +210,9 @@ def _order_copies(problem: Problem, env: SolveContext, q: int, v: _Verdict, rank
     return new
 
 
-def _adopt_witness(v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, env: SolveContext,
-                   by: str = "hull") -> None:
+def _adopt_witness(
+    v: _Verdict, witness: tuple, gold: np.ndarray, ng: np.ndarray, env: SolveContext, by: str = "hull"
+) -> None:
     """A proof's (or the in-loop LP's: ``by="lp"``) separating ``(w, scores)`` replaces the
     verdict's (``decided_by=by``)."""
     v.w, v.s = witness
@@ -191,8 +231,9 @@ def _exact_lp(v: _Verdict, env: SolveContext, q: int, ng: np.ndarray, rest: np.n
         ok, w_lp = lp_feasible(docs, gold, excluded=env.opt_excl[q], return_witness=True)
         s_lp = _scores64(docs, w_lp, env.dups) if ok else None
     else:
-        ok, w_lp, s_lp = _lp_generated(docs, env.rep, gold, rest, v.s, env.dups,
-                                       const.LP_WHOLE_FACTOR * env.lp_check_max_docs)
+        ok, w_lp, s_lp = _lp_generated(
+            docs, env.rep, gold, rest, v.s, env.dups, const.LP_WHOLE_FACTOR * env.lp_check_max_docs
+        )
     if ok and _margin(s_lp, gold, rest) > 0:  # a witness separates what w did not: strictly better, adopted
         v.w, v.s = w_lp, s_lp
         v.margin = _margin(v.s, gold, ng)
@@ -226,8 +267,9 @@ def _by_construction(problem: Problem, env: SolveContext, q: int, ng: np.ndarray
     (``ProbeResult.by_construction``): only when every member of the problem poses the same
     problem and no gold document has an identical copy."""
     gold, excl = env.golds[q], env.excls[q]
-    same_problem = all(np.array_equal(env.golds[m], gold) and np.array_equal(env.excls[m], excl)
-                       for m in problem.members)
+    same_problem = all(
+        np.array_equal(env.golds[m], gold) and np.array_equal(env.excls[m], excl) for m in problem.members
+    )
     if not same_problem or len(env.twins[q]):
         return None
     if env.affine:

@@ -15,8 +15,9 @@ from . import constants as const
 from .state import Problem
 
 
-def _most_violated(s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarray | None = None,
-                   excl: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
+def _most_violated(
+    s: np.ndarray, gold: np.ndarray, n_pairs: int, out: np.ndarray | None = None, excl: np.ndarray | None = None
+) -> tuple[np.ndarray, float, float]:
     """The most violated 1-slack constraint at scores ``s = D.w`` ``(n_docs,)``.
 
     Returns ``(coef (n_docs,) float32, b, H)``: the constraint is ``w.a >= b - xi`` with
@@ -68,8 +69,11 @@ def _hinge(s: np.ndarray, gold: np.ndarray, n_pairs: int, excl: np.ndarray) -> f
     sg = s[gold]
     if sg.max() - s.min() < 1.0:  # every pair violated: the hinge is linear, a difference of means
         n_ng = len(s) - len(gold) - len(excl)
-        total = (len(gold) * n_ng + len(gold) * (float(s.sum()) - float(sg.sum()) - float(s[excl].sum()))
-                 - n_ng * float(sg.sum()))
+        total = (
+            len(gold) * n_ng
+            + len(gold) * (float(s.sum()) - float(sg.sum()) - float(s[excl].sum()))
+            - n_ng * float(sg.sum())
+        )
         return max(0.0, total / n_pairs)
     ng = s > sg.min() - 1.0
     ng[gold] = False
@@ -101,6 +105,7 @@ def _solve_dual(K: np.ndarray, b: np.ndarray, C: float) -> np.ndarray:
     with both ridges, or returns a non-finite solution."""
     # third-party, imported where used: the report and diagnose paths import capgap.probe without solving
     import quadprog
+
     n = len(b)
     Cmat, eye = _QP_CONSTRAINTS.get(n) or _qp_constraints(n)
     bvec = np.zeros(n + 1)
@@ -234,8 +239,16 @@ def _compared_rows(s: np.ndarray, hi: np.ndarray, lo: np.ndarray, w: np.ndarray,
     return np.concatenate([hi, near])
 
 
-def _certified32(s: np.ndarray, problem: Problem, golds, opt_excl, rmax: float, dmax: float,
-                 w: np.ndarray | None = None, err: float | None = None) -> bool:
+def _certified32(
+    s: np.ndarray,
+    problem: Problem,
+    golds,
+    opt_excl,
+    rmax: float,
+    dmax: float,
+    w: np.ndarray | None = None,
+    err: float | None = None,
+) -> bool:
     """Whether float32 scores ``s`` ``(n_docs,)`` at ``w`` (default the problem's w) separate every
     member's gold set by more than their error (``err``; default the float32 product's bound,
     ``_exact_near_gold``'s delta) plus the float64 certificate's threshold, so the final float64
@@ -284,8 +297,9 @@ def _scores64(docs: np.ndarray, W: np.ndarray, dups) -> np.ndarray:
     return tie_duplicates(out, dups)
 
 
-def _exact_near_gold(docs: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups,
-                     tie: tuple | None = None) -> np.ndarray:
+def _exact_near_gold(
+    docs: np.ndarray, w: np.ndarray, s32: np.ndarray, golds, rmax: float, dups, tie: tuple | None = None
+) -> np.ndarray:
     """Scores at w ``(n_docs,) float64``: exact (float64) for the gold documents and every
     document within the float32 error bound of the lowest gold score, ``s32`` elsewhere. So the
     margin's sign, every tie with a gold document and every gold rank are exact; documents

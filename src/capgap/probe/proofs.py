@@ -24,12 +24,22 @@ def _backstop(time_limit: float | None) -> float:
 
 def _warn_backstop(what: str, seconds: float) -> None:
     """Log that the wall-clock backstop, not the iteration cap, left ``what`` undecided."""
-    log.warning("%s stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on this machine's "
-                "speed (constants.LP_TIME_LIMIT)", what, seconds)
+    log.warning(
+        "%s stopped by the %.0f s wall-clock backstop: undecided, a verdict that depends on this machine's "
+        "speed (constants.LP_TIME_LIMIT)",
+        what,
+        seconds,
+    )
 
 
-def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = None, excluded: Sequence[int] = (),
-                return_witness: bool = False, last_nonneg: bool = False):
+def lp_feasible(
+    D: np.ndarray,
+    gold: Sequence[int],
+    time_limit: float | None = None,
+    excluded: Sequence[int] = (),
+    return_witness: bool = False,
+    last_nonneg: bool = False,
+):
     """Exact hard-margin check: is {w, t : w.d_i >= t + 1 (i in G), w.d_j <= t (j in N)} feasible?
 
     An LP with |G| + |N| constraints and dim + 1 free variables, solved by scipy's HiGHS.
@@ -47,6 +57,7 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     ``w = (v, c)`` with ``c > 0`` is an L2 query, ``v / c``, and ``c = 0`` its limit).
     """
     from scipy.optimize import linprog  # imported where used (scipy.optimize: ~0.8 s to import)
+
     D = np.asarray(D, dtype=np.float64)
     gold = np.asarray(gold, dtype=np.int64)
     if len(excluded):
@@ -70,8 +81,7 @@ def lp_feasible(D: np.ndarray, gold: Sequence[int], time_limit: float | None = N
     A_ng = np.hstack([D[~mask], -np.ones(((~mask).sum(), 1))])  # w.d_j - t <= 0
     A = np.vstack([A_gold, A_ng])
     b = np.concatenate([-np.ones(mask.sum()), np.zeros((~mask).sum())])
-    options = {"time_limit": _backstop(time_limit),
-               "maxiter": int(const.LP_ITERS * (A.shape[0] + A.shape[1]))}
+    options = {"time_limit": _backstop(time_limit), "maxiter": int(const.LP_ITERS * (A.shape[0] + A.shape[1]))}
     bounds = [(None, None)] * (D.shape[1] - 1) + [(0 if last_nonneg else None, None), (None, None)]
     res = linprog(np.zeros(D.shape[1] + 1), A_ub=A, b_ub=b, bounds=bounds, method="highs-ds", options=options)
     if res.status == 1 and "time limit" in str(res.message).lower():
@@ -94,8 +104,16 @@ class Proof(NamedTuple):
     witness: tuple | None
 
 
-def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool, golds, opt_excl, docs: np.ndarray,
-                       rep: np.ndarray, dmax: float) -> Proof:
+def _prove_inseparable(
+    s: np.ndarray,
+    members: Sequence[int],
+    seek_witness: bool,
+    golds,
+    opt_excl,
+    docs: np.ndarray,
+    rep: np.ndarray,
+    dmax: float,
+) -> Proof:
     """The escalation gate: an inseparability proof for every member (indices into ``golds`` /
     ``opt_excl``) of a problem whose gold set the scores ``s`` ``(n_docs,)`` (at the problem's
     w, duplicates tied) do not separate.
@@ -157,8 +175,15 @@ def _prove_inseparable(s: np.ndarray, members: Sequence[int], seek_witness: bool
     return Proof(worst if proven else None, proven, witness)
 
 
-def _hull_witness(docs: np.ndarray, r: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
-                  dmax: float, s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+def _hull_witness(
+    docs: np.ndarray,
+    r: np.ndarray,
+    gold: np.ndarray,
+    ng: np.ndarray,
+    rep: np.ndarray,
+    dmax: float,
+    s: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray] | None:
     """A separating witness from a direction ``r`` ``(dim,) float64`` (a proof's nearest-point
     direction, or an LP's w): the exact (float64) scores along r ``s`` ``(n_docs,)`` (computed
     when None), duplicates tied through ``rep``; when every gold document scores above every
@@ -197,6 +222,7 @@ def _hull_nnls(P: np.ndarray, N: np.ndarray) -> tuple[float, np.ndarray | None, 
     """``hull_distance_bound``'s NNLS: ``(bound, r, mu)``, mu ``(m,) float64`` the NNLS's weights
     of the rows of ``N`` (``(inf, None, None)`` when the solver fails)."""
     from scipy.optimize import nnls  # imported where used (scipy.optimize: ~0.8 s to import)
+
     P = np.asarray(P, dtype=np.float64)
     N = np.asarray(N, dtype=np.float64)
     p, dim = P.shape
@@ -217,8 +243,9 @@ def _hull_nnls(P: np.ndarray, N: np.ndarray) -> tuple[float, np.ndarray | None, 
     return bound, P.T @ lam - N.T @ mu, mu
 
 
-def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray,
-               k: int) -> np.ndarray:
+def _misranked(
+    t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray, rows: np.ndarray, k: int
+) -> np.ndarray:
     """The column-generation step of ``_prove_inseparable`` and ``_lp_generated``: the non-gold
     documents ``ng`` (row indices) that scores ``t`` ``(n_docs,)`` rank at or above the lowest gold
     one and whose duplicate-group representative (``rep``) is not among ``rows`` yet, the ``k``
@@ -227,8 +254,17 @@ def _misranked(t: np.ndarray, gold: np.ndarray, ng: np.ndarray, rep: np.ndarray,
     return new[np.argsort(-t[new], kind="stable")[:k]]
 
 
-def _lp_generated(docs: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.ndarray, s: np.ndarray, dups,
-                  whole_max_docs: int, time_limit: float | None = None, last_nonneg: bool = False):
+def _lp_generated(
+    docs: np.ndarray,
+    rep: np.ndarray,
+    gold: np.ndarray,
+    ng: np.ndarray,
+    s: np.ndarray,
+    dups,
+    whole_max_docs: int,
+    time_limit: float | None = None,
+    last_nonneg: bool = False,
+):
     """The hard-margin LP (``lp_feasible``) by constraint generation, for a corpus too large to
     pass whole: the gold documents against the ``2 (dim + 2)`` non-gold documents scoring
     highest at the final w (``s`` ``(n_docs,) float64``); a feasible LP's witness is scored on
@@ -252,9 +288,13 @@ def _lp_generated(docs: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.nd
     t_end = t0 + _backstop(time_limit)
 
     def witness(rows):
-        ok, w = lp_feasible(docs[np.concatenate([G, rows])], np.arange(len(G)),
-                            time_limit=max(t_end - time.perf_counter(), 1e-3),
-                            return_witness=True, last_nonneg=last_nonneg)
+        ok, w = lp_feasible(
+            docs[np.concatenate([G, rows])],
+            np.arange(len(G)),
+            time_limit=max(t_end - time.perf_counter(), 1e-3),
+            return_witness=True,
+            last_nonneg=last_nonneg,
+        )
         return ok, w, (_scores64(docs, w, dups) if ok else None)
 
     for _ in range(const.LP_ROUNDS_BEFORE_WHOLE if len(docs) <= whole_max_docs else const.LP_ROUNDS):
@@ -277,8 +317,9 @@ def _lp_generated(docs: np.ndarray, rep: np.ndarray, gold: np.ndarray, ng: np.nd
     return None, None, None
 
 
-def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray, dmax: float,
-                  s: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def order_witness(
+    docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray, rep: np.ndarray, dmax: float, s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
     """A w that ranks the gold levels in order: every document of ``levels[0]`` above every
     document of ``levels[1]``, ..., and the last level above every document of ``rest``; or
     None when none is found.
@@ -307,6 +348,7 @@ def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarr
     tied through ``rep``), or None (the order is infeasible, the NNLS failed, or the rounds ran
     out)."""
     from scipy.optimize import nnls  # imported where used (scipy.optimize: ~0.8 s to import)
+
     levels = [np.unique(rep[np.asarray(lv, dtype=np.int64)]) for lv in levels]
     rest = np.asarray(rest, dtype=np.int64)
     if not len(rest) or not levels or not all(len(lv) for lv in levels):
@@ -320,8 +362,9 @@ def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarr
         z[:, dim + t] = -sign  # w.x - t_l (sign +1) or t_l - w.x (sign -1)
         return z
 
-    fixed = ([rows_z(lv, 1.0, level) for level, lv in enumerate(levels)]
-             + [rows_z(lv, -1.0, level - 1) for level, lv in enumerate(levels) if level])
+    fixed = [rows_z(lv, 1.0, level) for level, lv in enumerate(levels)] + [
+        rows_z(lv, -1.0, level - 1) for level, lv in enumerate(levels) if level
+    ]
     n_fixed = sum(len(z) for z in fixed)
     cand = rest[np.argsort(-s[rest], kind="stable")[:step]]
     n_rows = len(np.unique(rep[rest]))
@@ -352,8 +395,15 @@ def order_witness(docs: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarr
     return None
 
 
-def _ordered(docs: np.ndarray, r: np.ndarray, t: np.ndarray, levels: Sequence[np.ndarray], rest: np.ndarray,
-             rep: np.ndarray, dmax: float) -> tuple[np.ndarray, np.ndarray] | None:
+def _ordered(
+    docs: np.ndarray,
+    r: np.ndarray,
+    t: np.ndarray,
+    levels: Sequence[np.ndarray],
+    rest: np.ndarray,
+    rep: np.ndarray,
+    dmax: float,
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The exact check of a direction ``r`` ``(dim,)`` with scores ``t`` (``order_witness``;
     ``_hull_witness``: one level):
     ``(r / m, its scores)`` for the smallest gap m between consecutive levels (``rest`` last)

@@ -22,9 +22,15 @@ from .solver import probe
 log = logging.getLogger("capgap.probe")  # the package's one logger
 
 
-def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], gold: Sequence[np.ndarray],
-                      doc_ids: Sequence[str], split_of: Mapping[str, str], ks: Sequence[int],
-                      unfindable: Sequence[int] | None = None) -> list[dict]:
+def per_query_records(
+    results: Sequence[ProbeResult],
+    query_ids: Sequence[str],
+    gold: Sequence[np.ndarray],
+    doc_ids: Sequence[str],
+    split_of: Mapping[str, str],
+    ks: Sequence[int],
+    unfindable: Sequence[int] | None = None,
+) -> list[dict]:
     """One JSON-ready record per query (the probe's ``per_query.jsonl``): id, split, gold-set
     size, recall@k for each k in ``ks`` (pessimistic ties), certificate and its cause, slack
     (pair-averaged hinge), margin (unnormalised score units; ``inf`` -> ``null`` in strict JSON:
@@ -40,24 +46,41 @@ def per_query_records(results: Sequence[ProbeResult], query_ids: Sequence[str], 
     unfindable = unfindable if unfindable is not None else [0] * len(results)
     for q, g, r, u in zip(query_ids, gold, results, unfindable):
         scale = len(g) / (len(g) + u)
-        out.append({
-            "query_id": q, "split": split_of.get(q, ""), "n_gold": len(g) + u, "n_unfindable": int(u),
-            **{f"recall@{k}": r.recall_at(k) * scale for k in ks},
-            "certified": r.certified, "cause": r.cause, "outcome": r.outcome, "decided_by": r.decided_by,
-            "by_construction": r.by_construction, "tied": r.tied,
-            "lp_feasible": r.lp_feasible, "duplicate_conflict": r.duplicate_conflict,
-            "slack": r.slack, "margin": r.margin, "objective": r.objective, "gap": r.gap,
-            "iterations": r.iterations, "converged": r.converged, "stopped": r.stopped,
-            "w_norm": float(np.linalg.norm(r.w)),
-            "C_final": r.extra.get("C_final"), "escalations": r.extra.get("escalations"),
-            "hull_distance_bound": r.extra.get("hull"),
-            "gold_ranks": {doc_ids[d]: int(x) for d, x in zip(g, r.gold_ranks)},
-        })
+        out.append(
+            {
+                "query_id": q,
+                "split": split_of.get(q, ""),
+                "n_gold": len(g) + u,
+                "n_unfindable": int(u),
+                **{f"recall@{k}": r.recall_at(k) * scale for k in ks},
+                "certified": r.certified,
+                "cause": r.cause,
+                "outcome": r.outcome,
+                "decided_by": r.decided_by,
+                "by_construction": r.by_construction,
+                "tied": r.tied,
+                "lp_feasible": r.lp_feasible,
+                "duplicate_conflict": r.duplicate_conflict,
+                "slack": r.slack,
+                "margin": r.margin,
+                "objective": r.objective,
+                "gap": r.gap,
+                "iterations": r.iterations,
+                "converged": r.converged,
+                "stopped": r.stopped,
+                "w_norm": float(np.linalg.norm(r.w)),
+                "C_final": r.extra.get("C_final"),
+                "escalations": r.extra.get("escalations"),
+                "hull_distance_bound": r.extra.get("hull"),
+                "gold_ranks": {doc_ids[d]: int(x) for d, x in zip(g, r.gold_ranks)},
+            }
+        )
     return out
 
 
-def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split_ids: Mapping[str, Sequence[str]],
-                 base: Mapping) -> list[dict]:
+def summary_rows(
+    results: Sequence[ProbeResult], query_ids: Sequence[str], split_ids: Mapping[str, Sequence[str]], base: Mapping
+) -> list[dict]:
     """The probe's own results.csv rows (``k`` empty) per split of ``split_ids`` (name -> query
     ids; empty splits skipped): ``certified`` (fraction), ``uncertified_duplicate`` /
     ``uncertified_tied`` / ``uncertified_geometry`` (fractions by cause), ``queries_<outcome>``
@@ -79,28 +102,48 @@ def summary_rows(results: Sequence[ProbeResult], query_ids: Sequence[str], split
         res = [by_q[q] for q in ids]
         rows.append({**b, "metric": "certified", "value": float(np.mean([r.certified for r in res]))})
         for cause in ("duplicate", "tied", "geometry"):
-            rows.append({**b, "metric": f"uncertified_{cause}",
-                         "value": float(np.mean([r.cause == cause for r in res]))})
+            rows.append(
+                {**b, "metric": f"uncertified_{cause}", "value": float(np.mean([r.cause == cause for r in res]))}
+            )
         for outcome in OUTCOMES:  # every query decided: how many ended each way (counts)
             rows.append({**b, "metric": f"queries_{outcome}", "value": int(sum(r.outcome == outcome for r in res))})
         rows.append({**b, "metric": "tied_queries", "value": int(sum(r.tied > 1 for r in res))})
-        rows.append({**b, "metric": "certified_by_construction",
-                     "value": float(np.mean([r.by_construction is not None for r in res]))})
+        rows.append(
+            {
+                **b,
+                "metric": "certified_by_construction",
+                "value": float(np.mean([r.by_construction is not None for r in res])),
+            }
+        )
         rows.append({**b, "metric": "slack_median", "value": float(np.median([r.slack for r in res]))})
         its = [r.iterations for r in res]
         rows.append({**b, "metric": "iterations_median", "value": float(np.median(its))})
         rows.append({**b, "metric": "iterations_p90", "value": float(np.percentile(its, 90))})
         rows.append({**b, "metric": "iterations_max", "value": int(max(its))})
-        rows.append({**b, "metric": "stopped_at_certificate",
-                     "value": float(np.mean([r.stopped == "certificate" for r in res]))})
-        rows.append({**b, "metric": "proven_inseparable",
-                     "value": float(np.mean([r.stopped == "inseparable" for r in res]))})
+        rows.append(
+            {
+                **b,
+                "metric": "stopped_at_certificate",
+                "value": float(np.mean([r.stopped == "certificate" for r in res])),
+            }
+        )
+        rows.append(
+            {**b, "metric": "proven_inseparable", "value": float(np.mean([r.stopped == "inseparable" for r in res]))}
+        )
         rows.append({**b, "metric": "not_converged", "value": float(np.mean([not r.converged for r in res]))})
     return rows
 
 
-def evaluate(rs, index, cfg: ProbeConfig, encoder_name: str, ks: Sequence[int], ndcg_k: int,
-             threads: int | None = 1, return_w: bool = False) -> tuple:
+def evaluate(
+    rs,
+    index,
+    cfg: ProbeConfig,
+    encoder_name: str,
+    ks: Sequence[int],
+    ndcg_k: int,
+    threads: int | None = 1,
+    return_w: bool = False,
+) -> tuple:
     """The capacity probe on every query of a dataset's frozen index, as the DAG reports it.
 
     ``rs``: a ``capgap.data.RetrievalSet``; ``index``: its ``capgap.index.FrozenIndex``
@@ -132,36 +175,60 @@ def probe_arguments(rs, index, cfg: ProbeConfig, ks: Sequence[int], ndcg_k: int)
         # the twin margin (twin_margins) is a property of the SVM optimum, not of any witness
         log.info("probe: %s has near-miss twins: every query runs to the optimum (solve=optimum)", rs.name)
         cfg = replace(cfg, solve="optimum")
-    return dict(gold_sets=j.gold, excluded_sets=j.excluded, grades=j.grades,
-                tie_groups=[text_key(x) for x in rs.queries.texts],
-                depth=eval_depth(ks, ndcg_k), duplicates=document_groups(rs.corpus), **cfg.kwargs())
+    return dict(
+        gold_sets=j.gold,
+        excluded_sets=j.excluded,
+        grades=j.grades,
+        tie_groups=[text_key(x) for x in rs.queries.texts],
+        depth=eval_depth(ks, ndcg_k),
+        duplicates=document_groups(rs.corpus),
+        **cfg.kwargs(),
+    )
 
 
-def evaluate_results(rs, index, results: Sequence[ProbeResult], encoder_name: str, ks: Sequence[int], ndcg_k: int,
-           return_w: bool = False) -> tuple:
+def evaluate_results(
+    rs, index, results: Sequence[ProbeResult], encoder_name: str, ks: Sequence[int], ndcg_k: int, return_w: bool = False
+) -> tuple:
     """``evaluate``'s return value from the probe's ``results`` (one per query of ``rs.queries``,
     in order): rows, per-query records, run (and every w, ``return_w``)."""
     qids = list(rs.queries.ids)
     j = Judged.of(rs, qids, index.doc_ids)
     splits = split_members(rs)
     split_of = {q: s for s in SPLITS for q in splits[s]}
-    records = per_query_records(results, qids, j.gold, index.doc_ids, split_of, ks,
-                                [len(u) for u in j.unfindable] if j.unfindable else None)
-    run = Run(qids, np.stack([r.top_rows for r in results]), np.stack([r.top_scores for r in results]), index.doc_ids,
-              f"{encoder_name}-probe")
+    records = per_query_records(
+        results, qids, j.gold, index.doc_ids, split_of, ks, [len(u) for u in j.unfindable] if j.unfindable else None
+    )
+    run = Run(
+        qids,
+        np.stack([r.top_rows for r in results]),
+        np.stack([r.top_scores for r in results]),
+        index.doc_ids,
+        f"{encoder_name}-probe",
+    )
     rows = rows_from_ranks(rs, j, [r.gold_ranks for r in results], ks, ndcg_k, encoder=encoder_name, method="probe")
     base = {"dataset": rs.name, "encoder": encoder_name, "method": "probe"}
     extra = summary_rows(results, qids, splits, base)
     if rs.twins:
         extra = interleave_rows(extra, twin_margins(rs, index, results, qids, records, splits, base))
     if return_w:
-        return (interleave_rows(rows, extra), records, run,
-                np.stack([np.asarray(r.w, dtype=np.float32) for r in results]))
+        return (
+            interleave_rows(rows, extra),
+            records,
+            run,
+            np.stack([np.asarray(r.w, dtype=np.float32) for r in results]),
+        )
     return interleave_rows(rows, extra), records, run
 
 
-def twin_margins(rs, index, results: Sequence[ProbeResult], query_ids: Sequence[str], records: list[dict],
-                 splits: Mapping[str, Sequence[str]], base: Mapping) -> list[dict]:
+def twin_margins(
+    rs,
+    index,
+    results: Sequence[ProbeResult],
+    query_ids: Sequence[str],
+    records: list[dict],
+    splits: Mapping[str, Sequence[str]],
+    base: Mapping,
+) -> list[dict]:
     """The probe's margin between each gold document and its near-miss twins
     (``capgap.nearmiss``): with the query's witness scaled to unit norm, ``w/|w| . (gold -
     twin)`` in float64, i.e. how far the twin lies behind the gold document along the best

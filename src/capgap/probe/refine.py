@@ -42,8 +42,10 @@ from .result import ProbeResult
 from .state import SolveContext
 
 REFINED = "copy-free gold documents ranked above the gold documents with identical copies (graded pairs)"
-ORDERED = ("the copy-free gold documents, then the copied gold that fits in the top |G| (fewest copies first), "
-           "above the other gold documents and the rest (proofs.order_witness)")
+ORDERED = (
+    "the copy-free gold documents, then the copied gold that fits in the top |G| (fewest copies first), "
+    "above the other gold documents and the rest (proofs.order_witness)"
+)
 
 
 def copy_counts(gold: np.ndarray, twins: np.ndarray, dups) -> np.ndarray:
@@ -80,7 +82,7 @@ def _best_blocks(free: int, blocks: list[tuple[int, int]]) -> tuple[int, np.ndar
     take = np.zeros((n_blocks, span + 1), dtype=bool)
     for b, (m, c) in enumerate(blocks):
         with_b = np.full(span + 1, np.inf)
-        with_b[m:] = fewest[:span + 1 - m] + c + eps * b
+        with_b[m:] = fewest[: span + 1 - m] + c + eps * b
         take[b] = with_b < fewest
         fewest = np.minimum(fewest, with_b)
     copies = np.floor(fewest)  # the true copy count (the tie-break stays below 1)
@@ -110,8 +112,9 @@ def rprec_upper_bound(copies: np.ndarray, group: np.ndarray | None = None) -> fl
     return _best_blocks(free, [(m, c) for _, m, c in groups])[0] / len(copies)
 
 
-def copy_top(gold: np.ndarray, copies: np.ndarray, rep: np.ndarray,
-             s: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+def copy_top(
+    gold: np.ndarray, copies: np.ndarray, rep: np.ndarray, s: np.ndarray
+) -> tuple[list[np.ndarray], np.ndarray]:
     """``(top, below)``: the gold rows ``gold`` a w must rank above every other document to
     reach ``rprec_upper_bound`` (the copy-free ones and the duplicate groups, by ``rep``
     ``(n_docs,)``, of the best set X), as levels top first, and the other gold rows, which must
@@ -158,6 +161,14 @@ def refine_duplicates(env: SolveContext, results: list[ProbeResult], grades, sol
         if float(np.mean(ranks <= len(gold))) <= results[q].recall_at(len(gold)):
             continue
         top_rows, top_scores = rank_top(s, env.depth, gold, grades[q], valid) if env.depth else (None, None)
-        out[q] = replace(r2, gold_ranks=ranks, top_rows=top_rows, top_scores=top_scores, cause="duplicate",
-                         outcome="duplicate", decided_by=results[q].decided_by, extra={**r2.extra, "refined": REFINED})
+        out[q] = replace(
+            r2,
+            gold_ranks=ranks,
+            top_rows=top_rows,
+            top_scores=top_scores,
+            cause="duplicate",
+            outcome="duplicate",
+            decided_by=results[q].decided_by,
+            extra={**r2.extra, "refined": REFINED},
+        )
     return out

@@ -143,8 +143,16 @@ def _solve_candidates(task) -> ProbeResult:
     duplicate groups among them, r)."""
     rows, gpos, grades, groups, r = task
     assert _INDEX is not None and _SETTINGS is not None and _SOLVE is not None
-    settings = replace(_SETTINGS, C=_SETTINGS.C * r, eps=_SETTINGS.eps / r, C_max=_SETTINGS.C_max * r, batch_size=None,
-                       depth=0, workers=1, progress=False)
+    settings = replace(
+        _SETTINGS,
+        C=_SETTINGS.C * r,
+        eps=_SETTINGS.eps / r,
+        C_max=_SETTINGS.C_max * r,
+        batch_size=None,
+        depth=0,
+        workers=1,
+        progress=False,
+    )
     Dc = np.ascontiguousarray(_INDEX[rows], dtype=np.float32)
     quiet = logging.getLogger("capgap.probe")  # the iteration cap is warned once for all queries (screened_probe)
     level, quiet.level = quiet.level, logging.ERROR
@@ -196,8 +204,13 @@ def screened_probe(D, golds, grs, excls, duplicates, settings: SolveSettings, wh
         _INDEX, _SETTINGS, _SOLVE = None, None, None
     capped = sum(1 for res in results if res is not None and not res.converged)
     if capped:
-        log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g on their candidates",
-                    capped, len(golds), settings.max_iter, settings.eps)
+        log.warning(
+            "probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g on their candidates",
+            capped,
+            len(golds),
+            settings.max_iter,
+            settings.eps,
+        )
     if left:
         for q, res in zip(list(left), whole(list(left))):
             res.extra["screen"] = {"rounds": left[q], "candidates": n, "exact": True, "whole": True}
@@ -254,8 +267,9 @@ def _screen_chunk(D, qs, golds, grs, excls, twins, opt_excl, dup_of, stats, sett
         again = []
         for j, q in enumerate(active):
             res, r = last[q]
-            full, grow = _on_whole(D, q, res, r, S[:, j], rows[q], golds, grs, excls, twins, stats, settings, iters[q],
-                                   rounds[q])
+            full, grow = _on_whole(
+                D, q, res, r, S[:, j], rows[q], golds, grs, excls, twins, stats, settings, iters[q], rounds[q]
+            )
             if full is not None:
                 done[q] = full
                 continue
@@ -339,8 +353,9 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, stats, settings
     scale = max((float(np.abs(np.asarray(D[R[c]], dtype=np.float64)).max()) for c in _blocks(compared)), default=0.0)
     thresh = _threshold(w, scale)
     certified = margin > thresh
-    separated = certified or (len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf,
-                                                              top_far) > thresh)
+    separated = certified or (
+        len(twins[q]) > 0 and low - max(float(s[rest].max()) if rest.any() else -np.inf, top_far) > thresh
+    )
     confirmed = separated and settings.solve == "certificate"  # a certificate needs no optimum
     viol = np.zeros(0, dtype=np.int64)
     if not confirmed:  # the documents outside the candidates in a violated pair (s_j > min gold - 1), from float32
@@ -365,9 +380,30 @@ def _on_whole(D, q, res, r, s32, rows, golds, grs, excls, twins, stats, settings
     top_rows, top_scores = rank_top(s, depth, gpos, grs[q], valid) if depth else (None, None)
     if top_rows is not None:
         top_rows = np.where(top_rows >= 0, R[np.maximum(top_rows, 0)], -1)
-    extra = dict(res.extra, C_final=C_final, screen={"rounds": rounds, "candidates": int(len(rows)),
-                                                     "exact": not len(viol),
-                                                          "whole": False})
-    return ProbeResult(w, res.objective, res.dual, res.slack * r, iters, res.converged, margin, bool(certified), ranks,
-                       res.lp_feasible, bool(len(twins[q])), extra, cause, 1, None, top_rows, top_scores, res.stopped,
-                       outcome, by), []
+    extra = dict(
+        res.extra,
+        C_final=C_final,
+        screen={"rounds": rounds, "candidates": int(len(rows)), "exact": not len(viol), "whole": False},
+    )
+    return ProbeResult(
+        w,
+        res.objective,
+        res.dual,
+        res.slack * r,
+        iters,
+        res.converged,
+        margin,
+        bool(certified),
+        ranks,
+        res.lp_feasible,
+        bool(len(twins[q])),
+        extra,
+        cause,
+        1,
+        None,
+        top_rows,
+        top_scores,
+        res.stopped,
+        outcome,
+        by,
+    ), []

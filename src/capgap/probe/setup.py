@@ -34,8 +34,17 @@ def _queries(n, gold_sets, excluded_sets, grades):
     return golds, grs, excls
 
 
-def _environment(docs: np.ndarray, golds, grs, excls, tie_groups, duplicates, settings: SolveSettings,
-                 prove: bool = True, solves: bool = True) -> SolveContext:
+def _environment(
+    docs: np.ndarray,
+    golds,
+    grs,
+    excls,
+    tie_groups,
+    duplicates,
+    settings: SolveSettings,
+    prove: bool = True,
+    solves: bool = True,
+) -> SolveContext:
     """The ``SolveContext`` of validated queries (``_queries``) over the index ``docs`` ``(n_docs, dim)
     float32``; ``settings``: C, C_max, eps, max_iter, lp_check_max_docs, depth, solve and pairs
     (the others are not the environment's); ``prove``: ``SolveContext.prove``. ``solves=False``: no
@@ -54,13 +63,33 @@ def _environment(docs: np.ndarray, golds, grs, excls, tie_groups, duplicates, se
     problems = _problems(tie_groups, len(golds))
     affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([docs.astype(np.float64), np.ones((n, 1))])) == n)
     golds_opt, excl_opt, opt_members = _grade_levels(problems, golds, grs, opt_excl, settings.pairs)
-    return SolveContext(docs=docs, golds=golds_opt, grades=grs, excls=excls, twins=twins, opt_excl=excl_opt,
-                        problems=problems, opt_members=opt_members, dups=dups, rep=rep, colsum=colsum, dmax=dmax,
-                        rmax=rmax, norms=norms, affine=affine,
-                        DT=transposed(docs) if solves else None, tie=tie_index(dups), C=settings.C,
-                        C_max=settings.C_max, eps=settings.eps, max_iter=settings.max_iter,
-                        lp_check_max_docs=settings.lp_check_max_docs, depth=settings.depth, solve=settings.solve,
-                        prove=bool(prove))
+    return SolveContext(
+        docs=docs,
+        golds=golds_opt,
+        grades=grs,
+        excls=excls,
+        twins=twins,
+        opt_excl=excl_opt,
+        problems=problems,
+        opt_members=opt_members,
+        dups=dups,
+        rep=rep,
+        colsum=colsum,
+        dmax=dmax,
+        rmax=rmax,
+        norms=norms,
+        affine=affine,
+        DT=transposed(docs) if solves else None,
+        tie=tie_index(dups),
+        C=settings.C,
+        C_max=settings.C_max,
+        eps=settings.eps,
+        max_iter=settings.max_iter,
+        lp_check_max_docs=settings.lp_check_max_docs,
+        depth=settings.depth,
+        solve=settings.solve,
+        prove=bool(prove),
+    )
 
 
 def transposed(docs: np.ndarray) -> np.ndarray | None:

@@ -63,8 +63,15 @@ def shard_batches(n_batches: int, n_shards: int, shard: int) -> range:
     return range(shard * n_batches // n_shards, (shard + 1) * n_batches // n_shards)
 
 
-def probe_shard(D: np.ndarray, gold_sets: Sequence[Sequence[int]], n_shards: int, shard: int,
-                threads: int | None = None, progress: bool = False, **kwargs) -> ProbeShard:
+def probe_shard(
+    D: np.ndarray,
+    gold_sets: Sequence[Sequence[int]],
+    n_shards: int,
+    shard: int,
+    threads: int | None = None,
+    progress: bool = False,
+    **kwargs,
+) -> ProbeShard:
     """Shard ``shard`` of ``n_shards`` of ``probe(D, gold_sets, **kwargs)``: the results of the
     queries in its batches (``shard_batches``), each bit-identical to the unsharded call's
     first solve (before ``refine_duplicates``, which ``gather_shards`` runs). ``D``: ``(n_docs,
@@ -78,13 +85,19 @@ def probe_shard(D: np.ndarray, gold_sets: Sequence[Sequence[int]], n_shards: int
         for out, n_capped in _map_batches(env, mine, settings.workers, progress):
             capped += n_capped
             results.update(out)
-    log.info("probe shard %d of %d: %d of %d batches, %d queries", shard, n_shards, len(mine), len(batches),
-             len(results))
+    log.info(
+        "probe shard %d of %d: %d of %d batches, %d queries", shard, n_shards, len(mine), len(batches), len(results)
+    )
     return ProbeShard(shard, n_shards, len(gold_sets), len(env.problems), results, capped)
 
 
-def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Sequence[ProbeShard],
-                  threads: int | None = None, **kwargs) -> list[ProbeResult]:
+def gather_shards(
+    D: np.ndarray,
+    gold_sets: Sequence[Sequence[int]],
+    shards: Sequence[ProbeShard],
+    threads: int | None = None,
+    **kwargs,
+) -> list[ProbeResult]:
     """``probe(D, gold_sets, **kwargs)`` from its shards (``probe_shard`` results of the same
     ``D`` ``(n_docs, dim)``, ``gold_sets`` and ``kwargs``, in shard order): every query's result in order, after
     the iteration-cap warning and the duplicates' second solve that ``solver._probe`` runs after
@@ -97,44 +110,86 @@ def gather_shards(D: np.ndarray, gold_sets: Sequence[Sequence[int]], shards: Seq
     capped = 0
     for k, sh in enumerate(shards):
         if (sh.shard, sh.n_shards, sh.n_queries, sh.n_problems) != (k, n, len(gold_sets), len(env.problems)):
-            raise ValueError(f"probe shard {k} of {n}: got shard {sh.shard} of {sh.n_shards} over {sh.n_queries} "
-                             f"queries ({sh.n_problems} problems); expected {len(gold_sets)} queries "
-                             f"({len(env.problems)} problems)")
+            raise ValueError(
+                f"probe shard {k} of {n}: got shard {sh.shard} of {sh.n_shards} over {sh.n_queries} "
+                f"queries ({sh.n_problems} problems); expected {len(gold_sets)} queries "
+                f"({len(env.problems)} problems)"
+            )
         want = sorted(q for b in shard_batches(len(batches), n, k) for p in batches[b] for q in env.problems[p])
         if sorted(sh.results) != want:
-            raise ValueError(f"probe shard {k} of {n}: holds {len(sh.results)} queries, not the {len(want)} of its "
-                             "batches")
+            raise ValueError(
+                f"probe shard {k} of {n}: holds {len(sh.results)} queries, not the {len(want)} of its batches"
+            )
         capped += sh.capped
         for q, r in sh.results.items():
             results[q] = r
     with threadpool_limits(int(threads) if threads else None):
         if capped:
-            log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped,
-                        len(gold_sets), settings.max_iter, settings.eps)
-        if (settings.pairs == "gold" and settings.solve == "certificate"
-                and settings.C_max > settings.C):  # as solver._probe
+            log.warning(
+                "probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g",
+                capped,
+                len(gold_sets),
+                settings.max_iter,
+                settings.eps,
+            )
+        if (
+            settings.pairs == "gold" and settings.solve == "certificate" and settings.C_max > settings.C
+        ):  # as solver._probe
             solve_again = second_solve(env.docs, env.golds, env.excls, env.dups, settings)
             results = refine_duplicates(env, results, env.grades, solve_again)
     return results  # type: ignore[return-value]
 
 
-def _prepare(D, gold_sets, threads, C: float = _D["C"], eps: float = _D["eps"], max_iter: int = _D["max_iter"],
-             batch_size: int | None = _D["batch_size"], lp_check_max_docs: int = _D["lp_check_max_docs"],
-             C_max: float | None = _D["C_max"], excluded_sets=None, grades=None, tie_groups=None, depth: int = 0,
-             duplicates=(), solve: str = _D["solve"], pairs: str = _D["pairs"], solves: bool = True):
+def _prepare(
+    D,
+    gold_sets,
+    threads,
+    C: float = _D["C"],
+    eps: float = _D["eps"],
+    max_iter: int = _D["max_iter"],
+    batch_size: int | None = _D["batch_size"],
+    lp_check_max_docs: int = _D["lp_check_max_docs"],
+    C_max: float | None = _D["C_max"],
+    excluded_sets=None,
+    grades=None,
+    tie_groups=None,
+    depth: int = 0,
+    duplicates=(),
+    solve: str = _D["solve"],
+    pairs: str = _D["pairs"],
+    solves: bool = True,
+):
     """``probe()``'s checks and ``solver._probe``'s set-up on the index ``D`` ``(n_docs, dim)``,
     step for step: ``(env, batches, settings)`` (``SolveSettings``, without a progress bar);
     ``solves=False``: no batch will run on ``env`` (``gather_shards``), so it holds no
     column-major copy of the index."""
     D = checked_index(D, solve, pairs)
     workers = int(threads) if threads else (os.cpu_count() or 1)
-    settings = SolveSettings.resolved(C=C, C_max=C_max, eps=eps, max_iter=max_iter, batch_size=batch_size,
-                                      lp_check_max_docs=lp_check_max_docs, depth=depth, solve=solve, pairs=pairs,
-                                      workers=workers, progress=False)
+    settings = SolveSettings.resolved(
+        C=C,
+        C_max=C_max,
+        eps=eps,
+        max_iter=max_iter,
+        batch_size=batch_size,
+        lp_check_max_docs=lp_check_max_docs,
+        depth=depth,
+        solve=solve,
+        pairs=pairs,
+        workers=workers,
+        progress=False,
+    )
     with threadpool_limits(int(threads) if threads else None):
         golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-        env = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates,
-                           settings, solves=solves)
+        env = _environment(
+            np.ascontiguousarray(D, dtype=np.float32),
+            golds,
+            grs,
+            excls,
+            tie_groups,
+            duplicates,
+            settings,
+            solves=solves,
+        )
     env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
     batches = problem_batches(len(env.problems), D.shape, batch_size)
     return env, batches, settings

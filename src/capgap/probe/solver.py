@@ -118,25 +118,56 @@ def probe(
     scale = power_of_two_scale(D)
     if scale != 1.0:  # exact: every value keeps its mantissa, so every ranking and tie is kept
         e = int(np.log2(scale))
-        D = np.concatenate([np.ldexp(np.asarray(D[b0 : b0 + const.BLOCK], dtype=np.float32), e)
-                            for b0 in range(0, D.shape[0], const.BLOCK)])
+        D = np.concatenate(
+            [
+                np.ldexp(np.asarray(D[b0 : b0 + const.BLOCK], dtype=np.float32), e)
+                for b0 in range(0, D.shape[0], const.BLOCK)
+            ]
+        )
     workers = int(threads) if threads else (os.cpu_count() or 1)
-    settings = SolveSettings.resolved(C=C, C_max=C_max, eps=eps, max_iter=max_iter, batch_size=batch_size,
-                                      lp_check_max_docs=lp_check_max_docs, depth=depth, solve=solve, pairs=pairs,
-                                      workers=workers, progress=progress)
+    settings = SolveSettings.resolved(
+        C=C,
+        C_max=C_max,
+        eps=eps,
+        max_iter=max_iter,
+        batch_size=batch_size,
+        lp_check_max_docs=lp_check_max_docs,
+        depth=depth,
+        solve=solve,
+        pairs=pairs,
+        workers=workers,
+        progress=progress,
+    )
     with threadpool_limits(int(threads) if threads else None):
         # validated here only where screening may apply (_probe validates the whole-index path's queries itself)
-        golds, grs, excls = (_queries(D.shape[0], gold_sets, excluded_sets, grades)
-                             if D.shape[0] > const.SCREEN_MIN_DOCS else (None, None, None))
+        golds, grs, excls = (
+            _queries(D.shape[0], gold_sets, excluded_sets, grades)
+            if D.shape[0] > const.SCREEN_MIN_DOCS
+            else (None, None, None)
+        )
         if golds is not None and screens(D.shape[0], tie_groups, pairs, grs):  # each query on its candidates (screen)
+
             def whole(qs):
-                return _probe(D, [golds[q] for q in qs], settings, excluded_sets=[excls[q] for q in qs],
-                              grades=[grs[q] for q in qs], duplicates=duplicates)
+                return _probe(
+                    D,
+                    [golds[q] for q in qs],
+                    settings,
+                    excluded_sets=[excls[q] for q in qs],
+                    grades=[grs[q] for q in qs],
+                    duplicates=duplicates,
+                )
 
             results = screened_probe(D, golds, grs, excls, duplicates, settings, whole, _probe)
         else:
-            results = _probe(D, gold_sets, settings, excluded_sets=excluded_sets, grades=grades, tie_groups=tie_groups,
-                             duplicates=duplicates)
+            results = _probe(
+                D,
+                gold_sets,
+                settings,
+                excluded_sets=excluded_sets,
+                grades=grades,
+                tie_groups=tie_groups,
+                duplicates=duplicates,
+            )
     if scale != 1.0:
         for res in results:  # (scale D).w = D.(scale w): the same scores, margins and ranks on the caller's D
             res.w = res.w * scale
@@ -160,8 +191,17 @@ def power_of_two_scale(D: np.ndarray) -> float:
     return float(np.ldexp(1.0, -int(np.round(np.log2(rmax)))))
 
 
-def _probe(D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets=None, grades=None, tie_groups=None,
-           duplicates=(), refine: bool = True, prove: bool = True) -> list[ProbeResult]:
+def _probe(
+    D: np.ndarray,
+    gold_sets,
+    settings: SolveSettings,
+    excluded_sets=None,
+    grades=None,
+    tie_groups=None,
+    duplicates=(),
+    refine: bool = True,
+    prove: bool = True,
+) -> list[ProbeResult]:
     """``probe()`` past its checks, with its settings resolved.
 
     Parameters
@@ -185,8 +225,9 @@ def _probe(D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets=None
         One per query, in order.
     """
     golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-    context = _environment(np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates,
-                           settings, prove=prove)
+    context = _environment(
+        np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, settings, prove=prove
+    )
     context = replace(context, window=batch_window(len(context.problems), D.shape, settings.batch_size))
     batches = problem_batches(len(context.problems), D.shape, settings.batch_size)
     results: list[ProbeResult | None] = [None] * len(golds)
@@ -196,8 +237,13 @@ def _probe(D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets=None
         for q, res in out.items():
             results[q] = res
     if capped and refine:
-        log.warning("probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g", capped, len(golds),
-                    settings.max_iter, settings.eps)
+        log.warning(
+            "probe: %d of %d queries hit the iteration cap (max_iter=%d) before eps=%g",
+            capped,
+            len(golds),
+            settings.max_iter,
+            settings.eps,
+        )
     if refine and settings.pairs == "gold" and settings.solve == "certificate" and settings.C_max > settings.C:
         # the capacity is sought: tighten the duplicates' R-precision; the batches are done: the second solve makes its
         # own column-major
@@ -260,7 +306,15 @@ def second_solve(D: np.ndarray, golds, excls, dups, settings: SolveSettings):
     again = replace(settings, max_iter=min(settings.max_iter, const.REFINE_MAX_ITER), progress=False, pairs="graded")
 
     def solve_again(rows, levels):
-        return _probe(D, [golds[q] for q in rows], again, excluded_sets=[excls[q] for q in rows], grades=levels,
-                      duplicates=dups, refine=False, prove=False)
+        return _probe(
+            D,
+            [golds[q] for q in rows],
+            again,
+            excluded_sets=[excls[q] for q in rows],
+            grades=levels,
+            duplicates=dups,
+            refine=False,
+            prove=False,
+        )
 
     return solve_again

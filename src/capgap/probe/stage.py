@@ -40,11 +40,13 @@ def probe_stage(inputs, outputs, params, threads: int = 1) -> list[dict]:
         kwargs = probe_arguments(rs, idx, cfg, params.ks, params.ndcg_k)
         parts = [_read_pickle(f) for f in shards]
         results = gather_shards(idx.embeddings, threads=threads, shards=parts, **kwargs)
-        rows, records, run, W = evaluate_results(rs, idx, results, params.encoder_name, params.ks, params.ndcg_k,
-                                                 return_w=True)
+        rows, records, run, W = evaluate_results(
+            rs, idx, results, params.encoder_name, params.ks, params.ndcg_k, return_w=True
+        )
     else:
-        rows, records, run, W = evaluate(rs, idx, cfg, params.encoder_name, params.ks, params.ndcg_k, threads,
-                                         return_w=True)
+        rows, records, run, W = evaluate(
+            rs, idx, cfg, params.encoder_name, params.ks, params.ndcg_k, threads, return_w=True
+        )
     write_jsonl(outputs.per_query, records)
     save_npz(outputs.w, w=W, query_ids=np.array(list(rs.queries.ids), dtype=str))
     return write_outputs(outputs, rows, run)

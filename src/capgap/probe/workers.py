@@ -37,8 +37,12 @@ def _memmap_of(docs: np.ndarray) -> tuple | None:
     """``(filename, offset, shape)`` when the index ``docs`` is (a view of) a whole float32
     C-contiguous memory map, which workers can reopen; else None."""
     base = docs.base if isinstance(docs.base, np.memmap) else docs
-    if isinstance(base,
-                  np.memmap) and base.dtype == np.float32 and base.flags.c_contiguous and base.shape == docs.shape:
+    if (
+        isinstance(base, np.memmap)
+        and base.dtype == np.float32
+        and base.flags.c_contiguous
+        and base.shape == docs.shape
+    ):
         return (base.filename, base.offset, base.shape)
     return None
 
@@ -64,8 +68,12 @@ def _map_batches(env: SolveContext, batches: list[list[int]], workers: int, prog
     if workers > 1 and len(batches) > 1:
         if env.prove:  # the proofs' solvers, imported once here: forked workers inherit them instead of each importing
             import scipy.optimize  # noqa: F401  (~0.4 s per process, as much as a small probe call's whole work)
-        with ProcessPoolExecutor(min(workers, len(batches)), mp_context=mp.get_context("fork"),
-                                 initializer=_init_worker, initargs=(env, _memmap_of(env.docs))) as pool:
+        with ProcessPoolExecutor(
+            min(workers, len(batches)),
+            mp_context=mp.get_context("fork"),
+            initializer=_init_worker,
+            initargs=(env, _memmap_of(env.docs)),
+        ) as pool:
             for out in pool.map(_worker_batch, [batches[b] for b in dispatch_order(env, batches)]):
                 if it is not None:
                     it.update()

@@ -62,11 +62,20 @@ SECTIONS = (
 )
 
 
-def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["ndcg_k"], *,
-                    golds: Mapping[str, dict] | None = None, table: pd.DataFrame | None = None,
-                    paper_rows: Sequence[dict] = (), figs: Mapping[str, str | None] | None = None,
-                    bm25: str | None = None, construction: Mapping[tuple[str, str], str] | None = None,
-                    mteb_rows: Sequence[dict] = ()) -> str:
+def render_markdown(
+    df: pd.DataFrame,
+    statuses: list[dict],
+    ks: Sequence[int],
+    ndcg_k: int = EVAL_DEFAULTS["ndcg_k"],
+    *,
+    golds: Mapping[str, dict] | None = None,
+    table: pd.DataFrame | None = None,
+    paper_rows: Sequence[dict] = (),
+    figs: Mapping[str, str | None] | None = None,
+    bm25: str | None = None,
+    construction: Mapping[tuple[str, str], str] | None = None,
+    mteb_rows: Sequence[dict] = (),
+) -> str:
     """The report's Markdown text of MARKDOWN_SECTIONS (the missed-queries, compression, hardness
     and provenance sections excluded).
 
@@ -75,15 +84,32 @@ def render_markdown(df: pd.DataFrame, statuses: list[dict], ks: Sequence[int], n
     variant's name (``bm25_variant``; None: not recorded). ``construction``: (dataset,
     encoder) -> why the probe's certificates were guaranteed (``construction_reasons``).
     ``mteb_rows``: ``capgap.mteb.compare`` (none: no MTEB section)."""
-    ctx = ReportContext(df=df, statuses=statuses, ks=ks, ndcg_k=ndcg_k, golds=golds or {}, table=table,
-                        paper_rows=paper_rows, figs=dict(figs or {}), bm25=bm25, construction=construction or {},
-                        mteb_rows=mteb_rows)
+    ctx = ReportContext(
+        df=df,
+        statuses=statuses,
+        ks=ks,
+        ndcg_k=ndcg_k,
+        golds=golds or {},
+        table=table,
+        paper_rows=paper_rows,
+        figs=dict(figs or {}),
+        bm25=bm25,
+        construction=construction or {},
+        mteb_rows=mteb_rows,
+    )
     return "\n".join(line for section in MARKDOWN_SECTIONS for line in section.render(ctx))
 
 
-def build_report(inputs: ReportInputs, outputs: ReportOutputs, ks: Sequence[int], ndcg_k: int = EVAL_DEFAULTS["ndcg_k"],
-                 *, config: Mapping | None = None, models: Mapping[str, str] | None = None,
-                 colbert_model: str | None = None) -> pd.DataFrame:
+def build_report(
+    inputs: ReportInputs,
+    outputs: ReportOutputs,
+    ks: Sequence[int],
+    ndcg_k: int = EVAL_DEFAULTS["ndcg_k"],
+    *,
+    config: Mapping | None = None,
+    models: Mapping[str, str] | None = None,
+    colbert_model: str | None = None,
+) -> pd.DataFrame:
     """Render every report output from the per-job tables; return results.csv's frame.
 
     ``models``: encoder name -> model id (for the paper comparison and provenance);

@@ -9,10 +9,12 @@ from .certification import render_certification
 from .context import ReportContext, ReportOutputs
 from .format import _count, _figure, _md_table, _sci, _value
 
-SLACK_TEXT = ("Per-query slack (pair-averaged hinge loss) of the probe's cutting-plane solution at the final C. The "
-              "cutting plane stops once the most violated constraint exceeds the working set's slack by at most eps "
-              "(dotted line), so slack at or below eps is solver tolerance; certified queries separate every gold "
-              "document strictly, whatever their slack.")
+SLACK_TEXT = (
+    "Per-query slack (pair-averaged hinge loss) of the probe's cutting-plane solution at the final C. The "
+    "cutting plane stops once the most violated constraint exceeds the working set's slack by at most eps "
+    "(dotted line), so slack at or below eps is solver tolerance; certified queries separate every gold "
+    "document strictly, whatever their slack."
+)
 
 
 def draw(ctx: ReportContext, outputs: ReportOutputs) -> dict[str, bool]:
@@ -43,21 +45,44 @@ def render(ctx: ReportContext) -> list[str]:
 
         rows = []
         for (d, e), _ in probe.groupby(["dataset", "encoder"], sort=False):
-            rows.append([d, e]
-                        + [one(d, e, m, "heldout", "recall", k) for k in (2, 10)
-                           for m in ("probe", "pretrained", "finetuned")]
-                        + [one(d, e, "finetuned", "train", "recall", 2),
-                           one(d, e, "probe", "heldout", "certified"),
-                           _sci(one(d, e, "probe", "heldout", "slack_median")),
-                           _count(one(d, e, "probe", "heldout", "iterations_median")),
-                           one(d, e, "probe", "heldout", "not_converged")])
-        out.append(_md_table(["dataset", "encoder", "probe R@2", "pre-trained R@2", "fine-tuned R@2", "probe R@10",
-                              "pre-trained R@10", "fine-tuned R@10", "fine-tuned train R@2", "certified",
-                              "median slack", "median iterations", "not converged (fraction)"], rows))
+            rows.append(
+                [d, e]
+                + [one(d, e, m, "heldout", "recall", k) for k in (2, 10) for m in ("probe", "pretrained", "finetuned")]
+                + [
+                    one(d, e, "finetuned", "train", "recall", 2),
+                    one(d, e, "probe", "heldout", "certified"),
+                    _sci(one(d, e, "probe", "heldout", "slack_median")),
+                    _count(one(d, e, "probe", "heldout", "iterations_median")),
+                    one(d, e, "probe", "heldout", "not_converged"),
+                ]
+            )
+        out.append(
+            _md_table(
+                [
+                    "dataset",
+                    "encoder",
+                    "probe R@2",
+                    "pre-trained R@2",
+                    "fine-tuned R@2",
+                    "probe R@10",
+                    "pre-trained R@10",
+                    "fine-tuned R@10",
+                    "fine-tuned train R@2",
+                    "certified",
+                    "median slack",
+                    "median iterations",
+                    "not converged (fraction)",
+                ],
+                rows,
+            )
+        )
         out.append("")
-        out.append("Fine-tuned = LoRA on the query side, InfoNCE against the frozen index, trained on train queries "
-                   "only; the columns are held-out recall unless marked train.")
+        out.append(
+            "Fine-tuned = LoRA on the query side, InfoNCE against the frozen index, trained on train queries "
+            "only; the columns are held-out recall unless marked train."
+        )
         out.append("")
         out += render_certification(probe, ctx.construction)
-    return out + _figure(ctx.figs, "slack_png", "Probe slack distribution", "the probe's per-query slack", "the probe",
-                         SLACK_TEXT)
+    return out + _figure(
+        ctx.figs, "slack_png", "Probe slack distribution", "the probe's per-query slack", "the probe", SLACK_TEXT
+    )

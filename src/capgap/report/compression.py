@@ -16,8 +16,17 @@ from .results import compressed
 from .table import report_ks
 
 COMPRESSION_TOL = 0.01  # absolute recall: a variant "costs" a quantity when it falls more than this below float32
-COMPRESSION_COLUMNS = ["dataset", "encoder", "k", "variant", "family", "bytes_per_doc", "capacity", "certified",
-                       "pretrained"]
+COMPRESSION_COLUMNS = [
+    "dataset",
+    "encoder",
+    "k",
+    "variant",
+    "family",
+    "bytes_per_doc",
+    "capacity",
+    "certified",
+    "pretrained",
+]
 
 
 def compression_family(variant: str) -> str:
@@ -49,18 +58,32 @@ def compression_table(cdf: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo],
             continue
         k = report_ks(infos.get(d), [x for x in ks if x in have] or have)[0]
         for i, (v, gv) in enumerate(g.groupby("compression", sort=False)):
+
             def val(method, metric, kk=None):
                 x = _value(gv, d, e, method, "all", metric, kk)
                 return float("nan") if x == "–" else x
 
             b = val("probe", "bytes_per_doc")
-            rows.append({"dataset": d, "encoder": e, "k": k, "variant": v, "family": compression_family(v),
-                         "bytes_per_doc": b if b == b else val("pretrained", "bytes_per_doc"),
-                         "capacity": val("probe", "recall", k), "certified": val("probe", "certified"),
-                         "pretrained": val("pretrained", "recall", k), "_cell": c, "_ref": v != "float32", "_o": i})
+            rows.append(
+                {
+                    "dataset": d,
+                    "encoder": e,
+                    "k": k,
+                    "variant": v,
+                    "family": compression_family(v),
+                    "bytes_per_doc": b if b == b else val("pretrained", "bytes_per_doc"),
+                    "capacity": val("probe", "recall", k),
+                    "certified": val("probe", "certified"),
+                    "pretrained": val("pretrained", "recall", k),
+                    "_cell": c,
+                    "_ref": v != "float32",
+                    "_o": i,
+                }
+            )
     t = pd.DataFrame(rows, columns=COMPRESSION_COLUMNS + ["_cell", "_ref", "_o"])
-    t = t.assign(_b=-t["bytes_per_doc"].astype(float)).sort_values(["_cell", "_ref", "_b", "_o"], kind="stable",
-                                                                   na_position="last")
+    t = t.assign(_b=-t["bytes_per_doc"].astype(float)).sort_values(
+        ["_cell", "_ref", "_b", "_o"], kind="stable", na_position="last"
+    )
     return t.drop(columns=["_cell", "_ref", "_o", "_b"]).reset_index(drop=True)
 
 
@@ -99,22 +122,29 @@ def _onset_phrase(cell: pd.DataFrame, column: str, name: str, tol: float) -> tup
     r0 = ref.iloc[0]
     measured = cell[(cell["variant"] != "float32") & cell[column].notna()]
     if measured.empty:
-        return (f"{name} is {r0[column]:.3f} at {_bytes(r0.bytes_per_doc)} (float32); "
-                "no compressed variant was measured"), None
+        return (
+            f"{name} is {r0[column]:.3f} at {_bytes(r0.bytes_per_doc)} (float32); no compressed variant was measured"
+        ), None
     on = compression_onset(cell, column, tol)
     if on is None:
         last = measured.iloc[-1]
-        return (f"{name} stays within {tol:g} of its float32 value {r0[column]:.3f} ({_bytes(r0.bytes_per_doc)}) "
-                f"at every variant measured, down to {_bytes(last.bytes_per_doc)} "
-                f"({last.variant}, {last[column]:.3f})"), None
+        return (
+            f"{name} stays within {tol:g} of its float32 value {r0[column]:.3f} ({_bytes(r0.bytes_per_doc)}) "
+            f"at every variant measured, down to {_bytes(last.bytes_per_doc)} "
+            f"({last.variant}, {last[column]:.3f})"
+        ), None
     at = f"{_bytes(on['bytes_per_doc'])} ({on['variant']}, {on[column]:.3f})"
     below = f"{r0[column] - tol:.3f}"
     if on["previous"]["variant"] == "float32":
-        return (f"{name} ({r0[column]:.3f} at {_bytes(r0.bytes_per_doc)} in float32) drops below {below} already at "
-                f"the largest variant, {at}"), on
+        return (
+            f"{name} ({r0[column]:.3f} at {_bytes(r0.bytes_per_doc)} in float32) drops below {below} already at "
+            f"the largest variant, {at}"
+        ), on
     p = on["previous"]
-    return (f"{name} holds within {tol:g} of its float32 value {r0[column]:.3f} ({_bytes(r0.bytes_per_doc)}) down to "
-            f"{_bytes(p['bytes_per_doc'])} ({p['variant']}) and first drops below {below} at {at}"), on
+    return (
+        f"{name} holds within {tol:g} of its float32 value {r0[column]:.3f} ({_bytes(r0.bytes_per_doc)}) down to "
+        f"{_bytes(p['bytes_per_doc'])} ({p['variant']}) and first drops below {below} at {at}"
+    ), on
 
 
 def compression_sentence(cell: pd.DataFrame, tol: float = COMPRESSION_TOL) -> str:
@@ -142,11 +172,14 @@ def compression_sentence(cell: pd.DataFrame, tol: float = COMPRESSION_TOL) -> st
             order = (cb < eb) - (cb > eb)  # -1: capacity drops at a larger size, i.e. first
         else:
             pos = list(cell["variant"])
-            order = ((pos.index(c_on["variant"]) > pos.index(e_on["variant"]))
-                     - (pos.index(c_on["variant"]) < pos.index(e_on["variant"])))
-        verdict = {1: "compression costs the encoder's recall before it costs capacity.",
-                   -1: "compression costs capacity before it costs the encoder's recall.",
-                   0: f"compression costs capacity and the encoder's recall at the same size ({_bytes(cb)})."}[order]
+            order = (pos.index(c_on["variant"]) > pos.index(e_on["variant"])) - (
+                pos.index(c_on["variant"]) < pos.index(e_on["variant"])
+            )
+        verdict = {
+            1: "compression costs the encoder's recall before it costs capacity.",
+            -1: "compression costs capacity before it costs the encoder's recall.",
+            0: f"compression costs capacity and the encoder's recall at the same size ({_bytes(cb)}).",
+        }[order]
     return f"{r.dataset} × {r.encoder}: {cap}; {enc} — {verdict}"
 
 
@@ -157,28 +190,43 @@ def render_compression(ctable: pd.DataFrame, fig: str | None, tol: float = COMPR
     (bytes/doc, capacity recall@k, certified, pre-trained recall@k). No rows: no lines."""
     if ctable.empty:
         return []
-    out = ["## Capacity under index compression", "",
-           "Rule `compress` re-runs the capacity probe and the pre-trained encoder on compressed variants of each "
-           "frozen index (`capgap.compress`: truncation, PCA, scalar quantisation, binarisation, product "
-           "quantisation; how to read it: docs/compression.md). Capacity = the probe's recall@k on the compressed "
-           "documents (a lower bound on the best recall any query vector can reach there, which bounds every query "
-           "encoder on that index from above); certified = fraction of queries whose gold documents the probe ranks "
-           "strictly first; pre-trained = the pre-trained encoder's recall@k with its float32 query vectors scored "
-           "against the compressed documents (asymmetric; truncation and PCA map the query too). Every number is over "
-           "all queries (split all: the probe fits each query on its own, nothing is learnt from train queries), at "
-           "each dataset's stated k; float32 is the compress job's own uncompressed run. Bytes per document count the "
-           "per-document code only (shared PCA matrices, SQ ranges and PQ codebooks excluded). A quantity starts to "
-           f"cost at the first variant, by decreasing bytes, where it falls more than {tol:g} (absolute) below its "
-           "float32 value.", ""]
+    out = [
+        "## Capacity under index compression",
+        "",
+        "Rule `compress` re-runs the capacity probe and the pre-trained encoder on compressed variants of each "
+        "frozen index (`capgap.compress`: truncation, PCA, scalar quantisation, binarisation, product "
+        "quantisation; how to read it: docs/compression.md). Capacity = the probe's recall@k on the compressed "
+        "documents (a lower bound on the best recall any query vector can reach there, which bounds every query "
+        "encoder on that index from above); certified = fraction of queries whose gold documents the probe ranks "
+        "strictly first; pre-trained = the pre-trained encoder's recall@k with its float32 query vectors scored "
+        "against the compressed documents (asymmetric; truncation and PCA map the query too). Every number is over "
+        "all queries (split all: the probe fits each query on its own, nothing is learnt from train queries), at "
+        "each dataset's stated k; float32 is the compress job's own uncompressed run. Bytes per document count the "
+        "per-document code only (shared PCA matrices, SQ ranges and PQ codebooks excluded). A quantity starts to "
+        f"cost at the first variant, by decreasing bytes, where it falls more than {tol:g} (absolute) below its "
+        "float32 value.",
+        "",
+    ]
     if fig:
         out += [f"![capacity and pre-trained recall against bytes per document]({fig})", ""]
     for _, cell in ctable.groupby(["dataset", "encoder"], sort=False):
         k = cell["k"].iloc[0]
         out += [compression_sentence(cell, tol), ""]
-        out.append(_md_table(["variant", "bytes/doc", f"capacity (probe R@{k})", "certified", f"pre-trained R@{k}"],
-                             [[r.variant, _count(r.bytes_per_doc) if r.bytes_per_doc == r.bytes_per_doc else "–",
-                               _f(r.capacity), _f(r.certified), _f(r.pretrained)]
-                              for r in cell.itertuples(index=False)]))
+        out.append(
+            _md_table(
+                ["variant", "bytes/doc", f"capacity (probe R@{k})", "certified", f"pre-trained R@{k}"],
+                [
+                    [
+                        r.variant,
+                        _count(r.bytes_per_doc) if r.bytes_per_doc == r.bytes_per_doc else "–",
+                        _f(r.capacity),
+                        _f(r.certified),
+                        _f(r.pretrained),
+                    ]
+                    for r in cell.itertuples(index=False)
+                ],
+            )
+        )
         out.append("")
     return out
 

@@ -72,16 +72,29 @@ class ReportOutputs:
     def under(cls, folder: str | Path) -> "ReportOutputs":
         """The standard layout under one folder (``reports/``)."""
         f = Path(folder)
-        return cls(csv=str(f / "results.csv"), md=str(f / "report.md"), html=str(f / "report.html"),
-                   summary=str(f / "summary.json"), metrics=str(f / "metrics.json"),
-                   recall_csv=str(f / "plots" / "recall_at_k.csv"),
-                   **{k: str(f / "figures" / v) for k, v in FIGURES.items()})
+        return cls(
+            csv=str(f / "results.csv"),
+            md=str(f / "report.md"),
+            html=str(f / "report.html"),
+            summary=str(f / "summary.json"),
+            metrics=str(f / "metrics.json"),
+            recall_csv=str(f / "plots" / "recall_at_k.csv"),
+            **{k: str(f / "figures" / v) for k, v in FIGURES.items()},
+        )
 
 
-FIGURES = {"recall_png": "recall_at_k.png", "gap_png": "capacity_gap.png", "scatter_png": "train_vs_heldout.png",
-           "slack_png": "probe_slack.png", "curves_png": "finetune_curves.png", "hardness_p": "hardness_vs_P.png",
-           "hardness_m": "hardness_vs_m.png", "compression_png": "compression.png",
-           "near_miss_png": "near_miss.png", "ladder_png": "ladder.png"}
+FIGURES = {
+    "recall_png": "recall_at_k.png",
+    "gap_png": "capacity_gap.png",
+    "scatter_png": "train_vs_heldout.png",
+    "slack_png": "probe_slack.png",
+    "curves_png": "finetune_curves.png",
+    "hardness_p": "hardness_vs_P.png",
+    "hardness_m": "hardness_vs_m.png",
+    "compression_png": "compression.png",
+    "near_miss_png": "near_miss.png",
+    "ladder_png": "ladder.png",
+}
 
 
 def _as_list(v) -> list:
@@ -118,8 +131,9 @@ def dataset_infos(statuses: Sequence[dict], golds: Mapping[str, dict]) -> dict[s
         src = s.get("source", {})
         official = src.get("kind") != "generated" and not src.get("expanded")
         g = golds.get(s["dataset"]) or {}
-        out[s["dataset"]] = paper.DatasetInfo(int(s["n_docs"]), g.get("fixed"), official,
-                                              (g["min"], g["max"]) if g.get("min") is not None else None)
+        out[s["dataset"]] = paper.DatasetInfo(
+            int(s["n_docs"]), g.get("fixed"), official, (g["min"], g["max"]) if g.get("min") is not None else None
+        )
     return out
 
 

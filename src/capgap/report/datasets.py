@@ -55,8 +55,10 @@ def _unfindable_cell(status: Mapping) -> str:
     if not n:
         return "none" + tail
     why = ", ".join(f"{r} {a[r]}" for r in ("absent", "empty", "excluded") if a.get(r))
-    per = ", ".join(f"{lab} {sum(u.get(sp, {}).get(r, 0) for r in ('absent', 'empty', 'excluded'))}"
-                    for sp, lab in (("train", "train"), ("heldout", "held-out")))
+    per = ", ".join(
+        f"{lab} {sum(u.get(sp, {}).get(r, 0) for r in ('absent', 'empty', 'excluded'))}"
+        for sp, lab in (("train", "train"), ("heldout", "held-out"))
+    )
     return f"{n} of {a.get('gold_pairs', '?')} gold pairs ({why}; {per}){tail}"
 
 
@@ -71,37 +73,74 @@ def _tied_queries(df: pd.DataFrame, dataset: str) -> str:
     return "not recorded" if len(probe) else "–"
 
 
-def render_datasets(avail: Sequence[dict], df: pd.DataFrame, golds: Mapping[str, dict],
-                    bm25: str | None = None) -> list[str]:
+def render_datasets(
+    avail: Sequence[dict], df: pd.DataFrame, golds: Mapping[str, dict], bm25: str | None = None
+) -> list[str]:
     """The "Datasets" section: sizes, gold sets, gold no method can find (``_unfindable_cell``),
     duplicate document / query groups (with up to 3 example groups each), tied queries, source
     and split rule; the BM25 variant when BM25 ran."""
     out = ["## Datasets", ""]
-    out.append(_md_table(
-        ["dataset", "documents", "queries", "train", "held-out", "gold per query", "dropped (no gold)",
-         "duplicate documents",
-         "duplicate queries", "tied queries (probe)", "source", "split rule", "gold no method can find"],
-        [[s["dataset"], s["n_docs"], s["n_queries"], s["n_train"], s["n_heldout"], _gold_text(golds.get(s["dataset"])),
-          s["dropped_queries_without_gold"], _duplicates_cell(s, "duplicate_documents", "documents"),
-          _duplicates_cell(s, "duplicate_queries", "queries"), _tied_queries(df, s["dataset"]), _source(s["source"]),
-          s["split_rule"], _unfindable_cell(s)] for s in avail],
-    ))
+    out.append(
+        _md_table(
+            [
+                "dataset",
+                "documents",
+                "queries",
+                "train",
+                "held-out",
+                "gold per query",
+                "dropped (no gold)",
+                "duplicate documents",
+                "duplicate queries",
+                "tied queries (probe)",
+                "source",
+                "split rule",
+                "gold no method can find",
+            ],
+            [
+                [
+                    s["dataset"],
+                    s["n_docs"],
+                    s["n_queries"],
+                    s["n_train"],
+                    s["n_heldout"],
+                    _gold_text(golds.get(s["dataset"])),
+                    s["dropped_queries_without_gold"],
+                    _duplicates_cell(s, "duplicate_documents", "documents"),
+                    _duplicates_cell(s, "duplicate_queries", "queries"),
+                    _tied_queries(df, s["dataset"]),
+                    _source(s["source"]),
+                    s["split_rule"],
+                    _unfindable_cell(s),
+                ]
+                for s in avail
+            ],
+        )
+    )
     out.append("")
     norms = sorted({str(s["text_normalization"]) for s in avail if s.get("text_normalization")})
-    norm = (f"after {'/'.join(norms)} normalisation and whitespace collapsing" if norms
-            else "(text normalisation not recorded)")
-    out.append("Duplicate documents: groups of documents with identical text (they score identically in every "
-               f"method). Duplicate queries: groups of queries with identical text {norm}; any text encoder gives them "
-               "one vector, so the probe gives them one w. Tied queries: the probe's count of queries sharing their "
-               "text with another. Gold no method can find: gold pairs whose document is absent from the corpus, "
-               "empty (left out) or excluded for that query; as in BRIGHT's, BEIR's and MTEB's own evaluation they "
-               "stay in the gold set and are never found, so every recall and nDCG here is over the full gold set. "
-               "\"not recorded\": the files predate these counts.")
+    norm = (
+        f"after {'/'.join(norms)} normalisation and whitespace collapsing"
+        if norms
+        else "(text normalisation not recorded)"
+    )
+    out.append(
+        "Duplicate documents: groups of documents with identical text (they score identically in every "
+        f"method). Duplicate queries: groups of queries with identical text {norm}; any text encoder gives them "
+        "one vector, so the probe gives them one w. Tied queries: the probe's count of queries sharing their "
+        "text with another. Gold no method can find: gold pairs whose document is absent from the corpus, "
+        "empty (left out) or excluded for that query; as in BRIGHT's, BEIR's and MTEB's own evaluation they "
+        "stay in the gold set and are never found, so every recall and nDCG here is over the full gold set. "
+        '"not recorded": the files predate these counts.'
+    )
     out.append("")
     bullets = []
     for s in avail:
-        ex = [f"duplicate {noun} {e}" for noun in ("documents", "queries")
-              if (e := _duplicate_examples(s, f"duplicate_{noun}"))]
+        ex = [
+            f"duplicate {noun} {e}"
+            for noun in ("documents", "queries")
+            if (e := _duplicate_examples(s, f"duplicate_{noun}"))
+        ]
         if ex:
             bullets.append(f"- **{s['dataset']}**: " + "; ".join(ex) + ".")
     if bullets:

@@ -53,8 +53,13 @@ def _label(method: str, encoder: str) -> str:
 
 def _value(df: pd.DataFrame, dataset, encoder, method, split, metric, k=None):
     """The one value of results.csv at these keys (k=None: any k), or "–" when absent."""
-    sel = df[(df["dataset"] == dataset) & (df["encoder"] == encoder) & (df["method"] == method) & (df["split"] == split)
-             & (df["metric"] == metric)]
+    sel = df[
+        (df["dataset"] == dataset)
+        & (df["encoder"] == encoder)
+        & (df["method"] == method)
+        & (df["split"] == split)
+        & (df["metric"] == metric)
+    ]
     if k is not None:
         sel = sel[sel["k"] == k]
     return float(sel["value"].iloc[0]) if len(sel) else "–"

@@ -20,8 +20,18 @@ LADDER_K = 10  # the table's and figure's recall cut-off
 GAP_METRIC = ("rprec", "")  # the gap sentence's metric: R-precision, where capacity is read when gold sets vary
 FIT_ALL = ("head-linear-all", "head-mlp-all")
 TRAIN_ONLY_HEADS = ("head-linear", "head-mlp")
-LADDER_COLUMNS = ["dataset", "encoder", "rung", "train_rprec", "heldout_rprec", f"train_recall@{LADDER_K}",
-                  f"heldout_recall@{LADDER_K}", "train_ndcg", "heldout_ndcg", "state"]
+LADDER_COLUMNS = [
+    "dataset",
+    "encoder",
+    "rung",
+    "train_rprec",
+    "heldout_rprec",
+    f"train_recall@{LADDER_K}",
+    f"heldout_recall@{LADDER_K}",
+    "train_ndcg",
+    "heldout_ndcg",
+    "state",
+]
 NO_TRAINING = "–"  # the state cell of a rung that does not learn by gradient (oracle, transfer, pre-trained)
 
 
@@ -65,8 +75,11 @@ def ladder_table(df: pd.DataFrame, ndcg_k: int = 10) -> pd.DataFrame:
                 v[f"{name}_ndcg"] = _num(g, d, e, m, s, "ndcg", ndcg_k)
             learned = is_trained(m)
             stopped = states.get((d, e, m), NOT_RECORDED_STATE)
-            v.update(state=stopped.describe() if learned else NO_TRAINING, learned=learned,
-                     converged=(1.0 if stopped.finding else 0.0) if learned else float("nan"))
+            v.update(
+                state=stopped.describe() if learned else NO_TRAINING,
+                learned=learned,
+                converged=(1.0 if stopped.finding else 0.0) if learned else float("nan"),
+            )
             rows.append(v)
     return pd.DataFrame(rows, columns=LADDER_COLUMNS + ["learned", "converged"])
 
@@ -82,8 +95,10 @@ def _eligible(cell: pd.DataFrame) -> dict[str, bool]:
 
 
 def _states(cell: pd.DataFrame) -> dict[str, str]:
-    return {r["rung"]: r.get("state",
-                             NOT_RECORDED if is_trained(r["rung"]) else NO_TRAINING) for r in cell.to_dict("records")}
+    return {
+        r["rung"]: r.get("state", NOT_RECORDED if is_trained(r["rung"]) else NO_TRAINING)
+        for r in cell.to_dict("records")
+    }
 
 
 def gap_split(cell: pd.DataFrame) -> dict | None:
@@ -117,21 +132,30 @@ def gap_split(cell: pd.DataFrame) -> dict | None:
     def pick(cands):
         usable = [t for t in cands if ok[t[1]]]
         top = max(usable, key=lambda t: t[0]) if usable else (None, None)  # max keeps the first of equal values
-        skipped = sorted(((v, m, states[m]) for v, m in cands if not ok[m] and (top[0] is None or v > top[0])),
-                         key=lambda t: -t[0])
+        skipped = sorted(
+            ((v, m, states[m]) for v, m in cands if not ok[m] and (top[0] is None or v > top[0])), key=lambda t: -t[0]
+        )
         return top, skipped
 
     (fit, fit_rung), fit_skipped = pick(fits)
     (best, best_rung), best_skipped = pick(learners)
-    return {"oracle": val["probe"], "fit": fit, "fit_rung": fit_rung, "fit_state": states.get(fit_rung),
-            "best": best, "best_rung": best_rung, "best_state": states.get(best_rung),
-            "representational": None if fit is None else val["probe"] - fit,
-            "generalisation": None if fit is None or best is None else fit - best,
-            "fit_skipped": fit_skipped, "best_skipped": best_skipped}
+    return {
+        "oracle": val["probe"],
+        "fit": fit,
+        "fit_rung": fit_rung,
+        "fit_state": states.get(fit_rung),
+        "best": best,
+        "best_rung": best_rung,
+        "best_state": states.get(best_rung),
+        "representational": None if fit is None else val["probe"] - fit,
+        "generalisation": None if fit is None or best is None else fit - best,
+        "fit_skipped": fit_skipped,
+        "best_skipped": best_skipped,
+    }
 
 
 def _named(rung: str, state: str) -> str:
-    """"`head-mlp-all` stopped at the cap 100, ..." / "`head-mlp-all`: convergence not recorded"."""
+    """ "`head-mlp-all` stopped at the cap 100, ..." / "`head-mlp-all`: convergence not recorded"."""
     return f"`{rung}`: {state}" if state == NOT_RECORDED else f"`{rung}` {state}"
 
 
@@ -141,13 +165,17 @@ def gap_sentence(dataset: str, encoder: str, split: dict | None) -> str:
     rung with its state; the converged rungs read are named with theirs, and a rung left out as
     not converged whose held-out value lies above the one used is named too."""
     if split is None:
-        return (f"{dataset} × {encoder}: no gap split (it needs the probe, a fit-all head and a train-only rung "
-                "with held-out R-precision).")
+        return (
+            f"{dataset} × {encoder}: no gap split (it needs the probe, a fit-all head and a train-only rung "
+            "with held-out R-precision)."
+        )
     text = f"{dataset} × {encoder}, held-out R-precision: the oracle reaches {split['oracle']:.3f}"
     fit, best = split["fit"], split["best"]
     if fit is not None:
-        text += (f" and the best shared head fit on all queries (`{split['fit_rung']}`) {fit:.3f}, so the "
-                 f"representational gap is {split['representational']:.3f}")
+        text += (
+            f" and the best shared head fit on all queries (`{split['fit_rung']}`) {fit:.3f}, so the "
+            f"representational gap is {split['representational']:.3f}"
+        )
     else:
         _, rung, state = split["fit_skipped"][0]
         text += f"; representational gap: not determined ({_named(rung, state)})"
@@ -162,12 +190,18 @@ def gap_sentence(dataset: str, encoder: str, split: dict | None) -> str:
         text += f"; generalisation gap: not determined ({_named(rung, state)})."
     used = [(split[f"{p}_rung"], split[f"{p}_state"]) for p in ("fit", "best") if split[f"{p}_rung"] is not None]
     if used:
-        text += " Read from " + ", ".join(f"`{r}` (no training)" if s == NO_TRAINING else _named(r, s)
-                                          for r, s in used) + "."
+        text += (
+            " Read from "
+            + ", ".join(f"`{r}` (no training)" if s == NO_TRAINING else _named(r, s) for r, s in used)
+            + "."
+        )
     left = [t for p in ("fit", "best") if split[p] is not None for t in split[f"{p}_skipped"]]
     if left:
-        text += (" Left out as not converged, above the rung used: "
-                 + "; ".join(f"{_named(r, s)} (held-out {v:.3f})" for v, r, s in left) + ".")
+        text += (
+            " Left out as not converged, above the rung used: "
+            + "; ".join(f"{_named(r, s)} (held-out {v:.3f})" for v, r, s in left)
+            + "."
+        )
     return text
 
 
@@ -176,33 +210,52 @@ def render_ladder(table: pd.DataFrame, fig: str | None, ndcg_k: int = 10) -> lis
     encoder, the figure; none without ladder rows."""
     if table.empty:
         return []
-    out = ["## The learnability ladder", "",
-           "Between the oracle (the probe: one optimised vector per query) and the pre-trained encoder, what one "
-           "*shared* query map reaches on the same frozen index (docs/ladder.md): `head-linear-all` / `head-mlp-all` "
-           "are fit on every query, train and held-out (a representational ceiling of that family, as far as its "
-           "optimiser gets), `head-linear` / `head-mlp` on train queries only; `nn-transfer` borrows the oracle "
-           "vector of the most similar train query (`-top<m>`: the mean of m); `finetuned*` are the fine-tuning "
-           "regimes. Gaps are read on held-out R-precision, from converged rungs only: a rung that learns and stopped "
-           "at its step cap (or early, or whose convergence was not recorded) bounds no part of the gap, and a part "
-           "left without a converged bounding rung is *not determined*. State: where each learning rung stopped "
-           "(\"Trained learners\"); – for a rung that does not learn by gradient.", ""]
+    out = [
+        "## The learnability ladder",
+        "",
+        "Between the oracle (the probe: one optimised vector per query) and the pre-trained encoder, what one "
+        "*shared* query map reaches on the same frozen index (docs/ladder.md): `head-linear-all` / `head-mlp-all` "
+        "are fit on every query, train and held-out (a representational ceiling of that family, as far as its "
+        "optimiser gets), `head-linear` / `head-mlp` on train queries only; `nn-transfer` borrows the oracle "
+        "vector of the most similar train query (`-top<m>`: the mean of m); `finetuned*` are the fine-tuning "
+        "regimes. Gaps are read on held-out R-precision, from converged rungs only: a rung that learns and stopped "
+        "at its step cap (or early, or whose convergence was not recorded) bounds no part of the gap, and a part "
+        "left without a converged bounding rung is *not determined*. State: where each learning rung stopped "
+        '("Trained learners"); – for a rung that does not learn by gradient.',
+        "",
+    ]
     if "state" not in table.columns:
         table = table.assign(state=[NOT_RECORDED if is_trained(r) else NO_TRAINING for r in table["rung"]])
     for (d, e), cell in table.groupby(["dataset", "encoder"], sort=False):
         out.append(f"**{d} × {e}**")
         out.append("")
-        out.append(_md_table(["rung", "train R-prec", "held-out R-prec", f"train R@{LADDER_K}",
-                              f"held-out R@{LADDER_K}", f"train nDCG@{ndcg_k}", f"held-out nDCG@{ndcg_k}", "state"],
-                             [[f"`{r['rung']}`"] + [_f(r[c]) for c in LADDER_COLUMNS[3:]]
-                              for r in cell.to_dict("records")]))
+        out.append(
+            _md_table(
+                [
+                    "rung",
+                    "train R-prec",
+                    "held-out R-prec",
+                    f"train R@{LADDER_K}",
+                    f"held-out R@{LADDER_K}",
+                    f"train nDCG@{ndcg_k}",
+                    f"held-out nDCG@{ndcg_k}",
+                    "state",
+                ],
+                [[f"`{r['rung']}`"] + [_f(r[c]) for c in LADDER_COLUMNS[3:]] for r in cell.to_dict("records")],
+            )
+        )
         out.append("")
         out.append(gap_sentence(d, e, gap_split(cell)))
         out.append("")
     if fig:
-        out += [f"![the learnability ladder]({fig})", "",
-                "The figure plots what the sentences read: R-precision (recall@10 only in a cell without R-precision "
-                "rows), train dashed, held-out solid; hollow markers are rungs that learn and did not converge (or "
-                "whose convergence was not recorded).", ""]
+        out += [
+            f"![the learnability ladder]({fig})",
+            "",
+            "The figure plots what the sentences read: R-precision (recall@10 only in a cell without R-precision "
+            "rows), train dashed, held-out solid; hollow markers are rungs that learn and did not converge (or "
+            "whose convergence was not recorded).",
+            "",
+        ]
     return out
 
 
@@ -238,8 +291,17 @@ def ladder_figure_data(table: pd.DataFrame, infos=None) -> pd.DataFrame:
         ok = _eligible(cell)
         for r in cell.to_dict("records"):
             for split, col in cols.items():
-                rows.append({"dataset": d, "encoder": e, "rung": r["rung"], "split": split, "value": float(r[col]),
-                             "metric": label, "not_converged": not ok[r["rung"]]})
+                rows.append(
+                    {
+                        "dataset": d,
+                        "encoder": e,
+                        "rung": r["rung"],
+                        "split": split,
+                        "value": float(r[col]),
+                        "metric": label,
+                        "not_converged": not ok[r["rung"]],
+                    }
+                )
     return pd.DataFrame(rows, columns=LADDER_FIGURE_COLUMNS)
 
 

@@ -24,19 +24,40 @@ def _side_by_side(df: pd.DataFrame) -> list[str]:
         encs = [e for e in df[(df["dataset"] == d) & (df["method"] == "finetuned")]["encoder"].unique()] or [""]
         for e in encs:
             for k in (2, 10):
-                rows.append([d, e or "–", k, one(d, e, "probe", "heldout", "recall", k),
-                             one(d, e, "finetuned", "train", "recall", k),
-                             one(d, e, "finetuned", "heldout", "recall", k),
-                             one(d, "", "colbert", "train", "recall", k), one(d, "", "colbert", "heldout", "recall", k),
-                             one(d, "", "bm25", "heldout", "recall", k), one(d, "", "colbert", "all", "ann_recall", k)])
-    header = ["dataset", "single-vector encoder", "k", "probe held-out", "fine-tuned train", "fine-tuned held-out",
-              "ColBERT train", "ColBERT held-out", "BM25 held-out", "ColBERT ANN recall"]
+                rows.append(
+                    [
+                        d,
+                        e or "–",
+                        k,
+                        one(d, e, "probe", "heldout", "recall", k),
+                        one(d, e, "finetuned", "train", "recall", k),
+                        one(d, e, "finetuned", "heldout", "recall", k),
+                        one(d, "", "colbert", "train", "recall", k),
+                        one(d, "", "colbert", "heldout", "recall", k),
+                        one(d, "", "bm25", "heldout", "recall", k),
+                        one(d, "", "colbert", "all", "ann_recall", k),
+                    ]
+                )
+    header = [
+        "dataset",
+        "single-vector encoder",
+        "k",
+        "probe held-out",
+        "fine-tuned train",
+        "fine-tuned held-out",
+        "ColBERT train",
+        "ColBERT held-out",
+        "BM25 held-out",
+        "ColBERT ANN recall",
+    ]
     if all(r[-1] == "–" for r in rows):  # exact MaxSim everywhere: no index, no ANN recall
         header, rows = header[:-1], [r[:-1] for r in rows]
         ann = "ColBERT scored every document by exact MaxSim here (no index), so there is no ANN recall to report."
     else:
-        ann = ("ColBERT ANN recall: the index's top-k (faiss or PLAID candidates re-scored) against exact MaxSim "
-               "top-k on a query sample (it is not gold-document recall; – where exact MaxSim was used).")
+        ann = (
+            "ColBERT ANN recall: the index's top-k (faiss or PLAID candidates re-scored) against exact MaxSim "
+            "top-k on a query sample (it is not gold-document recall; – where exact MaxSim was used)."
+        )
     return [
         "## Single vector vs late interaction vs BM25 (the paper's LIMIT comparison)",
         "",

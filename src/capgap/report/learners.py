@@ -32,8 +32,16 @@ NOT_RECORDED = "convergence not recorded"
 UNTRAINED = "not trained (evaluated as loaded)"
 NOT_A_FINDING = "not a finding"  # the mark of a sentence or cell read from a learner that had not converged
 # methods trained by gradient under a convergence rule (plus finetuned-<regime>, see is_trained)
-TRAINED = ("finetuned", "finetuned-no-twins", "colbert", "trained", "head-linear-all", "head-mlp-all",
-           "head-linear", "head-mlp")
+TRAINED = (
+    "finetuned",
+    "finetuned-no-twins",
+    "colbert",
+    "trained",
+    "head-linear-all",
+    "head-mlp-all",
+    "head-linear",
+    "head-mlp",
+)
 _REGIME = re.compile(r"finetuned-[^@\s]+")  # finetuned@<set>: a transfer row, not a learner of its own
 
 
@@ -91,8 +99,9 @@ class LearnerState:
             return UNTRAINED
         if self.steps != self.steps or self.max_steps != self.max_steps:
             return "converged (steps not recorded)" if self.converged else "not converged (steps not recorded)"
-        return describe_state(self.converged, int(self.steps), int(self.max_steps), self.improvement,
-                              self.early_stopped, self.decay_steps)
+        return describe_state(
+            self.converged, int(self.steps), int(self.max_steps), self.improvement, self.early_stopped, self.decay_steps
+        )
 
     def why_not(self, what: str, state: bool = True) -> str:
         """Why no finding is drawn from this learner, ``what`` naming it ("the fine-tuning"):
@@ -116,10 +125,16 @@ def _from_values(v: dict) -> LearnerState:
     if "converged" not in v or v["converged"] != v["converged"]:
         return NOT_RECORDED_STATE
     gain = v.get("loss_improvement", math.nan)
-    return LearnerState(recorded=True, converged=v["converged"] == 1.0, steps=v.get("steps", math.nan),
-                        max_steps=v.get("max_steps", math.nan), train_loss=v.get("train_loss", math.nan),
-                        improvement=gain if gain == gain else None, early_stopped=v.get("early_stopped", 0.0) == 1.0,
-                        decay_steps=int(v.get("decay_steps", 0.0)))
+    return LearnerState(
+        recorded=True,
+        converged=v["converged"] == 1.0,
+        steps=v.get("steps", math.nan),
+        max_steps=v.get("max_steps", math.nan),
+        train_loss=v.get("train_loss", math.nan),
+        improvement=gain if gain == gain else None,
+        early_stopped=v.get("early_stopped", 0.0) == 1.0,
+        decay_steps=int(v.get("decay_steps", 0.0)),
+    )
 
 
 def learner_states(df: pd.DataFrame | None) -> dict[tuple[str, str, str], LearnerState]:
@@ -142,15 +157,34 @@ def learner_state(df: pd.DataFrame | None, dataset: str, encoder: str, method: s
     return _from_values({m: float(v) for m, v in zip(sel["metric"], sel["value"])})
 
 
-LEARNER_COLUMNS = ["dataset", "encoder", "method", "recorded", "converged", "early_stopped", "steps", "max_steps",
-                   "train_loss", "loss_improvement", "state"]
+LEARNER_COLUMNS = [
+    "dataset",
+    "encoder",
+    "method",
+    "recorded",
+    "converged",
+    "early_stopped",
+    "steps",
+    "max_steps",
+    "train_loss",
+    "loss_improvement",
+    "state",
+]
 
 
 def _method_rank(method: str) -> tuple[int, str]:
     """Fine-tuning first, then its regimes (by name), twin negatives, ColBERT, the heads, the
     parity task's encoders."""
-    fixed = {"finetuned": 0, "finetuned-no-twins": 2, "colbert": 3, "head-linear-all": 4, "head-mlp-all": 5,
-             "head-linear": 6, "head-mlp": 7, "trained": 8}
+    fixed = {
+        "finetuned": 0,
+        "finetuned-no-twins": 2,
+        "colbert": 3,
+        "head-linear-all": 4,
+        "head-mlp-all": 5,
+        "head-linear": 6,
+        "head-mlp": 7,
+        "trained": 8,
+    }
     return (fixed.get(method, 1), method)
 
 
@@ -167,16 +201,27 @@ def learner_table(df: pd.DataFrame | None) -> pd.DataFrame:
         keys = keys[[is_trained(m) for m in keys["method"]]]
         first = {d: i for i, d in enumerate(dict.fromkeys(keys["dataset"]))}
         enc = {e: i for i, e in enumerate(dict.fromkeys(keys["encoder"]))}
-        for d, e, m in sorted(keys.itertuples(index=False),
-                              key=lambda k: (first[k[0]], k[1] == "", enc[k[1]], _method_rank(k[2]))):
+        for d, e, m in sorted(
+            keys.itertuples(index=False), key=lambda k: (first[k[0]], k[1] == "", enc[k[1]], _method_rank(k[2]))
+        ):
             s = states.get((d, e, m), NOT_RECORDED_STATE)
             if s.untrained:  # evaluated as loaded (zero-shot ColBERT): not a learner
                 continue
-            rows.append({"dataset": d, "encoder": e, "method": m, "recorded": s.recorded, "converged": s.converged,
-                         "early_stopped": s.early_stopped, "steps": s.steps, "max_steps": s.max_steps,
-                         "train_loss": s.train_loss,
-                         "loss_improvement": math.nan if s.improvement is None else s.improvement,
-                         "state": s.describe()})
+            rows.append(
+                {
+                    "dataset": d,
+                    "encoder": e,
+                    "method": m,
+                    "recorded": s.recorded,
+                    "converged": s.converged,
+                    "early_stopped": s.early_stopped,
+                    "steps": s.steps,
+                    "max_steps": s.max_steps,
+                    "train_loss": s.train_loss,
+                    "loss_improvement": math.nan if s.improvement is None else s.improvement,
+                    "state": s.describe(),
+                }
+            )
     return pd.DataFrame(rows, columns=LEARNER_COLUMNS)
 
 
@@ -195,24 +240,52 @@ def render_learners(table: pd.DataFrame) -> list[str]:
     """The section's lines (no trained learner: none)."""
     if table.empty:
         return []
-    out = ["## Trained learners: converged or stopped", "",
-           "Every trained learner (fine-tuning and its regimes, twin negatives, ColBERT, the ladder's heads) trains "
-           "under one convergence rule (`capgap.training.Convergence`): it has converged once its training objective "
-           "improves by less than `tol` over its last `n_iter_no_change` curve points (relative to the best objective "
-           "before them; an InfoNCE objective below 1 by its absolute change), and stops there or at its step cap "
-           "(the ladder's heads then decay their learning rate over `decay_steps` more, up to a fifth of the steps "
-           "run by default). A number a learner gives is a measurement of where it stopped; a finding drawn from it "
-           "(a gap, the paper's pattern, a verdict) is one only if it converged, and the report marks every sentence "
-           "read from a learner that had not converged (or whose convergence was not recorded) as *not a finding*.", ""]
+    out = [
+        "## Trained learners: converged or stopped",
+        "",
+        "Every trained learner (fine-tuning and its regimes, twin negatives, ColBERT, the ladder's heads) trains "
+        "under one convergence rule (`capgap.training.Convergence`): it has converged once its training objective "
+        "improves by less than `tol` over its last `n_iter_no_change` curve points (relative to the best objective "
+        "before them; an InfoNCE objective below 1 by its absolute change), and stops there or at its step cap "
+        "(the ladder's heads then decay their learning rate over `decay_steps` more, up to a fifth of the steps "
+        "run by default). A number a learner gives is a measurement of where it stopped; a finding drawn from it "
+        "(a gap, the paper's pattern, a verdict) is one only if it converged, and the report marks every sentence "
+        "read from a learner that had not converged (or whose convergence was not recorded) as *not a finding*.",
+        "",
+    ]
     if not table["recorded"].any():
-        out += ["Convergence was not recorded in these results (they were written before capgap recorded it): every "
-                "learner below reads \"convergence not recorded\" and no finding is drawn from it.", ""]
-    out.append(_md_table(["dataset", "encoder", "learner", "state", "steps", "step cap", "final training objective",
-                          "objective improvement over the last window"],
-                         [[r["dataset"], r["encoder"] or "–", f"`{r['method']}`", r["state"], _int(r["steps"]),
-                           _int(r["max_steps"]),
-                           "–" if r["train_loss"] != r["train_loss"] else f"{r['train_loss']:.4g}",
-                           _pct(r["loss_improvement"])] for r in table.to_dict("records")]))
+        out += [
+            "Convergence was not recorded in these results (they were written before capgap recorded it): every "
+            'learner below reads "convergence not recorded" and no finding is drawn from it.',
+            "",
+        ]
+    out.append(
+        _md_table(
+            [
+                "dataset",
+                "encoder",
+                "learner",
+                "state",
+                "steps",
+                "step cap",
+                "final training objective",
+                "objective improvement over the last window",
+            ],
+            [
+                [
+                    r["dataset"],
+                    r["encoder"] or "–",
+                    f"`{r['method']}`",
+                    r["state"],
+                    _int(r["steps"]),
+                    _int(r["max_steps"]),
+                    "–" if r["train_loss"] != r["train_loss"] else f"{r['train_loss']:.4g}",
+                    _pct(r["loss_improvement"]),
+                ]
+                for r in table.to_dict("records")
+            ],
+        )
+    )
     out.append("")
     n, ok = len(table), int(table["converged"].sum())
     early = int((table["early_stopped"] & ~table["converged"]).sum())

@@ -15,9 +15,14 @@ from .format import _md_table, _read_jsonl
 from .table import RPREC
 
 
-def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Sequence[str | Path],
-                  data_dirs: Sequence[str | Path], examples: int = 5) -> list[str]:
-    """"Geometrically easy but missed": per dataset x encoder at the stated k (where that is
+def render_missed(
+    table: pd.DataFrame,
+    per_query: Sequence[str | Path],
+    runs: Sequence[str | Path],
+    data_dirs: Sequence[str | Path],
+    examples: int = 5,
+) -> list[str]:
+    """ "Geometrically easy but missed": per dataset x encoder at the stated k (where that is
     R-precision, at the table's next, numeric k), the queries the
     probe shows the index admits but the pre-trained encoder's exact run misses
     (``capgap.diagnosis.admitted_but_missed``, the encoder-limited verdict of ``capgap diagnose``).
@@ -39,12 +44,15 @@ def render_missed(table: pd.DataFrame, per_query: Sequence[str | Path], runs: Se
         prows = _read_jsonl(probe_of[key])
         run = {q: [d for d, _ in docs] for q, docs in read_run(run_of[key]).items()}
         missed = admitted_but_missed(prows, run, load_qrels_file(qrels_of[r.dataset]), int(r.k))
-        ex = ", ".join(f"{m['query_id']} (best gold rank {m['best_gold_rank'] or '> run depth'})"
-                       for m in missed[:examples])
+        ex = ", ".join(
+            f"{m['query_id']} (best gold rank {m['best_gold_rank'] or '> run depth'})" for m in missed[:examples]
+        )
         rows.append([r.dataset, r.encoder, r.k, len(prows), len(missed), ex or "–"])
-    out.append("Queries whose gold set the frozen index admits at k (the probe certifies them or ranks every gold "
-               "document in its top k) but whose pre-trained query embedding misses a gold document at k: the "
-               "encoder-limited verdict of `capgap diagnose`, run on the DAG's own probe and retrieval outputs.")
+    out.append(
+        "Queries whose gold set the frozen index admits at k (the probe certifies them or ranks every gold "
+        "document in its top k) but whose pre-trained query embedding misses a gold document at k: the "
+        "encoder-limited verdict of `capgap diagnose`, run on the DAG's own probe and retrieval outputs."
+    )
     out.append("")
     out.append(_md_table(["dataset", "encoder", "k", "queries", "admitted but missed", f"first {examples}"], rows))
     out.append("")

@@ -47,9 +47,17 @@ def recall_plot_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Held-out recall@k of every method as a long table for ``dvc plots`` (columns
     ``run, dataset, method, encoder, k, recall``; ``run`` = "dataset / method (encoder)")."""
     d = df[(df["metric"] == "recall") & (df["split"] == "heldout")]
-    rows = [{"run": f"{r.dataset} / {figures._label(r.method, r.encoder)}", "dataset": r.dataset, "method": r.method,
-             "encoder": r.encoder, "k": int(r.k),
-             "recall": round(float(r.value), 6)} for r in d.itertuples(index=False)]
+    rows = [
+        {
+            "run": f"{r.dataset} / {figures._label(r.method, r.encoder)}",
+            "dataset": r.dataset,
+            "method": r.method,
+            "encoder": r.encoder,
+            "k": int(r.k),
+            "recall": round(float(r.value), 6),
+        }
+        for r in d.itertuples(index=False)
+    ]
     return pd.DataFrame(rows, columns=["run", "dataset", "method", "encoder", "k", "recall"])
 
 

@@ -29,8 +29,9 @@ def _run_members(claim: dict, run: str, df: pd.DataFrame) -> list[tuple[str, str
     if enc == claim["method"] and not ((df["method"] == claim["method"]) & (df["encoder"] == enc)).any():
         enc = ""
     if head.startswith("mean of "):
-        sel = df[(df["method"] == claim["method"]) & (df["encoder"] == enc)
-                 & df["dataset"].isin(claim.get("datasets", []))]
+        sel = df[
+            (df["method"] == claim["method"]) & (df["encoder"] == enc) & df["dataset"].isin(claim.get("datasets", []))
+        ]
         return [(d, enc) for d in dict.fromkeys(sel["dataset"])]
     return [(head, enc)]
 
@@ -48,8 +49,11 @@ def mark_learners(rows: Sequence[dict], df: pd.DataFrame) -> list[dict]:
     for r in rows:
         c = claims.get(r["claim"])
         r = dict(r)
-        if (c is None or c["method"] not in LEARNER_NAMES
-                or not str(r["pattern"]).startswith(("holds", "does not hold"))):
+        if (
+            c is None
+            or c["method"] not in LEARNER_NAMES
+            or not str(r["pattern"]).startswith(("holds", "does not hold"))
+        ):
             out.append(r)
             continue
         why = []
@@ -77,37 +81,62 @@ def _not_a_finding(row: dict) -> bool:
 
 def render_paper(rows: Sequence[dict]) -> list[str]:
     """The paper's published numbers beside ours, one verdict per claim and run."""
-    out = ["## The paper's numbers beside ours", "",
-           "Every claim of the checked-in reference table (`capgap/paper_reference.yaml`) with our nearest runs. "
-           "*Verdict* compares numbers only where our run uses the paper's data and model (reproduced within the "
-           "stated tolerance, or not reproduced by how much); otherwise it says why the runs are not comparable. "
-           "*Pattern* checks the paper's qualitative finding on our run: generalisation gap = train − held-out "
-           f"≥ {paper.GAP} and capacity − held-out ≥ {paper.GAP}; late interaction = held-out ≥ {paper.LATE} "
-           f"and ≥ {paper.GAP} above the best fine-tuned single-vector held-out; capacity high / saturated = "
-           f"≥ {paper.HIGH}. "
-           "The paper's summary does not state its recall cut-off: we compare at the gold-set size (LIMIT: 2)"
-           + ("; where gold-set sizes vary, at R-precision (recall at each query's own gold-set size)"
-              if any(str(r["k"]).startswith("R-precision") for r in rows) else "") + ". A pattern read from a trained "
-           "learner (fine-tuning, ColBERT) that had not converged, or whose convergence was not recorded, keeps its "
-           "numbers and is marked *not a finding* (section \"Trained learners\").", ""]
-    out.append(_md_table(["claim", "our run", "k", "paper", "ours", "verdict", "pattern"],
-                         [[r["claim"] if i == 0 or rows[i - 1]["claim"] != r["claim"] else "″", r["run"], r["k"],
-                           r["paper"], r["ours"], r["verdict"], r["pattern"]] for i, r in enumerate(rows)]))
+    out = [
+        "## The paper's numbers beside ours",
+        "",
+        "Every claim of the checked-in reference table (`capgap/paper_reference.yaml`) with our nearest runs. "
+        "*Verdict* compares numbers only where our run uses the paper's data and model (reproduced within the "
+        "stated tolerance, or not reproduced by how much); otherwise it says why the runs are not comparable. "
+        "*Pattern* checks the paper's qualitative finding on our run: generalisation gap = train − held-out "
+        f"≥ {paper.GAP} and capacity − held-out ≥ {paper.GAP}; late interaction = held-out ≥ {paper.LATE} "
+        f"and ≥ {paper.GAP} above the best fine-tuned single-vector held-out; capacity high / saturated = "
+        f"≥ {paper.HIGH}. "
+        "The paper's summary does not state its recall cut-off: we compare at the gold-set size (LIMIT: 2)"
+        + (
+            "; where gold-set sizes vary, at R-precision (recall at each query's own gold-set size)"
+            if any(str(r["k"]).startswith("R-precision") for r in rows)
+            else ""
+        )
+        + ". A pattern read from a trained "
+        "learner (fine-tuning, ColBERT) that had not converged, or whose convergence was not recorded, keeps its "
+        'numbers and is marked *not a finding* (section "Trained learners").',
+        "",
+    ]
+    out.append(
+        _md_table(
+            ["claim", "our run", "k", "paper", "ours", "verdict", "pattern"],
+            [
+                [
+                    r["claim"] if i == 0 or rows[i - 1]["claim"] != r["claim"] else "″",
+                    r["run"],
+                    r["k"],
+                    r["paper"],
+                    r["ours"],
+                    r["verdict"],
+                    r["pattern"],
+                ]
+                for i, r in enumerate(rows)
+            ],
+        )
+    )
     out.append("")
     unfinished = [r for r in rows if _not_a_finding(r)]
     holds = [r for r in rows if r["pattern"].startswith("holds") and not _not_a_finding(r)]
     measured = [r for r in rows if r["pattern"].startswith(("holds", "does not hold")) and not _not_a_finding(r)]
     untested = [r for r in rows if r["pattern"].startswith("not tested")]
     n = {v: sum(r["verdict"].startswith(v) for r in rows) for v in ("reproduced", "not reproduced", "not comparable")}
-    out.append(f"**The paper's pattern holds on {len(holds)} of the {len(measured)} runs where it could be checked.** "
-               + (f"{len(untested)} more could not test it (the encoder did not fit its train queries). " if untested
-                  else "")
-               + (f"{len(unfinished)} more {'was' if len(unfinished) == 1 else 'were'} read from a learner that had "
-                  "not converged or whose convergence was not recorded: not findings (marked in the table). "
-                  if unfinished else "")
-               +
-               f"Numerically: {n['reproduced']} of {len(rows)} rows reproduced, {n['not reproduced']} not reproduced, "
-               f"{n['not comparable']} not comparable (a different model or different data).")
+    out.append(
+        f"**The paper's pattern holds on {len(holds)} of the {len(measured)} runs where it could be checked.** "
+        + (f"{len(untested)} more could not test it (the encoder did not fit its train queries). " if untested else "")
+        + (
+            f"{len(unfinished)} more {'was' if len(unfinished) == 1 else 'were'} read from a learner that had "
+            "not converged or whose convergence was not recorded: not findings (marked in the table). "
+            if unfinished
+            else ""
+        )
+        + f"Numerically: {n['reproduced']} of {len(rows)} rows reproduced, {n['not reproduced']} not reproduced, "
+        f"{n['not comparable']} not comparable (a different model or different data)."
+    )
     out.append("")
     out.append("Sources:")
     out.append("")
@@ -128,13 +157,17 @@ def paper_points() -> list[dict]:
 
 def draw(ctx: ReportContext, outputs: ReportOutputs) -> dict[str, bool]:
     """The train-vs-held-out scatter (ours at the stated k, and the paper's points)."""
-    return {"scatter_png": figures.plot_train_vs_heldout(ctx.table[ctx.table["stated"]], paper_points(),
-                                                         outputs.scatter_png)}
+    return {
+        "scatter_png": figures.plot_train_vs_heldout(
+            ctx.table[ctx.table["stated"]], paper_points(), outputs.scatter_png
+        )
+    }
 
 
 def render(ctx: ReportContext) -> list[str]:
     """The comparison and the scatter figure (no paper rows: no lines)."""
     if not ctx.paper_rows:
         return []
-    return render_paper(mark_learners(ctx.paper_rows, ctx.df)) + _figure(ctx.figs, "scatter_png", "Train vs held-out",
-                                                  "train vs held-out recall, ours and the paper's", "fine-tuning")
+    return render_paper(mark_learners(ctx.paper_rows, ctx.df)) + _figure(
+        ctx.figs, "scatter_png", "Train vs held-out", "train vs held-out recall, ours and the paper's", "fine-tuning"
+    )

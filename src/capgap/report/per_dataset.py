@@ -23,13 +23,17 @@ def render(ctx: ReportContext) -> list[str]:
             header = ["method", "queries"] + [f"R@{k}" for k in ks] + [f"nDCG@{ndcg_k}"]
             rows = []
             for (method, enc), g in part.groupby(["method", "encoder"], sort=False):
+
                 def val(metric, k):
                     v = g[(g["metric"] == metric) & (g["k"] == k)]["value"]
                     return float(v.iloc[0]) if len(v) else "–"
 
                 n = g[g["metric"] == "n_queries"]["value"]
-                rows.append([_label(method, enc), int(n.iloc[0]) if len(n) else "–"]
-                            + [val("recall", k) for k in ks] + [val("ndcg", ndcg_k)])
+                rows.append(
+                    [_label(method, enc), int(n.iloc[0]) if len(n) else "–"]
+                    + [val("recall", k) for k in ks]
+                    + [val("ndcg", ndcg_k)]
+                )
             out.append(f"**{split}**")
             out.append("")
             out.append(_md_table(header, rows))

@@ -55,8 +55,15 @@ def results_table(df: pd.DataFrame) -> str:
     for (ds, method, enc), g in df.groupby(["dataset", "method", "encoder"], sort=False):
         who = {"colbert": "colbert (fine-tuned)", "bm25": "bm25"}.get(method, f"{method} ({enc})" if enc else method)
         tr, ho = _f(_value(g, "train", "recall", 10)), _f(_value(g, "heldout", "recall", 10))
-        rows.append([ds, who, *(_f(_value(g, "all", "recall", k)) for k in (2, 10, 100)),
-                     _f(_value(g, "all", "ndcg", 10)), f"{tr} / {ho}"])
+        rows.append(
+            [
+                ds,
+                who,
+                *(_f(_value(g, "all", "recall", k)) for k in (2, 10, 100)),
+                _f(_value(g, "all", "ndcg", 10)),
+                f"{tr} / {ho}",
+            ]
+        )
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
@@ -112,12 +119,14 @@ def stamp(commits: Mapping[str, int], config: str | Path, config_sha256: str, so
     if not commits:
         code = "capgap commit not recorded"
     elif len(commits) == 1:
-        (c, n), = commits.items()
+        ((c, n),) = commits.items()
         code = f"capgap commit {c} (all {n} jobs)"
     else:
         code = "capgap commits " + "; ".join(f"{c}: {n} job" + "s" * (n != 1) for c, n in commits.items())
-    return (f"Rendered from {source} by `python -m capgap.report.readme_table`: {code}, "
-            f"config `{config}` (sha256 `{config_sha256}`).")
+    return (
+        f"Rendered from {source} by `python -m capgap.report.readme_table`: {code}, "
+        f"config `{config}` (sha256 `{config_sha256}`)."
+    )
 
 
 def replace_block(text: str, block: str) -> str:
@@ -139,12 +148,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("csv", nargs="+", help="results.csv, or the per-job tables (metrics.csv) of a run")
     ap.add_argument("--logs", default="logs", help="the run's logs folder (default: logs)")
     ap.add_argument("--config", default="config/config.yaml", help="the config file the run ran on")
-    ap.add_argument("--source", help="how the stamp names the table's source (default: the csv path, or 'N per-job tables')")
+    ap.add_argument(
+        "--source", help="how the stamp names the table's source (default: the csv path, or 'N per-job tables')"
+    )
     ap.add_argument("--write", metavar="README", help="replace the marked block in this file instead of printing")
     args = ap.parse_args(argv)
     source = args.source or (f"`{args.csv[0]}`" if len(args.csv) == 1 else f"{len(args.csv)} per-job tables")
-    block = results_table(collect(args.csv)) + "\n\n" + stamp(
-        job_commits(args.logs), args.config, hashlib.sha256(Path(args.config).read_bytes()).hexdigest(), source)
+    block = (
+        results_table(collect(args.csv))
+        + "\n\n"
+        + stamp(job_commits(args.logs), args.config, hashlib.sha256(Path(args.config).read_bytes()).hexdigest(), source)
+    )
     if args.write:
         p = Path(args.write)
         p.write_text(replace_block(p.read_text(encoding="utf-8"), block), encoding="utf-8")

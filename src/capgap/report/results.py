@@ -25,8 +25,9 @@ def collect(csv_paths: Sequence[str | Path]) -> pd.DataFrame:
     value (a twin gap quantile with no finite score, ``capgap.evaluate.twin_rows``) reads as nan."""
     frames = []
     for p in csv_paths:
-        df = pd.read_csv(p, dtype={"encoder": str, "k": "Int64", "compression": str}, keep_default_na=False,
-                         na_values={"k": [""]})
+        df = pd.read_csv(
+            p, dtype={"encoder": str, "k": "Int64", "compression": str}, keep_default_na=False, na_values={"k": [""]}
+        )
         if tuple(df.columns) == COLUMNS[:-1]:  # an older job's table: no compressed variants
             df["compression"] = ""
         if tuple(df.columns) != COLUMNS:
@@ -41,8 +42,9 @@ def collect(csv_paths: Sequence[str | Path]) -> pd.DataFrame:
     df["_s"] = df["split"].map({s: i for i, s in enumerate(SPLIT_ORDER)}).fillna(99)
     df["_v"] = pd.factorize(df["compression"])[0]  # variants in the order the jobs wrote them
     base = df[df["compression"] == ""].sort_values(["dataset", "_m", "encoder", "_s", "metric", "k"], kind="stable")
-    comp = df[df["compression"] != ""].sort_values(["dataset", "encoder", "_v", "_m", "_s", "metric", "k"],
-                                                   kind="stable")
+    comp = df[df["compression"] != ""].sort_values(
+        ["dataset", "encoder", "_v", "_m", "_s", "metric", "k"], kind="stable"
+    )
     return pd.concat([base, comp]).drop(columns=["_m", "_s", "_v"]).reset_index(drop=True)
 
 

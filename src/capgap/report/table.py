@@ -24,9 +24,25 @@ def report_ks(info: paper.DatasetInfo | None, ks: Sequence[int]) -> list[int]:
 
 
 CAUSES = {"duplicate": "duplicate documents", "tied": "tied queries", "geometry": "geometry"}
-SUMMARY_COLUMNS = ["dataset", "encoder", "k", "stated", "capacity", "certified", *(f"uncertified_{c}" for c in CAUSES),
-                   "by_construction", "pretrained", "finetuned_train", "finetuned_heldout", "gap", "gap_of", "bm25",
-                   "colbert", "colbert_train", "gold_note"]
+SUMMARY_COLUMNS = [
+    "dataset",
+    "encoder",
+    "k",
+    "stated",
+    "capacity",
+    "certified",
+    *(f"uncertified_{c}" for c in CAUSES),
+    "by_construction",
+    "pretrained",
+    "finetuned_train",
+    "finetuned_heldout",
+    "gap",
+    "gap_of",
+    "bm25",
+    "colbert",
+    "colbert_train",
+    "gold_note",
+]
 RPREC = paper.RPREC  # the summary table's k of its R-precision rows (results.csv metric rprec)
 
 
@@ -49,6 +65,7 @@ def summary_table(df: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo], ks: 
     *all* queries certified by construction) and ``finetuned_train``/``colbert_train``. ``gap`` =
     capacity − fine-tuned held-out (or − pre-trained held-out where fine-tuning did not run;
     ``gap_of`` says which)."""
+
     def val(d, e, m, split, metric="recall", k=None):
         if metric == "recall" and k == RPREC:
             metric, k = "rprec", None
@@ -57,23 +74,37 @@ def summary_table(df: pd.DataFrame, infos: Mapping[str, paper.DatasetInfo], ks: 
 
     rows = []
     for d in df["dataset"].unique():
-        encs = [e for e in df[(df["dataset"] == d)
-                              & df["method"].isin(["probe", "pretrained", "finetuned"])]["encoder"].unique()] or [""]
+        encs = [
+            e
+            for e in df[(df["dataset"] == d) & df["method"].isin(["probe", "pretrained", "finetuned"])][
+                "encoder"
+            ].unique()
+        ] or [""]
         rprec = paper.reads_rprec(infos.get(d), df, d)
         for e in encs:
             for i, k in enumerate(([RPREC] if rprec else []) + report_ks(infos.get(d), ks)):
                 cap = val(d, e, "probe", "heldout", k=k)
                 ft, pt = val(d, e, "finetuned", "heldout", k=k), val(d, e, "pretrained", "heldout", k=k)
                 ref, of = (ft, "fine-tuned") if ft == ft else (pt, "pre-trained")
-                rows.append({"dataset": d, "encoder": e or "–", "k": k, "stated": i == 0, "capacity": cap,
-                             "certified": val(d, e, "probe", "heldout", "certified"),
-                             **{f"uncertified_{c}": val(d, e, "probe", "heldout", f"uncertified_{c}") for c in CAUSES},
-                             "by_construction": val(d, e, "probe", "all", "certified_by_construction"),
-                             "pretrained": pt,
-                             "finetuned_train": val(d, e, "finetuned", "train", k=k), "finetuned_heldout": ft,
-                             "gap": cap - ref, "gap_of": of if cap == cap and ref == ref else "",
-                             "bm25": val(d, "", "bm25", "heldout", k=k),
-                             "colbert": val(d, "", "colbert", "heldout", k=k),
-                             "colbert_train": val(d, "", "colbert", "train", k=k),
-                             "gold_note": infos[d].gold_varies_text() if k == RPREC else ""})
+                rows.append(
+                    {
+                        "dataset": d,
+                        "encoder": e or "–",
+                        "k": k,
+                        "stated": i == 0,
+                        "capacity": cap,
+                        "certified": val(d, e, "probe", "heldout", "certified"),
+                        **{f"uncertified_{c}": val(d, e, "probe", "heldout", f"uncertified_{c}") for c in CAUSES},
+                        "by_construction": val(d, e, "probe", "all", "certified_by_construction"),
+                        "pretrained": pt,
+                        "finetuned_train": val(d, e, "finetuned", "train", k=k),
+                        "finetuned_heldout": ft,
+                        "gap": cap - ref,
+                        "gap_of": of if cap == cap and ref == ref else "",
+                        "bm25": val(d, "", "bm25", "heldout", k=k),
+                        "colbert": val(d, "", "colbert", "heldout", k=k),
+                        "colbert_train": val(d, "", "colbert", "train", k=k),
+                        "gold_note": infos[d].gold_varies_text() if k == RPREC else "",
+                    }
+                )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)

@@ -18,11 +18,28 @@ NO_TWINS = "finetuned-no-twins"  # the near-miss adapter trained with the twins 
 # order the twin pair count is taken in
 TWIN_METHODS = ("probe", "pretrained", "finetuned", NO_TWINS, "bm25", "colbert")
 TRANSFER_METHOD = re.compile(r"^(finetuned|finetuned-no-twins)@(.+)$")  # finetuned[-no-twins]@<near-miss source>
-NEAR_MISS_COLUMNS = ["dataset", "encoder", "type", "pairs", "probe_win", "probe_gap", "pretrained_win",
-                     "finetuned_train",
-                     "finetuned_heldout", "no_twins_heldout", "bm25_win", "bm25_tie", "colbert_win", "colbert_tie",
-                     "finetuned_state", "finetuned_finding", "no_twins_state", "no_twins_finding", "colbert_state",
-                     "colbert_finding"]
+NEAR_MISS_COLUMNS = [
+    "dataset",
+    "encoder",
+    "type",
+    "pairs",
+    "probe_win",
+    "probe_gap",
+    "pretrained_win",
+    "finetuned_train",
+    "finetuned_heldout",
+    "no_twins_heldout",
+    "bm25_win",
+    "bm25_tie",
+    "colbert_win",
+    "colbert_tie",
+    "finetuned_state",
+    "finetuned_finding",
+    "no_twins_state",
+    "no_twins_finding",
+    "colbert_state",
+    "colbert_finding",
+]
 
 
 def _twin_metric(metric: str) -> tuple[str, str] | None:
@@ -71,19 +88,34 @@ def near_miss_table(df: pd.DataFrame) -> pd.DataFrame:
         sub = tw[tw["dataset"] == d]
         for e in _twin_encoders(tw, d):
             for t in twin_types(sub):
+
                 def v(method, name, split="heldout"):
                     return _num(sub, d, "" if method in ("bm25", "colbert") else e, method, split, f"{name}:{t}")
 
                 pairs = next((p for p in (v(m, "twin_pairs") for m in TWIN_METHODS) if p == p), float("nan"))
-                rows.append({"dataset": d, "encoder": e, "type": t, "pairs": pairs, "probe_win": v("probe", "twin_win"),
-                             "probe_gap": v("probe", "twin_gap"), "pretrained_win": v("pretrained", "twin_win"),
-                             "finetuned_train": v("finetuned", "twin_win", "train"),
-                             "finetuned_heldout": v("finetuned", "twin_win"),
-                             "no_twins_heldout": v(NO_TWINS, "twin_win"),
-                             "bm25_win": v("bm25", "twin_win"), "bm25_tie": v("bm25", "twin_tie"),
-                             "colbert_win": v("colbert", "twin_win"), "colbert_tie": v("colbert", "twin_tie")})
-                for key, method, enc in (("finetuned", "finetuned", e), ("no_twins", NO_TWINS, e),
-                                         ("colbert", "colbert", "")):
+                rows.append(
+                    {
+                        "dataset": d,
+                        "encoder": e,
+                        "type": t,
+                        "pairs": pairs,
+                        "probe_win": v("probe", "twin_win"),
+                        "probe_gap": v("probe", "twin_gap"),
+                        "pretrained_win": v("pretrained", "twin_win"),
+                        "finetuned_train": v("finetuned", "twin_win", "train"),
+                        "finetuned_heldout": v("finetuned", "twin_win"),
+                        "no_twins_heldout": v(NO_TWINS, "twin_win"),
+                        "bm25_win": v("bm25", "twin_win"),
+                        "bm25_tie": v("bm25", "twin_tie"),
+                        "colbert_win": v("colbert", "twin_win"),
+                        "colbert_tie": v("colbert", "twin_tie"),
+                    }
+                )
+                for key, method, enc in (
+                    ("finetuned", "finetuned", e),
+                    ("no_twins", NO_TWINS, e),
+                    ("colbert", "colbert", ""),
+                ):
                     measured = ((sub["method"] == method) & (sub["encoder"] == enc)).any()
                     stopped = states.get((d, enc, method), NOT_RECORDED_STATE)
                     rows[-1][f"{key}_state"] = stopped.describe() if measured else None
@@ -137,13 +169,15 @@ def _finetune_clause(r: Mapping) -> str:
     if ft >= TWIN_SOLVED:
         text = f"fine-tuning closes it on held-out combinations (fine-tuned held-out {ft:.3f}{train}{without})"
     else:
-        text = (f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < "
-                f"{TWIN_SOLVED}{train}{without})")
+        text = (
+            f"fine-tuning does not close it on held-out combinations (fine-tuned held-out {ft:.3f} < "
+            f"{TWIN_SOLVED}{train}{without})"
+        )
     return text + _unfinished(r)
 
 
 def _unfinished(r: Mapping) -> str:
-    """" — not a finding: the fine-tuning had not converged (...)" when the row records that the
+    """ " — not a finding: the fine-tuning had not converged (...)" when the row records that the
     fine-tuned adapter (or, where measured, the one without twins) did not converge or that its
     convergence was not recorded; "" otherwise (also for a row without state columns)."""
     why = []
@@ -151,13 +185,16 @@ def _unfinished(r: Mapping) -> str:
         found = r.get(f"{key}_finding")
         if found is not None and found == found and not bool(found):
             state = r.get(f"{key}_state")
-            why.append(f"the convergence of {what} was not recorded" if state == "convergence not recorded"
-                       else f"{what} had not converged ({state})")
+            why.append(
+                f"the convergence of {what} was not recorded"
+                if state == "convergence not recorded"
+                else f"{what} had not converged ({state})"
+            )
     return f" — {NOT_A_FINDING}: " + "; ".join(why) if why else ""
 
 
 def _not_a_finding(r: Mapping, key: str) -> str:
-    """" (not a finding: <state>)" when the row records that learner ``key`` (finetuned,
+    """ " (not a finding: <state>)" when the row records that learner ``key`` (finetuned,
     no_twins, colbert) is not a finding (not converged, or not recorded); "" otherwise."""
     found = r.get(f"{key}_finding")
     if found is None or found != found or bool(found):
@@ -168,18 +205,31 @@ def _not_a_finding(r: Mapping, key: str) -> str:
 def _solved_clause(r: Mapping) -> str:
     """The solved verdict's text: "solved by every method", or the methods measured below TWIN_SOLVED."""
     checked = f"probe {r['probe_win']:.3f}, pre-trained {r['pretrained_win']:.3f}" + (
-        f", BM25 {r['bm25_win']:.3f}" if r["bm25_win"] == r["bm25_win"] else ", BM25 not run")
-    below = [f"{name} {r[c]:.3f}" + _not_a_finding(r, key)
-             for c, key, name in (("finetuned_heldout", "finetuned", "fine-tuned"),
-                                  ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
-                                  ("colbert_win", "colbert", "ColBERT")) if r[c] == r[c] and r[c] < TWIN_SOLVED]
+        f", BM25 {r['bm25_win']:.3f}" if r["bm25_win"] == r["bm25_win"] else ", BM25 not run"
+    )
+    below = [
+        f"{name} {r[c]:.3f}" + _not_a_finding(r, key)
+        for c, key, name in (
+            ("finetuned_heldout", "finetuned", "fine-tuned"),
+            ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
+            ("colbert_win", "colbert", "ColBERT"),
+        )
+        if r[c] == r[c] and r[c] < TWIN_SOLVED
+    ]
     if below:
-        return (f"solved by the index, the pre-trained encoder and BM25 ({checked}, all >= {TWIN_SOLVED}), "
-                f"but not by {', '.join(below)}")
-    unfinished = [f"{name} {r.get(f'{key}_state')}" for c, key, name in
-                  (("finetuned_heldout", "finetuned", "fine-tuned"),
-                   ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
-                   ("colbert_win", "colbert", "ColBERT")) if r[c] == r[c] and _not_a_finding(r, key)]
+        return (
+            f"solved by the index, the pre-trained encoder and BM25 ({checked}, all >= {TWIN_SOLVED}), "
+            f"but not by {', '.join(below)}"
+        )
+    unfinished = [
+        f"{name} {r.get(f'{key}_state')}"
+        for c, key, name in (
+            ("finetuned_heldout", "finetuned", "fine-tuned"),
+            ("no_twins_heldout", "no_twins", "fine-tuned without twins"),
+            ("colbert_win", "colbert", "ColBERT"),
+        )
+        if r[c] == r[c] and _not_a_finding(r, key)
+    ]
     mark = f" — {NOT_A_FINDING} for " + "; ".join(unfinished) if unfinished else ""
     return f"solved by every method ({checked}, all >= {TWIN_SOLVED}, and every other method measured){mark}"
 
@@ -192,30 +242,39 @@ def twin_verdict(r: Mapping) -> str:
     (...); fine-tuning closes it on held-out combinations (...)." """
     kind, t = twin_verdict_kind(r), _type_name(r["type"])
     head = f"**{t}** ({_count(r['pairs']) if r['pairs'] == r['pairs'] else '?'} held-out pairs): "
-    probe = (f"probe {r['probe_win']:.3f}, median margin {_f(r['probe_gap'])}" if r["probe_win"] == r["probe_win"]
-             else "")
+    probe = (
+        f"probe {r['probe_win']:.3f}, median margin {_f(r['probe_gap'])}" if r["probe_win"] == r["probe_win"] else ""
+    )
     if kind == "not decided":
         what = "the probe" if not probe else "the pre-trained encoder"
         text = f"not decided — {what} did not measure this twin type"
     elif kind == "index-limited":
-        text = ("index-limited — the frozen index does not rank the gold set first with its twin behind: the probe's "
-                "witness (the best query vector it found for each query's whole gold set) ranks the gold above its "
-                f"twin on only {r['probe_win']:.3f} of held-out pairs (< {TWIN_SOLVED}; median margin "
-                f"{_f(r['probe_gap'])}); a single pair of distinct vectors is always separable, so an encoder may "
-                f"still order this pair right (pre-trained {_f(r['pretrained_win'])})")
+        text = (
+            "index-limited — the frozen index does not rank the gold set first with its twin behind: the probe's "
+            "witness (the best query vector it found for each query's whole gold set) ranks the gold above its "
+            f"twin on only {r['probe_win']:.3f} of held-out pairs (< {TWIN_SOLVED}; median margin "
+            f"{_f(r['probe_gap'])}); a single pair of distinct vectors is always separable, so an encoder may "
+            f"still order this pair right (pre-trained {_f(r['pretrained_win'])})"
+        )
     elif kind == "encoder-limited":
-        text = (f"encoder-limited — the geometry allows it ({probe}) but the pre-trained encoder does not find it "
-                f"(twin_win {r['pretrained_win']:.3f} < {TWIN_SOLVED}); {_finetune_clause(r)}")
+        text = (
+            f"encoder-limited — the geometry allows it ({probe}) but the pre-trained encoder does not find it "
+            f"(twin_win {r['pretrained_win']:.3f} < {TWIN_SOLVED}); {_finetune_clause(r)}"
+        )
     elif kind == "lexically blind":
-        text = ("lexically blind — the frozen index and the pre-trained encoder separate the gold from its twin "
-                f"({probe}; pre-trained {r['pretrained_win']:.3f}), BM25 does not "
-                f"({r['bm25_win']:.3f} < {TWIN_SOLVED})")
+        text = (
+            "lexically blind — the frozen index and the pre-trained encoder separate the gold from its twin "
+            f"({probe}; pre-trained {r['pretrained_win']:.3f}), BM25 does not "
+            f"({r['bm25_win']:.3f} < {TWIN_SOLVED})"
+        )
     else:
         text = _solved_clause(r)
     tie = r["bm25_tie"]
     if tie == tie and tie >= 0.5:
-        text += (f". BM25 is lexically blind to {t} (ties on {tie:.0%} of pairs; the evaluation's tie rule ranks the "
-                 "twin first)")
+        text += (
+            f". BM25 is lexically blind to {t} (ties on {tie:.0%} of pairs; the evaluation's tie rule ranks the "
+            "twin first)"
+        )
     return head + text + "."
 
 
@@ -229,21 +288,44 @@ def _win_cell(win: float, extra: float, fmt: str) -> str:
 def _near_miss_cell_table(cell: pd.DataFrame, no_twins: bool) -> str:
     """The Markdown table of one dataset x encoder of ``near_miss_table`` (``no_twins``: with
     the column of the adapter trained without twins)."""
-    header = ["twin type", "pairs (held-out)", "capacity: probe (median margin)", "pre-trained", "fine-tuned train",
-              "fine-tuned held-out", *(["fine-tuned without twins"] if no_twins else []), "BM25 (tie rate)", "ColBERT"]
-    rows = [[_type_name(r["type"]), _count(r["pairs"]) if r["pairs"] == r["pairs"] else "–",
-             _win_cell(r["probe_win"], r["probe_gap"], "({:.3f})"), _f(r["pretrained_win"]), _f(r["finetuned_train"]),
-             _f(r["finetuned_heldout"]), *([_f(r["no_twins_heldout"])] if no_twins else []),
-             _win_cell(r["bm25_win"], r["bm25_tie"], "(ties {:.3f})"), _f(r["colbert_win"])]
-            for r in cell.to_dict("records")]
+    header = [
+        "twin type",
+        "pairs (held-out)",
+        "capacity: probe (median margin)",
+        "pre-trained",
+        "fine-tuned train",
+        "fine-tuned held-out",
+        *(["fine-tuned without twins"] if no_twins else []),
+        "BM25 (tie rate)",
+        "ColBERT",
+    ]
+    rows = [
+        [
+            _type_name(r["type"]),
+            _count(r["pairs"]) if r["pairs"] == r["pairs"] else "–",
+            _win_cell(r["probe_win"], r["probe_gap"], "({:.3f})"),
+            _f(r["pretrained_win"]),
+            _f(r["finetuned_train"]),
+            _f(r["finetuned_heldout"]),
+            *([_f(r["no_twins_heldout"])] if no_twins else []),
+            _win_cell(r["bm25_win"], r["bm25_tie"], "(ties {:.3f})"),
+            _f(r["colbert_win"]),
+        ]
+        for r in cell.to_dict("records")
+    ]
     return _md_table(header, rows)
 
 
 def _learners_line(cell: pd.DataFrame) -> list[str]:
     """One line on where the cell's trained learners stopped (none measured: no lines)."""
     r = cell.iloc[0]
-    parts = [f"{name} {r[c]}" if r[c] != "convergence not recorded" else f"{name}: {r[c]}"
-             for c, name in (("finetuned_state", "fine-tuned (twins as negatives)"),
-                             ("no_twins_state", "fine-tuned without twins"),
-                             ("colbert_state", "ColBERT")) if c in cell.columns and isinstance(r[c], str)]
+    parts = [
+        f"{name} {r[c]}" if r[c] != "convergence not recorded" else f"{name}: {r[c]}"
+        for c, name in (
+            ("finetuned_state", "fine-tuned (twins as negatives)"),
+            ("no_twins_state", "fine-tuned without twins"),
+            ("colbert_state", "ColBERT"),
+        )
+        if c in cell.columns and isinstance(r[c], str)
+    ]
     return [f"Learners: {'; '.join(parts)}.", ""] if parts else []

@@ -28,8 +28,10 @@ BEIR_MD5 = {
 # BEIR evaluates these with ignore_identical_ids=True: their queries are also corpus documents.
 BEIR_SELF_RETRIEVAL = frozenset({"arguana", "quora"})
 
-def download_beir(name: str, dest: str | Path, url: str | None = None, md5: str | None = None,
-                  timeout: float = 30) -> Path:
+
+def download_beir(
+    name: str, dest: str | Path, url: str | None = None, md5: str | None = None, timeout: float = 30
+) -> Path:
     """Download and extract a BEIR dataset; return the folder holding ``corpus.jsonl``.
 
     The archive holds ``<name>/corpus.jsonl``, ``<name>/queries.jsonl`` and
@@ -75,8 +77,9 @@ def download_beir(name: str, dest: str | Path, url: str | None = None, md5: str 
             archive = _retrieve(url, f"md5:{md5}" if md5 else None, dest, f"{name}.zip", timeout, unzip_to=tmp)
         except zipfile.BadZipFile as e:  # only possible without an md5: do not keep it
             (dest / f"{name}.zip").unlink(missing_ok=True)
-            raise DataFormatError(dest / f"{name}.zip", None, None,
-                                  f"not a zip archive ({e}; from {url}), deleted") from e
+            raise DataFormatError(
+                dest / f"{name}.zip", None, None, f"not a zip archive ({e}; from {url}), deleted"
+            ) from e
         inner = tmp / name if (tmp / name / "corpus.jsonl").is_file() else tmp
         if not (inner / "corpus.jsonl").is_file():
             raise DataFormatError(archive, None, None, "archive has no corpus.jsonl")

@@ -20,11 +20,25 @@ from .download import _retrieve
 log = logging.getLogger("capgap.sources")
 
 
-BRIGHT_URL = ("https://huggingface.co/datasets/xlangai/BRIGHT/resolve/{revision}/{config}/"
-              "{category}-00000-of-00001.parquet")
+BRIGHT_URL = (
+    "https://huggingface.co/datasets/xlangai/BRIGHT/resolve/{revision}/{config}/{category}-00000-of-00001.parquet"
+)
 BRIGHT_REVISION = "main"  # pin a commit with `revision:` in the dataset's config
-BRIGHT_CATEGORIES = ("biology", "earth_science", "economics", "psychology", "robotics", "stackoverflow",
-                     "sustainable_living", "leetcode", "pony", "aops", "theoremqa_theorems", "theoremqa_questions")
+BRIGHT_CATEGORIES = (
+    "biology",
+    "earth_science",
+    "economics",
+    "psychology",
+    "robotics",
+    "stackoverflow",
+    "sustainable_living",
+    "leetcode",
+    "pony",
+    "aops",
+    "theoremqa_theorems",
+    "theoremqa_questions",
+)
+
 
 def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path, gold_key: str = "gold_ids") -> dict:
     """Convert one BRIGHT category's parquet files into BEIR layout in ``dest``.
@@ -55,11 +69,12 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
     """
     import pandas as pd
 
-
     ex = pd.read_parquet(examples)
     docs = pd.read_parquet(documents)
-    for path, frame, cols in ((examples, ex, ("id", "query", gold_key, "excluded_ids")),
-                              (documents, docs, ("id", "content"))):
+    for path, frame, cols in (
+        (examples, ex, ("id", "query", gold_key, "excluded_ids")),
+        (documents, docs, ("id", "content")),
+    ):
         missing = [c for c in cols if c not in frame.columns]
         if missing:
             raise DataFormatError(path, None, missing[0], f"column missing (has {list(frame.columns)})")
@@ -82,14 +97,25 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
             raise DataFormatError(examples, i, "id", "empty query id")
         check_id(examples, i, "id", q)
         queries.append({"_id": q, "text": str(r["query"])})
-        gold = list(dict.fromkeys(check_id(examples, i, gold_key,
-                                           str(g)) for g in (r[gold_key] if r[gold_key] is not None else [])))
-        ex_ids = [check_id(examples, i, "excluded_ids", str(e))
-                  for e in (r["excluded_ids"] if r["excluded_ids"] is not None else []) if str(e) != "N/A"]
+        gold = list(
+            dict.fromkeys(
+                check_id(examples, i, gold_key, str(g)) for g in (r[gold_key] if r[gold_key] is not None else [])
+            )
+        )
+        ex_ids = [
+            check_id(examples, i, "excluded_ids", str(e))
+            for e in (r["excluded_ids"] if r["excluded_ids"] is not None else [])
+            if str(e) != "N/A"
+        ]
         both = set(gold) & set(ex_ids) & (corpus_ids - empty)
         if both:
-            log.warning("%s row %d: ids both gold and excluded %s (BRIGHT's run.py asserts there are none): kept as "
-                        "gold that no method can find", examples, i, sorted(both)[:3])
+            log.warning(
+                "%s row %d: ids both gold and excluded %s (BRIGHT's run.py asserts there are none): kept as "
+                "gold that no method can find",
+                examples,
+                i,
+                sorted(both)[:3],
+            )
         qrels += [(q, g) for g in gold]
         for e in dict.fromkeys(ex_ids):
             if e in corpus_ids and e not in empty:
@@ -106,16 +132,28 @@ def bright_to_beir(examples: str | Path, documents: str | Path, dest: str | Path
         fh.write("query-id\tcorpus-id\n")
         fh.writelines(f"{q}\t{d}\n" for q, d in excl)
     excl_set = set(excl)
-    return {"documents": len(keep) - len(empty), "empty_documents": len(empty), "queries": len(queries),
-            "gold_pairs": len(qrels), "gold_pairs_absent": sum(d not in corpus_ids for _, d in qrels),
-            "gold_pairs_empty": sum(d in empty for _, d in qrels),
-            "gold_pairs_excluded": sum(p in excl_set for p in qrels),
-            "excluded_pairs": len(excl), "exclusions_of_unknown_ids": dropped_excl,
-            "exclusions_of_empty_documents": excl_empty}
+    return {
+        "documents": len(keep) - len(empty),
+        "empty_documents": len(empty),
+        "queries": len(queries),
+        "gold_pairs": len(qrels),
+        "gold_pairs_absent": sum(d not in corpus_ids for _, d in qrels),
+        "gold_pairs_empty": sum(d in empty for _, d in qrels),
+        "gold_pairs_excluded": sum(p in excl_set for p in qrels),
+        "excluded_pairs": len(excl),
+        "exclusions_of_unknown_ids": dropped_excl,
+        "exclusions_of_empty_documents": excl_empty,
+    }
 
 
-def download_bright(category: str, dest: str | Path, base_url: str | None = None, revision: str = BRIGHT_REVISION,
-                    long: bool = False, timeout: float = 30) -> Path:
+def download_bright(
+    category: str,
+    dest: str | Path,
+    base_url: str | None = None,
+    revision: str = BRIGHT_REVISION,
+    long: bool = False,
+    timeout: float = 30,
+) -> Path:
     """Download one BRIGHT category and convert it to BEIR layout (``bright_to_beir``).
 
     Fetches ``examples/{category}-00000-of-00001.parquet`` and ``documents/...`` (or
@@ -162,13 +200,24 @@ def download_bright(category: str, dest: str | Path, base_url: str | None = None
     if (final / "corpus.jsonl").is_file() and (final / "excluded.tsv").is_file():
         return final
     raw = dest / ".bright-raw" / revision / category
-    files = {config: _retrieve((base_url or BRIGHT_URL).format(revision=revision, config=config, category=category),
-                               None, raw, f"{config}.parquet", timeout)
-             for config in ("examples", "long_documents" if long else "documents")}
+    files = {
+        config: _retrieve(
+            (base_url or BRIGHT_URL).format(revision=revision, config=config, category=category),
+            None,
+            raw,
+            f"{config}.parquet",
+            timeout,
+        )
+        for config in ("examples", "long_documents" if long else "documents")
+    }
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=dest))
     try:
-        info = bright_to_beir(files["examples"], files["long_documents" if long else "documents"], tmp,
-                              "gold_ids_long" if long else "gold_ids")
+        info = bright_to_beir(
+            files["examples"],
+            files["long_documents" if long else "documents"],
+            tmp,
+            "gold_ids_long" if long else "gold_ids",
+        )
         log.info("BRIGHT %s: %s", category, info)
         if final.exists():
             shutil.rmtree(final)

@@ -15,8 +15,9 @@ from ..io import _umask
 
 def is_offline() -> bool:
     """True when the user asked for no network (``HF_HUB_OFFLINE`` or ``CAPGAP_OFFLINE`` truthy)."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true",
-                                                         "yes") for v in ("HF_HUB_OFFLINE", "CAPGAP_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "CAPGAP_OFFLINE")
+    )
 
 
 def default_cache_dir() -> Path:
@@ -24,8 +25,9 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("CAPGAP_CACHE") or Path.home() / ".cache" / "capgap")
 
 
-def _retrieve(url: str, known_hash: str | None, folder: Path, fname: str, timeout: float,
-              unzip_to: Path | None = None) -> Path:
+def _retrieve(
+    url: str, known_hash: str | None, folder: Path, fname: str, timeout: float, unzip_to: Path | None = None
+) -> Path:
     """``pooch.retrieve`` ``url`` as ``folder/fname`` and return that path (a file already there
     is reused when it matches ``known_hash``, e.g. ``"md5:…"``, or when there is none); with
     ``unzip_to``, also extract the zip into that folder (``pooch.Unzip``; ``zipfile`` keeps every
@@ -52,8 +54,15 @@ def _retrieve(url: str, known_hash: str | None, folder: Path, fname: str, timeou
             http(u, out, p)
 
     try:
-        pooch.retrieve(url, known_hash, fname=fname, path=folder, progressbar=False, downloader=download,
-                       processor=pooch.Unzip(extract_dir=str(unzip_to)) if unzip_to else None)
+        pooch.retrieve(
+            url,
+            known_hash,
+            fname=fname,
+            path=folder,
+            progressbar=False,
+            downloader=download,
+            processor=pooch.Unzip(extract_dir=str(unzip_to)) if unzip_to else None,
+        )
     except ValueError as e:  # pooch's hash mismatch; requests' InvalidURL & co. are OSErrors too
         if isinstance(e, OSError):
             raise

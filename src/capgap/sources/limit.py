@@ -18,8 +18,10 @@ LIMIT_SHA256 = {
     ("limit-small", "qrels.jsonl"): "f6a0cbf1ac3c405e1cffc96c87bd19a5f77a671d123f547cf946bf17874a27f8",
 }
 
-def download_limit(name: str, dest: str | Path, base_url: str | None = None, commit: str = LIMIT_COMMIT,
-                   timeout: float = 30) -> Path:
+
+def download_limit(
+    name: str, dest: str | Path, base_url: str | None = None, commit: str = LIMIT_COMMIT, timeout: float = 30
+) -> Path:
     """Download LIMIT's JSONL files (``corpus``, ``queries``, ``qrels``) for ``name``.
 
     Files already in ``dest/<name>`` are reused (those with a pinned sha256 only when they

@@ -29,6 +29,7 @@ HINT = (
 )
 ONLINE_HINT = ", or let capgap download it: unset HF_HUB_OFFLINE and CAPGAP_OFFLINE (with make: make run OFFLINE=0)"
 
+
 def local_source(name: str, spec: Mapping, mirror: str | Path | None = None) -> tuple[str, Path] | None:
     """The local BEIR-layout folder a dataset is read from, if any: ``("path", folder)`` for a
     configured ``path:`` that exists, ``("mirror", folder)`` for the data mirror's copy, else None
@@ -41,8 +42,11 @@ def local_source(name: str, spec: Mapping, mirror: str | Path | None = None) -> 
     if spec.get("path"):
         return None
     mirror_name = spec.get("mirror_name", name)
-    if (spec.get("source", _SOURCE_DEFAULT) not in ("generated", "near-miss") and mirror
-            and (Path(mirror) / mirror_name / "corpus.jsonl").is_file()):
+    if (
+        spec.get("source", _SOURCE_DEFAULT) not in ("generated", "near-miss")
+        and mirror
+        and (Path(mirror) / mirror_name / "corpus.jsonl").is_file()
+    ):
         return "mirror", Path(mirror) / mirror_name
     return None
 
@@ -101,8 +105,9 @@ def _datasets_cache(cache_dir: str | Path | None) -> Path:
     return Path(cache_dir) if cache_dir else default_cache_dir() / "datasets"
 
 
-def locate(name: str, spec: Mapping, mirror: str | Path | None = None,
-           cache_dir: str | Path | None = None) -> tuple[str, Path | None]:
+def locate(
+    name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None
+) -> tuple[str, Path | None]:
     """Where dataset ``name`` comes from right now, without any network: the one decision
     behind both ``availability`` and ``obtain``, so the two cannot disagree.
 
@@ -137,8 +142,9 @@ def locate(name: str, spec: Mapping, mirror: str | Path | None = None,
     if source not in ("beir", "limit", "bright"):
         return "undownloadable", None
     mirror_name = spec.get("mirror_name", name)
-    folder_name = {"beir": spec.get("beir_name", mirror_name),
-                   "bright": _bright_folder(name, spec)[1]}.get(source, mirror_name)
+    folder_name = {"beir": spec.get("beir_name", mirror_name), "bright": _bright_folder(name, spec)[1]}.get(
+        source, mirror_name
+    )
     folder = _datasets_cache(cache_dir) / folder_name
     files = {"beir": ("corpus.jsonl",), "bright": ("corpus.jsonl", "excluded.tsv")}.get(source, LIMIT_FILES)
     if all((folder / f).is_file() for f in files):  # an earlier download: usable offline too
@@ -146,8 +152,9 @@ def locate(name: str, spec: Mapping, mirror: str | Path | None = None,
     return "download", None
 
 
-def availability(name: str, spec: Mapping, mirror: str | Path | None = None,
-                 cache_dir: str | Path | None = None) -> str:
+def availability(
+    name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None
+) -> str:
     """Cheap, network-free class of how ``name`` can be obtained right now (``locate``).
 
     The data rule takes this as a parameter, so a dataset that was unavailable is fetched as

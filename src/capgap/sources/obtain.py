@@ -34,8 +34,9 @@ _SOURCE_DEFAULT = item_defaults("datasets")["source"]
 _NEAR_MISS_TYPES = item_defaults("datasets", "near_miss")["types"]  # the schema holds every default (capgap.config)
 
 
-def obtain(name: str, spec: Mapping, mirror: str | Path | None = None,
-           cache_dir: str | Path | None = None) -> RetrievalSet:
+def obtain(
+    name: str, spec: Mapping, mirror: str | Path | None = None, cache_dir: str | Path | None = None
+) -> RetrievalSet:
     """Load dataset ``name`` per its config ``spec`` (see module docstring for the order).
 
     The returned set's ``source`` dict records where it came from (kind, folder, file
@@ -65,8 +66,9 @@ def obtain(name: str, spec: Mapping, mirror: str | Path | None = None,
     rs = _obtain(name, spec, mirror, cache_dir)
     if spec.get("ignore_identical_ids", spec.get("beir_name", spec.get("mirror_name", name)) in BEIR_SELF_RETRIEVAL):
         selfx = {q: d for q, d in self_retrieval_exclusions(rs.corpus, rs.queries).items() if q not in rs.qrels.gold(q)}
-        merged = {q: tuple(dict.fromkeys(rs.excluded.get(q, ()) + selfx.get(q, ())))
-                  for q in set(rs.excluded) | set(selfx)}
+        merged = {
+            q: tuple(dict.fromkeys(rs.excluded.get(q, ()) + selfx.get(q, ()))) for q in set(rs.excluded) | set(selfx)
+        }
         rs = replace(rs, excluded=merged, source={**rs.source, "ignore_identical_ids": len(selfx)})
     if spec.get("expand"):
         corpus, info = expand_limit(rs.corpus, rs.queries, **dict(spec["expand"]))
@@ -115,8 +117,9 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
         gen = dict(spec.get("generator", {}))
         corpus, queries, qrels = generate_limit_style(**gen)
         return assemble(name, corpus, queries, {"all": qrels}, split_cfg, {"kind": "generated", "generator": gen})
-    hint = HINT.format(env=MIRROR_ENV, mirror=mirror_name,
-                       online=ONLINE_HINT if kind == "download" and is_offline() else "")
+    hint = HINT.format(
+        env=MIRROR_ENV, mirror=mirror_name, online=ONLINE_HINT if kind == "download" and is_offline() else ""
+    )
     where = f"not in the data mirror ({mirror})" if mirror else f"no data mirror (${MIRROR_ENV} unset)"
     if kind == "undownloadable":
         raise DatasetUnavailable(name, f"{where}; source '{source}' cannot be downloaded", hint)
@@ -128,8 +131,13 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
             if source == "beir":
                 folder = download_beir(spec.get("beir_name", mirror_name), cache, spec.get("url"), spec.get("md5"))
             elif source == "bright":
-                folder = download_bright(_bright_folder(name, spec)[0], cache, spec.get("url"),
-                                         spec.get("revision", BRIGHT_REVISION), bool(spec.get("long_documents")))
+                folder = download_bright(
+                    _bright_folder(name, spec)[0],
+                    cache,
+                    spec.get("url"),
+                    spec.get("revision", BRIGHT_REVISION),
+                    bool(spec.get("long_documents")),
+                )
             else:
                 folder = download_limit(mirror_name, cache)
         except OSError as e:  # requests' errors and timeouts are OSErrors
@@ -137,8 +145,15 @@ def _obtain(name: str, spec: Mapping, mirror: str | Path | None, cache_dir: str 
         kind = f"download:{source}"
     rs = load_beir_dir(folder, name, split_cfg)
     hashes = file_hashes(folder)
-    return replace(rs, source={"kind": kind, "folder": str(folder.resolve()), "sha256": hashes,
-                               "digest": folder_digest(folder, hashes) if kind in ("path", "mirror") else ""})
+    return replace(
+        rs,
+        source={
+            "kind": kind,
+            "folder": str(folder.resolve()),
+            "sha256": hashes,
+            "digest": folder_digest(folder, hashes) if kind in ("path", "mirror") else "",
+        },
+    )
 
 
 def data_stage(inputs, outputs, params, threads: int = 1) -> dict:

@@ -64,5 +64,8 @@ def current_digest(name: str, spec: Mapping, status: Mapping) -> str:
 def unobtained(statuses: Mapping[str, Mapping]) -> list[str]:
     """One line per dataset whose recorded status (``statuses``: name -> ``read_status``) says it
     was not obtained, with the reason and the hint (also listed in reports/report.md)."""
-    return [f"capgap: dataset '{ds}' was not obtained: {st['reason']}. {st['hint']}"
-            for ds, st in statuses.items() if st and not st.get("available")]
+    return [
+        f"capgap: dataset '{ds}' was not obtained: {st['reason']}. {st['hint']}"
+        for ds, st in statuses.items()
+        if st and not st.get("available")
+    ]

@@ -23,26 +23,25 @@ Per step the loop does, in this order: a new permutation when the epoch is used 
 the seed, the batch size and what ``batch_loss`` draws.
 """
 
-
 from __future__ import annotations
 
 from .convergence import (  # noqa: F401
-                          STATE_METRICS,
-                          Convergence,
-                          ConvergenceState,
-                          _objective,
-                          describe_state,
-                          relative_improvement,
-                          state_from_curve,
+    STATE_METRICS,
+    Convergence,
+    ConvergenceState,
+    _objective,
+    describe_state,
+    relative_improvement,
+    state_from_curve,
 )
 from .curve import curve_evaluator, curve_ks, validation_split  # noqa: F401
 from .loop import (  # noqa: F401
-                          LoopResult,
-                          PartialState,
-                          json_digest,
-                          rng_state,
-                          run_loop,
-                          save_checkpoint,
-                          seed_everything,
-                          set_rng_state,
+    LoopResult,
+    PartialState,
+    json_digest,
+    rng_state,
+    run_loop,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
 )

@@ -90,8 +90,10 @@ class Convergence:
 
     def __post_init__(self):
         if not (self.tol >= 0 and self.n_iter_no_change >= 1 and self.max_iter >= 1 and 0 <= self.floor < float("inf")):
-            raise ValueError("convergence: tol must be >= 0, n_iter_no_change and the step cap >= 1, floor finite and "
-                             f">= 0 (got {self.tol}, {self.n_iter_no_change}, {self.max_iter}, {self.floor})")
+            raise ValueError(
+                "convergence: tol must be >= 0, n_iter_no_change and the step cap >= 1, floor finite and "
+                f">= 0 (got {self.tol}, {self.n_iter_no_change}, {self.max_iter}, {self.floor})"
+            )
 
     def converged(self, objectives: Sequence[float]) -> bool:
         """True when ``-tol < relative_improvement(objectives, n_iter_no_change) < tol``: the
@@ -101,18 +103,24 @@ class Convergence:
         value = relative_improvement(objectives, self.n_iter_no_change, self.floor)
         return bool(self.tol > 0 and np.isfinite(value) and -self.tol < value < self.tol)
 
-    def state(self, objectives: Sequence[float], steps: int, converged: bool,
-              early_stopped: bool = False) -> "ConvergenceState":
+    def state(
+        self, objectives: Sequence[float], steps: int, converged: bool, early_stopped: bool = False
+    ) -> "ConvergenceState":
         """The ``ConvergenceState`` of a run that ran ``steps`` steps and whose curve points had
         these ``objectives``; ``early_stopped``: a validation split chose the weights of a point
         before the last (``ConvergenceState.early_stopped``)."""
         values = list(objectives)
         gain = relative_improvement(values, self.n_iter_no_change, self.floor)
-        return ConvergenceState(converged=bool(converged), steps=int(steps), max_steps=self.max_iter,
-                                objective=float(values[-1]) if values else float("nan"),
-                                improvement=gain if np.isfinite(gain) else None,
-                                tol=self.tol, n_iter_no_change=self.n_iter_no_change,
-                                early_stopped=bool(early_stopped))
+        return ConvergenceState(
+            converged=bool(converged),
+            steps=int(steps),
+            max_steps=self.max_iter,
+            objective=float(values[-1]) if values else float("nan"),
+            improvement=gain if np.isfinite(gain) else None,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            early_stopped=bool(early_stopped),
+        )
 
 
 @dataclass(frozen=True)
@@ -161,17 +169,35 @@ class ConvergenceState:
         ``loss_improvement`` (the criterion's last value; no row while it is not finite: too few
         curve points), ``decay_steps`` (only when > 0)."""
         gain = float("nan") if self.improvement is None else self.improvement
-        values = (float(self.converged), float(self.early_stopped), float(self.steps), float(self.max_steps),
-                  self.objective, gain, float(self.decay_steps) if self.decay_steps else float("nan"))
-        return [{"dataset": dataset, "encoder": encoder, "method": method, "split": "train", "metric": m, "k": "",
-                 "value": v}
-                for m, v in zip(STATE_METRICS, values) if np.isfinite(v)]
+        values = (
+            float(self.converged),
+            float(self.early_stopped),
+            float(self.steps),
+            float(self.max_steps),
+            self.objective,
+            gain,
+            float(self.decay_steps) if self.decay_steps else float("nan"),
+        )
+        return [
+            {
+                "dataset": dataset,
+                "encoder": encoder,
+                "method": method,
+                "split": "train",
+                "metric": m,
+                "k": "",
+                "value": v,
+            }
+            for m, v in zip(STATE_METRICS, values)
+            if np.isfinite(v)
+        ]
 
     def describe(self) -> str:
         """``converged at N steps`` or ``stopped at the cap N, objective still falling x% per
         window`` (the report's wording; ``describe_state``)."""
-        text = describe_state(self.converged, self.steps, self.max_steps, self.improvement, self.early_stopped,
-                              self.decay_steps)
+        text = describe_state(
+            self.converged, self.steps, self.max_steps, self.improvement, self.early_stopped, self.decay_steps
+        )
         if not np.isfinite(self.objective) and not self.converged:
             text += " (the objective was not finite at the last point: diverged)"
         return text
@@ -190,8 +216,9 @@ def state_from_curve(curve: Sequence[Mapping], convergence: Convergence, validat
     the last rule point's, ``decay_steps`` the rest, the objective the curve's last.
     ``ValueError`` for an empty curve or one without ``objective`` values."""
     if not curve or any("objective" not in p for p in curve):
-        raise ValueError("state_from_curve: the curve has no objective values (was it trained under a convergence "
-                         "rule?)")
+        raise ValueError(
+            "state_from_curve: the curve has no objective values (was it trained under a convergence rule?)"
+        )
     ruled = [p for p in curve if not p.get("decay")] or list(curve)
     objectives = [_objective(p) for p in ruled]
     steps, converged = int(ruled[-1]["step"]), convergence.converged(objectives)
@@ -208,8 +235,9 @@ def _objective(point: Mapping) -> float:
     return float("nan") if value is None else float(value)
 
 
-def describe_state(converged: bool, steps: int, max_steps: int, improvement: float, early_stopped: bool = False,
-                   decay_steps: int = 0) -> str:
+def describe_state(
+    converged: bool, steps: int, max_steps: int, improvement: float, early_stopped: bool = False, decay_steps: int = 0
+) -> str:
     """The report's words for a learner's state: ``converged at N steps`` (with ``, then D decay
     steps`` after a decay phase, ``; weights of an earlier point chosen on its validation split``
     when ``early_stopped``); ``stopped early by its validation split at N steps``
@@ -238,5 +266,3 @@ def describe_state(converged: bool, steps: int, max_steps: int, improvement: flo
     else:
         trend = "objective no longer falling"
     return f"stopped at the cap {int(steps):,}, {trend}"
-
-

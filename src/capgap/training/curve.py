@@ -17,8 +17,14 @@ def curve_ks(ks: Sequence[int]) -> list[int]:
     return [k for k in ks if k <= 10] or [min(ks)]
 
 
-def curve_evaluator(rs, doc_ids: Sequence[str], scorer: Callable[[], Callable], ks: Sequence[int],
-                    groups: Sequence[np.ndarray] = (), max_queries: int | None = None) -> Callable[[int], dict]:
+def curve_evaluator(
+    rs,
+    doc_ids: Sequence[str],
+    scorer: Callable[[], Callable],
+    ks: Sequence[int],
+    groups: Sequence[np.ndarray] = (),
+    max_queries: int | None = None,
+) -> Callable[[int], dict]:
     """The learning curve's ``evaluate(step)`` for ``run_loop``.
 
     Parameters
@@ -57,8 +63,16 @@ def curve_evaluator(rs, doc_ids: Sequence[str], scorer: Callable[[], Callable], 
         score = scorer()
         out = {}
         for split, j in judged.items():
-            ranks = rank_queries(score([text[q] for q in j.query_ids]), len(j.query_ids), j.gold, j.grades, j.excluded,
-                                 0, len(doc_ids), groups)[0]
+            ranks = rank_queries(
+                score([text[q] for q in j.query_ids]),
+                len(j.query_ids),
+                j.gold,
+                j.grades,
+                j.excluded,
+                0,
+                len(doc_ids),
+                groups,
+            )[0]
             ranks, _ = j.full_ranks(ranks)  # unfindable gold: in the denominator, never found
             for k in cks:
                 out[f"{split}_recall@{k}"] = float(recall_from_ranks(ranks, k).mean())
@@ -70,8 +84,9 @@ def curve_evaluator(rs, doc_ids: Sequence[str], scorer: Callable[[], Callable], 
 _VALIDATION_SEED = section_defaults("finetune")["validation_seed"]  # the schema holds every default
 
 
-def validation_split(train_ids: Sequence[str], fraction: float,
-                     seed: int = _VALIDATION_SEED) -> tuple[list[str], list[str]]:
+def validation_split(
+    train_ids: Sequence[str], fraction: float, seed: int = _VALIDATION_SEED
+) -> tuple[list[str], list[str]]:
     """Carve a validation split out of the train queries for early stopping (never out of the
     held-out ones): a seeded permutation of ``sorted(train_ids)`` (so the data's order does not
     matter), its first ``round(fraction * n)`` ids (at least 1, at most n - 1) the validation
@@ -80,8 +95,9 @@ def validation_split(train_ids: Sequence[str], fraction: float,
     train queries or ``fraction`` outside (0, 1)."""
     ids = list(train_ids)
     if len(ids) < 2 or not 0.0 < fraction < 1.0:
-        raise ValueError(f"validation_split: need two train queries and 0 < fraction < 1 ({len(ids)} queries, "
-                         f"{fraction})")
+        raise ValueError(
+            f"validation_split: need two train queries and 0 < fraction < 1 ({len(ids)} queries, {fraction})"
+        )
     n_val = min(max(1, round(fraction * len(ids))), len(ids) - 1)
     order = sorted(ids)
     val = {order[i] for i in np.random.default_rng(seed).permutation(len(order))[:n_val]}

@@ -18,6 +18,7 @@ from .convergence import Convergence, ConvergenceState, _objective, relative_imp
 
 log = logging.getLogger("capgap.training")
 
+
 def seed_everything(seed: int) -> np.random.Generator:
     """Seed torch's and Python's global RNGs with ``seed``; return ``np.random.default_rng(seed)``
     (the sampler ``run_loop`` draws batches from)."""
@@ -223,8 +224,10 @@ def run_loop(
     if patience and (monitor is None or evaluate is None):
         raise ValueError("run_loop: patience needs evaluate and monitor (the curve metric to watch)")
     if convergence is not None and (convergence.max_iter != n_steps or eval_every < 1):
-        raise ValueError(f"run_loop: the convergence rule's cap ({convergence.max_iter}) must equal n_steps "
-                         f"({n_steps}) and eval_every ({eval_every}) be >= 1 (the rule is checked at curve points)")
+        raise ValueError(
+            f"run_loop: the convergence rule's cap ({convergence.max_iter}) must equal n_steps "
+            f"({n_steps}) and eval_every ({eval_every}) be >= 1 (the rule is checked at curve points)"
+        )
     perm, pos, step, curve, losses, resumed = sampler.permutation(n_items), 0, 0, [], [], 0
     stopped_at = converged_at = None
     ckpt = Path(ckpt_path) if ckpt_path else None
@@ -253,8 +256,9 @@ def run_loop(
         model.train()
         if convergence is not None:
             point.setdefault("objective", point["loss"])
-            gain = relative_improvement([_objective(p) for p in curve + [point]], convergence.n_iter_no_change,
-                                        convergence.floor)
+            gain = relative_improvement(
+                [_objective(p) for p in curve + [point]], convergence.n_iter_no_change, convergence.floor
+            )
             # None: too few points (strict JSON, equal on resume)
             point["improvement"] = gain if np.isfinite(gain) else None
         curve.append(point)
@@ -268,9 +272,11 @@ def run_loop(
         from tqdm import tqdm
 
         bar = tqdm(total=n_steps, initial=step, desc=desc, unit="step")
+
     def monitored() -> np.ndarray:  # the watched values, the start first; NaN never the best
-        values = np.asarray(([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve],
-                            dtype=np.float64)
+        values = np.asarray(
+            ([] if monitor_start is None else [monitor_start]) + [monitor(p) for p in curve], dtype=np.float64
+        )
         return np.where(np.isnan(values), -np.inf, values)
 
     def plateaued() -> bool:
@@ -278,10 +284,22 @@ def run_loop(
         return len(values) - 1 - int(np.argmax(values)) >= patience
 
     def save() -> None:
-        save_checkpoint(ckpt, {"digest": digest, "step": step, "weights": weights.state_dict(),
-                               "optim": optimizer.state_dict(), "rng": rng_state(sampler), "perm": perm, "pos": pos,
-                               "curve": curve, "losses": losses, "stopped_at": stopped_at,
-                               "converged_at": converged_at})
+        save_checkpoint(
+            ckpt,
+            {
+                "digest": digest,
+                "step": step,
+                "weights": weights.state_dict(),
+                "optim": optimizer.state_dict(),
+                "rng": rng_state(sampler),
+                "perm": perm,
+                "pos": pos,
+                "curve": curve,
+                "losses": losses,
+                "stopped_at": stopped_at,
+                "converged_at": converged_at,
+            },
+        )
 
     model.train()
     t0, done_here = time.perf_counter(), 0
@@ -304,10 +322,15 @@ def run_loop(
             curve_point(step)
             if convergence is not None and convergence.stop and has_converged():
                 converged_at = step
-                log.info("%s: converged at step %d (objective %.6g, improved %.3g < tol %g over the last %d points)",
-                         desc,
-                         step, curve[-1]["objective"], curve[-1]["improvement"], convergence.tol,
-                         convergence.n_iter_no_change)
+                log.info(
+                    "%s: converged at step %d (objective %.6g, improved %.3g < tol %g over the last %d points)",
+                    desc,
+                    step,
+                    curve[-1]["objective"],
+                    curve[-1]["improvement"],
+                    convergence.tol,
+                    convergence.n_iter_no_change,
+                )
             elif patience and plateaued():
                 stopped_at = step
                 log.info("%s: no better %s point in the last %d: stopped at step %d", desc, "curve", patience, step)
@@ -334,10 +357,14 @@ def run_loop(
             chose_earlier = int(np.argmax(values)) < len(values) - 1
         state = convergence.state([_objective(p) for p in curve], step, converged_at is not None, chose_earlier)
         if not state.converged and not state.early_stopped:
-            log.warning("%s: not converged: %s (tol %g over %d curve points)", desc, state.describe(), convergence.tol,
-                        convergence.n_iter_no_change)
+            log.warning(
+                "%s: not converged: %s (tol %g over %d curve points)",
+                desc,
+                state.describe(),
+                convergence.tol,
+                convergence.n_iter_no_change,
+            )
     model.eval()
-    return LoopResult(curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, done_here, stopped_at,
-                      state, converged_at)
-
-
+    return LoopResult(
+        curve, done_here / elapsed if elapsed > 0 else float("nan"), resumed, done_here, stopped_at, state, converged_at
+    )
