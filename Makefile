@@ -15,6 +15,9 @@ endif
 # read by `python -m capgap.paths` from the environment: no shell parses it
 export CAPGAP_VENV := $(VENV)
 CONFIG ?= config/config.yaml
+# pytest worker processes for `make test` (pytest-xdist); the tests sharing the tiny DAG run stay
+# on one worker (--dist loadgroup), so it runs once.
+TEST_WORKERS ?= 2
 CORES ?= all
 # Threads per job for `make run`: half the cores (at least 1), so that two jobs run side by side.
 # On these 2 cores two 1-thread torch jobs embed 1.2x the documents per second one 2-thread job
@@ -65,7 +68,7 @@ run: install
 test: install
 	$(BIN)/ruff check --quiet
 	$(BIN)/ruff format --check --quiet
-	PATH="$(PATHBIN):$$PATH" $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	PATH="$(PATHBIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # A real single-node SLURM cluster on localhost (installs slurm-wlm + munge when missing; needs
 # root), the tiny config through `--profile profiles/slurm`, then everything stopped again.

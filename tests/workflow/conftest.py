@@ -51,8 +51,12 @@ def tiny_run(tmp_path_factory, mirror):
     return work
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(items):
-    """Every test that uses the tiny DAG run is an end-to-end test: marker ``slow``."""
+    """Every test that uses the tiny DAG run is an end-to-end test: marker ``slow``; under
+    pytest-xdist they share one worker (group ``tiny_run``, ``--dist loadgroup``), so the run is
+    made once."""
     for item in items:
         if "tiny_run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("tiny_run"))

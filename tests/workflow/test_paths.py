@@ -143,7 +143,7 @@ def test_makefile_refuses_a_virtualenv_path_at_start_and_takes_one_elsewhere(tmp
         pytest.skip("the test's virtualenv was not made by `make install` (no .installed)")
     venv = tmp_path / "venv"
     venv.symlink_to(Path(sys.prefix), target_is_directory=True)
-    (checkout / "pyproject.toml").write_text("")
+    shutil.copy(ROOT / "pyproject.toml", checkout)  # the ruff settings `make test` lints with
     os.utime(checkout / "pyproject.toml", (0, 0))  # older than .installed: nothing is installed
     (checkout / "t").mkdir()
     (checkout / "t" / "test_here.py").write_text(
