@@ -15,8 +15,7 @@ endif
 # read by `python -m capgap.paths` from the environment: no shell parses it
 export CAPGAP_VENV := $(VENV)
 CONFIG ?= config/config.yaml
-# pytest worker processes for `make test` (pytest-xdist); the tests sharing the tiny DAG run stay
-# on one worker (--dist loadgroup), so it runs once.
+# pytest worker processes for `make test` (pytest-xdist, --dist loadgroup: tests/README.md).
 TEST_WORKERS ?= 2
 CORES ?= all
 # Threads per job for `make run`: half the cores (at least 1), so that two jobs run side by side.

@@ -54,8 +54,7 @@ def tiny_run(tmp_path_factory, mirror):
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(items):
     """Every test that uses the tiny DAG run is an end-to-end test: marker ``slow``; under
-    pytest-xdist they share one worker (group ``tiny_run``, ``--dist loadgroup``), so the run is
-    made once."""
+    pytest-xdist they carry the group ``tiny_run`` (``--dist loadgroup``; tests/README.md)."""
     for item in items:
         if "tiny_run" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
