@@ -32,8 +32,6 @@ from .inputs import (
     load_embeddings,
     load_ids,
     load_matrix,
-    load_qrels_file,
-    load_run_file,
     match_uncompressed,
     resolve_metric,
     row_ids,
@@ -41,6 +39,8 @@ from .inputs import (
 )
 from .outputs import write_diagnosis
 from .prepare import ZERO_NORM_POLICIES
+from .qrels import load_qrels_file
+from .runs import load_run_file
 from .summary import VERDICTS, admitted_but_missed
 from .verdicts import Diagnosis, diagnose
 

@@ -19,18 +19,15 @@ Bad input raises ``DataFormatError`` naming the file (and line and field where t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..arrays import npz_names, numpy_format, read_npy, read_npz
-from ..data import check_id, iter_lines, iter_qrels, split_tsv
+from ..data import check_id, iter_lines
 from ..errors import DataFormatError
-from ..trec import decode_id, note_run_pair
-from .runs import parse_rank, run_in_order
 
 METRICS = ("ip", "cosine", "l2")
 _METRIC_NAMES = {"ip": "inner product", "cosine": "cosine", "l2": "L2 distance"}
@@ -511,107 +508,6 @@ def match_uncompressed(
             "they must be the same documents in the same row order"
         )
     return U
-
-
-class QrelsFile(dict):
-    """Qrels as ``load_qrels_file`` read them: query id -> {document id: grade} (a ``dict``).
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The file, named by ``diagnose`` in errors about its judgements.
-    lines : dict
-        ``(query id, document id)`` -> the line (1-based) that first judged the pair.
-    """
-
-    def __init__(self, *args, path: str | Path, lines: Mapping[tuple[str, str], int], **kwargs):
-        super().__init__(*args, **kwargs)
-        self.path = Path(path)
-        self.lines = dict(lines)
-
-
-def load_qrels_file(path: str | Path) -> QrelsFile:
-    """Qrels as query id -> {document id: grade}: BEIR tsv (``query-id corpus-id score``, header
-    optional), TREC (``qid iter docid rel``, whitespace), or two columns (``qid docid``, grade 1),
-    read by ``capgap.data.iter_qrels`` (no comment lines: a line ``# ...`` is an error). Grades
-    <= 0 are judged non-gold. A pair repeated with the same grade is one judgement; with another
-    grade it is an error naming both lines (as ``capgap.data.load_qrels``). The result is a
-    ``QrelsFile``, a dict that keeps the file and each pair's line for ``diagnose``'s messages.
-
-    Raises ``DataFormatError`` (file, line, field), and naming the file alone when it holds no
-    judgement (empty, blank or only a header)."""
-    out: dict[str, dict[str, int]] = {}
-    first: dict[tuple[str, str], int] = {}
-    for lineno, q, d, g in iter_qrels(path, pairs=True):
-        prev = out.setdefault(q, {}).get(d)
-        if prev is not None and prev != g:
-            raise DataFormatError(
-                path, lineno, "score", f"({q!r}, {d!r}) judged twice: {prev} (line {first[(q, d)]}) and {g}"
-            )
-        out[q][d] = g
-        first.setdefault((q, d), lineno)
-    if not out:
-        raise DataFormatError(
-            path, None, None, "judges no query: the file holds no judgement line (it is empty, blank or only a header)"
-        )
-    return QrelsFile(out, path=path, lines=first)
-
-
-def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, list[str]]:
-    """A run as query id -> document ids in rank order: TREC (``qid Q0 docid rank score tag``) or
-    tsv ``qid docid [score]`` (ordered by score when given, else by file order). A TREC run whose
-    scores ascend as its ranks ascend on every query where both tell an order (distances, e.g. a
-    faiss L2 search) is taken in rank order, with a note (``runs.run_in_order``; the result is a
-    ``runs.RunFile``, a dict with ``notes``). Where no rank column tells the order, the scores are
-    kept (``RunFile.scored``) for ``runs.orient_run``, which reads them as distances when the
-    vectors say so. A line holding a
-    TAB is split on TABs (so ids may contain spaces), any other on whitespace; ids are taken as
-    written, or percent-decoded with ``percent_encoded`` (the run files capgap writes:
-    ``capgap.trec.decode_id``); lines are read by ``capgap.data.iter_lines`` (UTF-8, a leading
-    BOM skipped).
-
-    Raises ``DataFormatError`` naming file and line for bad UTF-8, a wrong column count, an id
-    with a control character (``capgap.data.check_id``) or a malformed percent escape, and
-    (field ``score``) a score that is not a number (except on line 1, a header) or is not finite
-    (``nan``, ``inf``), (field ``doc-id``) a (query, document) pair on two lines (``run.tsv:2:
-    field 'doc-id': document 'd0' of query 'q0' repeats line 1``: trec_eval refuses it too), and
-    (field ``rank``) a run whose scores ascend with rank on some queries and not on others."""
-    path = Path(path)
-    rows: dict[str, list[tuple[float, int, str, float | None]]] = {}
-    first: dict[tuple[str, str], int] = {}  # (query, document) -> its line
-    scored = True  # every line gave a score
-    for i, line in iter_lines(path):
-        if not line.strip():
-            continue
-        cols = split_tsv(path, i, line) if "\t" in line else line.split()
-        rank = None
-        if len(cols) == 6:
-            q, d, score, rank = cols[0], cols[2], cols[4], parse_rank(cols[3])
-        elif len(cols) in (2, 3):
-            q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
-        else:
-            raise DataFormatError(
-                path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}"
-            )
-        scored = scored and score is not None
-        try:
-            s = float(score) if score is not None else -float(i)
-        except ValueError:
-            if i == 1:
-                continue  # header
-            raise DataFormatError(path, i, "score", f"{score!r} is not a number") from None
-        if not math.isfinite(s):
-            raise DataFormatError(path, i, "score", f"not a finite number: {score!r}")
-        if percent_encoded:
-            try:
-                q, d = decode_id(q), decode_id(d)
-            except ValueError as e:
-                raise DataFormatError(path, i, None, f"not a percent-encoded id: {e}") from None
-        check_id(path, i, "query-id", q)
-        check_id(path, i, "doc-id", d)
-        note_run_pair(first, path, i, q, d)
-        rows.setdefault(q, []).append((-s, i, d, rank))
-    return run_in_order(path, rows, scored)
 
 
 def _array_info(M: np.ndarray) -> dict:

@@ -1,5 +1,5 @@
 """The order of a run file's documents when its score and rank columns disagree
-(``inputs.load_run_file``): a TREC run's rank column is the search's own order, and a search
+(``load_run_file``): a TREC run's rank column is the search's own order, and a search
 that writes distances (faiss L2, hnswlib) gives scores that *ascend* with it, which trec_eval's
 score-descending convention reads backwards. Where no rank column tells the order (``qid docid
 score`` lines, ranks all equal), ``orient_run`` compares the scores with the query and document
@@ -8,12 +8,15 @@ vectors: scores that rise with their L2 distance are distances, read lowest firs
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..data import check_id, iter_lines, split_tsv
 from ..errors import DataFormatError
+from ..trec import decode_id, note_run_pair
 
 
 class RunFile(dict):
@@ -163,7 +166,7 @@ def orient_run(
     Parameters
     ----------
     run : dict
-        From ``inputs.load_run_file`` (a ``RunFile``); any other mapping, or a ``RunFile``
+        From ``load_run_file`` (a ``RunFile``); any other mapping, or a ``RunFile``
         whose order a rank column gave (``scored`` None), is returned as is.
     path : str or pathlib.Path
         The run file, for the note and errors.
@@ -237,3 +240,60 @@ def orient_run(
         {q: [e[2] for e in sorted(v, key=lambda e: (e[0], e[1]))] for q, v in run.scored.items()},
         notes=[*run.notes, note],
     )
+
+
+def load_run_file(path: str | Path, percent_encoded: bool = False) -> dict[str, list[str]]:
+    """A run as query id -> document ids in rank order: TREC (``qid Q0 docid rank score tag``) or
+    tsv ``qid docid [score]`` (ordered by score when given, else by file order). A TREC run whose
+    scores ascend as its ranks ascend on every query where both tell an order (distances, e.g. a
+    faiss L2 search) is taken in rank order, with a note (``runs.run_in_order``; the result is a
+    ``runs.RunFile``, a dict with ``notes``). Where no rank column tells the order, the scores are
+    kept (``RunFile.scored``) for ``runs.orient_run``, which reads them as distances when the
+    vectors say so. A line holding a
+    TAB is split on TABs (so ids may contain spaces), any other on whitespace; ids are taken as
+    written, or percent-decoded with ``percent_encoded`` (the run files capgap writes:
+    ``capgap.trec.decode_id``); lines are read by ``capgap.data.iter_lines`` (UTF-8, a leading
+    BOM skipped).
+
+    Raises ``DataFormatError`` naming file and line for bad UTF-8, a wrong column count, an id
+    with a control character (``capgap.data.check_id``) or a malformed percent escape, and
+    (field ``score``) a score that is not a number (except on line 1, a header) or is not finite
+    (``nan``, ``inf``), (field ``doc-id``) a (query, document) pair on two lines (``run.tsv:2:
+    field 'doc-id': document 'd0' of query 'q0' repeats line 1``: trec_eval refuses it too), and
+    (field ``rank``) a run whose scores ascend with rank on some queries and not on others."""
+    path = Path(path)
+    rows: dict[str, list[tuple[float, int, str, float | None]]] = {}
+    first: dict[tuple[str, str], int] = {}  # (query, document) -> its line
+    scored = True  # every line gave a score
+    for i, line in iter_lines(path):
+        if not line.strip():
+            continue
+        cols = split_tsv(path, i, line) if "\t" in line else line.split()
+        rank = None
+        if len(cols) == 6:
+            q, d, score, rank = cols[0], cols[2], cols[4], parse_rank(cols[3])
+        elif len(cols) in (2, 3):
+            q, d, score = cols[0], cols[1], cols[2] if len(cols) == 3 else None
+        else:
+            raise DataFormatError(
+                path, i, None, f"expected 6 (TREC) or 2-3 (qid docid [score]) columns, got {len(cols)}"
+            )
+        scored = scored and score is not None
+        try:
+            s = float(score) if score is not None else -float(i)
+        except ValueError:
+            if i == 1:
+                continue  # header
+            raise DataFormatError(path, i, "score", f"{score!r} is not a number") from None
+        if not math.isfinite(s):
+            raise DataFormatError(path, i, "score", f"not a finite number: {score!r}")
+        if percent_encoded:
+            try:
+                q, d = decode_id(q), decode_id(d)
+            except ValueError as e:
+                raise DataFormatError(path, i, None, f"not a percent-encoded id: {e}") from None
+        check_id(path, i, "query-id", q)
+        check_id(path, i, "doc-id", d)
+        note_run_pair(first, path, i, q, d)
+        rows.setdefault(q, []).append((-s, i, d, rank))
+    return run_in_order(path, rows, scored)

@@ -9,6 +9,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .inputs import _array_info
+from .prepare import _note
+
 VERDICTS = ("index-limited", "compression-limited", "undetermined", "encoder-limited", "ann-limited", "ok")
 
 
@@ -125,3 +128,61 @@ def admitted_but_missed(
                 }
             )
     return out
+
+
+def _summary_extra(
+    case,
+    pr,
+    pu,
+    rows: list[dict],
+    admitted: list[tuple],
+    k: int,
+    metric: str,
+    index_info: Mapping | None,
+    uncompressed_info: Mapping | None,
+) -> dict:
+    """The summary's entries beyond the means and counts: metric, unmatched ids, zero-norm rows,
+    probe vectors that are no L2 query, what the index (and the uncompressed vectors) are."""
+    extra = {
+        "metric": metric,
+        "left_out_without_qrels": case.unmatched["rows_without_judgements"]["count"],
+        **case.unmatched,
+    }
+    if case.zero is not None:
+        extra["zero_norm"] = case.zero
+    if pr.reachable is not None:
+        extra["probe_not_l2_query"] = pr.reachable.count(False)
+        extra["probe_l2_lp"] = len(pr.l2_lp)
+    extra["score_scale"] = case.score_scale
+    if case.id_defaults:
+        extra["id_defaults"] = dict(case.id_defaults)
+    extra["index"] = dict(index_info) if index_info is not None else _array_info(case.D)
+    extra["uncompressed"] = None
+    if pu is not None:
+        extra["uncompressed"] = _uncompressed_summary(case, pu, rows, admitted, k, uncompressed_info)
+    return extra
+
+
+def _uncompressed_summary(case, pu, rows: list[dict], admitted: list[tuple], k: int, info: Mapping | None) -> dict:
+    """The summary's ``uncompressed``: what the vectors are, the probe's means on them, and how
+    many queries each geometry admits; a note when the index admits some the uncompressed
+    vectors do not."""
+    admitted_c, admitted_u = [c for c, _ in admitted], [u for _, u in admitted]
+    unc = dict(info) if info is not None else _array_info(case.U)
+    unc |= {
+        f"probe_recall@{k}": float(np.mean([r[f"uncompressed_probe_recall@{k}"] for r in rows])),
+        "certified": float(np.mean([r["uncompressed_certified"] for r in rows])),
+        "admitted": int(sum(admitted_u)),
+        "admitted_by_index": int(sum(admitted_c)),
+        "lost_to_compression": sum(r["verdict"] == "compression-limited" for r in rows),
+        "admitted_only_by_index": int(sum(c and not u for u, c in zip(admitted_u, admitted_c))),
+    }
+    if pu.reachable is not None:
+        unc["probe_not_l2_query"] = pu.reachable.count(False)
+    if unc["admitted_only_by_index"]:
+        _note(
+            case.notes,
+            f"{unc['admitted_only_by_index']} queries are admitted by the index's own vectors but not by the "
+            "uncompressed ones (compression moved or merged non-gold documents); their verdicts follow the index",
+        )
+    return unc
