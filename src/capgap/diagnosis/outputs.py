@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 
 from ..errors import OutputWriteError
-from ..figures import _mpl, _save
+from ..figures.base import _mpl, _save
 from ..io import atomic_open, output_set, write_json, write_text
 from .inputs import _METRIC_NAMES
 from .summary import VERDICTS
