@@ -374,6 +374,22 @@ def test_hull_direction_separates_hulls_a_tiny_margin_apart():
         assert gap == pytest.approx(float(r @ r), rel=1e-2) and gap > 0
 
 
+def test_column_generation_takes_the_violators_then_the_margin():
+    """``proofs._misranked`` by hand: gold scores 0.9 and 0.5; non-gold 0.6 (a violator), 0.45
+    (inside the margin when the subset's highest non-gold score is 0.42), 0.3 (below it) and
+    0.42 (already a candidate). Without a floor only the violator joins; with the floor 0.42 the
+    violator and the margin's document, highest first; ``k`` caps them; a floor above the lowest
+    gold score changes nothing (the violators are always taken)."""
+    from capgap.probe.proofs import _misranked
+
+    t = np.array([0.9, 0.5, 0.6, 0.45, 0.3, 0.42])
+    gold, ng, rep, rows = np.array([0, 1]), np.array([2, 3, 4, 5]), np.arange(6), np.array([5])
+    assert _misranked(t, gold, ng, rep, rows, 10).tolist() == [2]
+    assert _misranked(t, gold, ng, rep, rows, 10, floor=0.42).tolist() == [2, 3]
+    assert _misranked(t, gold, ng, rep, rows, 1, floor=0.42).tolist() == [2]
+    assert _misranked(t, gold, ng, rep, rows, 10, floor=0.7).tolist() == [2]
+
+
 def test_tiny_margin_query_is_certified_by_the_proofs_witness():
     """A query separable by a tiny margin (``_tiny_margin``: the construction's u separates it)
     is certified at the escalation gate by the proof's direction (decided_by="hull", no exact
