@@ -157,7 +157,7 @@ def _solve_candidates(task) -> ProbeResult:
     quiet = logging.getLogger("capgap.probe")  # the iteration cap is warned once for all queries (screened_probe)
     level, quiet.level = quiet.level, logging.ERROR
     try:
-        return _SOLVE(Dc, [gpos], settings, grades=[grades], duplicates=groups)[0]
+        return _SOLVE(Dc, [gpos], settings, grades=[grades], duplicates=groups, by_construction=False)[0]
     finally:
         quiet.level = level
 

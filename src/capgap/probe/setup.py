@@ -44,11 +44,15 @@ def _environment(
     settings: SolveSettings,
     prove: bool = True,
     solves: bool = True,
+    by_construction: bool = True,
 ) -> SolveContext:
     """The ``SolveContext`` of validated queries (``_queries``) over the index ``docs`` ``(n_docs, dim)
     float32``; ``settings``: C, C_max, eps, max_iter, lp_check_max_docs, depth, solve and pairs
     (the others are not the environment's); ``prove``: ``SolveContext.prove``. ``solves=False``: no
-    batch will run on it (the shards' gather), so no column-major copy (``transposed``)."""
+    batch will run on it (the shards' gather), so no column-major copy (``transposed``).
+    ``by_construction=False``: no affine-independence test (``SolveContext.affine`` False): an SVD
+    of the ``(n_docs, dim + 1)`` float64 rows, seconds on screening's 2,050 candidates at 2,560
+    dimensions, for a reason (``ProbeResult.by_construction``) the screened result does not keep."""
     n, dim = docs.shape
     B = const.BLOCK
     dmax = max([1.0] + [float(np.abs(docs[b0 : b0 + B]).max()) for b0 in range(0, n, B)])
@@ -61,7 +65,11 @@ def _environment(
         rep[g] = g[0]
     twins, opt_excl = _twins(golds, excls, dups)
     problems = _problems(tie_groups, len(golds))
-    affine = bool(n <= dim + 1 and np.linalg.matrix_rank(np.hstack([docs.astype(np.float64), np.ones((n, 1))])) == n)
+    affine = bool(
+        by_construction
+        and n <= dim + 1
+        and np.linalg.matrix_rank(np.hstack([docs.astype(np.float64), np.ones((n, 1))])) == n
+    )
     golds_opt, excl_opt, opt_members = _grade_levels(problems, golds, grs, opt_excl, settings.pairs)
     return SolveContext(
         docs=docs,

@@ -201,6 +201,7 @@ def _probe(
     duplicates=(),
     refine: bool = True,
     prove: bool = True,
+    by_construction: bool = True,
 ) -> list[ProbeResult]:
     """``probe()`` past its checks, with its settings resolved.
 
@@ -218,6 +219,9 @@ def _probe(
     prove : bool
         False: no inseparability proof, exact LP or order witness (``SolveContext.prove``; the
         second solve itself, which only seeks a better w: the verdict stays the first solve's).
+    by_construction : bool
+        False: ``ProbeResult.by_construction`` is not sought (``setup._environment``; screening's
+        candidates, whose results the screen rebuilds on the whole index).
 
     Returns
     -------
@@ -226,7 +230,15 @@ def _probe(
     """
     golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
     context = _environment(
-        np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, settings, prove=prove
+        np.ascontiguousarray(D, dtype=np.float32),
+        golds,
+        grs,
+        excls,
+        tie_groups,
+        duplicates,
+        settings,
+        prove=prove,
+        by_construction=by_construction,
     )
     context = replace(context, window=batch_window(len(context.problems), D.shape, settings.batch_size))
     batches = problem_batches(len(context.problems), D.shape, settings.batch_size)
