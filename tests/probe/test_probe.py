@@ -411,12 +411,17 @@ def test_tiny_margin_query_is_certified_by_the_proofs_witness():
             )
 
 
-def test_inseparability_proof_is_sound_and_bounds_escalation():
-    """On corpora beyond lp_check_max_docs the gate proves inseparable queries after HULL_AFTER
+@pytest.mark.parametrize("step_max", [None, 8])
+def test_inseparability_proof_is_sound_and_bounds_escalation(monkeypatch, step_max):
+    """With ``step_max`` 8 the proof's rounds hold fewer candidates than its basis (dim + 2 = 18;
+    ``HULL_STEP_MAX``, as at 2,560 dimensions) and must gather them over rounds. On corpora beyond lp_check_max_docs the gate proves inseparable queries after HULL_AFTER
     escalations (C stays there: no escalation to C_max, no eps tightening, a few hundred
     iterations at most; here 114-195, 94-175 with PRUNE_AFTER 10: low-dimensional inseparable
     queries converge slowly at C = 1e4 and 1e5) and never a separable one: every proof is
     checked against HiGHS's exact LP, and every query the LP finds separable ends certified."""
+    if step_max:
+        monkeypatch.setattr(constants, "HULL_STEP_MAX", step_max)
+        monkeypatch.setattr(constants, "HULL_STEP", step_max)
     rng = np.random.default_rng(21)
     D = unit(rng, 3000, 16)
     golds = [rng.choice(3000, k, replace=False) for k in (1, 2, 2, 3, 4, 6, 10, 20, 25, 29)]

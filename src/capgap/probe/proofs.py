@@ -119,7 +119,7 @@ def _prove_inseparable(
     w, duplicates tied) do not separate.
 
     Per unseparated member, column generation on the nearest-point problem of the two hulls:
-    start from the ``max(dim + 2, HULL_STEP)`` highest-scoring non-gold documents;
+    start from the ``max(min(dim + 2, HULL_STEP_MAX), HULL_STEP)`` highest-scoring non-gold documents;
     ``hull_distance_bound`` of the gold documents against them gives convex weights, the bound
     |p - q| and the NNLS's direction r (~ p - q); if the bound is at most ``HULL_TOL`` times the
     gold rows' largest |entry| the member is proven (every w has min gold score - max non-gold
@@ -140,7 +140,8 @@ def _prove_inseparable(
     group's first row (``rep``), whose score every member of the group gets. A single member
     with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
     dim = docs.shape[1]
-    step = max(dim + 2, const.HULL_STEP)  # the NNLS has dim + 2 rows: a basic solution uses at most dim + 2 documents
+    # the NNLS has dim + 2 rows: a basic solution uses at most dim + 2 documents; above HULL_STEP_MAX they join over rounds
+    step = max(min(dim + 2, const.HULL_STEP_MAX), const.HULL_STEP)
     worst, proven, witness = 0.0, [], None
     single = len(members) == 1 and seek_witness
     for q in members:
