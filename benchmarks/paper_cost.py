@@ -15,12 +15,14 @@ Method
 3. GPU time = FLOPs / (assumed sustained bf16 FLOP/s, default 300 TFLOP/s: ~30% of an H100's
    dense bf16 peak). Every number scales inversely with that assumption.
 4. The probe runs on CPU. Up to 50k documents, the whole-index probe at NFCorpus's measured cost
-   per query x document x dimension (item 7). Above, screening (``capgap.probe.screen``): about
-   two passes of the bare float32 score product per query plus each query's solve on its
-   candidates, by query class (easy: 1-2 gold; multi-gold; inseparable: hundreds of gold spread
-   over the index, which the whole-index probe takes), all measured by benchmarks/scale.py on
-   structured 171k-523k x 768 indexes (``probe_core_s``). Which class a dataset's queries fall in
-   is an assumption (``QUERY_CLASS``); the solve's growth with the dimension is a projection.
+   per query x document x dimension (item 7). Above, screening (``capgap.probe.screen``): per
+   query set, the index's checks and statistics; per query, two passes of the bare float32 score
+   product and the query's solve on its candidates, by query class (easy: 1-2 gold; multi-gold;
+   inseparable: hundreds of gold spread over the index, which the whole-index probe takes),
+   fitted on benchmarks/scale.py's runs on structured 100k-1M x 384-2,560 indexes
+   (``probe_core_s``). Which class a dataset's queries fall in is an assumption
+   (``QUERY_CLASS``); the inseparable class was measured at 768 dimensions only and is scaled
+   by documents x dimension.
 5. ColBERT's token index and exact MaxSim re-scoring run on CPU (faiss), scaled from limit-50k
    (measured: 6.3 min index build over 6.05M tokens, 2.4 min for 1,000 queries, 2 cores).
 6. Disk: float32 frozen indexes (n_docs x dim x 4 B), ColBERT token embeddings at the bytes per
@@ -78,30 +80,47 @@ DATASETS = {
 ENCODERS = {"distilbert": (42.6e6, 768), "qwen3-4b": (3.63e9, 2560)}
 COLBERT_PARAMS = 110e6  # GTE-ModernColBERT-v1 (ModernBERT-base), non-embedding
 MINILM_PARAMS = 10.6e6  # all-MiniLM-L6-v2: 22.7M minus the 30522 x 384 token embeddings
-# The probe above 50k documents (screening, capgap.probe.screen), measured by benchmarks/scale.py on
-# structured 171k-523k x 768 indexes, 2 cores (benchmarks/README.md, "Scale"): about SCREEN_PASSES
-# passes of the bare float32 score product per query (FLOOR_CORE_S_PER_UNIT core-seconds per query x
-# document x dimension), plus each query's solve on its candidates (SOLVE_CORE_S, core-seconds at 768
-# dimensions, taken as growing with the dimension), by query class; an inseparable gold set spread
-# over the index goes to the whole-index probe (INSEPARABLE_CORE_S_PER_UNIT per query x doc x dim).
+# The probe above 50k documents (screening, capgap.probe.screen), fitted on benchmarks/scale.py's runs (structured
+# 100k-1M x 384-2,560 indexes, 2 cores, 2026-12-07; benchmarks/README.md, "scale.py"): per query set, the index's checks
+# and statistics and the per-query whole-index checks, SET_CORE_S_PER_UNIT core-seconds per document x dimension;
+# per query, SCREEN_PASSES passes of the bare float32 score product (FLOOR_CORE_S_PER_UNIT per query x document x
+# dimension) and the query's solve on its candidates, by query class, at the dimensions measured (SOLVE_CORE_S,
+# interpolated linearly between them); an inseparable gold set spread over the index takes the whole-index probe
+# (INSEPARABLE_CORE_S_PER_UNIT per query x document x dimension, measured at 171k x 768).
 SCREEN_MIN_DOCS = 50_000  # capgap.probe.constants.SCREEN_MIN_DOCS; below it, the whole-index probe (NFCorpus's cost)
 WHOLE_CORE_S_PER_UNIT = (
     6.8e-8  # the whole-index probe on NFCorpus x MiniLM's real queries (measure_shards, docs/reproduce-paper.md)
 )
 SCREEN_PASSES = 2
-FLOOR_CORE_S_PER_UNIT = (
-    109.76 * 2 / (10_000 * 523_000 * 768)
-)  # Quora-like: 10,000 queries x 523k x 768 in 109.76 s on 2 cores
+FLOOR_CORE_S_PER_UNIT = 4.6e-11  # the floor of the BRIGHT-like rows: e.g. 0.91 s x 2 cores / (100 x 500k x 768)
+SET_CORE_S_PER_UNIT = 2.98e-8  # least squares over the 8 BRIGHT-like rows (within 15% of each)
+SOLVE_DIMS = (384, 768, 2560)
 SOLVE_CORE_S = {
-    "easy": 0.060,
-    "multi-gold": 0.258,
-}  # Quora-like: 1,035 CPU s for 10,000 queries; BRIGHT-like (500k): 30 CPU s for 100, less the passes
-INSEPARABLE_CORE_S_PER_UNIT = (
-    5.5 / (500_000 * 768)
-)  # the whole-index probe: 5.5 core-s per BRIGHT-like query at 500k x 768 (a floor for hundreds of gold: see benchmarks/README.md)
+    "multi-gold": (0.067, 0.097, 0.321),  # BRIGHT-like (2-8 gold), the same fit
+    # Quora-like (1-2 gold): 10,000 queries at 523k x 768 in 1,011 CPU s, less the set and the passes: 0.063 at 768;
+    # at 384 and 2,560 dimensions in the multi-gold class's proportions (projected: measured at 768 only)
+    "easy": (0.044, 0.063, 0.208),
+}
+INSEPARABLE_CORE_S_PER_UNIT = 680 / 50 / (171_000 * 768)  # TREC-COVID-like: 50 queries at 171k x 768, 680 CPU s
 # query class per dataset: easy (1-2 gold, separable), multi-gold (separable), inseparable (hundreds of
 # gold spread over the index); the rest multi-gold
 QUERY_CLASS = {"quora": "easy", "arguana": "easy", "scifact": "easy", "trec-covid": "inseparable"}
+
+
+def solve_core_s(cls: str, dim: int) -> float:
+    """Core-seconds of one query's solve on its candidates, class ``cls``, at ``dim`` dimensions:
+    ``SOLVE_CORE_S`` interpolated linearly between ``SOLVE_DIMS`` (and along the last segment
+    beyond them)."""
+    y = SOLVE_CORE_S[cls]
+    if dim >= SOLVE_DIMS[-1]:
+        (d0, d1), (y0, y1) = SOLVE_DIMS[-2:], y[-2:]
+        return y0 + (y1 - y0) * (dim - d0) / (d1 - d0)
+    if dim <= SOLVE_DIMS[0]:
+        return y[0] * dim / SOLVE_DIMS[0]
+    for d0, d1, y0, y1 in zip(SOLVE_DIMS, SOLVE_DIMS[1:], y, y[1:]):
+        if d0 <= dim <= d1:
+            return y0 + (y1 - y0) * (dim - d0) / (d1 - d0)
+    raise AssertionError(dim)
 
 
 def probe_core_s(name: str, n: int, dim: int, q: int, whole_unit: float) -> float:
@@ -111,10 +130,10 @@ def probe_core_s(name: str, n: int, dim: int, q: int, whole_unit: float) -> floa
     if n <= SCREEN_MIN_DOCS:
         return whole_unit * n * dim * q
     cls = QUERY_CLASS.get(name, "multi-gold")
-    passes = SCREEN_PASSES * FLOOR_CORE_S_PER_UNIT * n * dim * q
     if cls == "inseparable":
-        return passes + INSEPARABLE_CORE_S_PER_UNIT * n * dim * q
-    return passes + SOLVE_CORE_S[cls] * dim / 768 * q
+        return INSEPARABLE_CORE_S_PER_UNIT * n * dim * q
+    passes = SCREEN_PASSES * FLOOR_CORE_S_PER_UNIT * n * dim * q
+    return SET_CORE_S_PER_UNIT * n * dim + passes + solve_core_s(cls, dim) * q
 
 
 COLBERT_BYTES_PER_TOKEN = 1.5e9 / 6.05e6  # measured on limit-50k's encoded parts

@@ -48,14 +48,24 @@ def test_projection_on_one_node_is_the_sum_and_shards_divide_it(cost, monkeypatc
 
 
 def test_the_probe_cost_model_by_hand(cost, monkeypatch):
-    """probe_core_s: up to SCREEN_MIN_DOCS the whole-index cost per query x doc x dim; above, two
-    passes of the floor plus each query's solve at 768 dims scaled by dim / 768, or for an
-    inseparable dataset the whole-index fallback per query x doc x dim."""
+    """probe_core_s: up to SCREEN_MIN_DOCS the whole-index cost per query x doc x dim; above, the
+    set's cost per doc x dim, two passes of the floor per query and each query's solve,
+    interpolated linearly in the dimension between the measured ones (and along the last
+    segment beyond them); an inseparable dataset the whole-index fallback per query x doc x dim."""
     monkeypatch.setattr(cost, "FLOOR_CORE_S_PER_UNIT", 1e-10)
-    monkeypatch.setattr(cost, "SOLVE_CORE_S", {"easy": 0.05, "multi-gold": 0.2})
+    monkeypatch.setattr(cost, "SET_CORE_S_PER_UNIT", 1e-9)
+    monkeypatch.setattr(cost, "SOLVE_DIMS", (384, 768, 2560))
+    monkeypatch.setattr(cost, "SOLVE_CORE_S", {"easy": (0.02, 0.05, 0.1), "multi-gold": (0.1, 0.2, 0.5)})
     monkeypatch.setattr(cost, "INSEPARABLE_CORE_S_PER_UNIT", 1e-8)
     assert cost.probe_core_s("nfcorpus", 50_000, 384, 10, 1e-7) == pytest.approx(1e-7 * 50_000 * 384 * 10)
-    # 2 x 1e-10 x 100k x 768 x 10 = 0.1536, + 10 x 0.05 x 1536 / 768 = 1.0
-    assert cost.probe_core_s("quora", 100_000, 1536, 10, 1e-7) == pytest.approx(2 * 1e-10 * 100_000 * 1536 * 10 + 1.0)
-    assert cost.probe_core_s("bright-biology", 100_000, 768, 10, 1e-7) == pytest.approx(0.1536 + 2.0)
-    assert cost.probe_core_s("trec-covid", 100_000, 768, 10, 1e-7) == pytest.approx(0.1536 + 1e-8 * 100_000 * 768 * 10)
+    # set 1e-9 x 100k x 768 = 0.0768; passes 2 x 1e-10 x 100k x 768 x 10 = 0.1536; solve 10 x 0.2 = 2.0
+    assert cost.probe_core_s("bright-biology", 100_000, 768, 10, 1e-7) == pytest.approx(0.0768 + 0.1536 + 2.0)
+    # easy at 1,664 dims: halfway between 768 and 2,560: 0.075 per query
+    assert cost.solve_core_s("easy", 1664) == pytest.approx(0.075)
+    assert cost.probe_core_s("quora", 100_000, 1664, 10, 1e-7) == pytest.approx(
+        1e-9 * 100_000 * 1664 + 2 * 1e-10 * 100_000 * 1664 * 10 + 0.75
+    )
+    # beyond 2,560 along the last segment (0.3 per 1,792 dims); below 384 in proportion
+    assert cost.solve_core_s("multi-gold", 4352) == pytest.approx(0.8)
+    assert cost.solve_core_s("multi-gold", 192) == pytest.approx(0.05)
+    assert cost.probe_core_s("trec-covid", 100_000, 768, 10, 1e-7) == pytest.approx(1e-8 * 100_000 * 768 * 10)
