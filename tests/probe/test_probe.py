@@ -390,6 +390,29 @@ def test_column_generation_takes_the_violators_then_the_margin():
     assert _misranked(t, gold, ng, rep, rows, 10, floor=0.7).tolist() == [2]
 
 
+def test_a_capped_proof_decides_what_an_uncapped_one_does(monkeypatch):
+    """Rounds of 6 columns against the proof's basis of dim + 2 = 18 (``HULL_STEP_MAX`` below the
+    basis, as 770 against 2,562 at 2,560 dimensions): with the LP off every query is decided, as
+    with rounds of 18, and each verdict agrees with HiGHS's exact LP (separable: certified;
+    inseparable: proven). With the capped rounds limited to ``HULL_ROUNDS`` the two-gold query
+    ended undecided (a reviewer's case: 20 clusters on the unit sphere in 16 dimensions)."""
+    rng = np.random.default_rng(332)
+    n, d = 3000, 16
+    D = rng.standard_normal((n, d)).astype(np.float32)
+    centres = rng.standard_normal((20, d)).astype(np.float32)
+    D = centres[rng.integers(0, 20, n)] + 0.3 * D
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    golds = [rng.choice(n, k, replace=False) for k in (1, 2, 3, 5, 8, 12, 20, 30, 40)]
+    monkeypatch.setattr(constants, "HULL_STEP", 6)
+    verdicts = {}
+    for cap in (6, 770):
+        monkeypatch.setattr(constants, "HULL_STEP_MAX", cap)
+        verdicts[cap] = [(r.outcome, r.certified) for r in probe(D, golds, lp_check_max_docs=0, threads=1)]
+    assert verdicts[6] == verdicts[770]
+    for (outcome, certified), g in zip(verdicts[6], golds):
+        assert outcome == ("certified" if lp_feasible(D, g) else "geometry") and certified == (outcome == "certified")
+
+
 def test_tiny_margin_query_is_certified_by_the_proofs_witness():
     """A query separable by a tiny margin (``_tiny_margin``: the construction's u separates it)
     is certified at the escalation gate by the proof's direction (decided_by="hull", no exact
@@ -430,6 +453,7 @@ def test_inseparability_proof_is_sound_and_bounds_escalation(monkeypatch, step_m
     for r, g in zip(res, golds):
         lp = lp_feasible(D, g)
         kinds.add(lp)
+        assert r.outcome != "undecided"
         if r.stopped == "inseparable":
             assert lp is False and not r.certified and r.extra["escalations"] == constants.HULL_AFTER
             assert r.extra["hull"] <= 1e-9 and r.iterations < 300

@@ -135,13 +135,16 @@ def _prove_inseparable(
     next rounds' violators), at most ``step``: keeping the candidates keeps the bound from
     rising, and taking the margin's documents at once saves rounds of one or two violators
     each (on TREC-COVID-like gold sets separable by ~1e-4 the tail ran out of rounds and sent
-    the query to the exact LP, minutes each). At most ``HULL_ROUNDS`` rounds; a failed proof
-    escalates. Documents enter as their duplicate
+    the query to the exact LP, minutes each). At most ``HULL_ROUNDS`` x ceil((dim + 2) /
+    step) rounds (more than ``HULL_ROUNDS`` only where ``HULL_STEP_MAX`` caps a round below the
+    basis's dim + 2 documents: a capped proof may take as many columns as an uncapped one); a
+    failed proof escalates. Documents enter as their duplicate
     group's first row (``rep``), whose score every member of the group gets. A single member
     with ``seek_witness`` also looks for a separating witness along r (``Proof.witness``)."""
     dim = docs.shape[1]
     # the NNLS has dim + 2 rows: a basic solution uses at most dim + 2 documents; above HULL_STEP_MAX they join over rounds
     step = max(min(dim + 2, const.HULL_STEP_MAX), const.HULL_STEP)
+    rounds = const.HULL_ROUNDS * -(-(dim + 2) // step)  # as many bases' worth of columns as uncapped rounds would take
     worst, proven, witness = 0.0, [], None
     single = len(members) == 1 and seek_witness
     for q in members:
@@ -156,7 +159,7 @@ def _prove_inseparable(
         by_s = ng[np.argsort(-s[ng], kind="stable")]  # non-gold documents, highest score at w first
         cand = by_s[:step]
         bound = float("inf")
-        for _ in range(const.HULL_ROUNDS):
+        for _ in range(rounds):
             rows = np.unique(rep[cand])
             bound, r, mu = _hull_nnls(G, docs[rows])
             if bound <= tol or r is None:
@@ -173,15 +176,16 @@ def _prove_inseparable(
                 break
             if not (t[ng] >= t[gold].min()).any():
                 break  # r ranks every non-gold document below the gold ones: separable, no proof
-            # the violators and, where fewer than a step, the documents inside r's margin on the subset
-            # (above its highest non-gold score): the next rounds' violators, taken in one round
+            new = _misranked(t, gold, ng, rep, rows, step)
+            if len(new) >= step:  # growth: the weighted candidates and the violators (as order_witness)
+                cand = np.concatenate([rows[mu > 0], new])
+                continue
+            # the tail, fewer than a step of violators left: every candidate is kept (the bound cannot rise), and the
+            # documents inside r's margin on the subset (above its highest non-gold score) join with the violators
             new = _misranked(t, gold, ng, rep, rows, step, floor=float(t[rows].max()))
             if not len(new):
                 break  # the violators are candidates already (the NNLS's rounding): another round repeats this one
-            if len(new) < step:  # the tail: few violators left; keep every candidate, so the bound cannot rise
-                cand = np.concatenate([rows, new])
-            else:  # the weighted candidates and the violators (as order_witness)
-                cand = np.concatenate([rows[mu > 0], new])
+            cand = np.concatenate([rows, new])
         if bound > tol:
             return Proof(None, proven, witness)
         worst = max(worst, bound)
