@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -31,8 +31,7 @@ from threadpoolctl import threadpool_limits
 from .config import _D, SolveSettings
 from .refine import refine_duplicates
 from .result import ProbeResult
-from .setup import _environment, _queries
-from .solver import batch_window, checked_index, problem_batches, second_solve
+from .solver import checked_index, second_solve, solve_context
 from .workers import _map_batches
 
 log = logging.getLogger("capgap.probe")
@@ -179,17 +178,7 @@ def _prepare(
         progress=False,
     )
     with threadpool_limits(int(threads) if threads else None):
-        golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-        env = _environment(
-            np.ascontiguousarray(D, dtype=np.float32),
-            golds,
-            grs,
-            excls,
-            tie_groups,
-            duplicates,
-            settings,
-            solves=solves,
-        )
-    env = replace(env, window=batch_window(len(env.problems), D.shape, batch_size))
-    batches = problem_batches(len(env.problems), D.shape, batch_size)
+        env, batches = solve_context(
+            D, gold_sets, settings, excluded_sets, grades, tie_groups, duplicates, solves=solves
+        )[3:]
     return env, batches, settings

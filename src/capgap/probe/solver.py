@@ -17,6 +17,7 @@ from .refine import refine_duplicates
 from .result import ProbeResult
 from .screen import screened_probe, screens
 from .setup import _environment, _queries
+from .state import SolveContext
 from .workers import _map_batches
 
 log = logging.getLogger("capgap.probe")  # the package's one logger
@@ -228,20 +229,17 @@ def _probe(
     list of ProbeResult
         One per query, in order.
     """
-    golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
-    context = _environment(
-        np.ascontiguousarray(D, dtype=np.float32),
-        golds,
-        grs,
-        excls,
+    golds, grs, excls, context, batches = solve_context(
+        D,
+        gold_sets,
+        settings,
+        excluded_sets,
+        grades,
         tie_groups,
         duplicates,
-        settings,
         prove=prove,
         by_construction=by_construction,
     )
-    context = replace(context, window=batch_window(len(context.problems), D.shape, settings.batch_size))
-    batches = problem_batches(len(context.problems), D.shape, settings.batch_size)
     results: list[ProbeResult | None] = [None] * len(golds)
     capped = 0
     for out, n_capped in _map_batches(context, batches, settings.workers, settings.progress):
@@ -264,6 +262,22 @@ def _probe(
         solve_again = second_solve(D, golds, excls, context.dups, settings)
         results = refine_duplicates(context, results, grs, solve_again)
     return results  # type: ignore[return-value]
+
+
+def solve_context(
+    D: np.ndarray, gold_sets, settings: SolveSettings, excluded_sets, grades, tie_groups, duplicates, **flags
+) -> tuple[list, list, list, SolveContext, list[list[int]]]:
+    """The set-up of ``_probe`` and of the probe shards (``shards``): the validated queries
+    ``(golds, grs, excls)`` (``setup._queries``), the ``SolveContext`` over the index ``D``
+    ``(n_docs, dim)`` as float32 with its batch window (``batch_window``), and the batches of
+    problem indices (``problem_batches``). ``flags``: ``setup._environment``'s ``prove``,
+    ``solves`` and ``by_construction``."""
+    golds, grs, excls = _queries(D.shape[0], gold_sets, excluded_sets, grades)
+    context = _environment(
+        np.ascontiguousarray(D, dtype=np.float32), golds, grs, excls, tie_groups, duplicates, settings, **flags
+    )
+    context = replace(context, window=batch_window(len(context.problems), D.shape, settings.batch_size))
+    return golds, grs, excls, context, problem_batches(len(context.problems), D.shape, settings.batch_size)
 
 
 def checked_index(D, solve: str, pairs: str) -> np.ndarray:
